@@ -1,0 +1,257 @@
+"""Wire contracts, version 1: pydantic models of every record gangstate reads or writes.
+
+Where it sits: the edge of the pipeline. Producers, the Faust worker, the offline fold and the
+audit tap validate raw Kafka values / trace lines against these models before anything else
+touches them. These models are the public interface described in
+``../shared/brief/contracts.md`` (schemas ``gangstate.kube/v1``, ``gangstate.cycle/v1``,
+``gangstate.ack/v1``, ``gangstate.tick/v1``, ``gangstate.command/v1``,
+``gangstate.diagnostic/v1``, ``gangstate.dead-letter/v1``); ``gangstate schema`` writes their JSON
+Schemas to ``docs/schemas/``.
+
+What it must not do: hold any gang logic. Field names are fixed by the contract; adding optional
+fields is allowed, renaming is not. Kubernetes objects inside ``gangstate.kube/v1`` are kept as
+raw JSON (``RawObject``): only the envelope and the ``metadata`` fields the fold reads are
+validated, because a full Pod validation would cost more than the fold itself
+(``../shared/brief/benchmarks.md``, "decode").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from .core.timefmt import format_time, parse_time
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+KUBE_SCHEMA = "gangstate.kube/v1"
+CYCLE_SCHEMA = "gangstate.cycle/v1"
+ACK_SCHEMA = "gangstate.ack/v1"
+TICK_SCHEMA = "gangstate.tick/v1"
+COMMAND_SCHEMA = "gangstate.command/v1"
+DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
+DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
+
+Stage = Literal[
+    "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Permit", "Reserve", "Unreserve",
+    "PreBind", "Bind",
+]
+"""Scheduling framework extension points a cycle record can report (kube-scheduler framework)."""
+
+CycleStatus = Literal[
+    "Gated", "Unschedulable", "UnschedulableAndUnresolvable", "Error", "Wait", "Rejected",
+    "Timeout", "Success", "Bound",
+]
+"""Outcome of one member in one scheduling cycle (contracts.md, ``gangstate.cycle/v1``)."""
+
+WatchType = Literal["ADDED", "MODIFIED", "DELETED", "SYNC"]
+"""Kubernetes watch event types, plus ``SYNC`` for an object seen in a relist."""
+
+Resource = Literal["pods", "podgroups", "events"]
+
+DiagnosticReason = Literal[
+    "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
+    "GangGroupIncomplete", "GangCycleRejected", "GangPermitTimeout", "GangMembersSatisfied",
+    "GangScheduled",
+]
+"""Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
+
+CommandType = Literal["SwitchRepresentative", "ElectRepresentative"]
+AckOutcome = Literal["Applied", "Stale", "PreconditionFailed"]
+
+
+class _Record(BaseModel):
+    """Common base: unknown fields are allowed (the contract lets producers add optional ones)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class _Timed(_Record):
+    observed_at: str = Field(description="RFC 3339 UTC event time with microseconds")
+
+    @field_validator("observed_at")
+    @classmethod
+    def _rfc3339(cls, value: str) -> str:
+        parse_time(value)
+        return value
+
+
+class ObjectMeta(BaseModel):
+    """The ``metadata`` fields of a Kubernetes object that gangstate reads; the rest is kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str = Field(min_length=1)
+    namespace: str = ""
+    uid: str = Field(min_length=1)
+    resourceVersion: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+
+    @field_validator("labels", "annotations", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+
+class RawObject(BaseModel):
+    """A Kubernetes object exactly as the API server returned it; only ``metadata`` is typed."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    apiVersion: str = ""
+    kind: str = ""
+    metadata: ObjectMeta
+    spec: dict[str, Any] = Field(default_factory=dict)
+    status: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("spec", "status", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+
+class KubeRecord(_Timed):
+    """``gangstate.kube/v1``: one watch event of a Pod, PodGroup or core/v1 Event."""
+
+    schema_: Literal["gangstate.kube/v1"] = Field(alias="schema")
+    resource: Resource
+    type: WatchType
+    object: RawObject
+
+
+class PodRef(BaseModel):
+    """A pod named by namespace, name and uid."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    namespace: str
+    name: str = Field(min_length=1)
+    uid: str = ""
+
+
+class CycleRecord(_Timed):
+    """``gangstate.cycle/v1``: what the scheduler did with one gang member in one cycle."""
+
+    schema_: Literal["gangstate.cycle/v1"] = Field(alias="schema")
+    scheduler: str = ""
+    cycle: int = Field(ge=0, description="the scheduler's monotonic scheduling-attempt counter")
+    pod: PodRef
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$")
+    gang_group: str = ""
+    stage: Stage
+    status: CycleStatus
+    reason: str = ""
+    message: str = ""
+    representative: str | None = None
+    node: str | None = None
+
+
+class AckRecord(_Timed):
+    """``gangstate.ack/v1``: the scheduler shim's answer to one command."""
+
+    schema_: Literal["gangstate.ack/v1"] = Field(alias="schema")
+    command_id: str = Field(min_length=1)
+    gang_group: str = Field(min_length=1)
+    epoch: int = Field(ge=1)
+    outcome: AckOutcome
+    representative: str | None = None
+
+
+class TickRecord(_Timed):
+    """``gangstate.tick/v1``: advances the event-time clock of one input partition."""
+
+    schema_: Literal["gangstate.tick/v1"] = Field(alias="schema")
+
+
+InputRecord = Annotated[
+    Union[KubeRecord, CycleRecord, AckRecord, TickRecord], Field(discriminator="schema_")
+]
+"""Any record of the ``gang-events`` input topic, told apart by its ``schema`` field."""
+
+INPUT_ADAPTER: TypeAdapter[KubeRecord | CycleRecord | AckRecord | TickRecord] = TypeAdapter(
+    InputRecord
+)
+
+
+class InvolvedObject(BaseModel):
+    """An object a diagnostic is about: a member Pod or the gang's PodGroup."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["Pod", "PodGroup"]
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+class Diagnostic(_Record):
+    """``gangstate.diagnostic/v1``: one finding, written to Kubernetes as an Event."""
+
+    schema_: Literal["gangstate.diagnostic/v1"] = Field(alias="schema", default=DIAGNOSTIC_SCHEMA)
+    id: str
+    observed_at: str
+    gang: str
+    gang_group: str
+    type: Literal["Normal", "Warning"]
+    reason: DiagnosticReason
+    message: str
+    involved: list[InvolvedObject]
+    facts: dict[str, Any]
+
+
+class Command(_Record):
+    """``gangstate.command/v1``: an instruction to the scheduler shim, fenced by ``epoch``."""
+
+    schema_: Literal["gangstate.command/v1"] = Field(alias="schema", default=COMMAND_SCHEMA)
+    id: str
+    issued_at: str
+    type: CommandType
+    gang_group: str
+    epoch: int = Field(ge=1)
+    expected_representative: str | None
+    representative: str
+    reason: str
+    cycle: int | None = None
+
+
+class DeadLetter(_Record):
+    """``gangstate.dead-letter/v1``: a record that failed validation, kept with the reason.
+
+    ``observed_at`` is wall-clock time: dead letters are not fold outputs. ``value`` is the raw
+    bytes as UTF-8 text, or base64 when they are not UTF-8 (then ``value_encoding`` is
+    ``base64``).
+    """
+
+    schema_: Literal["gangstate.dead-letter/v1"] = Field(alias="schema", default=DEAD_LETTER_SCHEMA)
+    observed_at: str
+    topic: str
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    value: str
+    value_encoding: Literal["utf-8", "base64"] = "utf-8"
+    error: str
+
+
+ALL_MODELS: dict[str, type[BaseModel]] = {
+    KUBE_SCHEMA: KubeRecord,
+    CYCLE_SCHEMA: CycleRecord,
+    ACK_SCHEMA: AckRecord,
+    TICK_SCHEMA: TickRecord,
+    COMMAND_SCHEMA: Command,
+    DIAGNOSTIC_SCHEMA: Diagnostic,
+    DEAD_LETTER_SCHEMA: DeadLetter,
+}
+"""Every contract model by its ``schema`` value."""
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """Return the JSON Schema of every contract model, keyed by file name (``kube.v1.json``...).
+
+    Used by ``gangstate schema`` and by the drift test; deterministic output.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for schema_id, model in ALL_MODELS.items():
+        short = schema_id.split(".", 1)[1].replace("/", ".")
+        doc = model.model_json_schema(by_alias=True)
+        doc["$id"] = f"https://gangstate.dev/schemas/{short}.json"
+        doc["title"] = schema_id
+        out[f"{short}.json"] = doc
+    return out

@@ -1,0 +1,309 @@
+"""The fold: ``step(state, record) -> (state, outputs)`` and the event-time timers.
+
+Where it sits: the heart of the functional core. ``apply`` folds one record into a gang's state
+(one named function per record kind); ``streams.core.decide`` turns the new state into
+diagnostics and commands; ``fire_timers`` emits what became due by a given event time;
+``PartitionFold`` drives all three over one ordered input log with one event-time clock, exactly
+as one Kafka partition of ``gang-events`` is processed by the worker, and as the whole trace is
+processed by ``gangstate fold``.
+
+Must not: read the wall clock, draw random numbers or uuids, do I/O, or import Faust, Kafka or
+Kubernetes. Same records in, same state and outputs out (contracts.md, "Time is an input").
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, MutableMapping
+
+from . import decide
+from .records import AckObserved, CycleObserved, GangRecord, PodGroupObserved, PodObserved, Record, Tick
+from .spec import parse_spec
+from .state import GangState, Member, PodGroupInfo, spec_and_fallbacks
+
+Output = dict[str, Any]
+"""A ``gangstate.diagnostic/v1`` or ``gangstate.command/v1`` record, JSON-ready."""
+
+RECENT_CYCLES = 64
+RECENT_ACKS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class FoldSettings:
+    """Tunables of the fold, all in seconds of event time.
+
+    ``grace_seconds``: how long ``GangNotInitialized``/``GangMembersInsufficient`` conditions
+    must hold before their warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
+    deleted uid is remembered so that a late, stale ADDED cannot bring it back (default 600 s).
+    """
+
+    grace_seconds: float = 10.0
+    tombstone_seconds: float = 600.0
+
+    @property
+    def grace_micros(self) -> int:
+        """``grace_seconds`` in microseconds."""
+        return int(self.grace_seconds * 1_000_000)
+
+    @property
+    def tombstone_micros(self) -> int:
+        """``tombstone_seconds`` in microseconds."""
+        return int(self.tombstone_seconds * 1_000_000)
+
+
+def rv_newer(new: str, old: str) -> bool:
+    """True when resourceVersion ``new`` is newer than ``old``.
+
+    resourceVersions of one uid compare as integers (etcd-backed API servers); when either does
+    not parse as an integer, a different value counts as newer (contracts.md, "Members and
+    versions").
+    """
+    if new.isdigit() and old.isdigit():
+        return int(new) > int(old)
+    return new != old
+
+
+def new_state(gang: str) -> GangState:
+    """The state of a gang nothing is known about yet (Koordinator: a new gang before init is
+    Strict, once-satisfied, a group of itself, not initialised)."""
+    return GangState(gang=gang)
+
+
+# -- apply: one function per record kind -----------------------------------------------------
+
+def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> GangState:
+    """Fold a Pod watch event. Stale or duplicate events (resourceVersion not newer for the uid,
+    or an event for a recently deleted uid) return ``state`` unchanged; a ``DELETED`` is applied
+    unless its resourceVersion is older than the one held. Members are keyed by uid, so a pod
+    recreated with the same name is a new member (Koordinator issue #2148)."""
+    tombstones = _pruned_tombstones(state, rec.at, settings)
+    member = state.members.get(rec.uid)
+    if rec.type == "DELETED":
+        if member is None or (rec.resource_version != member.rv
+                              and not rv_newer(rec.resource_version, member.rv)):
+            if member is None and rec.uid not in tombstones:
+                tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
+            return replace(state, tombstones=tombstones) if tombstones is not state.tombstones \
+                else state
+        members = {uid: m for uid, m in state.members.items() if uid != rec.uid}
+        tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
+        state = replace(state, members=members, tombstones=tombstones)
+        if state.representative == f"{rec.namespace}/{rec.name}":
+            state = replace(state, representative=None)
+        if not members and state.podgroup is None:
+            # An annotation-built gang disappears with its last pod; the epoch survives.
+            state = replace(state, spec_source=None, spec_settings=None, outcomes={},
+                            representative=None)
+        return state
+
+    if member is not None and not rv_newer(rec.resource_version, member.rv):
+        return state
+    gone = tombstones.get(rec.uid)
+    if gone is not None and not rv_newer(rec.resource_version, gone[0]):
+        return state
+    if gone is not None:
+        tombstones = {uid: v for uid, v in tombstones.items() if uid != rec.uid}
+    updated = Member(
+        name=rec.name, rv=rec.resource_version, node=rec.node, phase=rec.phase,
+        terminating=rec.terminating, settings=rec.settings,
+        waits_for_podgroup=rec.waits_for_podgroup,
+        stage=member.stage if member else None, status=member.status if member else None,
+        reason=member.reason if member else "", cycle=member.cycle if member else None,
+    )
+    state = replace(state, members={**state.members, rec.uid: updated}, tombstones=tombstones)
+    if state.spec_source is None and state.podgroup is None and not rec.waits_for_podgroup:
+        spec, _ = parse_spec(state.gang, rec.settings, f"Pod/{rec.name}")
+        if spec is not None:
+            state = replace(state, spec_source=f"Pod/{rec.name}", spec_settings=rec.settings)
+    return state
+
+
+def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
+    """Fold a PodGroup watch event: every add or update re-initialises the gang from the
+    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``); a delete drops the spec."""
+    old = state.podgroup
+    if rec.type == "DELETED":
+        if old is None or old.uid != rec.uid:
+            return state
+        state = replace(state, podgroup=None)
+        if state.spec_source and state.spec_source.startswith("PodGroup/"):
+            state = replace(state, spec_source=None, spec_settings=None)
+        return state
+    if old is not None and old.uid == rec.uid and not rv_newer(rec.resource_version, old.rv):
+        return state
+    info = PodGroupInfo(rec.name, rec.uid, rec.resource_version, rec.settings)
+    source = f"PodGroup/{rec.name}"
+    spec, _ = spec_and_fallbacks(state.gang, source, rec.settings)
+    if spec is None:
+        return replace(state, podgroup=info, spec_source=None, spec_settings=None)
+    return replace(state, podgroup=info, spec_source=source, spec_settings=rec.settings)
+
+
+def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
+    """Fold a scheduler cycle record: the member's last stage/status, the representative the
+    scheduler reports, and the outcomes of the latest cycle (for ``GangCycleRejected``). A record
+    already applied (same scheduler, cycle, pod, stage and status) changes nothing."""
+    key = (rec.scheduler, rec.cycle, rec.pod, rec.stage, rec.status)
+    if key in state.recent_cycles:
+        return state
+    recent = (state.recent_cycles + (key,))[-RECENT_CYCLES:]
+    members = state.members
+    found = (rec.pod_uid, members[rec.pod_uid]) if rec.pod_uid in members \
+        else state.member_by_name(rec.pod)
+    if found is not None:
+        uid, member = found
+        if member.cycle is None or rec.cycle >= member.cycle:
+            members = {**members, uid: replace(member, stage=rec.stage, status=rec.status,
+                                               reason=rec.reason, cycle=rec.cycle)}
+    latest = state.cycle
+    outcomes = state.outcomes
+    representative = state.representative
+    if latest is None or rec.cycle > latest:
+        latest, outcomes = rec.cycle, {}
+    if rec.cycle == latest:
+        outcomes = {**outcomes, rec.pod: (rec.status, rec.reason)}
+        representative = rec.representative
+    return replace(state, members=members, recent_cycles=recent, cycle=latest,
+                   outcomes=outcomes, representative=representative)
+
+
+def apply_ack(state: GangState, rec: AckObserved) -> GangState:
+    """Fold a shim ack: an ``Applied`` switch makes its ``representative`` current. An ack
+    already applied (same command id and outcome) changes nothing."""
+    key = (rec.command_id, rec.outcome)
+    if key in state.recent_acks:
+        return state
+    state = replace(state, recent_acks=(state.recent_acks + (key,))[-RECENT_ACKS:])
+    if rec.outcome == "Applied" and rec.representative:
+        state = replace(state, representative=rec.representative)
+    return state
+
+
+def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangState:
+    """Fold one record into a gang's state (dispatch on the record kind); advances the gang's
+    clock to the record's event time (never backwards)."""
+    if isinstance(rec, PodObserved):
+        after = apply_pod(state, rec, settings)
+    elif isinstance(rec, PodGroupObserved):
+        after = apply_podgroup(state, rec)
+    elif isinstance(rec, CycleObserved):
+        after = apply_cycle(state, rec)
+    else:
+        after = apply_ack(state, rec)
+    if rec.at > after.clock:
+        after = replace(after, clock=rec.at)
+    return after
+
+
+def _pruned_tombstones(state: GangState, now: int, settings: FoldSettings):
+    horizon = now - settings.tombstone_micros
+    if all(at >= horizon for _, at in state.tombstones.values()):
+        return state.tombstones
+    return {uid: v for uid, v in state.tombstones.items() if v[1] >= horizon}
+
+
+# -- step and timers ---------------------------------------------------------------------------
+
+def step(state: GangState | None, rec: GangRecord, key: str,
+         settings: FoldSettings = FoldSettings()) -> tuple[GangState, list[Output]]:
+    """Apply one record to the state of gang ``key`` and decide what to emit.
+
+    ``state`` is ``None`` for a gang seen for the first time. Returns the new state and the
+    diagnostics/commands (JSON-ready dicts) the record caused, in a fixed order. Raises nothing
+    for well-formed core records.
+    """
+    before = state if state is not None else new_state(key)
+    after = apply(before, rec, settings)
+    if after is before:
+        return before, []
+    return decide.decide(after, rec, settings, before.representative)
+
+
+def next_due(state: GangState, settings: FoldSettings) -> int | None:
+    """The event time (microseconds) of the gang's next timer, or ``None``.
+
+    Today one timer exists: the grace period of a PreEnqueue hold whose warning has not been
+    emitted yet. Timers are not stored: they follow from the state.
+    """
+    if state.held_since is not None and not state.warned:
+        return state.held_since + settings.grace_micros
+    return None
+
+
+def fire_timers(state: GangState, now: int,
+                settings: FoldSettings = FoldSettings()) -> tuple[GangState, list[Output]]:
+    """Emit every output whose timer is due at or before ``now`` (microseconds of event time).
+
+    Outputs fired by a timer carry the timer's due time as ``observed_at``, so the result does
+    not depend on when the clock happened to pass it.
+    """
+    due = next_due(state, settings)
+    if due is None or due > now:
+        return state, []
+    return decide.warn_held(state, due)
+
+
+class PartitionFold:
+    """Drives the fold over one ordered input log with one event-time clock.
+
+    ``store`` maps gang id to ``GangState`` (a dict offline, an adapter over the Faust table in
+    the worker). ``feed(key, record)`` first fires every timer due by the record's event time,
+    for every gang in the store with a pending timer, then applies the record. The clock never
+    moves backwards: a record older than the clock is applied with the clock's time for timers.
+    Deterministic: same records in the same order give the same outputs.
+    """
+
+    def __init__(self, store: MutableMapping[str, GangState],
+                 settings: FoldSettings = FoldSettings()) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = 0
+        self._timers: list[tuple[int, str]] = []
+
+    def rebuild_timers(self, keys: Iterable[str] | None = None) -> None:
+        """Recompute the timer index from the store (after a restart or partition assignment);
+        ``keys`` limits the scan to those gangs."""
+        self._timers = []
+        for key in (self.store.keys() if keys is None else keys):
+            state = self.store.get(key)
+            if state is not None:
+                self._schedule(key, state)
+
+    def _schedule(self, key: str, state: GangState) -> None:
+        due = next_due(state, self.settings)
+        if due is not None:
+            heapq.heappush(self._timers, (due, key))
+
+    def advance(self, now: int) -> list[Output]:
+        """Move the clock to ``now`` (if later) and fire every timer due by then, earliest
+        first (ties by gang id)."""
+        if now > self.clock:
+            self.clock = now
+        outputs: list[Output] = []
+        while self._timers and self._timers[0][0] <= self.clock:
+            due, key = heapq.heappop(self._timers)
+            state = self.store.get(key)
+            if state is None or next_due(state, self.settings) != due:
+                continue  # stale index entry: the state moved on
+            state, fired = fire_timers(state, self.clock, self.settings)
+            self.store[key] = state
+            outputs.extend(fired)
+            self._schedule(key, state)
+        return outputs
+
+    def feed(self, key: str | None, rec: Record) -> list[Output]:
+        """Fire due timers, then apply ``rec`` to gang ``key``; returns all outputs in order.
+
+        ``key`` is the gang id (the gang group id for acks); ignored for ticks.
+        """
+        outputs = self.advance(rec.at)
+        if isinstance(rec, Tick) or key is None:
+            return outputs
+        state = self.store.get(key)
+        new, emitted = step(state, rec, key, self.settings)
+        if new is not state:
+            self.store[key] = new
+            self._schedule(key, new)
+        outputs.extend(emitted)
+        return outputs

@@ -1,0 +1,98 @@
+"""The core's own record types: decoded input records, as frozen values.
+
+Where it sits: the functional core's input. ``streams.decoding`` builds these from wire records
+(``streams.contracts``); the fold (``streams.core.fold``) consumes them. They carry only what the
+fold reads, so a Pod of several KiB becomes a value of a few fields. Times are integer
+microseconds since the Unix epoch (event time, the record's ``observed_at``).
+
+Must not: import anything outside the standard library and ``streams.core``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .spec import RawSettings
+
+
+@dataclass(frozen=True, slots=True)
+class PodObserved:
+    """A watch event (``ADDED``/``MODIFIED``/``DELETED``/``SYNC``) of a gang member Pod."""
+
+    at: int
+    type: str
+    gang: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    node: str | None
+    phase: str
+    terminating: bool
+    settings: RawSettings
+    waits_for_podgroup: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupObserved:
+    """A watch event of a ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup; ``gang`` is its
+    ``ns/name``."""
+
+    at: int
+    type: str
+    gang: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    settings: RawSettings
+
+
+@dataclass(frozen=True, slots=True)
+class CycleObserved:
+    """One ``gangstate.cycle/v1`` record: one member's outcome in one scheduling cycle.
+
+    ``pod`` and ``representative`` are ``ns/name``; ``cycle`` is the scheduler's attempt counter.
+    """
+
+    at: int
+    scheduler: str
+    cycle: int
+    pod: str
+    pod_uid: str
+    gang: str
+    gang_group: str
+    stage: str
+    status: str
+    reason: str
+    message: str
+    representative: str | None
+    node: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AckObserved:
+    """One ``gangstate.ack/v1`` record: what the scheduler shim did with a command."""
+
+    at: int
+    command_id: str
+    gang_group: str
+    epoch: int
+    outcome: str
+    representative: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A ``gangstate.tick/v1`` record: only advances the event-time clock."""
+
+    at: int
+
+
+GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved]
+"""A record that concerns one gang (or, for acks, one gang group)."""
+Record = Union[GangRecord, Tick]
+
+FAILED_STATUSES = frozenset({"Unschedulable", "UnschedulableAndUnresolvable", "Error"})
+"""Cycle statuses that count as a member failing its cycle (contracts.md, GangCycleRejected)."""

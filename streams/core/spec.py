@@ -1,0 +1,271 @@
+"""Gang membership and gang spec rules, as Koordinator's Coscheduling plugin applies them.
+
+Where it sits: the functional core. Decoding calls ``gang_of_pod`` and ``settings_of_pod`` /
+``settings_of_podgroup`` to turn a Kubernetes object into core values; the fold calls
+``parse_spec`` to learn what the scheduler will actually use and which silent fallbacks it took.
+Pure computation: no I/O, no clock, no Faust/Kafka/Kubernetes imports.
+
+Sources (Koordinator): ``apis/extension/coscheduling.go`` (label and annotation keys),
+``pkg/scheduler/plugins/coscheduling/core/gang.go`` (``tryInitByPodConfig``,
+``tryInitByPodGroup``), ``pkg/scheduler/plugins/coscheduling/util/gang_helper.go``
+(``GetGangNameByPod``, ``GetGangGroupId``, wait-time parsing), and
+``core/gang_cache_test.go``; summarised in ``../shared/brief/gang-semantics.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal, Mapping
+
+LABEL_POD_GROUP = "pod-group.scheduling.sigs.k8s.io"
+"""scheduler-plugins' PodGroup label; pods carrying it wait for their PodGroup object."""
+LABEL_POD_GROUP_NAME_DEPRECATED = "pod-group.scheduling.sigs.k8s.io/name"
+LABEL_MIN_AVAILABLE_DEPRECATED = "pod-group.scheduling.sigs.k8s.io/min-available"
+PREFIX = "gang.scheduling.koordinator.sh/"
+ANNOTATION_NAME = PREFIX + "name"
+
+DEFAULT_WAITING_SECONDS = 600
+"""Koordinator Coscheduling plugin default waiting time (``DefaultWaitTime``), seconds."""
+
+Mode = Literal["Strict", "NonStrict"]
+MatchPolicy = Literal["once-satisfied", "only-waiting", "waiting-and-running"]
+MATCH_POLICIES: tuple[str, ...] = ("once-satisfied", "only-waiting", "waiting-and-running")
+
+SPEC_FIELDS: tuple[str, ...] = (
+    "min-available", "total-number", "mode", "waiting-time", "groups", "match-policy",
+)
+"""Gang settings by their annotation names (after the prefix), in ``RawSettings`` order."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawSettings:
+    """Gang settings exactly as written on one object (``None`` = not set).
+
+    For a pod: the annotations ``gang.scheduling.koordinator.sh/<field>`` (min-available from the
+    deprecated label first when non-empty). For a PodGroup: ``spec.minMember`` as
+    ``min_available``, ``spec.scheduleTimeoutSeconds`` as ``waiting_time`` (``"<n>s"``) and the
+    other fields from the PodGroup's annotations.
+    """
+
+    min_available: str | None = None
+    total_number: str | None = None
+    mode: str | None = None
+    waiting_time: str | None = None
+    groups: str | None = None
+    match_policy: str | None = None
+
+    def as_written(self) -> tuple[tuple[str, str | None], ...]:
+        """Pairs of (annotation field name, value as written) in ``SPEC_FIELDS`` order."""
+        return tuple(zip(SPEC_FIELDS, (self.min_available, self.total_number, self.mode,
+                                       self.waiting_time, self.groups, self.match_policy)))
+
+
+@dataclass(frozen=True, slots=True)
+class GangSpec:
+    """What the scheduler uses for a gang once it is initialised.
+
+    ``min_member`` and ``total_number`` are pod counts; ``waiting_seconds`` is the Permit waiting
+    time in seconds; ``groups`` the gang ids of the gang group (sorted); ``gang_group`` their
+    ``,``-joined id. ``source`` names where it came from: ``PodGroup/<name>`` or ``Pod/<name>``.
+    """
+
+    source: str
+    min_member: int
+    total_number: int
+    mode: Mode
+    waiting_seconds: int
+    groups: tuple[str, ...]
+    gang_group: str
+    match_policy: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """A silent fallback the scheduler takes: ``field`` as written was ``value``, it uses
+    ``effective`` instead (strings as they would be written in the annotation)."""
+
+    field: str
+    value: str
+    effective: str
+
+
+def gang_of_pod(namespace: str, labels: Mapping[str, str],
+                annotations: Mapping[str, str]) -> str | None:
+    """Return the gang id ``<namespace>/<name>`` a pod belongs to, or ``None`` for no gang.
+
+    First match wins: label ``pod-group.scheduling.sigs.k8s.io``, the deprecated label
+    ``pod-group.scheduling.sigs.k8s.io/name``, annotation ``gang.scheduling.koordinator.sh/name``
+    (Koordinator ``util.GetGangNameByPod``).
+    """
+    name = (labels.get(LABEL_POD_GROUP) or labels.get(LABEL_POD_GROUP_NAME_DEPRECATED)
+            or annotations.get(ANNOTATION_NAME))
+    if not name:
+        return None
+    return f"{namespace}/{name}"
+
+
+def waits_for_podgroup(labels: Mapping[str, str]) -> bool:
+    """True when the pod takes its gang spec only from a PodGroup (it carries the
+    ``pod-group.scheduling.sigs.k8s.io`` label); Koordinator's gang cache then never initialises
+    the gang from this pod's annotations (``core/gang_cache.go`` ``onPodAdd``)."""
+    return bool(labels.get(LABEL_POD_GROUP))
+
+
+def settings_of_pod(labels: Mapping[str, str], annotations: Mapping[str, str]) -> RawSettings:
+    """Read a pod's gang settings as written (``RawSettings``); no parsing happens here.
+
+    min-available: the deprecated label ``pod-group.scheduling.sigs.k8s.io/min-available`` wins
+    when non-empty, else the annotation (Koordinator ``core/gang.go`` ``tryInitByPodConfig``).
+    """
+    min_available = labels.get(LABEL_MIN_AVAILABLE_DEPRECATED) or annotations.get(
+        PREFIX + "min-available")
+    get = annotations.get
+    return RawSettings(min_available, get(PREFIX + "total-number"), get(PREFIX + "mode"),
+                       get(PREFIX + "waiting-time"), get(PREFIX + "groups"),
+                       get(PREFIX + "match-policy"))
+
+
+def settings_of_podgroup(spec: Mapping[str, object],
+                         annotations: Mapping[str, str]) -> RawSettings:
+    """Read a PodGroup's gang settings (``scheduling.sigs.k8s.io/v1alpha1``) as written.
+
+    ``spec.minMember`` becomes ``min_available`` and ``spec.scheduleTimeoutSeconds`` becomes
+    ``waiting_time`` as ``"<n>s"``; a waiting-time annotation on a PodGroup is ignored, as in
+    Koordinator (``core/gang.go`` ``tryInitByPodGroup``).
+    """
+    min_member = spec.get("minMember")
+    timeout = spec.get("scheduleTimeoutSeconds")
+    get = annotations.get
+    return RawSettings(
+        None if min_member is None else str(min_member),
+        get(PREFIX + "total-number"), get(PREFIX + "mode"),
+        None if timeout is None else f"{timeout}s",
+        get(PREFIX + "groups"), get(PREFIX + "match-policy"),
+    )
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def parse_int32(text: str | None) -> int | None:
+    """Parse like Go's ``strconv.ParseInt(text, 10, 32)``; ``None`` when it would fail."""
+    if text is None or not _INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if _INT32[0] <= value <= _INT32[1] else None
+
+
+_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
+                 "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> float | None:
+    """Parse a Go duration (``time.ParseDuration``: ``"3600s"``, ``"1h30m"``, ``"1.5h"``) into
+    seconds; ``None`` when Go would return an error (``"30"`` has no unit, ``"1h30"`` neither).
+
+    ``"0"`` (with optional sign) is the one unit-less value Go accepts.
+    """
+    s = text
+    sign = 1.0
+    if s[:1] in "+-" and s:
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    if s == "0":
+        return 0.0
+    if not s:
+        return None
+    total = 0.0
+    pos = 0
+    while pos < len(s):
+        match = _DURATION_PART.match(s, pos)
+        if not match or match.group(1) in ("", "."):
+            return None
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    return sign * total
+
+
+def _seconds_text(seconds: int) -> str:
+    return f"{seconds}s"
+
+
+def parse_spec(gang: str, settings: RawSettings, source: str, *,
+               from_podgroup: bool = False,
+               default_waiting_seconds: int = DEFAULT_WAITING_SECONDS,
+               ) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
+    """Initialise a gang spec from one object's settings, the way Koordinator does.
+
+    ``gang`` is the gang id, ``source`` names the object (``Pod/<name>``, ``PodGroup/<name>``).
+    Returns ``(spec, fallbacks)``: ``spec`` is ``None`` when initialisation fails (min-available
+    missing or not a base-10 32-bit integer: the gang stays uninitialised and its pods wait
+    silently); ``fallbacks`` lists every setting that was written but replaced by a default.
+    Rules (``core/gang.go``, ``util/gang_helper.go``, ``core/gang_cache_test.go``):
+    min-available 0 and negatives are accepted; total-number empty/unparsable/0/below min -> min;
+    mode other than exactly ``Strict``/``NonStrict`` -> ``Strict``; waiting-time missing,
+    unparsable, 0 or negative -> the default (PodGroup ``scheduleTimeoutSeconds`` <= 0 likewise);
+    groups not a non-empty JSON array of strings -> the gang alone, entries used as written;
+    unknown match-policy -> ``once-satisfied``. Raises nothing.
+    """
+    min_member = parse_int32(settings.min_available)
+    if min_member is None:
+        return None, ()
+    fallbacks: list[Fallback] = []
+
+    total = min_member
+    if settings.total_number not in (None, ""):
+        parsed = parse_int32(settings.total_number)
+        if parsed is None or parsed == 0 or parsed < min_member:
+            fallbacks.append(Fallback("total-number", settings.total_number, str(min_member)))
+        else:
+            total = parsed
+
+    mode: Mode = "Strict"
+    if settings.mode is not None:
+        if settings.mode in ("Strict", "NonStrict"):
+            mode = settings.mode  # type: ignore[assignment]
+        else:
+            fallbacks.append(Fallback("mode", settings.mode, "Strict"))
+
+    waiting = default_waiting_seconds
+    if settings.waiting_time not in (None, ""):
+        seconds = parse_go_duration(settings.waiting_time)
+        if seconds is None or seconds <= 0:
+            field = "scheduleTimeoutSeconds" if from_podgroup else "waiting-time"
+            written = settings.waiting_time[:-1] if from_podgroup else settings.waiting_time
+            fallbacks.append(Fallback(field, written, _seconds_text(default_waiting_seconds)))
+        else:
+            waiting = int(seconds)
+
+    groups: tuple[str, ...] = (gang,)
+    if settings.groups not in (None, ""):
+        listed = _json_string_list(settings.groups)
+        if not listed:
+            fallbacks.append(Fallback("groups", settings.groups, json.dumps([gang])))
+        else:
+            groups = tuple(sorted(listed))
+            if gang not in listed:
+                fallbacks.append(Fallback("groups", settings.groups, settings.groups))
+
+    policy = "once-satisfied"
+    if settings.match_policy not in (None, ""):
+        if settings.match_policy in MATCH_POLICIES:
+            policy = settings.match_policy
+        else:
+            fallbacks.append(Fallback("match-policy", settings.match_policy, "once-satisfied"))
+
+    spec = GangSpec(source, min_member, total, mode, waiting, groups, ",".join(groups), policy)
+    return spec, tuple(fallbacks)
+
+
+def _json_string_list(text: str) -> list[str] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return None
+    return value

@@ -1,0 +1,278 @@
+"""Gang state: the value the fold keeps per gang id, and its compact wire form.
+
+Where it sits: the functional core. ``streams.core.fold`` produces new ``GangState`` values from
+old ones; the Faust worker stores ``to_wire(state)`` in the gang table (whose changelog is the
+durable copy) and ``from_wire`` turns it back. Values are treated as immutable: every change makes
+a new ``GangState`` (``dataclasses.replace``) with new containers, never an in-place mutation.
+
+Must not: read the clock, do I/O, import Faust/Kafka/Kubernetes. The wire form is a JSON-ready
+list/dict structure kept compact because a table value is written whole to its changelog on
+every change (contracts.md, "Delivery").
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
+
+WIRE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One live member pod of a gang, identified by uid in ``GangState.members``.
+
+    ``rv`` is the last applied resourceVersion; ``node`` is ``spec.nodeName`` (bound when set);
+    ``stage``/``status``/``reason``/``cycle`` are the pod's last scheduling-cycle outcome.
+    """
+
+    name: str
+    rv: str
+    node: str | None
+    phase: str
+    terminating: bool
+    settings: RawSettings
+    waits_for_podgroup: bool
+    stage: str | None = None
+    status: str | None = None
+    reason: str = ""
+    cycle: int | None = None
+
+    @property
+    def pending(self) -> bool:
+        """True for a pod the scheduler still has to place: unbound, not terminating, and in
+        phase ``Pending`` (or no phase yet)."""
+        return self.node is None and not self.terminating and self.phase in ("Pending", "")
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupInfo:
+    """The gang's PodGroup object, when one exists."""
+
+    name: str
+    uid: str
+    rv: str
+    settings: RawSettings
+
+
+@dataclass(frozen=True, slots=True)
+class GangState:
+    """Everything gangstate knows about one gang, folded from the input log.
+
+    Counts are pod counts, times integer microseconds of event time. ``members`` maps uid to
+    ``Member`` in arrival order; ``tombstones`` maps a deleted uid to ``(rv, deleted_at)``.
+    ``spec_source``/``spec_settings`` name the object whose settings initialised the gang
+    (``spec`` is derived from them). ``representative`` is the group's representative pod as the
+    scheduler last reported it (``ns/name``). ``epoch`` is the gang group's command counter,
+    never reset. ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
+    warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
+    emitted for it.
+    """
+
+    gang: str
+    clock: int = 0
+    spec_source: str | None = None
+    spec_settings: RawSettings | None = None
+    podgroup: PodGroupInfo | None = None
+    members: Mapping[str, Member] = field(default_factory=dict)
+    tombstones: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    representative: str | None = None
+    cycle: int | None = None
+    outcomes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    recent_cycles: tuple[tuple[str, int, str, str, str], ...] = ()
+    recent_acks: tuple[tuple[str, str], ...] = ()
+    epoch: int = 0
+    command_cycle: int | None = None
+    held_since: int | None = None
+    warned: bool = False
+    emitted: Mapping[str, str] = field(default_factory=dict)
+    ever_scheduled: bool = False
+
+    @property
+    def namespace(self) -> str:
+        """The gang's namespace (the part of the gang id before ``/``)."""
+        return self.gang.split("/", 1)[0]
+
+    @property
+    def spec(self) -> GangSpec | None:
+        """The spec the scheduler uses, or ``None`` while the gang is not initialised."""
+        return spec_and_fallbacks(self.gang, self.spec_source, self.spec_settings)[0]
+
+    @property
+    def fallbacks(self) -> tuple[Fallback, ...]:
+        """Silent fallbacks taken when the spec was initialised (for ``GangSpecInvalid``)."""
+        return spec_and_fallbacks(self.gang, self.spec_source, self.spec_settings)[1]
+
+    @property
+    def bound(self) -> int:
+        """Members whose pod object has ``spec.nodeName`` (a cycle's ``node`` binds nothing)."""
+        return sum(1 for m in self.members.values() if m.node is not None)
+
+    @property
+    def waiting(self) -> int:
+        """Unbound members whose last cycle status is ``Wait`` (waiting at Permit)."""
+        return sum(1 for m in self.members.values() if m.status == "Wait" and m.node is None)
+
+    @property
+    def gang_group(self) -> str:
+        """The gang group id: sorted gang ids joined by ``,``; the gang itself when alone."""
+        spec = self.spec
+        return spec.gang_group if spec else self.gang
+
+    @property
+    def phase(self) -> str:
+        """One of ``NotInitialized``, ``Gathering``, ``Ready``, ``Scheduling``, ``Scheduled``,
+        ``Finished`` (contracts.md, ``gangstate fold``)."""
+        spec = self.spec
+        if not self.members and self.ever_scheduled:
+            return "Finished"
+        if spec is None:
+            return "NotInitialized"
+        if self.bound >= spec.min_member and self.members:
+            return "Scheduled"
+        if len(self.members) < spec.min_member:
+            return "Gathering"
+        in_cycle = any(m.node is None and m.status not in (None, "Gated")
+                       for m in self.members.values())
+        if self.waiting or in_cycle:
+            return "Scheduling"
+        return "Ready"
+
+    def member_by_name(self, pod: str) -> tuple[str, Member] | None:
+        """Find a live member by ``ns/name``; returns ``(uid, member)`` or ``None``."""
+        ns, _, name = pod.partition("/")
+        if ns != self.namespace:
+            return None
+        for uid, member in self.members.items():
+            if member.name == name:
+                return uid, member
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_spec(gang: str, source: str, settings: RawSettings,
+                 from_podgroup: bool) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
+    return parse_spec(gang, settings, source, from_podgroup=from_podgroup,
+                      default_waiting_seconds=DEFAULT_WAITING_SECONDS)
+
+
+def spec_and_fallbacks(gang: str, source: str | None, settings: RawSettings | None,
+                       ) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
+    """``parse_spec`` of the spec source, memoised (settings are hashable frozen values)."""
+    if source is None or settings is None:
+        return None, ()
+    return _cached_spec(gang, source, settings, source.startswith("PodGroup/"))
+
+
+def summary(state: GangState) -> dict[str, Any]:
+    """The ``gangs`` entry of ``gangstate fold --output json`` for one gang.
+
+    Shape: ``{"phase", "members", "bound", "waiting", "representative", "min_member",
+    "total_number", "mode", "waiting_seconds", "match_policy", "gang_group", "spec_source",
+    "epoch", "last_cycle", "pods": {"ns/name": {...}}}``; counts are integers, pods named
+    ``ns/name``. Unknown values are ``None``.
+    """
+    spec = state.spec
+    ns = state.namespace
+    return {
+        "phase": state.phase,
+        "members": len(state.members),
+        "bound": state.bound,
+        "waiting": state.waiting,
+        "representative": state.representative,
+        "min_member": spec.min_member if spec else None,
+        "total_number": spec.total_number if spec else None,
+        "mode": spec.mode if spec else None,
+        "waiting_seconds": spec.waiting_seconds if spec else None,
+        "match_policy": spec.match_policy if spec else None,
+        "gang_group": state.gang_group,
+        "spec_source": state.spec_source,
+        "podgroup": state.podgroup.name if state.podgroup else None,
+        "epoch": state.epoch,
+        "last_cycle": state.cycle,
+        "pods": {
+            f"{ns}/{m.name}": {
+                "uid": uid, "phase": m.phase, "node": m.node, "resource_version": m.rv,
+                "stage": m.stage, "status": m.status, "reason": m.reason, "cycle": m.cycle,
+            }
+            for uid, m in state.members.items()
+        },
+    }
+
+
+# -- wire form ---------------------------------------------------------------------------------
+
+def _settings_out(s: RawSettings | None) -> list[str | None] | None:
+    return None if s is None else [s.min_available, s.total_number, s.mode, s.waiting_time,
+                                   s.groups, s.match_policy]
+
+
+def _settings_in(v: list[str | None] | None) -> RawSettings | None:
+    return None if v is None else RawSettings(*v)
+
+
+def to_wire(state: GangState) -> dict[str, Any]:
+    """Encode a ``GangState`` as a compact JSON-ready dict (``{"v": 1, ...}``).
+
+    Members become lists; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
+    """
+    return {
+        "v": WIRE_VERSION,
+        "g": state.gang,
+        "c": state.clock,
+        "ss": state.spec_source,
+        "st": _settings_out(state.spec_settings),
+        "pg": None if state.podgroup is None else [
+            state.podgroup.name, state.podgroup.uid, state.podgroup.rv,
+            _settings_out(state.podgroup.settings)],
+        "m": [[uid, m.name, m.rv, m.node, m.phase, m.terminating, _settings_out(m.settings),
+               m.waits_for_podgroup, m.stage, m.status, m.reason, m.cycle]
+              for uid, m in state.members.items()],
+        "t": [[uid, rv, at] for uid, (rv, at) in state.tombstones.items()],
+        "r": state.representative,
+        "cy": state.cycle,
+        "o": [[pod, st, rs] for pod, (st, rs) in state.outcomes.items()],
+        "rc": [list(k) for k in state.recent_cycles],
+        "ra": [list(k) for k in state.recent_acks],
+        "e": state.epoch,
+        "cc": state.command_cycle,
+        "hs": state.held_since,
+        "w": state.warned,
+        "em": dict(state.emitted),
+        "es": state.ever_scheduled,
+    }
+
+
+def from_wire(data: Mapping[str, Any]) -> GangState:
+    """Decode the dict made by ``to_wire``. Raises ``ValueError`` on an unknown wire version
+    and ``KeyError``/``TypeError`` on a malformed value."""
+    if data.get("v") != WIRE_VERSION:
+        raise ValueError(f"unknown gang state wire version {data.get('v')!r}")
+    pg = data["pg"]
+    return GangState(
+        gang=data["g"],
+        clock=data["c"],
+        spec_source=data["ss"],
+        spec_settings=_settings_in(data["st"]),
+        podgroup=None if pg is None else PodGroupInfo(pg[0], pg[1], pg[2], _settings_in(pg[3])
+                                                      or RawSettings()),
+        members={row[0]: Member(row[1], row[2], row[3], row[4], row[5],
+                                _settings_in(row[6]) or RawSettings(), row[7], row[8], row[9],
+                                row[10], row[11])
+                 for row in data["m"]},
+        tombstones={uid: (rv, at) for uid, rv, at in data["t"]},
+        representative=data["r"],
+        cycle=data["cy"],
+        outcomes={pod: (st, rs) for pod, st, rs in data["o"]},
+        recent_cycles=tuple((a, b, c, d, e) for a, b, c, d, e in data["rc"]),
+        recent_acks=tuple((a, b) for a, b in data["ra"]),
+        epoch=data["e"],
+        command_cycle=data["cc"],
+        held_since=data["hs"],
+        warned=data["w"],
+        emitted=dict(data["em"]),
+        ever_scheduled=data["es"],
+    )
