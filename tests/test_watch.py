@@ -1,0 +1,538 @@
+"""Tests of the watch producer (``producers.watch``).
+
+Pure parts (stream plan, relist diff, backoff, routing) are tables of named scenarios. The shell
+runs against the TEST API SERVER (``tests.apiserver_double``, a test double driven through the
+real ``kubernetes`` client) with an in-memory publisher; the published stream is folded with
+``streams.offline.fold_lines`` and compared with the test API server's final state, or with the
+handed traces folded directly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from kubernetes import client
+
+from producers.watch import (DeadLetter, Drop, GangRouter, Publish, StreamSpec, WatchConfig,
+                             Watcher, backoff_delay, plan_streams, relist_diff)
+from streams.config import Settings, Topics
+from streams.core.spec import gang_of_pod
+from streams.core.timefmt import parse_time
+from streams.offline import fold_lines
+from tests.apiserver_double import ApiServerDouble, eventually
+
+CASES = Path(__file__).parent / "cases"
+SETTINGS = Settings(bootstrap=None, topics=Topics("test."))
+FAST = WatchConfig(read_timeout=5.0, watch_timeout=30, backoff_base=0.02, backoff_cap=0.2,
+                   tick_interval=None, flush_interval=0.05, hold_events=0.3, crd_recheck=60.0)
+T0 = parse_time("2026-11-02T09:00:00Z")
+
+
+class MemoryPublisher:
+    """An in-memory stand-in for ``producers.publish.Publisher``: ``send``/``send_json``/
+    ``flush``; keeps ``(topic, key, record)`` in order. ``fail_next`` makes that many sends
+    raise, as kafka-python does when the broker is down."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str | None, dict[str, Any]]] = []
+        self.fail_next = 0
+        self.flushes = 0
+
+    def send(self, topic: str, key: str | None, value: bytes,
+             partition: int | None = None) -> None:
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            raise ConnectionError("broker down (test)")
+        self.records.append((topic, key, json.loads(value)))
+
+    def send_json(self, topic: str, key: str | None, record: dict[str, Any],
+                  partition: int | None = None) -> None:
+        self.send(topic, key, json.dumps(record).encode(), partition)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def on(self, topic: str) -> list[tuple[str | None, dict[str, Any]]]:
+        """``(key, record)`` sent to ``topic``, in order."""
+        return [(k, r) for t, k, r in list(self.records) if t == topic]
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """The ``gang-events`` records as numbered lines for ``fold_lines``."""
+        for n, (_, record) in enumerate(self.on(SETTINGS.topics.gang_events), start=1):
+            yield n, json.dumps(record).encode()
+
+
+def pod(name: str, gang: str | None = "train", ns: str = "team-a", *, min_available: str = "2",
+        scheduler: str = "koord-scheduler", node: str | None = None) -> dict[str, Any]:
+    annotations = {}
+    if gang:
+        annotations = {"gang.scheduling.koordinator.sh/name": gang,
+                       "gang.scheduling.koordinator.sh/min-available": min_available}
+    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [{"name": "c"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+            "spec": spec, "status": {"phase": "Pending"}}
+
+
+def event(name: str, pod_obj: dict[str, Any], reason: str, message: str,
+          component: str = "koord-scheduler",
+          when: str = "2026-11-02T09:00:10Z") -> dict[str, Any]:
+    meta = pod_obj["metadata"]
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": meta["namespace"]},
+            "involvedObject": {"kind": "Pod", "namespace": meta["namespace"],
+                               "name": meta["name"], "uid": meta.get("uid", "")},
+            "reason": reason, "message": message, "type": "Warning",
+            "source": {"component": component}, "lastTimestamp": when, "count": 1}
+
+
+def api_client(server: ApiServerDouble) -> client.ApiClient:
+    return client.ApiClient(server.configuration())
+
+
+def members_by_gang_in_server(server: ApiServerDouble) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for p in server.objects("pods"):
+        meta = p["metadata"]
+        if p["spec"].get("schedulerName") != "koord-scheduler":
+            continue
+        gang = gang_of_pod(meta["namespace"], meta.get("labels") or {},
+                           meta.get("annotations") or {})
+        if gang:
+            out.setdefault(gang, set()).add(meta["uid"])
+    return out
+
+
+def members_by_gang_folded(publisher: MemoryPublisher) -> dict[str, set[str]]:
+    result = fold_lines(publisher.lines(), None)
+    assert not result.errors, result.errors
+    return {g: set(s.members) for g, s in result.states.items() if s.members}
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts
+# ---------------------------------------------------------------------------------------------
+
+def test_plan_streams_one_selector_per_scheduler_and_reason() -> None:
+    config = WatchConfig(namespaces=("a", "b"), scheduler_names=("koord-scheduler", "s2"))
+    assert plan_streams(config) == [
+        StreamSpec("pods", "a", "spec.schedulerName=koord-scheduler"),
+        StreamSpec("pods", "a", "spec.schedulerName=s2"),
+        StreamSpec("pods", "b", "spec.schedulerName=koord-scheduler"),
+        StreamSpec("pods", "b", "spec.schedulerName=s2"),
+        StreamSpec("podgroups", "a", ""), StreamSpec("podgroups", "b", ""),
+        StreamSpec("events", "a", "involvedObject.kind=Pod,reason=FailedScheduling"),
+        StreamSpec("events", "a", "involvedObject.kind=Pod,reason=Scheduled"),
+        StreamSpec("events", "b", "involvedObject.kind=Pod,reason=FailedScheduling"),
+        StreamSpec("events", "b", "involvedObject.kind=Pod,reason=Scheduled"),
+    ]
+    assert plan_streams(WatchConfig(podgroups=False, event_reasons=())) == [
+        StreamSpec("pods", None, "spec.schedulerName=koord-scheduler")]
+
+
+def _obj(uid: str, name: str, rv: str = "1") -> dict[str, Any]:
+    return {"metadata": {"uid": uid, "name": name, "namespace": "ns", "resourceVersion": rv}}
+
+
+RELIST = [
+    ("first list: everything is SYNC", {}, [_obj("u1", "a")], [("SYNC", "u1", "1")]),
+    ("unchanged and changed objects are SYNC with the listed state",
+     {"u1": _obj("u1", "a", "1")}, [_obj("u1", "a", "5")], [("SYNC", "u1", "5")]),
+    ("vanished objects are DELETED with their last known state, sorted by name",
+     {"u2": _obj("u2", "b", "3"), "u1": _obj("u1", "a", "2"), "u3": _obj("u3", "c")},
+     [_obj("u3", "c", "7")],
+     [("SYNC", "u3", "7"), ("DELETED", "u1", "2"), ("DELETED", "u2", "3")]),
+    ("same name, new uid: the old uid is DELETED",
+     {"u1": _obj("u1", "a", "2")}, [_obj("u9", "a", "8")],
+     [("SYNC", "u9", "8"), ("DELETED", "u1", "2")]),
+    ("empty list deletes everything", {"u1": _obj("u1", "a")}, [], [("DELETED", "u1", "1")]),
+]
+
+
+@pytest.mark.parametrize("known,listed,expected", [r[1:] for r in RELIST],
+                         ids=[r[0] for r in RELIST])
+def test_relist_diff(known: dict[str, Any], listed: list[dict[str, Any]],
+                     expected: list[tuple[str, str, str]]) -> None:
+    got = [(t, o["metadata"]["uid"], o["metadata"]["resourceVersion"])
+           for t, o in relist_diff(known, listed)]
+    assert got == expected
+
+
+@pytest.mark.parametrize("attempt,rand,expected", [
+    (0, 0.5, 0.25), (1, 0.5, 0.5), (3, 1.0, 4.0), (10, 1.0, 30.0), (100, 0.5, 15.0),
+    (2, 0.0, 0.0),
+], ids=["first", "second", "grows", "capped", "huge attempt capped", "jitter can be 0"])
+def test_backoff_delay_full_jitter(attempt: int, rand: float, expected: float) -> None:
+    assert backoff_delay(attempt, 0.5, 30.0, rand) == pytest.approx(expected)
+
+
+def _with_uid(obj: dict[str, Any], uid: str, rv: str = "10") -> dict[str, Any]:
+    obj["metadata"]["uid"] = uid
+    obj["metadata"]["resourceVersion"] = rv
+    return obj
+
+
+def test_router_publishes_gang_pods_keyed_by_gang_and_drops_others() -> None:
+    r = GangRouter()
+    gang_pod = _with_uid(pod("w-0"), "u0")
+    other = _with_uid(pod("web", gang=None), "u1")
+    assert r.route("pods", "ADDED", gang_pod, None, T0) == [
+        Publish("team-a/train", {"schema": "gangstate.kube/v1",
+                                 "observed_at": "2026-11-02T09:00:00.000000Z",
+                                 "resource": "pods", "type": "ADDED", "object": gang_pod})]
+    assert r.route("pods", "ADDED", other, None, T0) == [Drop("no-gang")]
+
+
+def test_router_pod_leaving_its_gang_is_deleted_from_the_old_gang() -> None:
+    r = GangRouter()
+    before = _with_uid(pod("w-0"), "u0", "10")
+    r.route("pods", "ADDED", before, None, T0)
+    after = _with_uid(pod("w-0", gang="other"), "u0", "11")
+    actions = r.route("pods", "MODIFIED", after, before, T0)
+    assert [(a.key, a.record["type"], a.record["object"]["metadata"]["resourceVersion"])
+            for a in actions if isinstance(a, Publish)] == [
+        ("team-a/train", "DELETED", "11"), ("team-a/other", "MODIFIED", "11")]
+
+
+def test_router_failed_scheduling_becomes_a_cycle_record() -> None:
+    r = GangRouter()
+    p = _with_uid(pod("w-1"), "u1")
+    r.route("pods", "ADDED", p, None, T0)
+    ev = event("w-1.1", p, "FailedScheduling",
+               'GangGroup "team-a/train" gets rejected due to member Pod "w-0" is '
+               'unschedulable with reason "0/2 nodes are available: 2 Insufficient cpu.", '
+               'alreadyWaitForBound: 1')
+    actions = r.route("events", "ADDED", ev, None, T0 + 5_000_000)
+    assert [type(a).__name__ for a in actions] == ["Publish", "Publish"]
+    assert actions[0].record["resource"] == "events"
+    cycle = actions[1].record
+    assert actions[1].key == "team-a/train"
+    assert {k: cycle[k] for k in ("schema", "observed_at", "scheduler", "cycle", "pod", "gang",
+                                  "gang_group", "stage", "status", "reason", "node")} == {
+        "schema": "gangstate.cycle/v1", "observed_at": "2026-11-02T09:00:05.000000Z",
+        "scheduler": "koord-scheduler", "cycle": parse_time("2026-11-02T09:00:10Z") // 10**6,
+        "pod": {"namespace": "team-a", "name": "w-1", "uid": "u1"},
+        "gang": "team-a/train", "gang_group": "team-a/train", "stage": "PostFilter",
+        "status": "Rejected", "reason": "GangGroupRejected", "node": None}
+
+
+ROUTED_EVENTS = [
+    ("other scheduler's Event", {"source": {"component": "default-scheduler"}},
+     [Drop("other-scheduler")]),
+    ("reason not watched", {"reason": "Preempted"}, [Drop("event-reason")]),
+    ("reportingComponent wins over source", {"reportingComponent": "koord-scheduler",
+                                             "source": {"component": "kubelet"}},
+     ["Publish", "Publish"]),
+]
+
+
+@pytest.mark.parametrize("change,expected", [r[1:] for r in ROUTED_EVENTS],
+                         ids=[r[0] for r in ROUTED_EVENTS])
+def test_router_event_filters(change: dict[str, Any], expected: list[Any]) -> None:
+    r = GangRouter()
+    p = _with_uid(pod("w-1"), "u1")
+    r.route("pods", "ADDED", p, None, T0)
+    ev = {**event("e", p, "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu."),
+          **change}
+    got = r.route("events", "ADDED", ev, None, T0)
+    assert [a if isinstance(a, Drop) else type(a).__name__ for a in got] == expected
+
+
+def test_router_holds_events_of_unseen_pods_then_routes_or_dead_letters() -> None:
+    r = GangRouter(hold_events=2.0)
+    early = _with_uid(pod("w-2"), "u2")
+    assert r.route("events", "ADDED", event("e1", early, "FailedScheduling", "x"), None, T0) == []
+    # the pod shows up within the hold: the Event is routed with it
+    actions = r.route("pods", "ADDED", early, None, T0 + 1_000_000)
+    assert [a.record["schema"] for a in actions if isinstance(a, Publish)] == [
+        "gangstate.kube/v1", "gangstate.kube/v1", "gangstate.cycle/v1"]
+    ghost = _with_uid(pod("ghost"), "u9")
+    assert r.route("events", "ADDED", event("e2", ghost, "FailedScheduling", "x"), None,
+                   T0) == []
+    assert r.expire(T0 + 1_000_000) == []
+    letters = r.expire(T0 + 2_000_000)
+    assert len(letters) == 1 and isinstance(letters[0], DeadLetter)
+    assert letters[0].reason == "unknown-pod"
+    assert "team-a/ghost" in letters[0].error
+    assert letters[0].record["object"]["metadata"]["name"] == "e2"
+
+
+def test_router_remembers_deleted_pods_for_late_events() -> None:
+    r = GangRouter(remember_deleted=60.0)
+    p = _with_uid(pod("w-3"), "u3")
+    r.route("pods", "ADDED", p, None, T0)
+    r.route("pods", "DELETED", p, p, T0 + 1_000_000)
+    late = r.route("events", "ADDED", event("e", p, "FailedScheduling", "x"), None,
+                   T0 + 30_000_000)
+    assert [type(a).__name__ for a in late] == ["Publish", "Publish"]
+    r.expire(T0 + 62_000_000)
+    assert r.route("events", "ADDED", event("e", p, "FailedScheduling", "x"), None,
+                   T0 + 62_000_000) == []  # forgotten: held, later dead-lettered
+
+
+# ---------------------------------------------------------------------------------------------
+# The shell against the test API server
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def server() -> Iterator[ApiServerDouble]:
+    with ApiServerDouble(bookmark_interval=0.1) as s:
+        yield s
+
+
+def run_watcher(server: ApiServerDouble, publisher: MemoryPublisher,
+                config: WatchConfig = FAST, **kwargs: Any) -> Watcher:
+    watcher = Watcher(api_client(server), publisher, SETTINGS, config, **kwargs).start()
+    assert watcher.synced(timeout=10)
+    return watcher
+
+
+def published_kube(publisher: MemoryPublisher) -> list[tuple[str | None, str, str, str]]:
+    return [(k, r["type"], r["resource"], r["object"]["metadata"]["name"])
+            for k, r in publisher.on(SETTINGS.topics.gang_events)
+            if r["schema"] == "gangstate.kube/v1"]
+
+
+def test_lists_then_watches_with_selectors_and_chunked_lists(server: ApiServerDouble) -> None:
+    for i in range(5):
+        server.apply(pod(f"w-{i}"))
+    server.apply(pod("web-0", gang=None))
+    server.apply(pod("other-0", scheduler="default-scheduler"))
+    publisher = MemoryPublisher()
+    watcher = run_watcher(server, publisher, WatchConfig(**{**FAST.__dict__, "page_size": 2}))
+    try:
+        server.apply(pod("w-5"))
+        eventually(lambda: len(published_kube(publisher)) == 6)
+        assert published_kube(publisher) == [
+            ("team-a/train", "SYNC", "pods", f"w-{i}") for i in range(5)] + [
+            ("team-a/train", "ADDED", "pods", "w-5")]
+        pod_lists = [q for m, path, q in server.requests
+                     if path == "/api/v1/pods" and "watch" not in q]
+        assert [q.get("continue", "") != "" for q in pod_lists] == [False, True, True]  # 6 pods, pages of 2
+        assert {q["fieldSelector"] for _, path, q in server.requests
+                if path == "/api/v1/pods"} == {"spec.schedulerName=koord-scheduler"}
+        assert {q["fieldSelector"] for _, path, q in server.requests
+                if path == "/api/v1/events"} == {
+            "involvedObject.kind=Pod,reason=FailedScheduling",
+            "involvedObject.kind=Pod,reason=Scheduled"}
+        watches = [q for _, path, q in server.requests if q.get("watch")]
+        assert all(q["allowWatchBookmarks"] == "true" and q["timeoutSeconds"] == "30"
+                   for q in watches)
+        first = json.loads(json.dumps(publisher.on(SETTINGS.topics.gang_events)[0][1]))
+        assert first["object"]["kind"] == "Pod" and first["object"]["apiVersion"] == "v1"
+        assert watcher.metrics.value("gangstate_watch_records_dropped_total",
+                                     reason="no-gang") == 1
+    finally:
+        watcher.stop()
+
+
+def test_dropped_connections_and_expired_resource_versions_miss_nothing(
+        server: ApiServerDouble) -> None:
+    """Disconnect, ERROR 410 mid-stream and 410 on resume: the folded stream still equals
+    the test API server's final members per gang."""
+    kept = [server.apply(pod(f"a-{i}", gang="alpha")) for i in range(3)]
+    doomed = server.apply(pod("b-0", gang="beta"))
+    publisher = MemoryPublisher()
+    watcher = run_watcher(server, publisher)
+    try:
+        def relists() -> float:
+            return watcher.metrics.value("gangstate_watch_relists_total", resource="pods")
+
+        # 1. a dropped connection resumes from the last resourceVersion: no relist
+        eventually(lambda: server.open_watches("pods") == 1)
+        assert server.drop_watches() >= 1
+        server.apply(pod("b-1", gang="beta"))
+        eventually(lambda: ("team-a/beta", "ADDED", "pods", "b-1") in published_kube(publisher))
+        assert relists() == 0
+
+        # 2. changes the watch never delivers, then an ERROR 410 event: relist
+        eventually(lambda: server.open_watches("pods") == 1)
+        server.pause_watches()
+        server.delete("pods", "team-a", "b-0")
+        server.apply(pod("a-3", gang="alpha"))
+        moved = dict(kept[0], spec={**kept[0]["spec"], "nodeName": "node-1"})
+        server.apply(moved)
+        server.compact(expire_watches=True)
+        eventually(lambda: relists() == 1)
+        server.resume_watches()
+        eventually(lambda: ("team-a/beta", "DELETED", "pods", "b-0")
+                   in published_kube(publisher))
+
+        # 3. disconnected while things change and history is compacted: 410 on resume
+        server.refuse_watches(True)
+        server.drop_watches()
+        server.delete("pods", "team-a", "a-1")
+        server.apply(pod("g-0", gang="gamma"))
+        server.compact()
+        server.refuse_watches(False)
+        eventually(lambda: relists() == 2)
+        server.apply(pod("g-1", gang="gamma"))
+        eventually(lambda: ("team-a/gamma", "ADDED", "pods", "g-1")
+                   in published_kube(publisher))
+    finally:
+        watcher.stop()
+    kube = published_kube(publisher)
+    assert ("team-a/alpha", "DELETED", "pods", "a-1") in kube
+    assert ("team-a/beta", "DELETED", "pods", "b-0") in kube
+    assert doomed["metadata"]["uid"] not in members_by_gang_folded(publisher)["team-a/beta"]
+    assert members_by_gang_folded(publisher) == members_by_gang_in_server(server)
+    folded = fold_lines(publisher.lines(), None)
+    assert folded.states["team-a/alpha"].bound == 1
+    assert watcher.metrics.value("gangstate_watch_restarts_total", resource="pods",
+                                 cause="gone") == 2
+
+
+def test_bookmarks_let_a_watch_resume_past_compaction(server: ApiServerDouble) -> None:
+    server.apply(pod("w-0"))
+    publisher = MemoryPublisher()
+    watcher = run_watcher(server, publisher)
+    try:
+        eventually(lambda: server.open_watches("pods") == 1)
+        stream = next(s for s in watcher.streams if s.spec.resource == "pods")
+        # changes the pod watch does not select advance the resourceVersion ...
+        for i in range(3):
+            server.apply(pod(f"x-{i}", scheduler="default-scheduler"))
+        target = str(server.resource_version)
+        # ... and reach the watcher through bookmarks only
+        eventually(lambda: stream.resource_version == target)
+        server.refuse_watches(True)
+        server.drop_watches()
+        server.compact()
+        server.refuse_watches(False)
+        server.apply(pod("w-1"))
+        eventually(lambda: ("team-a/train", "ADDED", "pods", "w-1")
+                   in published_kube(publisher))
+        assert watcher.metrics.value("gangstate_watch_relists_total", resource="pods") == 0
+    finally:
+        watcher.stop()
+
+
+def test_missing_podgroup_crd_is_reported_once() -> None:
+    with ApiServerDouble(crds=False) as server:
+        server.apply(pod("w-0"))
+        publisher = MemoryPublisher()
+        watcher = run_watcher(server, publisher)
+        try:
+            eventually(lambda: len(published_kube(publisher)) == 1)
+            assert watcher.metrics.value("gangstate_watch_podgroup_crd_missing") == 1
+            pg_requests = [r for r in server.requests if "podgroups" in r[1]]
+            assert len(pg_requests) == 1
+        finally:
+            watcher.stop()
+
+
+def test_podgroups_are_keyed_by_their_own_name(server: ApiServerDouble) -> None:
+    publisher = MemoryPublisher()
+    watcher = run_watcher(server, publisher)
+    try:
+        server.apply({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+                      "metadata": {"name": "resnet", "namespace": "vision"},
+                      "spec": {"minMember": 2}})
+        eventually(lambda: published_kube(publisher) == [
+            ("vision/resnet", "ADDED", "podgroups", "resnet")])
+    finally:
+        watcher.stop()
+
+
+def test_scheduler_events_become_cycle_records_or_dead_letters(
+        server: ApiServerDouble) -> None:
+    member = server.apply(pod("w-0"))
+    publisher = MemoryPublisher()
+    watcher = run_watcher(server, publisher)
+    try:
+        server.apply(event("w-0.fs", member, "FailedScheduling",
+                           "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."))
+        server.apply(event("w-0.ok", member, "Scheduled",
+                           "Successfully assigned team-a/w-0 to gpu-7",
+                           when="2026-11-02T09:00:20Z"))
+        ghost = pod("ghost")
+        ghost["metadata"]["uid"] = "no-such-uid"
+        server.apply(event("ghost.fs", ghost, "FailedScheduling", "0/1 nodes are available"))
+        server.apply(event("w-0.other", member, "FailedScheduling", "x",
+                           component="default-scheduler"))
+
+        def cycles() -> list[tuple[str | None, str, str, str, str | None]]:
+            return [(k, r["stage"], r["status"], r["reason"], r["node"])
+                    for k, r in publisher.on(SETTINGS.topics.gang_events)
+                    if r["schema"] == "gangstate.cycle/v1"]
+
+        eventually(lambda: len(cycles()) == 2)
+        assert sorted(cycles()) == [
+            ("team-a/train", "Bind", "Bound", "", "gpu-7"),
+            ("team-a/train", "Filter", "Unschedulable", "Insufficient nvidia.com/gpu", None)]
+        letters = eventually(lambda: publisher.on(SETTINGS.topics.dead_letters))
+        assert len(letters) == 1
+        key, letter = letters[0]
+        assert letter["schema"] == "gangstate.dead-letter/v1"
+        assert letter["topic"] == SETTINGS.topics.gang_events
+        assert "team-a/ghost" in letter["error"]
+        assert json.loads(letter["value"])["object"]["metadata"]["name"] == "ghost.fs"
+        assert watcher.metrics.value("gangstate_watch_records_dropped_total",
+                                     reason="other-scheduler") == 1
+    finally:
+        watcher.stop()
+
+
+def test_kafka_down_is_retried_not_dropped(server: ApiServerDouble) -> None:
+    publisher = MemoryPublisher()
+    publisher.fail_next = 3
+    watcher = run_watcher(server, publisher)
+    try:
+        for i in range(3):
+            server.apply(pod(f"w-{i}"))
+        eventually(lambda: len(published_kube(publisher)) == 3)
+        assert [n for _, _, _, n in published_kube(publisher)] == ["w-0", "w-1", "w-2"]
+        assert watcher.metrics.value("gangstate_watch_publish_retries_total") == 3
+        assert watcher.metrics.value("gangstate_watch_records_published_total",
+                                     schema="gangstate.kube/v1", resource="pods") == 3
+    finally:
+        watcher.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# The handed traces, served by the test API server
+# ---------------------------------------------------------------------------------------------
+
+def _outputs(result: Any) -> list[tuple[str, str, str]]:
+    return [(d["gang"], d["reason"], json.dumps(d["facts"], sort_keys=True))
+            for d in result.diagnostics]
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in CASES.iterdir() if p.is_dir()))
+def test_trace_through_the_test_apiserver_folds_like_the_trace(case: str) -> None:
+    lines = (CASES / case / "trace.jsonl").read_bytes().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    now = {"at": parse_time(records[0]["observed_at"])}
+    publisher = MemoryPublisher()
+    with ApiServerDouble() as server:
+        watcher = run_watcher(server, publisher, clock=lambda: now["at"])
+        try:
+            for record in records:
+                now["at"] = parse_time(record["observed_at"])
+                if record["schema"] != "gangstate.kube/v1":
+                    # the scheduler shim publishes cycle records itself
+                    publisher.send_json(SETTINGS.topics.gang_events, record.get("gang"), record)
+                    continue
+                obj = record["object"]
+                meta = obj["metadata"]
+                count = len(published_kube(publisher))
+                if record["type"] == "DELETED":
+                    server.delete(obj["kind"], meta["namespace"], meta["name"], meta["uid"])
+                else:
+                    server.apply(obj)
+                eventually(lambda: len(published_kube(publisher)) == count + 1)
+        finally:
+            watcher.stop()
+    at = max(parse_time(r["observed_at"]) for r in records) + 3600 * 10**6
+    direct = fold_lines(enumerate(lines, start=1), at)
+    served = fold_lines(publisher.lines(), at)
+    assert not served.errors
+    assert _outputs(served) == _outputs(direct)
+    for gang, state in direct.states.items():
+        assert set(served.states[gang].members) == set(state.members), gang
+        assert served.states[gang].phase == state.phase
