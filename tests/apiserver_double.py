@@ -246,7 +246,7 @@ class ApiServerDouble:
         handler = _make_handler(self)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever,
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                         name="apiserver-double", daemon=True)
         self._thread.start()
         return self
@@ -385,12 +385,10 @@ class ApiServerDouble:
         obj.setdefault("kind", kind.kind)
         meta = obj.setdefault("metadata", {})
         uid = meta.get("uid")
-        prev = self._objects[key].get(uid) if uid else None
-        if prev is None and not uid:
-            prev = self._find(key, meta.get("namespace", ""), meta["name"])
-        if prev is None and not allow_same_name and self._find(
-                key, meta.get("namespace", ""), meta["name"]) is not None:
+        taken = self._find(key, meta.get("namespace", ""), meta["name"])
+        if not allow_same_name and taken is not None:  # create (POST)
             raise FileExistsError(meta["name"])
+        prev = self._objects[key].get(uid) if uid else taken
         if prev is not None:
             meta["uid"] = prev["metadata"]["uid"]
             meta.setdefault("creationTimestamp", prev["metadata"].get("creationTimestamp"))
