@@ -126,10 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_kafka_commands(sub: Any) -> None:
     """Subcommands that talk to Kafka (defined in their own modules, imported lazily)."""
-    try:
-        from . import kafka_cli
-    except ImportError:  # pragma: no cover - only while the module is being written
-        return
+    from . import kafka_cli
+
     kafka_cli.add_commands(sub)
 
 

@@ -1,0 +1,207 @@
+"""The Faust worker: records -> app -> topics -> gang table -> agent (a wiring diagram).
+
+Where it sits: the streaming shell around the functional core. One agent reads ``gang-events``
+(the one ordered input log, keyed by gang id) with concurrency 1, so per-key order holds
+(faust-streaming #606 loses messages on restart with more). Per Kafka partition it keeps one
+``PartitionFold`` (the core's driver: event-time clock and timers) over the gang table; the
+table's changelog is co-partitioned with ``gang-events`` (same partition count, and every write
+happens while processing a record of the key's own partition). Outputs go to ``diagnostics``
+(keyed by gang id) and ``commands`` (keyed by gang group id); a record that fails validation goes
+to ``dead-letters`` with the reason and the worker carries on.
+
+The agent does five things: decode, load the table entry, call the core, store it, send the
+outputs. Faust's built-in web server (and its ``/table`` endpoints, which expose data) is off.
+
+Must not: decide anything about gangs (that is ``streams.core``), or read the wall clock for
+anything but dead letters' ``observed_at``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+from pathlib import Path
+from datetime import datetime, timezone
+from typing import Any, Iterator, MutableMapping
+
+import faust
+from kafka.partitioner.default import murmur2
+
+from .config import Settings
+from .contracts import DEAD_LETTER_SCHEMA
+from .core.fold import Output, PartitionFold
+from .core.state import GangState, from_wire, to_wire
+from .decoding import DecodeError, decode_input
+
+log = logging.getLogger("gangstate.worker")
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """Kafka's default partition of a UTF-8 key (murmur2, as kafka-python's and aiokafka's
+    default partitioners compute it)."""
+    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
+
+
+class TableStore(MutableMapping[str, GangState]):
+    """The gang table seen as ``gang id -> GangState`` for the core's ``PartitionFold``.
+
+    Values are stored in their compact wire form (``streams.core.state.to_wire``); decoded
+    states are cached per key so that a gang's state is decoded once, not on every record.
+    Writing must happen while the worker processes a record of the key's own partition (Faust
+    writes the changelog to the current event's partition).
+    """
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.cache: dict[str, GangState] = {}
+
+    def __getitem__(self, key: str) -> GangState:
+        state = self.cache.get(key)
+        if state is None:
+            raw = self.table.get(key)
+            if raw is None:
+                raise KeyError(key)
+            state = from_wire(raw)
+            self.cache[key] = state
+        return state
+
+    def __setitem__(self, key: str, state: GangState) -> None:
+        self.cache[key] = state
+        self.table[key] = to_wire(state)
+
+    def __delitem__(self, key: str) -> None:
+        self.cache.pop(key, None)
+        del self.table[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self.table.keys()))
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+def dead_letter(topic: str, partition: int | None, offset: int | None, key: bytes | None,
+                value: bytes | None, error: str) -> dict[str, Any]:
+    """Build a ``gangstate.dead-letter/v1`` record for a value that failed; ``observed_at`` is
+    the wall clock (dead letters are not fold outputs)."""
+    raw = value or b""
+    try:
+        text, encoding = raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(raw).decode("ascii"), "base64"
+    return {
+        "schema": DEAD_LETTER_SCHEMA,
+        "observed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "topic": topic, "partition": partition, "offset": offset,
+        "key": None if key is None else key.decode("utf-8", "replace"),
+        "value": text, "value_encoding": encoding, "error": error,
+    }
+
+
+def _json(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def create_app(settings: Settings, *, web_port: int | None = None,
+               datadir: str | None = None) -> faust.App:
+    """Build the Faust application for ``settings`` (nothing connects until it runs).
+
+    ``datadir``: Faust's data folder (default ``GANGSTATE_DATA_DIR`` or
+    ``~/.cache/gangstate/worker``). ``web_port``: serve Faust's web server on 127.0.0.1 at that port (built-in ``/table``,
+    ``/router``, ``/graph`` and stats views stay off); ``None`` turns the web server off.
+    Raises ``AssertionError`` when ``settings.bootstrap`` is unset.
+    """
+    assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
+    brokers = ";".join(f"kafka://{b.strip()}" for b in settings.bootstrap.split(","))
+    app = faust.App(
+        settings.app_id,
+        broker=brokers,
+        store="memory://",
+        datadir=datadir or os.environ.get("GANGSTATE_DATA_DIR")
+        or str(Path.home() / ".cache" / "gangstate" / "worker"),
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        consumer_auto_offset_reset="earliest",
+        web_enabled=web_port is not None,
+        web_bind="127.0.0.1",
+        web_host="127.0.0.1",
+        web_port=web_port or 6066,
+        web_tables_enabled=False,
+        web_router_enabled=False,
+        web_graph_enabled=False,
+        web_stats_enabled=False,
+        web_in_thread=False,
+    )
+    topics = settings.topics
+    gang_events = app.topic(topics.gang_events, key_type=bytes, value_type=bytes,
+                            key_serializer="raw", value_serializer="raw",
+                            partitions=settings.partitions)
+    diagnostics = app.topic(topics.diagnostics, key_type=bytes, value_type=bytes,
+                            key_serializer="raw", value_serializer="raw",
+                            partitions=settings.partitions)
+    commands = app.topic(topics.commands, key_type=bytes, value_type=bytes,
+                         key_serializer="raw", value_serializer="raw",
+                         partitions=settings.partitions)
+    dead_letters = app.topic(topics.dead_letters, key_type=bytes, value_type=bytes,
+                             key_serializer="raw", value_serializer="raw",
+                             partitions=settings.partitions)
+
+    gangs = app.Table("gangs", default=None, partitions=settings.partitions,
+                      schema=faust.Schema(key_type=str, key_serializer="raw",
+                                          value_serializer="json"),
+                      help="gang id -> gang state (streams.core.state wire form)")
+    store = TableStore(gangs)
+    folds: dict[int, PartitionFold] = {}
+
+    def fold_for(partition: int) -> PartitionFold:
+        fold = folds.get(partition)
+        if fold is None:
+            fold = PartitionFold(store, settings.fold)
+            fold.rebuild_timers(k for k in store
+                                if partition_of(k, settings.partitions) == partition)
+            folds[partition] = fold
+        return fold
+
+    @app.agent(gang_events, concurrency=1)
+    async def fold_gang_events(stream: Any) -> Any:
+        """Fold every ``gang-events`` record and send the decisions (concurrency 1)."""
+        async for event in stream.events():
+            message = event.message
+            try:
+                decoded = decode_input(event.value)
+                outputs: list[Output] = []
+                if decoded.record is not None:
+                    outputs = fold_for(message.partition).feed(decoded.key, decoded.record)
+            except DecodeError as err:
+                await dead_letters.send(key=event.key, value=_json(dead_letter(
+                    message.topic, message.partition, message.offset, event.key, event.value,
+                    str(err))))
+                continue
+            except Exception as err:  # a bug must not kill the worker or corrupt state
+                log.exception("internal error on %s[%s]@%s", message.topic, message.partition,
+                              message.offset)
+                await dead_letters.send(key=event.key, value=_json(dead_letter(
+                    message.topic, message.partition, message.offset, event.key, event.value,
+                    f"internal error: {type(err).__name__}: {err}")))
+                continue
+            for out in outputs:
+                if out["schema"] == "gangstate.command/v1":
+                    await commands.send(key=out["gang_group"].encode(), value=_json(out))
+                else:
+                    await diagnostics.send(key=out["gang"].encode(), value=_json(out))
+
+    app.gangstate_store = store  # type: ignore[attr-defined]
+    return app
+
+
+def run_worker(settings: Settings, *, web_port: int | None = None, loglevel: str = "warning"
+               ) -> None:
+    """Run the worker in the foreground until SIGINT/SIGTERM (``gangstate worker``)."""
+    from producers.publish import ensure_topics
+
+    ensure_topics(settings)
+    app = create_app(settings, web_port=web_port)
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker.execute_from_commandline()

@@ -1,0 +1,153 @@
+"""``gangstate`` subcommands that talk to Kafka: worker, replay, tap, demo (and the ones that
+producers register: watch, simulate).
+
+Where it sits: the CLI shell; each handler parses flags and calls the module that does the work.
+Kafka is found with ``KAFKA_BOOTSTRAP_SERVERS`` (or ``--bootstrap``), topics with
+``GANGSTATE_TOPIC_PREFIX`` (``streams.config``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from .config import Settings, Topics
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_env()
+    if getattr(args, "bootstrap", None):
+        settings = dataclasses.replace(settings, bootstrap=args.bootstrap)
+    if getattr(args, "prefix", None):
+        settings = dataclasses.replace(settings, topics=Topics(args.prefix))
+    return settings
+
+
+def _need_kafka(settings: Settings, command: str) -> bool:
+    if settings.bootstrap:
+        return True
+    print(f"gangstate {command}: no Kafka: set KAFKA_BOOTSTRAP_SERVERS (or --bootstrap); "
+          f"`python deploy/kafka/broker.py run` starts a local one", file=sys.stderr)
+    return False
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """``gangstate worker``: run the Faust worker until SIGINT/SIGTERM."""
+    from .app import run_worker
+
+    settings = _settings(args)
+    if not _need_kafka(settings, "worker"):
+        return 2
+    run_worker(settings, web_port=args.web_port, loglevel=args.loglevel)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``gangstate replay TRACE...``: publish traces into gang-events."""
+    from producers.replay import file_lines, merged_by_time, replay
+
+    from .cli import _at
+
+    settings = _settings(args)
+    if not _need_kafka(settings, "replay"):
+        return 2
+    at = None if args.no_tick else _at(args.at)
+    paths = [Path(p) for p in args.trace]
+    lines = merged_by_time(paths) if args.merge_by_time else file_lines(paths)
+    report = replay(lines, settings, rate=args.rate, at=at,
+                    on_malformed=lambda f, n, e: print(f"{f}:{n}: skipped malformed record: {e}",
+                                                       file=sys.stderr))
+    dropped = ", ".join(f"{n} {r}" for r, n in sorted(report.dropped.items())) or "none"
+    print(f"published {report.published} records to {settings.topics.gang_events}, "
+          f"{report.ticks} ticks; dropped: {dropped}; malformed: {len(report.malformed)}")
+    return 0
+
+
+def cmd_tap(args: argparse.Namespace) -> int:
+    """``gangstate tap TOPIC``: print a topic's records as JSON lines."""
+    from .tap import tap
+
+    settings = _settings(args)
+    if not _need_kafka(settings, "tap"):
+        return 2
+    try:
+        tap(settings, settings.topics.resolve(args.topic), from_beginning=args.from_beginning,
+            follow=args.follow, schema=args.schema)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``gangstate demo``: local Kafka + worker + replay of the bundled traces."""
+    from .demo import run_demo
+
+    traces = [Path(p) for p in args.trace] if args.trace else None
+    return run_demo(traces, settings=_settings(args))
+
+
+def _kafka_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers host:port[,host:port] "
+                                       "(default: $KAFKA_BOOTSTRAP_SERVERS)")
+    p.add_argument("--prefix", help="topic prefix (default: $GANGSTATE_TOPIC_PREFIX or "
+                                    "'gangstate.')")
+
+
+def add_commands(sub: Any) -> None:
+    """Register worker, replay, tap, demo (and watch/simulate when present) on ``sub``."""
+    p = sub.add_parser("demo", help="the main job: local Kafka, a worker, the bundled traces",
+                       description="Start the local single-node Kafka (unless "
+                                   "KAFKA_BOOTSTRAP_SERVERS is set) and a worker, replay the "
+                                   "bundled traces, print the diagnostics and commands read "
+                                   "back from Kafka, compare them with the offline fold, and "
+                                   "stop everything started. Exit 0 when both agree.")
+    p.add_argument("trace", nargs="*", help="traces to replay (default: the bundled ones)")
+    _kafka_flags(p)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("worker", help="run the Faust worker (fold + decisions)",
+                       description="Consume gang-events, keep the gang table, write "
+                                   "diagnostics, commands and dead letters. Runs until "
+                                   "SIGINT/SIGTERM.")
+    _kafka_flags(p)
+    p.add_argument("--web-port", type=int, default=None,
+                   help="serve the worker's HTTP views on 127.0.0.1:PORT (default: off)")
+    p.add_argument("--loglevel", default="warning", help="Faust log level (default warning)")
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("replay", help="publish traces into gang-events",
+                       description="Publish each record of the traces, keyed by gang id, with "
+                                   "acks=all; pods of no gang are dropped and counted; malformed "
+                                   "lines are reported with their line number and skipped. Ends "
+                                   "with one tick per partition at --at.")
+    p.add_argument("trace", nargs="+", help="JSON-lines traces, published in order")
+    p.add_argument("--rate", type=float, default=None, help="records per second (default: max)")
+    p.add_argument("--at", default=None, help="event time of the final ticks (default: now)")
+    p.add_argument("--no-tick", action="store_true", help="do not end with ticks")
+    p.add_argument("--merge-by-time", action="store_true",
+                   help="publish the records of all traces in observed_at order (stable) "
+                        "instead of file after file")
+    _kafka_flags(p)
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("tap", help="print a topic's records as JSON lines (auditing)",
+                       description="Read a topic without joining a consumer group and print "
+                                   "each value as one JSON line. TOPIC may be short "
+                                   "(gang-events, diagnostics, commands, dead-letters).")
+    p.add_argument("topic")
+    p.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    p.add_argument("--follow", "-f", action="store_true", help="keep reading new records")
+    p.add_argument("--schema", help="only records with this schema (e.g. gangstate.cycle/v1)")
+    _kafka_flags(p)
+    p.set_defaults(func=cmd_tap)
+
+    for module in ("producers.watch", "producers.simulate"):
+        try:
+            mod = __import__(module, fromlist=["add_command"])
+        except ImportError:
+            continue
+        if hasattr(mod, "add_command"):
+            mod.add_command(sub)
