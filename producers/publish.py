@@ -63,8 +63,8 @@ class Publisher:
         self.settings = settings
         config: dict[str, Any] = dict(
             bootstrap_servers=settings.bootstrap, client_id=client_id, acks="all",
-            enable_idempotence=True, retries=10, linger_ms=5, max_in_flight_requests_per_connection=5,
-            key_serializer=lambda k: None if k is None else k.encode("utf-8"),
+            enable_idempotence=True, retries=10, linger_ms=5,
+            max_in_flight_requests_per_connection=5,
         )
         config.update(overrides)
         self.producer = KafkaProducer(**config)
@@ -75,7 +75,8 @@ class Publisher:
     def send(self, topic: str, key: str | None, value: bytes,
              partition: int | None = None) -> None:
         """Queue one record (``value`` already-encoded JSON bytes)."""
-        future = self.producer.send(topic, key=key, value=value, partition=partition)
+        future = self.producer.send(topic, key=None if key is None else key.encode("utf-8"),
+                                    value=value, partition=partition)
         self._futures.append(future)
         self.sent += 1
         if len(self._futures) >= 10_000:
