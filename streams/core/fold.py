@@ -182,7 +182,8 @@ def apply_ack(state: GangState, rec: AckObserved) -> GangState:
 
 def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangState:
     """Fold one record into a gang's state (dispatch on the record kind); advances the gang's
-    clock to the record's event time (never backwards)."""
+    clock to the record's event time (never backwards). A record that changes nothing (stale,
+    duplicate) returns ``state`` itself."""
     if isinstance(rec, PodObserved):
         after = apply_pod(state, rec, settings)
     elif isinstance(rec, PodGroupObserved):
@@ -191,7 +192,7 @@ def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangStat
         after = apply_cycle(state, rec)
     else:
         after = apply_ack(state, rec)
-    if rec.at > after.clock:
+    if after is not state and rec.at > after.clock:
         after = replace(after, clock=rec.at)
     return after
 

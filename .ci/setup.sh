@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything gangstate needs on a fresh machine, idempotently:
+#   - a Python 3.11+ virtualenv in .venv with gangstate (editable) and its test extras;
+#   - Java 17 and Maven when missing (Debian packages; needs root);
+#   - the Kafka 4 broker jars from Maven Central, cached in ~/.cache/gangstate (or $GANGSTATE_CACHE).
+# Used by both README commands and by .ci/run. Re-running it is fast: each step checks first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "gangstate needs Python 3.11 or newer (found: $("$PY" --version 2>&1))" >&2
+  exit 1
+fi
+
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing Java 17 and Maven (Debian packages) ..."
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null
+  else
+    echo "gangstate's local Kafka needs Java 17+ and Maven on PATH; install them, or set" >&2
+    echo "KAFKA_BOOTSTRAP_SERVERS to a Kafka you already run." >&2
+    exit 1
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.gangstate-installed
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  echo "$want" > "$stamp"
+fi
+
+.venv/bin/python deploy/kafka/broker.py fetch >/dev/null

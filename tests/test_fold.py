@@ -1,0 +1,260 @@
+"""The fold and the decision rules: named scenarios with values worked out by hand.
+
+Each scenario feeds core records into one ``PartitionFold`` (as a Kafka partition or
+``gangstate fold`` would) and compares the outputs and the final state.
+"""
+
+from __future__ import annotations
+
+from streams.core.fold import FoldSettings, PartitionFold
+from streams.core.records import Tick
+from streams.core.state import from_wire, summary, to_wire
+from streams.core.timefmt import format_time
+from tests.builders import ack, at, cycle, pod, podgroup
+
+
+def run(records, end: float | None = None, grace: float = 10.0):
+    """Feed records (keyed by their gang, acks by group) and optionally tick at ``end``."""
+    store: dict = {}
+    fold = PartitionFold(store, FoldSettings(grace_seconds=grace))
+    outputs = []
+    for rec in records:
+        key = getattr(rec, "gang", None) or getattr(rec, "gang_group")
+        outputs += fold.feed(key, rec)
+    if end is not None:
+        outputs += fold.feed(None, Tick(at(end)))
+    return outputs, store
+
+
+def reasons(outputs):
+    return [(o.get("reason") or o["type"], o.get("facts") or o.get("epoch")) for o in outputs]
+
+
+def test_a_burst_that_completes_within_the_grace_period_stays_quiet():
+    outputs, store = run([pod("p0", 0, min_available="3"), pod("p1", 4, min_available="3"),
+                          pod("p2", 9.9, min_available="3")], end=3600)
+    assert outputs == []
+    assert summary(store["ns/g"])["phase"] == "Ready"
+
+
+def test_insufficient_warns_after_grace_updates_on_change_and_ends_with_satisfied():
+    outputs, _ = run([pod("p0", 0, min_available="4"), pod("p1", 1, min_available="4"),
+                      pod("p2", 30, min_available="4"), pod("p3", 60, min_available="4")])
+    assert reasons(outputs) == [
+        ("GangMembersInsufficient", {"members": 2, "min_member": 4, "total_number": 4}),
+        ("GangMembersInsufficient", {"members": 3, "min_member": 4, "total_number": 4}),
+        ("GangMembersSatisfied", {"members": 4, "min_member": 4}),
+    ]
+    # The timer's output carries its due time (first pod + 10 s), not the next record's time.
+    assert [o["observed_at"] for o in outputs] == [format_time(at(10)), format_time(at(30)),
+                                                    format_time(at(60))]
+    assert outputs[0]["message"] == ("gang ns/g has 2 of minMember 4 pods; scheduling is held at "
+                                     "PreEnqueue until 2 more exist")
+    assert outputs[0]["id"].startswith("ns/g#GangMembersInsufficient#")
+    assert [i["name"] for i in outputs[1]["involved"]] == ["p0", "p1", "p2"]
+
+
+def test_membership_changes_inside_a_condition_do_not_restart_its_grace_period():
+    outputs, _ = run([pod("p0", 0, min_available="4"), pod("p1", 8, min_available="4")], end=11)
+    assert reasons(outputs) == [("GangMembersInsufficient",
+                                 {"members": 2, "min_member": 4, "total_number": 4})]
+    assert outputs[0]["observed_at"] == format_time(at(10))
+
+
+def test_stale_and_duplicate_watch_events_change_nothing():
+    first, store = run([pod("p0", 0, rv="5"), pod("p0", 1, rv="7", type_="MODIFIED",
+                                                  node="n1")])
+    state = store["ns/g"]
+    fold = PartitionFold(store)
+    fold.feed("ns/g", pod("p0", 2, rv="6", type_="MODIFIED"))           # older
+    fold.feed("ns/g", pod("p0", 3, rv="7", type_="MODIFIED", node="n1"))  # duplicate
+    assert store["ns/g"] is state
+    assert store["ns/g"].members["uid-p0"].node == "n1"
+
+
+def test_a_deleted_uid_is_not_brought_back_by_a_late_stale_added():
+    _, store = run([pod("p0", 0, rv="5"), pod("p1", 0, rv="6"),
+                    pod("p0", 1, rv="9", type_="DELETED"), pod("p0", 2, rv="5")])
+    assert sorted(m.name for m in store["ns/g"].members.values()) == ["p1"]
+
+
+def test_a_pod_recreated_with_the_same_name_is_a_new_member():
+    outputs, store = run([pod("w0", 0), pod("w1", 0),
+                          pod("w1", 60, uid="uid-w1-new", rv="9"),
+                          pod("w1", 60.3, rv="10", type_="DELETED")], end=3600)
+    state = store["ns/g"]
+    assert [(uid, m.name) for uid, m in state.members.items()] == [
+        ("uid-w0", "w0"), ("uid-w1-new", "w1")]
+    assert outputs == []
+
+
+def test_integer_resource_versions_compare_as_numbers():
+    _, store = run([pod("p0", 0, rv="9"), pod("p0", 1, rv="10", type_="MODIFIED", node="n")])
+    assert store["ns/g"].members["uid-p0"].rv == "10"
+
+
+def _switch_trace():
+    return [
+        pod("w0", 0, min_available="3"), pod("w1", 0, min_available="3"),
+        pod("w2", 0, min_available="3"),
+        cycle("w0", 1, 10, "Permit", "Wait", representative="ns/w0"),
+        cycle("w1", 2, 11, "Permit", "Wait", representative="ns/w0"),
+        cycle("w2", 3, 12, "Filter", "Unschedulable", reason="Insufficient nvidia.com/gpu",
+              representative="ns/w0"),
+        cycle("w0", 3.1, 12, "PostFilter", "Rejected", representative="ns/w0"),
+        cycle("w1", 3.1, 12, "PostFilter", "Rejected", representative="ns/w0"),
+    ]
+
+
+def test_a_failing_member_switches_the_parked_representative_once():
+    outputs, store = run(_switch_trace())
+    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert commands == [{
+        "schema": "gangstate.command/v1", "id": "ns/g#1", "issued_at": format_time(at(3)),
+        "type": "SwitchRepresentative", "gang_group": "ns/g", "epoch": 1,
+        "expected_representative": "ns/w0", "representative": "ns/w2",
+        "reason": "MemberFailedCycle", "cycle": 12}]
+    rejected = [o["facts"] for o in outputs if o.get("reason") == "GangCycleRejected"]
+    assert rejected[-1] == {"cycle": 12, "failed": 1, "rejected_waiting": 2,
+                            "reasons": {"Insufficient nvidia.com/gpu": 1}}
+    assert len(rejected) == 3  # re-emitted as the cycle's records arrive
+    assert summary(store["ns/g"])["phase"] == "Scheduling"
+
+
+def test_a_second_failure_in_the_same_cycle_issues_no_second_command():
+    trace = _switch_trace()[:6] + [
+        cycle("w1", 3.05, 12, "Filter", "Unschedulable", reason="Insufficient cpu",
+              representative="ns/w0")]
+    outputs, _ = run(trace)
+    assert [o["epoch"] for o in outputs if o["schema"] == "gangstate.command/v1"] == [1]
+    assert outputs[-1]["facts"]["reasons"] == {"Insufficient nvidia.com/gpu": 1,
+                                               "Insufficient cpu": 1}
+
+
+def test_no_switch_when_the_representative_itself_fails_or_is_not_parked():
+    trace = [pod("w0", 0), pod("w1", 0),
+             cycle("w0", 1, 10, "Filter", "Unschedulable", representative="ns/w0"),
+             cycle("w1", 2, 11, "Filter", "Unschedulable", representative="ns/w0")]
+    outputs, _ = run(trace)
+    assert [o for o in outputs if o["schema"] == "gangstate.command/v1"] == []
+
+
+def test_a_gated_representative_is_switched_too():
+    trace = [pod("w0", 0), pod("w1", 0),
+             cycle("w0", 1, 10, "PreEnqueue", "Gated", representative="ns/w0"),
+             cycle("w1", 2, 11, "Filter", "Error", representative="ns/w0")]
+    outputs, _ = run(trace)
+    assert [(o["expected_representative"], o["representative"]) for o in outputs
+            if o["schema"] == "gangstate.command/v1"] == [("ns/w0", "ns/w1")]
+
+
+def test_the_epoch_is_never_reset_even_when_every_pod_goes_away():
+    trace = _switch_trace() + [pod(n, 5, rv="99", type_="DELETED", min_available="3")
+                               for n in ("w2", "w1", "w0")]  # the representative last
+    trace += [pod("x0", 6, min_available="2"), pod("x1", 6, min_available="2"),
+              cycle("x0", 7, 20, "Permit", "Wait", representative="ns/x0"),
+              cycle("x1", 8, 21, "Filter", "Unschedulable", representative="ns/x0")]
+    outputs, store = run(trace)
+    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert [(c["id"], c["epoch"]) for c in commands] == [("ns/g#1", 1), ("ns/g#2", 2)]
+    assert store["ns/g"].spec.min_member == 2  # re-initialised from the new pods
+
+
+def test_an_applied_ack_moves_the_representative_and_a_duplicate_ack_changes_nothing():
+    outputs, store = run(_switch_trace() + [ack(4, 1, "Applied", "ns/w2")])
+    state = store["ns/g"]
+    assert state.representative == "ns/w2"
+    fold = PartitionFold(store)
+    assert fold.feed("ns/g", ack(5, 1, "Applied", "ns/w2")) == []
+    assert store["ns/g"] is state
+
+
+def test_a_deleted_representative_gets_an_elected_successor():
+    trace = [pod("w0", 0), pod("w1", 0), pod("w2", 0, min_available="2"),
+             cycle("w0", 1, 10, "PreEnqueue", "Gated", representative="ns/w0"),
+             pod("w0", 2, rv="9", type_="DELETED")]
+    outputs, store = run(trace)
+    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert [(c["type"], c["expected_representative"], c["representative"], c["epoch"])
+            for c in commands] == [("ElectRepresentative", "ns/w0", "ns/w1", 1)]
+    assert store["ns/g"].representative is None
+
+
+def test_not_initialized_then_podgroup_too_small_then_satisfied():
+    trace = [pod("p0", 0, min_available=None, waits_for_podgroup=True),
+             pod("p1", 1, min_available=None, waits_for_podgroup=True),
+             podgroup(30, 3), pod("p2", 40, min_available=None, waits_for_podgroup=True)]
+    outputs, store = run(trace)
+    assert reasons(outputs) == [
+        ("GangNotInitialized", {"members": 2}),
+        ("GangMembersInsufficient", {"members": 2, "min_member": 3, "total_number": 3}),
+        ("GangMembersSatisfied", {"members": 3, "min_member": 3}),
+    ]
+    assert [i["kind"] for i in outputs[1]["involved"]] == ["Pod", "Pod", "PodGroup"]
+    assert store["ns/g"].spec_source == "PodGroup/g"
+
+
+def test_podgroup_labelled_pods_never_initialise_from_their_annotations():
+    outputs, store = run([pod("p0", 0, min_available="1", waits_for_podgroup=True)], end=60)
+    assert store["ns/g"].spec is None
+    assert reasons(outputs) == [("GangNotInitialized", {"members": 1})]
+
+
+def test_scheduled_then_finished():
+    trace = [pod("p0", 0), pod("p1", 0),
+             pod("p0", 5, rv="2", type_="MODIFIED", node="n1"),
+             pod("p1", 6, rv="2", type_="MODIFIED", node="n2")]
+    outputs, store = run(trace)
+    assert reasons(outputs) == [("GangScheduled", {"bound": 2, "min_member": 2})]
+    assert outputs[0]["type"] == "Normal"
+    assert summary(store["ns/g"])["phase"] == "Scheduled"
+    _, store = run(trace + [pod("p0", 100, rv="3", type_="DELETED", node="n1"),
+                            pod("p1", 100, rv="3", type_="DELETED", node="n2")])
+    assert summary(store["ns/g"])["phase"] == "Finished"
+
+
+def test_finished_pods_leaving_one_by_one_raise_no_warning():
+    trace = [pod("p0", 0), pod("p1", 0),
+             pod("p0", 5, rv="2", type_="MODIFIED", node="n1", phase="Succeeded"),
+             pod("p1", 5, rv="2", type_="MODIFIED", node="n2", phase="Succeeded"),
+             pod("p0", 100, rv="3", type_="DELETED", node="n1", phase="Succeeded")]
+    outputs, _ = run(trace, end=3600)
+    assert [o["reason"] for o in outputs] == ["GangScheduled"]
+
+
+def test_a_cycle_record_seen_twice_is_applied_once():
+    trace = _switch_trace()[:6]
+    once, _ = run(trace)
+    twice, _ = run(trace + [trace[-1]])
+    assert once == twice
+
+
+def test_spec_invalid_is_reported_once_per_field():
+    outputs, _ = run([pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict")])
+    assert reasons(outputs) == [("GangSpecInvalid", {"field": "mode", "value": "nonstrict",
+                                                     "effective": "Strict"})]
+
+
+def test_spec_conflict_lists_who_says_what():
+    outputs, _ = run([pod("p0", 0, min_available="2"), pod("p1", 1, min_available="3")])
+    assert reasons(outputs) == [("GangSpecConflict", {"field": "min-available",
+                                                      "values": {"2": ["p0"], "3": ["p1"]}})]
+
+
+def test_the_state_survives_its_wire_form():
+    _, store = run(_switch_trace() + [ack(4, 1, "Applied", "ns/w2"), podgroup(5, 3),
+                                      pod("w1", 6, rv="9", type_="DELETED")])
+    state = store["ns/g"]
+    assert from_wire(to_wire(state)) == state
+    assert to_wire(from_wire(to_wire(state))) == to_wire(state)
+
+
+def test_timers_rebuilt_from_the_store_fire_as_before():
+    store: dict = {}
+    fold = PartitionFold(store)
+    fold.feed("ns/g", pod("p0", 0, min_available="3"))
+    restarted = PartitionFold(store)       # a worker restart: timers are not stored
+    restarted.rebuild_timers()
+    outputs = restarted.feed(None, Tick(at(60)))
+    assert reasons(outputs) == [("GangMembersInsufficient",
+                                 {"members": 1, "min_member": 3, "total_number": 3})]
