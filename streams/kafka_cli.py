@@ -144,7 +144,7 @@ def add_commands(sub: Any) -> None:
     _kafka_flags(p)
     p.set_defaults(func=cmd_tap)
 
-    for module in ("producers.watch", "producers.simulate"):
+    for module in ("producers.watch", "producers.simulate", "streams.event_sink"):
         try:
             mod = __import__(module, fromlist=["add_command"])
         except ImportError:
