@@ -10,7 +10,9 @@ happens while processing a record of the key's own partition). Outputs go to ``d
 to ``dead-letters`` with the reason and the worker carries on.
 
 The agent does five things: decode, load the table entry, call the core, store it, send the
-outputs. Faust's built-in web server (and its ``/table`` endpoints, which expose data) is off.
+outputs. ``gangstate.gang-summary/v1`` outputs (one gang telling the other gangs of its gang
+group about itself) go back into ``gang-events`` keyed by the receiving gang. Faust's built-in
+web server (and its ``/table`` endpoints, which expose data) is off.
 
 Must not: decide anything about gangs (that is ``streams.core``), or read the wall clock for
 anything but dead letters' ``observed_at``.
@@ -30,7 +32,7 @@ import faust
 from kafka.partitioner.default import murmur2
 
 from .config import Settings
-from .contracts import DEAD_LETTER_SCHEMA
+from .contracts import DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
 from .core.fold import Output, PartitionFold
 from .core.state import GangState, from_wire, to_wire
 from .decoding import DecodeError, decode_input
@@ -158,7 +160,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     def fold_for(partition: int) -> PartitionFold:
         fold = folds.get(partition)
         if fold is None:
-            fold = PartitionFold(store, settings.fold)
+            fold = PartitionFold(store, settings.fold, loopback=False)
             fold.rebuild_timers(k for k in store
                                 if partition_of(k, settings.partitions) == partition)
             folds[partition] = fold
@@ -189,6 +191,8 @@ def create_app(settings: Settings, *, web_port: int | None = None,
             for out in outputs:
                 if out["schema"] == "gangstate.command/v1":
                     await commands.send(key=out["gang_group"].encode(), value=_json(out))
+                elif out["schema"] == SUMMARY_SCHEMA:
+                    await gang_events.send(key=out["to"].encode(), value=_json(out))
                 else:
                     await diagnostics.send(key=out["gang"].encode(), value=_json(out))
 

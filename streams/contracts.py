@@ -26,6 +26,7 @@ KUBE_SCHEMA = "gangstate.kube/v1"
 CYCLE_SCHEMA = "gangstate.cycle/v1"
 ACK_SCHEMA = "gangstate.ack/v1"
 TICK_SCHEMA = "gangstate.tick/v1"
+SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
 COMMAND_SCHEMA = "gangstate.command/v1"
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
 DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
@@ -155,6 +156,23 @@ class AckRecord(_Timed):
     representative: str | None = None
 
 
+class GangSummaryRecord(_Timed):
+    """``gangstate.gang-summary/v1``: one gang (``gang``) telling another gang of its gang group
+    (``to``, also the Kafka key) about itself. Written by the worker into ``gang-events``, so
+    every gang's fold learns the state of the rest of its group in its own partition's order.
+    (An extension of the v1 contracts; see docs/contracts.md.)"""
+
+    schema_: Literal["gangstate.gang-summary/v1"] = Field(alias="schema")
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$")
+    to: str = Field(pattern=r"^[^/]+/[^/]+$")
+    gang_group: str = ""
+    groups: list[str] = Field(default_factory=list)
+    exists: bool
+    initialized: bool
+    members: int = Field(ge=0)
+    min_member: int | None = None
+
+
 class TickRecord(_Timed):
     """``gangstate.tick/v1``: advances the event-time clock of one input partition."""
 
@@ -162,13 +180,14 @@ class TickRecord(_Timed):
 
 
 InputRecord = Annotated[
-    Union[KubeRecord, CycleRecord, AckRecord, TickRecord], Field(discriminator="schema_")
+    Union[KubeRecord, CycleRecord, AckRecord, GangSummaryRecord, TickRecord],
+    Field(discriminator="schema_")
 ]
 """Any record of the ``gang-events`` input topic, told apart by its ``schema`` field."""
 
-INPUT_ADAPTER: TypeAdapter[KubeRecord | CycleRecord | AckRecord | TickRecord] = TypeAdapter(
-    InputRecord
-)
+INPUT_ADAPTER: TypeAdapter[
+    KubeRecord | CycleRecord | AckRecord | GangSummaryRecord | TickRecord
+] = TypeAdapter(InputRecord)
 
 
 class InvolvedObject(BaseModel):
@@ -235,6 +254,7 @@ ALL_MODELS: dict[str, type[BaseModel]] = {
     CYCLE_SCHEMA: CycleRecord,
     ACK_SCHEMA: AckRecord,
     TICK_SCHEMA: TickRecord,
+    SUMMARY_SCHEMA: GangSummaryRecord,
     COMMAND_SCHEMA: Command,
     DIAGNOSTIC_SCHEMA: Diagnostic,
     DEAD_LETTER_SCHEMA: DeadLetter,

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from .contracts import INPUT_ADAPTER, AckRecord, CycleRecord, KubeRecord, TickRecord, parse_time
-from .core.records import AckObserved, CycleObserved, PodGroupObserved, PodObserved, Record, Tick
+from .contracts import (INPUT_ADAPTER, AckRecord, CycleRecord, GangSummaryRecord, KubeRecord,
+                        TickRecord, parse_time)
+from .core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
+                           PodObserved, Record, Tick)
 from .core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
 
 
@@ -62,6 +64,10 @@ def decode_input(raw: bytes | str) -> Decoded:
         return Decoded(None, Tick(parse_time(rec.observed_at)))
     if isinstance(rec, CycleRecord):
         return Decoded(rec.gang, _cycle(rec))
+    if isinstance(rec, GangSummaryRecord):
+        return Decoded(rec.to, GangSummarized(
+            parse_time(rec.observed_at), rec.gang, rec.to, tuple(rec.groups), rec.exists,
+            rec.initialized, rec.members, rec.min_member))
     if isinstance(rec, AckRecord):
         return Decoded(rec.gang_group, AckObserved(
             parse_time(rec.observed_at), rec.command_id, rec.gang_group, rec.epoch,

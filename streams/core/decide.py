@@ -22,13 +22,17 @@ from .timefmt import format_time
 
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
 COMMAND_SCHEMA = "gangstate.command/v1"
-from .records import FAILED_STATUSES, CycleObserved, GangRecord, PodObserved
-from .state import GangState
+SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
+from .records import FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized, PodObserved
+from .state import GangState, own_summary
 
 if TYPE_CHECKING:
     from .fold import FoldSettings, Output
 
-HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient")
+HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete")
+HOLD_KEY = "hold"
+"""The ``emitted`` key of the PreEnqueue hold series: its reason may change within one hold
+(``GangNotInitialized`` -> ``GangMembersInsufficient``), and each change of facts is news."""
 WAITING_STATUSES = ("Wait", "Gated")
 """A representative in one of these statuses is parked: waiting at Permit or held at PreEnqueue."""
 
@@ -70,6 +74,17 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
         return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods; "
                 f"scheduling is held at PreEnqueue until {missing} more "
                 f"{_plural(missing, 'exists', 'exist')}")
+    if reason == "GangGroupIncomplete":
+        blocking = f["blocking_gang"]
+        if "min_member" in f:
+            state_text = f"has {f['members']} of minMember {f['min_member']} pods"
+        elif f["members"]:
+            state_text = f"is not initialized ({f['members']} pods, no spec)"
+        else:
+            state_text = "does not exist (no pods, no PodGroup)"
+        return (f"gang {gang} is complete, but gang {blocking} of its gang group "
+                f"{f['gang_group']} {state_text}; scheduling is held at PreEnqueue until every "
+                f"gang of the group has minMember pods")
     if reason == "GangMembersSatisfied":
         return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods; "
                 f"no longer held at PreEnqueue")
@@ -127,52 +142,65 @@ def _emit(state: GangState, key: str, reason: str, facts: dict[str, Any], at: in
     return replace(state, emitted={**state.emitted, key: digest})
 
 
-def held_reason(state: GangState) -> str | None:
-    """Why the gang's pending pods are held at PreEnqueue, or ``None``.
+def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
+    """Why the gang's pending pods are held at PreEnqueue, as ``(reason, facts)``, or ``None``.
 
     Held means: at least one member is pending, and the gang is not initialised
-    (``GangNotInitialized``) or has fewer live members than minMember
-    (``GangMembersInsufficient``): Koordinator's PreEnqueue basic check
-    (``core/core.go`` ``PreEnqueue``, ``GangBasicCheckUnsatisfied``).
+    (``GangNotInitialized`` [members]), has fewer live members than minMember
+    (``GangMembersInsufficient`` [members, min_member, total_number]), or another gang of its
+    gang group is missing, uninitialised or short (``GangGroupIncomplete`` [gang_group,
+    blocking_gang, members, min_member when known]; the first such gang in sorted order).
+    This is Koordinator's PreEnqueue basic check (``core/core.go`` ``PreEnqueue``,
+    ``GangBasicCheckUnsatisfied``; every gang of the group must have min-available members).
     """
     if not any(m.pending for m in state.members.values()):
         return None
     spec = state.spec
+    members = len(state.members)
     if spec is None:
-        return "GangNotInitialized"
-    if len(state.members) < spec.min_member:
-        return "GangMembersInsufficient"
+        return "GangNotInitialized", {"members": members}
+    if members < spec.min_member:
+        return "GangMembersInsufficient", {"members": members, "min_member": spec.min_member,
+                                           "total_number": spec.total_number}
+    for other in spec.groups:
+        if other == state.gang:
+            continue
+        peer = state.peers.get(other)
+        facts: dict[str, Any] = {"gang_group": spec.gang_group, "blocking_gang": other}
+        if peer is None or not peer.exists:
+            return "GangGroupIncomplete", {**facts, "members": 0}
+        if not peer.initialized or peer.min_member is None:
+            return "GangGroupIncomplete", {**facts, "members": peer.members}
+        if peer.members < peer.min_member:
+            return "GangGroupIncomplete", {**facts, "members": peer.members,
+                                           "min_member": peer.min_member}
     return None
 
 
-def held_facts(state: GangState, reason: str) -> dict[str, Any]:
-    """Facts of a hold warning: ``members`` and, once initialised, ``min_member`` and
-    ``total_number``."""
-    if reason == "GangNotInitialized":
-        return {"members": len(state.members)}
-    spec = state.spec
-    assert spec is not None
-    return {"members": len(state.members), "min_member": spec.min_member,
-            "total_number": spec.total_number}
+def held_reason(state: GangState) -> str | None:
+    """The reason of ``hold(state)``, or ``None`` when the gang is not held."""
+    found = hold(state)
+    return found[0] if found else None
 
 
 def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
     """Emit the hold warning whose grace period ended at ``at`` and mark the hold as warned."""
-    reason = held_reason(state)
+    found = hold(state)
     out: list[dict[str, Any]] = []
-    if reason is None:
+    if found is None:
         return replace(state, held_since=None, warned=False), out
-    state = _emit(state, reason, reason, held_facts(state, reason), at, out)
+    reason, facts = found
+    state = _emit(state, HOLD_KEY, reason, facts, at, out)
     return replace(state, warned=True), out
 
 
 def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
-    reason = held_reason(state)
-    if reason is not None:
+    found = hold(state)
+    if found is not None:
         if state.held_since is None:
             return replace(state, held_since=at, warned=False)
         if state.warned:
-            return _emit(state, reason, reason, held_facts(state, reason), at, out)
+            return _emit(state, HOLD_KEY, found[0], found[1], at, out)
         return state
     if state.held_since is None:
         return state
@@ -181,14 +209,13 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangSt
         state = _emit(state, "GangMembersSatisfied", "GangMembersSatisfied",
                       {"members": len(state.members), "min_member": spec.min_member}, at, out)
     emitted = {k: v for k, v in state.emitted.items()
-               if k not in HELD_REASONS and k != "GangMembersSatisfied"}
+               if k != HOLD_KEY and k != "GangMembersSatisfied"}
     return replace(state, held_since=None, warned=False, emitted=emitted)
 
 
-def _decide_spec(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
-    for fb in state.fallbacks:
-        state = _emit(state, f"GangSpecInvalid:{fb.field}", "GangSpecInvalid",
-                      {"field": fb.field, "value": fb.value, "effective": fb.effective}, at, out)
+def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
+    """Settings the members (and the PodGroup, named ``PodGroup/<name>``) disagree on:
+    ``{field: {value as written: [pod names]}}`` for fields with two or more values."""
     values: dict[str, dict[str, list[str]]] = {}
     sources = [(m.name, m.settings) for m in state.members.values()]
     if state.podgroup is not None:
@@ -197,27 +224,71 @@ def _decide_spec(state: GangState, at: int, out: list[dict[str, Any]]) -> GangSt
         for field, value in settings.as_written():
             if value is not None:
                 values.setdefault(field, {}).setdefault(value, []).append(name)
-    for field, by_value in values.items():
-        if len(by_value) > 1:
-            state = _emit(state, f"GangSpecConflict:{field}", "GangSpecConflict",
-                          {"field": field, "values": by_value}, at, out)
+    return {field: by_value for field, by_value in values.items() if len(by_value) > 1}
+
+
+def cycle_facts(state: GangState) -> dict[str, Any] | None:
+    """Facts of the latest cycle's failure (``GangCycleRejected``), or ``None`` when it had no
+    failed or rejected member."""
+    statuses = list(state.outcomes.values())
+    failed = [reason for status, reason in statuses if status in FAILED_STATUSES]
+    rejected = sum(1 for status, _ in statuses if status == "Rejected")
+    if not failed and not rejected:
+        return None
+    reasons: dict[str, int] = {}
+    for reason in failed:
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return {"cycle": state.cycle, "failed": len(failed), "rejected_waiting": rejected,
+            "reasons": reasons}
+
+
+def _decide_spec(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
+    for fb in state.fallbacks:
+        state = _emit(state, f"GangSpecInvalid:{fb.field}", "GangSpecInvalid",
+                      {"field": fb.field, "value": fb.value, "effective": fb.effective}, at, out)
+    for field, by_value in spec_conflicts(state).items():
+        state = _emit(state, f"GangSpecConflict:{field}", "GangSpecConflict",
+                      {"field": field, "values": by_value}, at, out)
     return state
 
 
 def _decide_cycle(state: GangState, rec: CycleObserved, out: list[dict[str, Any]]) -> GangState:
     if rec.cycle != state.cycle:
         return state
-    statuses = list(state.outcomes.values())
-    failed = [reason for status, reason in statuses if status in FAILED_STATUSES]
-    rejected = sum(1 for status, _ in statuses if status == "Rejected")
-    if not failed and not rejected:
+    facts = cycle_facts(state)
+    if facts is None:
         return state
-    reasons: dict[str, int] = {}
-    for reason in failed:
-        reasons[reason] = reasons.get(reason, 0) + 1
-    facts = {"cycle": rec.cycle, "failed": len(failed), "rejected_waiting": rejected,
-             "reasons": reasons}
     return _emit(state, "GangCycleRejected", "GangCycleRejected", facts, rec.at, out)
+
+
+def summary_record(state: GangState, to: str, at: int) -> dict[str, Any]:
+    """A ``gangstate.gang-summary/v1`` record telling gang ``to`` about ``state``'s gang."""
+    groups, exists, initialized, members, min_member = own_summary(state)
+    return {"schema": SUMMARY_SCHEMA, "observed_at": format_time(at), "gang": state.gang,
+            "to": to, "gang_group": state.gang_group, "groups": list(groups), "exists": exists,
+            "initialized": initialized, "members": members, "min_member": min_member}
+
+
+def _decide_summaries(before: GangState, state: GangState, rec: GangRecord,
+                      out: list[dict[str, Any]]) -> GangState:
+    """Tell the other gangs of the gang group about this gang when its summary changed, and
+    answer a gang that introduced itself (its summary lists this gang) for the first time.
+    Summaries travel through ``gang-events`` keyed by the receiving gang, so the other gangs'
+    state reaches each gang's fold through Kafka, in its own partition's order."""
+    spec = state.spec
+    listeners = {g for g in (spec.groups if spec else ()) if g != state.gang}
+    listeners |= {g for g, p in state.peers.items() if state.gang in p.groups}
+    mine = own_summary(state)
+    targets: set[str] = set()
+    if mine != state.sent_summary and (listeners or state.sent_summary is not None):
+        targets = listeners
+        state = replace(state, sent_summary=mine)
+    elif isinstance(rec, GangSummarized) and rec.gang not in before.peers \
+            and state.gang in rec.groups:
+        targets = {rec.gang}
+    for to in sorted(targets):
+        out.append(summary_record(state, to, rec.at))
+    return state
 
 
 def command(state: GangState, type_: str, expected: str | None, representative: str,
@@ -293,17 +364,20 @@ def _decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> G
 
 
 def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
-           before_rep: str | None = None) -> tuple[GangState, list[dict[str, Any]]]:
+           before_rep: str | None = None, before: GangState | None = None,
+           ) -> tuple[GangState, list[dict[str, Any]]]:
     """Decide the outputs of the state reached by applying ``rec``.
 
     Order of outputs for one record: spec findings (``GangSpecInvalid``, ``GangSpecConflict``),
     the PreEnqueue hold (``GangNotInitialized``/``GangMembersInsufficient`` re-emitted when their
     facts change after the grace period, ``GangMembersSatisfied`` when the hold ends),
-    ``GangCycleRejected``, commands, ``GangScheduled``. ``before_rep`` is the representative
-    before the record was applied.
+    ``GangCycleRejected``, commands, ``GangScheduled``, then ``gangstate.gang-summary/v1``
+    records for the other gangs of the group. ``before`` is the state before the record was
+    applied (``before_rep`` its representative).
     """
     out: list[dict[str, Any]] = []
     at = rec.at
+    before = state if before is None else before
     state = _decide_spec(state, at, out)
     state = _decide_hold(state, at, out)
     if isinstance(rec, CycleObserved):
@@ -312,4 +386,5 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)
     state = _decide_scheduled(state, at, out)
+    state = _decide_summaries(before, state, rec, out)
     return state, out

@@ -18,9 +18,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, MutableMapping
 
 from . import decide
-from .records import AckObserved, CycleObserved, GangRecord, PodGroupObserved, PodObserved, Record, Tick
+from .records import (AckObserved, CycleObserved, GangRecord, GangSummarized, PodGroupObserved,
+                      PodObserved, Record, Tick)
 from .spec import parse_spec
-from .state import GangState, Member, PodGroupInfo, spec_and_fallbacks
+from .state import GangState, HistoryEntry, Member, Peer, PodGroupInfo, spec_and_fallbacks
 
 Output = dict[str, Any]
 """A ``gangstate.diagnostic/v1`` or ``gangstate.command/v1`` record, JSON-ready."""
@@ -180,6 +181,14 @@ def apply_ack(state: GangState, rec: AckObserved) -> GangState:
     return state
 
 
+def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
+    """Fold another gang's summary: the latest word of each peer of the gang group is kept."""
+    peer = Peer(rec.groups, rec.exists, rec.initialized, rec.members, rec.min_member)
+    if state.peers.get(rec.gang) == peer:
+        return state
+    return replace(state, peers={**state.peers, rec.gang: peer})
+
+
 def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangState:
     """Fold one record into a gang's state (dispatch on the record kind); advances the gang's
     clock to the record's event time (never backwards). A record that changes nothing (stale,
@@ -190,6 +199,8 @@ def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangStat
         after = apply_podgroup(state, rec)
     elif isinstance(rec, CycleObserved):
         after = apply_cycle(state, rec)
+    elif isinstance(rec, GangSummarized):
+        after = apply_summary(state, rec)
     else:
         after = apply_ack(state, rec)
     if after is not state and rec.at > after.clock:
@@ -218,7 +229,59 @@ def step(state: GangState | None, rec: GangRecord, key: str,
     after = apply(before, rec, settings)
     if after is before:
         return before, []
-    return decide.decide(after, rec, settings, before.representative)
+    after, outputs = decide.decide(after, rec, settings, before.representative, before)
+    return record_history(before, after, describe(rec), rec.at, outputs), outputs
+
+
+HISTORY = 16
+"""How many transitions a gang keeps in its ``history`` (oldest dropped first)."""
+
+
+def describe(rec: GangRecord) -> str:
+    """A short human description of a record, used as the cause in a gang's history."""
+    if isinstance(rec, PodObserved):
+        return f"Pod {rec.namespace}/{rec.name} {rec.type} (resourceVersion {rec.resource_version})"
+    if isinstance(rec, PodGroupObserved):
+        return f"PodGroup {rec.namespace}/{rec.name} {rec.type} " \
+               f"(resourceVersion {rec.resource_version})"
+    if isinstance(rec, CycleObserved):
+        text = f"cycle {rec.cycle}: {rec.pod} {rec.stage} {rec.status}"
+        return text + (f" ({rec.reason})" if rec.reason else "")
+    if isinstance(rec, GangSummarized):
+        return f"summary of gang {rec.gang}: {rec.members} pods, minMember {rec.min_member}"
+    return f"ack {rec.command_id} {rec.outcome}"
+
+
+def _facts_view(state: GangState) -> tuple[str, int, int, int, str | None, str | None]:
+    return (state.phase, len(state.members), state.bound, state.waiting, state.representative,
+            state.spec_source)
+
+
+def record_history(before: GangState, after: GangState, cause: str, at: int,
+                   outputs: list[Output]) -> GangState:
+    """Append what changed between ``before`` and ``after`` (phase, counts, representative,
+    spec source, diagnostics and commands emitted) to ``after.history``, keeping the last
+    ``HISTORY`` entries. Returns ``after`` unchanged when nothing noteworthy changed."""
+    changes = []
+    old, new = _facts_view(before), _facts_view(after)
+    if old[0] != new[0]:
+        changes.append(f"phase {old[0]} -> {new[0]}")
+    for name, i in (("members", 1), ("bound", 2), ("waiting", 3)):
+        if old[i] != new[i]:
+            changes.append(f"{name} {old[i]} -> {new[i]}")
+    if old[4] != new[4]:
+        changes.append(f"representative {old[4] or '-'} -> {new[4] or '-'}")
+    if old[5] != new[5]:
+        changes.append(f"spec from {new[5] or 'nothing'}")
+    for out in outputs:
+        if out["schema"] == decide.DIAGNOSTIC_SCHEMA:
+            changes.append(f"emitted {out['reason']}")
+        elif out["schema"] == decide.COMMAND_SCHEMA:
+            changes.append(f"issued {out['type']} epoch {out['epoch']}")
+    if not changes:
+        return after
+    entry: HistoryEntry = (at, "; ".join(changes), cause)
+    return replace(after, history=(after.history + (entry,))[-HISTORY:])
 
 
 def next_due(state: GangState, settings: FoldSettings) -> int | None:
@@ -242,7 +305,8 @@ def fire_timers(state: GangState, now: int,
     due = next_due(state, settings)
     if due is None or due > now:
         return state, []
-    return decide.warn_held(state, due)
+    after, outputs = decide.warn_held(state, due)
+    return record_history(state, after, "grace period ended", due, outputs), outputs
 
 
 class PartitionFold:
@@ -253,12 +317,18 @@ class PartitionFold:
     for every gang in the store with a pending timer, then applies the record. The clock never
     moves backwards: a record older than the clock is applied with the clock's time for timers.
     Deterministic: same records in the same order give the same outputs.
+
+    ``gangstate.gang-summary/v1`` outputs (one gang telling another of its group about itself)
+    are fed back into this same log right after the record that caused them when ``loopback``
+    is true (one log holds every gang: ``gangstate fold``); the worker sets it false and sends
+    them through ``gang-events`` to the receiving gang's partition instead.
     """
 
     def __init__(self, store: MutableMapping[str, GangState],
-                 settings: FoldSettings = FoldSettings()) -> None:
+                 settings: FoldSettings = FoldSettings(), *, loopback: bool = True) -> None:
         self.store = store
         self.settings = settings
+        self.loopback = loopback
         self.clock = 0
         self._timers: list[tuple[int, str]] = []
 
@@ -300,11 +370,39 @@ class PartitionFold:
         """
         outputs = self.advance(rec.at)
         if isinstance(rec, Tick) or key is None:
-            return outputs
+            return self._loop(outputs)
         state = self.store.get(key)
         new, emitted = step(state, rec, key, self.settings)
         if new is not state:
             self.store[key] = new
             self._schedule(key, new)
         outputs.extend(emitted)
-        return outputs
+        return self._loop(outputs)
+
+    def _loop(self, outputs: list[Output]) -> list[Output]:
+        if not self.loopback:
+            return outputs
+        done: list[Output] = []
+        queue = list(outputs)
+        while queue:
+            out = queue.pop(0)
+            if out["schema"] != decide.SUMMARY_SCHEMA:
+                done.append(out)
+                continue
+            rec = summary_from_output(out)
+            state = self.store.get(rec.to)
+            new, emitted = step(state, rec, rec.to, self.settings)
+            if new is not state:
+                self.store[rec.to] = new
+                self._schedule(rec.to, new)
+            queue.extend(emitted)
+        return done
+
+
+def summary_from_output(out: Output) -> GangSummarized:
+    """The core record of a ``gangstate.gang-summary/v1`` output (for the offline loopback)."""
+    from .timefmt import parse_time
+
+    return GangSummarized(parse_time(out["observed_at"]), out["gang"], out["to"],
+                          tuple(out["groups"]), out["exists"], out["initialized"],
+                          out["members"], out["min_member"])

@@ -84,13 +84,30 @@ class AckObserved:
 
 
 @dataclass(frozen=True, slots=True)
+class GangSummarized:
+    """A ``gangstate.gang-summary/v1`` record: what one gang (``gang``) tells another gang of
+    its gang group (``to``) about itself, so that the other can tell whether the group can pass
+    PreEnqueue. ``groups`` is the sender's gang group as it sees it; ``exists`` is false for a
+    gang with no pods and no PodGroup; counts are pods."""
+
+    at: int
+    gang: str
+    to: str
+    groups: tuple[str, ...]
+    exists: bool
+    initialized: bool
+    members: int
+    min_member: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """A ``gangstate.tick/v1`` record: only advances the event-time clock."""
 
     at: int
 
 
-GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved]
+GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved, GangSummarized]
 """A record that concerns one gang (or, for acks, one gang group)."""
 Record = Union[GangRecord, Tick]
 

@@ -59,6 +59,24 @@ class PodGroupInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Peer:
+    """What another gang of the gang group last said about itself (``GangSummarized``)."""
+
+    groups: tuple[str, ...]
+    exists: bool
+    initialized: bool
+    members: int
+    min_member: int | None
+
+
+Summary = tuple[tuple[str, ...], bool, bool, int, "int | None"]
+"""A gang's own summary for its peers: ``(groups, exists, initialized, members, min_member)``."""
+
+HistoryEntry = tuple[int, str, str]
+"""One transition of a gang: ``(event time in microseconds, what changed, the cause)``."""
+
+
+@dataclass(frozen=True, slots=True)
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
 
@@ -67,7 +85,9 @@ class GangState:
     ``spec_source``/``spec_settings`` name the object whose settings initialised the gang
     (``spec`` is derived from them). ``representative`` is the group's representative pod as the
     scheduler last reported it (``ns/name``). ``epoch`` is the gang group's command counter,
-    never reset. ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
+    never reset. ``peers`` holds the last summary of each other gang of the gang group (received
+    through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
+    ``history`` the last transitions (bounded, oldest first). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
     emitted for it.
     """
@@ -90,6 +110,9 @@ class GangState:
     warned: bool = False
     emitted: Mapping[str, str] = field(default_factory=dict)
     ever_scheduled: bool = False
+    peers: Mapping[str, Peer] = field(default_factory=dict)
+    sent_summary: Summary | None = None
+    history: tuple[HistoryEntry, ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -191,6 +214,7 @@ def summary(state: GangState) -> dict[str, Any]:
         "gang_group": state.gang_group,
         "spec_source": state.spec_source,
         "podgroup": state.podgroup.name if state.podgroup else None,
+        "groups": list(spec.groups) if spec else [state.gang],
         "epoch": state.epoch,
         "last_cycle": state.cycle,
         "pods": {
@@ -201,6 +225,15 @@ def summary(state: GangState) -> dict[str, Any]:
             for uid, m in state.members.items()
         },
     }
+
+
+def own_summary(state: GangState) -> Summary:
+    """What this gang tells the other gangs of its group: ``(groups, exists, initialized,
+    members, min_member)``; ``groups`` is empty while the gang is not initialised."""
+    spec = state.spec
+    exists = bool(state.members) or state.podgroup is not None
+    return (spec.groups if spec else (), exists, spec is not None, len(state.members),
+            spec.min_member if spec else None)
 
 
 # -- wire form ---------------------------------------------------------------------------------
@@ -243,6 +276,11 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "w": state.warned,
         "em": dict(state.emitted),
         "es": state.ever_scheduled,
+        "p": [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member]
+              for g, p in state.peers.items()],
+        "ss2": None if state.sent_summary is None else [
+            list(state.sent_summary[0]), *state.sent_summary[1:]],
+        "h": [list(h) for h in state.history],
     }
 
 
@@ -275,4 +313,10 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         warned=data["w"],
         emitted=dict(data["em"]),
         ever_scheduled=data["es"],
+        peers={row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5])
+               for row in data.get("p", [])},
+        sent_summary=None if data.get("ss2") is None else (
+            tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
+            data["ss2"][4]),
+        history=tuple((a, b, c) for a, b, c in data.get("h", [])),
     )
