@@ -258,3 +258,35 @@ def test_timers_rebuilt_from_the_store_fire_as_before():
     outputs = restarted.feed(None, Tick(at(60)))
     assert reasons(outputs) == [("GangMembersInsufficient",
                                  {"members": 1, "min_member": 3, "total_number": 3})]
+
+
+def test_members_waiting_at_permit_past_the_waiting_time_raise_a_timeout():
+    trace = [pod("w0", 0, min_available="3", waiting_time="60s"),
+             pod("w1", 0, min_available="3", waiting_time="60s"),
+             pod("w2", 0, min_available="3", waiting_time="60s"),
+             cycle("w0", 5, 10, "Permit", "Wait", representative="ns/w0"),
+             cycle("w1", 6, 11, "Permit", "Wait", representative="ns/w0")]
+    outputs, store = run(trace, end=3600)
+    assert reasons(outputs) == [("GangPermitTimeout",
+                                 {"waiting": 2, "min_member": 3, "waiting_seconds": 60})]
+    assert outputs[0]["observed_at"] == format_time(at(65))  # first Wait + waiting time
+    assert store["ns/g"].history[-1][2] == "Permit waiting time ended"
+
+
+def test_the_schedulers_own_timeout_records_are_reported():
+    trace = [pod("w0", 0), pod("w1", 0),
+             cycle("w0", 5, 10, "Permit", "Wait", representative="ns/w0"),
+             cycle("w0", 20, 10, "Permit", "Timeout", representative="ns/w0")]
+    outputs, _ = run(trace)
+    assert reasons(outputs) == [("GangPermitTimeout",
+                                 {"waiting": 1, "min_member": 2, "waiting_seconds": 600})]
+
+
+def test_a_wait_that_ends_in_time_raises_nothing():
+    trace = [pod("w0", 0), pod("w1", 0),
+             cycle("w0", 5, 10, "Permit", "Wait", representative="ns/w0"),
+             cycle("w1", 6, 11, "Permit", "Wait", representative="ns/w0"),
+             pod("w0", 7, rv="2", type_="MODIFIED", node="n0"),
+             pod("w1", 7, rv="2", type_="MODIFIED", node="n1")]
+    outputs, _ = run(trace, end=3600)
+    assert [o["reason"] for o in outputs] == ["GangScheduled"]

@@ -104,3 +104,11 @@ def test_podgroup_timeout_fallback_is_named_after_the_spec_field():
                                  from_podgroup=True)
     assert spec.waiting_seconds == 600
     assert fallbacks == (Fallback("scheduleTimeoutSeconds", "0", "600s"),)
+
+
+def test_a_waiting_time_annotation_on_a_podgroup_is_reported_as_ignored():
+    settings = settings_of_podgroup({"minMember": 2, "scheduleTimeoutSeconds": 300},
+                                    {P + "waiting-time": "1h"})
+    spec, fallbacks = parse_spec("ns/g", settings, "PodGroup/g", from_podgroup=True)
+    assert spec.waiting_seconds == 300
+    assert fallbacks == (Fallback("waiting-time", "1h", "300s"),)

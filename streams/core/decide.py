@@ -85,6 +85,11 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
         return (f"gang {gang} is complete, but gang {blocking} of its gang group "
                 f"{f['gang_group']} {state_text}; scheduling is held at PreEnqueue until every "
                 f"gang of the group has minMember pods")
+    if reason == "GangPermitTimeout":
+        return (f"gang {gang}: {f['waiting']} "
+                f"{_plural(f['waiting'], 'member', 'members')} waited at Permit for the full "
+                f"waiting time of {f['waiting_seconds']}s without minMember {f['min_member']} "
+                f"ready together; they are rejected and retried")
     if reason == "GangMembersSatisfied":
         return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods; "
                 f"no longer held at PreEnqueue")
@@ -192,6 +197,37 @@ def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     reason, facts = found
     state = _emit(state, HOLD_KEY, reason, facts, at, out)
     return replace(state, warned=True), out
+
+
+def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit ``GangPermitTimeout`` for members still waiting at Permit when the gang's waiting
+    time ended at ``at`` (kube-scheduler rejects them: ``rejected due to timeout after waiting
+    ... at plugin Coscheduling``)."""
+    out: list[dict[str, Any]] = []
+    spec = state.spec
+    if spec is not None and state.waiting:
+        state = _emit(state, "GangPermitTimeout", "GangPermitTimeout",
+                      {"waiting": state.waiting, "min_member": spec.min_member,
+                       "waiting_seconds": spec.waiting_seconds}, at, out)
+    return replace(state, permit_warned=True), out
+
+
+def _decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]]) -> GangState:
+    """Track the Permit wait (its start feeds the timer) and report the scheduler's own
+    ``Timeout`` records of the latest cycle."""
+    waiting = state.waiting
+    if waiting and state.waiting_since is None:
+        state = replace(state, waiting_since=rec.at, permit_warned=False)
+    elif not waiting and state.waiting_since is not None:
+        state = replace(state, waiting_since=None, permit_warned=False)
+    spec = state.spec
+    if isinstance(rec, CycleObserved) and rec.status == "Timeout" and spec is not None \
+            and rec.cycle == state.cycle:
+        timed_out = sum(1 for status, _ in state.outcomes.values() if status == "Timeout")
+        state = _emit(state, "GangPermitTimeout", "GangPermitTimeout",
+                      {"waiting": timed_out, "min_member": spec.min_member,
+                       "waiting_seconds": spec.waiting_seconds}, rec.at, out)
+    return state
 
 
 def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
@@ -380,6 +416,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     before = state if before is None else before
     state = _decide_spec(state, at, out)
     state = _decide_hold(state, at, out)
+    state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):
         state = _decide_cycle(state, rec, out)
         state = _decide_switch(before_rep, state, rec, out)

@@ -287,12 +287,17 @@ def record_history(before: GangState, after: GangState, cause: str, at: int,
 def next_due(state: GangState, settings: FoldSettings) -> int | None:
     """The event time (microseconds) of the gang's next timer, or ``None``.
 
-    Today one timer exists: the grace period of a PreEnqueue hold whose warning has not been
-    emitted yet. Timers are not stored: they follow from the state.
+    Two timers exist: the grace period of a PreEnqueue hold whose warning has not been emitted
+    yet, and the Permit waiting time of members waiting at Permit (``GangPermitTimeout``).
+    Timers are not stored: they follow from the state.
     """
+    due = []
     if state.held_since is not None and not state.warned:
-        return state.held_since + settings.grace_micros
-    return None
+        due.append(state.held_since + settings.grace_micros)
+    spec = state.spec
+    if state.waiting_since is not None and not state.permit_warned and spec is not None:
+        due.append(state.waiting_since + spec.waiting_seconds * 1_000_000)
+    return min(due) if due else None
 
 
 def fire_timers(state: GangState, now: int,
@@ -302,11 +307,21 @@ def fire_timers(state: GangState, now: int,
     Outputs fired by a timer carry the timer's due time as ``observed_at``, so the result does
     not depend on when the clock happened to pass it.
     """
-    due = next_due(state, settings)
-    if due is None or due > now:
-        return state, []
-    after, outputs = decide.warn_held(state, due)
-    return record_history(state, after, "grace period ended", due, outputs), outputs
+    outputs: list[Output] = []
+    while True:
+        due = next_due(state, settings)
+        if due is None or due > now:
+            return state, outputs
+        before = state
+        if state.held_since is not None and not state.warned \
+                and state.held_since + settings.grace_micros == due:
+            state, fired = decide.warn_held(state, due)
+            cause = "grace period ended"
+        else:
+            state, fired = decide.warn_permit_timeout(state, due)
+            cause = "Permit waiting time ended"
+        state = record_history(before, state, cause, due, fired)
+        outputs.extend(fired)
 
 
 class PartitionFold:

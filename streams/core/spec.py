@@ -46,7 +46,8 @@ class RawSettings:
     For a pod: the annotations ``gang.scheduling.koordinator.sh/<field>`` (min-available from the
     deprecated label first when non-empty). For a PodGroup: ``spec.minMember`` as
     ``min_available``, ``spec.scheduleTimeoutSeconds`` as ``waiting_time`` (``"<n>s"``) and the
-    other fields from the PodGroup's annotations.
+    other fields from the PodGroup's annotations; ``ignored_waiting_time`` keeps a
+    ``waiting-time`` annotation written on a PodGroup, which the scheduler ignores.
     """
 
     min_available: str | None = None
@@ -55,6 +56,7 @@ class RawSettings:
     waiting_time: str | None = None
     groups: str | None = None
     match_policy: str | None = None
+    ignored_waiting_time: str | None = None
 
     def as_written(self) -> tuple[tuple[str, str | None], ...]:
         """Pairs of (annotation field name, value as written) in ``SPEC_FIELDS`` order."""
@@ -143,6 +145,7 @@ def settings_of_podgroup(spec: Mapping[str, object],
         get(PREFIX + "total-number"), get(PREFIX + "mode"),
         None if timeout is None else f"{timeout}s",
         get(PREFIX + "groups"), get(PREFIX + "match-policy"),
+        get(PREFIX + "waiting-time"),
     )
 
 
@@ -208,7 +211,8 @@ def parse_spec(gang: str, settings: RawSettings, source: str, *,
     mode other than exactly ``Strict``/``NonStrict`` -> ``Strict``; waiting-time missing,
     unparsable, 0 or negative -> the default (PodGroup ``scheduleTimeoutSeconds`` <= 0 likewise);
     groups not a non-empty JSON array of strings -> the gang alone, entries used as written;
-    unknown match-policy -> ``once-satisfied``. Raises nothing.
+    unknown match-policy -> ``once-satisfied``; a waiting-time annotation on a PodGroup is
+    ignored in favour of ``scheduleTimeoutSeconds``. Raises nothing.
     """
     min_member = parse_int32(settings.min_available)
     if min_member is None:
@@ -239,6 +243,9 @@ def parse_spec(gang: str, settings: RawSettings, source: str, *,
             fallbacks.append(Fallback(field, written, _seconds_text(default_waiting_seconds)))
         else:
             waiting = int(seconds)
+    if from_podgroup and settings.ignored_waiting_time is not None:
+        fallbacks.append(Fallback("waiting-time", settings.ignored_waiting_time,
+                                  _seconds_text(waiting)))
 
     groups: tuple[str, ...] = (gang,)
     if settings.groups not in (None, ""):

@@ -87,7 +87,9 @@ class GangState:
     scheduler last reported it (``ns/name``). ``epoch`` is the gang group's command counter,
     never reset. ``peers`` holds the last summary of each other gang of the gang group (received
     through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
-    ``history`` the last transitions (bounded, oldest first). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
+    ``history`` the last transitions (bounded, oldest first). ``waiting_since`` is when members
+    began waiting at Permit (``None`` while none waits) and ``permit_warned`` whether that wait
+    has had its ``GangPermitTimeout``. ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
     emitted for it.
     """
@@ -112,6 +114,8 @@ class GangState:
     ever_scheduled: bool = False
     peers: Mapping[str, Peer] = field(default_factory=dict)
     sent_summary: Summary | None = None
+    waiting_since: int | None = None
+    permit_warned: bool = False
     history: tuple[HistoryEntry, ...] = ()
 
     @property
@@ -239,8 +243,10 @@ def own_summary(state: GangState) -> Summary:
 # -- wire form ---------------------------------------------------------------------------------
 
 def _settings_out(s: RawSettings | None) -> list[str | None] | None:
-    return None if s is None else [s.min_available, s.total_number, s.mode, s.waiting_time,
-                                   s.groups, s.match_policy]
+    if s is None:
+        return None
+    out = [s.min_available, s.total_number, s.mode, s.waiting_time, s.groups, s.match_policy]
+    return out if s.ignored_waiting_time is None else out + [s.ignored_waiting_time]
 
 
 def _settings_in(v: list[str | None] | None) -> RawSettings | None:
@@ -281,6 +287,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "ss2": None if state.sent_summary is None else [
             list(state.sent_summary[0]), *state.sent_summary[1:]],
         "h": [list(h) for h in state.history],
+        "ws": state.waiting_since,
+        "pw": state.permit_warned,
     }
 
 
@@ -319,4 +327,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
             tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
             data["ss2"][4]),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
+        waiting_since=data.get("ws"),
+        permit_warned=data.get("pw", False),
     )

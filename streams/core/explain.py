@@ -1,0 +1,123 @@
+"""Explanations: what holds a gang now, and why one of its pods is pending.
+
+Where it sits: the functional core, read side. The worker's HTTP views, ``gangstate describe
+gang`` and ``gangstate explain pod`` (against a worker or ``--from TRACE``) call these pure
+functions on a ``GangState``; they derive everything from the state, so an explanation needs no
+stored diagnostics. Must not: read the clock or do I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import decide
+from .state import GangState, summary
+from .timefmt import format_time
+
+
+def findings(state: GangState) -> list[dict[str, Any]]:
+    """The conditions that hold for the gang now, as ``{"reason", "type", "message", "facts"}``
+    (plus ``"since"`` for a PreEnqueue hold): the hold (``GangNotInitialized``,
+    ``GangMembersInsufficient``, ``GangGroupIncomplete``), silent fallbacks
+    (``GangSpecInvalid``), disagreements (``GangSpecConflict``), the latest failed cycle
+    (``GangCycleRejected``) while the gang is not scheduled, and ``GangScheduled``."""
+    out: list[dict[str, Any]] = []
+
+    def add(reason: str, facts: dict[str, Any], **extra: Any) -> None:
+        out.append({"reason": reason, "type": "Normal" if reason == "GangScheduled" else "Warning",
+                    "message": decide.message(state.gang, reason, facts), "facts": facts,
+                    **extra})
+
+    held = decide.hold(state)
+    if held is not None:
+        since = state.held_since
+        add(held[0], held[1], since=None if since is None else format_time(since))
+    for fb in state.fallbacks:
+        add("GangSpecInvalid", {"field": fb.field, "value": fb.value, "effective": fb.effective})
+    for field, values in decide.spec_conflicts(state).items():
+        add("GangSpecConflict", {"field": field, "values": values})
+    spec = state.spec
+    scheduled = spec is not None and state.members and state.bound >= spec.min_member
+    cycle = decide.cycle_facts(state)
+    if cycle is not None and not scheduled:
+        add("GangCycleRejected", cycle)
+    if scheduled and spec is not None:
+        add("GangScheduled", {"bound": state.bound, "min_member": spec.min_member})
+    return out
+
+
+def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
+    gang = state.gang
+    if reason == "GangNotInitialized":
+        pg = state.podgroup
+        if any(m.waits_for_podgroup for m in state.members.values()) and pg is None:
+            return (f"create PodGroup {gang} (scheduling.sigs.k8s.io/v1alpha1) with "
+                    f"spec.minMember, or remove the pod-group.scheduling.sigs.k8s.io label and "
+                    f"set the gang.scheduling.koordinator.sh/min-available annotation")
+        return ("set a valid gang.scheduling.koordinator.sh/min-available annotation "
+                "(a base-10 integer) on the gang's pods, or create its PodGroup")
+    if reason == "GangMembersInsufficient":
+        missing = facts["min_member"] - facts["members"]
+        return (f"create {missing} more pod{'s' if missing != 1 else ''} of gang {gang}, "
+                f"or lower min-available to {facts['members']}")
+    if reason == "GangGroupIncomplete":
+        blocking = facts["blocking_gang"]
+        if "min_member" in facts:
+            missing = facts["min_member"] - facts["members"]
+            return (f"create {missing} more pod{'s' if missing != 1 else ''} of gang "
+                    f"{blocking}, or remove it from the groups annotation")
+        if facts["members"]:
+            return f"give gang {blocking} a spec (PodGroup or min-available)"
+        return f"create the pods of gang {blocking}, or remove it from the groups annotation"
+    if reason == "GangCycleRejected":
+        reasons = ", ".join(sorted(facts["reasons"])) or "the reported reasons"
+        return (f"free capacity for the failing members ({reasons}); the gang is retried as a "
+                f"whole")
+    return ""
+
+
+def why_pod(state: GangState, pod: str) -> dict[str, Any]:
+    """Why pod ``ns/name`` of this gang is pending: ``{"pod", "gang", "member", "phase",
+    "node", "last_cycle", "gang_phase", "held_at", "reasons": [{reason, message, facts}],
+    "unblock": [str]}``. ``held_at`` is ``PreEnqueue`` when the gang's basic check holds the
+    pod, ``Permit`` when it waits for the rest of the gang, ``Filter`` when its last cycle
+    failed, or ``None``. Raises nothing; a pod that is not a live member has ``member`` false.
+    """
+    found = state.member_by_name(pod)
+    result: dict[str, Any] = {"pod": pod, "gang": state.gang, "member": found is not None,
+                              "gang_phase": state.phase, "reasons": [], "unblock": []}
+    info = summary(state)
+    result["gang_summary"] = {k: info[k] for k in ("members", "bound", "waiting", "min_member",
+                                                   "representative", "gang_group")}
+    if found is None:
+        result.update(phase=None, node=None, last_cycle=None, held_at=None)
+        return result
+    _, member = found
+    result.update(phase=member.phase, node=member.node,
+                  last_cycle=None if member.cycle is None else {
+                      "cycle": member.cycle, "stage": member.stage, "status": member.status,
+                      "reason": member.reason})
+    held_at = None
+    if member.node is None:
+        held = decide.hold(state)
+        if held is not None:
+            held_at = "PreEnqueue"
+            result["reasons"].append({"reason": held[0], "facts": held[1],
+                                      "message": decide.message(state.gang, *held)})
+            result["unblock"].append(_unblock(state, *held))
+        elif member.status == "Wait":
+            held_at = "Permit"
+        elif member.status in ("Unschedulable", "UnschedulableAndUnresolvable", "Error",
+                               "Rejected", "Timeout"):
+            held_at = "Filter" if member.status != "Timeout" else "Permit"
+            facts = decide.cycle_facts(state)
+            if facts is not None:
+                result["reasons"].append({"reason": "GangCycleRejected", "facts": facts,
+                                          "message": decide.message(state.gang,
+                                                                    "GangCycleRejected", facts)})
+                result["unblock"].append(_unblock(state, "GangCycleRejected", facts))
+    result["held_at"] = held_at
+    for item in findings(state):
+        if item["reason"] in ("GangSpecInvalid", "GangSpecConflict"):
+            result["reasons"].append({k: item[k] for k in ("reason", "facts", "message")})
+    return result
