@@ -144,7 +144,8 @@ def add_commands(sub: Any) -> None:
     _kafka_flags(p)
     p.set_defaults(func=cmd_tap)
 
-    for module in ("producers.watch", "producers.simulate", "streams.event_sink"):
+    for module in ("producers.watch", "producers.simulate", "streams.event_sink",
+                   "streams.query_cli"):
         try:
             mod = __import__(module, fromlist=["add_command"])
         except ImportError:
