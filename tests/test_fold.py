@@ -290,3 +290,30 @@ def test_a_wait_that_ends_in_time_raises_nothing():
              pod("w1", 7, rv="2", type_="MODIFIED", node="n1")]
     outputs, _ = run(trace, end=3600)
     assert [o["reason"] for o in outputs] == ["GangScheduled"]
+
+
+def _failing_cycles(mode: str, times: list[float]):
+    trace = [pod(n, 0, min_available="3", mode=mode) for n in ("w0", "w1", "w2")]
+    rep = "w0"
+    for i, t in enumerate(times):
+        failing = ("w1", "w2")[i % 2] if rep != "w1" else "w2"
+        trace += [cycle(rep, t, 100 + 2 * i, "Permit", "Wait", representative=f"ns/{rep}"),
+                  cycle(failing, t + 0.1, 101 + 2 * i, "Filter", "Unschedulable",
+                        representative=f"ns/{rep}")]
+        rep = failing
+    return trace
+
+
+def test_strict_switches_back_off_while_nothing_binds():
+    # failures every 5 s: switches at 1 (first), 11 (>= 10 s later), 31 (>= 20 s), 71 (>= 40 s)
+    times = [1 + 5 * i for i in range(16)]
+    outputs, _ = run(_failing_cycles("Strict", times))
+    issued = [o["issued_at"] for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert issued == [format_time(at(t + 0.1)) for t in (1, 11, 31, 71)]
+
+
+def test_nonstrict_switches_every_time():
+    times = [1 + 5 * i for i in range(6)]
+    outputs, _ = run(_failing_cycles("NonStrict", times))
+    assert [o["epoch"] for o in outputs if o["schema"] == "gangstate.command/v1"] == \
+        [1, 2, 3, 4, 5, 6]

@@ -348,14 +348,33 @@ def command(state: GangState, type_: str, expected: str | None, representative: 
     return replace(state, epoch=epoch), cmd
 
 
+def switch_backoff(state: GangState, settings: "FoldSettings") -> int:
+    """Microseconds that must pass since the previous switch before the next one: 0 for the
+    first switch of a streak and in NonStrict mode; in Strict mode ``base * 2**(streak-1)``
+    capped at the maximum. Strict rejects every waiting member anyway, so a switch there only
+    changes which pod leads the retry; without a backoff the representative would ping-pong
+    between failing members once per scheduler backoff while nothing frees up (measured with
+    ``bench/simulate_value.py``, docs/simulator.md)."""
+    spec = state.spec
+    if state.switch_streak == 0 or spec is None or spec.mode != "Strict":
+        return 0
+    seconds = min(settings.switch_backoff_seconds * 2 ** (state.switch_streak - 1),
+                  settings.switch_backoff_max_seconds)
+    return int(seconds * 1_000_000)
+
+
 def _decide_switch(before_rep: str | None, state: GangState, rec: CycleObserved,
-                   out: list[dict[str, Any]]) -> GangState:
+                   out: list[dict[str, Any]], settings: "FoldSettings") -> GangState:
     """SwitchRepresentative: a member other than the representative failed its cycle while the
     representative is parked (waiting at Permit or gated at PreEnqueue). At most one command per
-    cycle; the releases (``Rejected``) that follow a failure issue none. This is the switch that
-    Koordinator did in PostFilter (PR #2417), moved out of the scheduler so that it always
-    happens and never races preemption (contracts.md, ``gangstate.command/v1``)."""
+    cycle; the releases (``Rejected``) that follow a failure issue none; in Strict mode
+    consecutive switches back off (``switch_backoff``). This is the switch that Koordinator did
+    in PostFilter (PR #2417), moved out of the scheduler so that it always happens and never
+    races preemption (contracts.md, ``gangstate.command/v1``)."""
     if rec.status not in FAILED_STATUSES or state.command_cycle == rec.cycle:
+        return state
+    if state.last_switch_at is not None \
+            and rec.at < state.last_switch_at + switch_backoff(state, settings):
         return state
     rep = rec.representative or before_rep
     if rep is None or rep == rec.pod:
@@ -366,7 +385,8 @@ def _decide_switch(before_rep: str | None, state: GangState, rec: CycleObserved,
     state, cmd = command(state, "SwitchRepresentative", rep, rec.pod, "MemberFailedCycle",
                          rec.at, rec.cycle)
     out.append(cmd)
-    return replace(state, command_cycle=rec.cycle)
+    return replace(state, command_cycle=rec.cycle, last_switch_at=rec.at,
+                   switch_streak=state.switch_streak + 1)
 
 
 def _decide_elect(before_rep: str | None, state: GangState, rec: PodObserved,
@@ -396,6 +416,8 @@ def _decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> G
         return state
     state = _emit(state, "GangScheduled", "GangScheduled",
                   {"bound": bound, "min_member": spec.min_member}, at, out)
+    if state.switch_streak:
+        state = replace(state, switch_streak=0)
     return state if state.ever_scheduled else replace(state, ever_scheduled=True)
 
 
@@ -419,7 +441,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):
         state = _decide_cycle(state, rec, out)
-        state = _decide_switch(before_rep, state, rec, out)
+        state = _decide_switch(before_rep, state, rec, out, settings)
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)
     state = _decide_scheduled(state, at, out)

@@ -37,10 +37,16 @@ class FoldSettings:
     ``grace_seconds``: how long ``GangNotInitialized``/``GangMembersInsufficient`` conditions
     must hold before their warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
     deleted uid is remembered so that a late, stale ADDED cannot bring it back (default 600 s).
+    ``switch_backoff_seconds`` / ``switch_backoff_max_seconds``: in Strict mode, the n-th
+    consecutive ``SwitchRepresentative`` of a gang group (no bind in between) waits at least
+    ``base * 2**(n-2)`` seconds after the previous one, capped (defaults 10 s and 300 s); see
+    ``decide._decide_switch``.
     """
 
     grace_seconds: float = 10.0
     tombstone_seconds: float = 600.0
+    switch_backoff_seconds: float = 10.0
+    switch_backoff_max_seconds: float = 300.0
 
     @property
     def grace_micros(self) -> int:
@@ -95,7 +101,7 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
         if not members and state.podgroup is None:
             # An annotation-built gang disappears with its last pod; the epoch survives.
             state = replace(state, spec_source=None, spec_settings=None, outcomes={},
-                            representative=None)
+                            representative=None, last_switch_at=None, switch_streak=0)
         return state
 
     if member is not None and not rv_newer(rec.resource_version, member.rv):

@@ -89,7 +89,8 @@ class GangState:
     through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
     ``history`` the last transitions (bounded, oldest first). ``waiting_since`` is when members
     began waiting at Permit (``None`` while none waits) and ``permit_warned`` whether that wait
-    has had its ``GangPermitTimeout``. ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
+    has had its ``GangPermitTimeout``. ``last_switch_at``/``switch_streak`` time and count the
+    consecutive representative switches since the gang last had minMember pods bound. ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
     emitted for it.
     """
@@ -116,6 +117,8 @@ class GangState:
     sent_summary: Summary | None = None
     waiting_since: int | None = None
     permit_warned: bool = False
+    last_switch_at: int | None = None
+    switch_streak: int = 0
     history: tuple[HistoryEntry, ...] = ()
 
     @property
@@ -289,6 +292,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "h": [list(h) for h in state.history],
         "ws": state.waiting_since,
         "pw": state.permit_warned,
+        "ls": state.last_switch_at,
+        "sk": state.switch_streak,
     }
 
 
@@ -329,4 +334,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
         waiting_since=data.get("ws"),
         permit_warned=data.get("pw", False),
+        last_switch_at=data.get("ls"),
+        switch_streak=data.get("sk", 0),
     )
