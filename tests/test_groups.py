@@ -107,3 +107,14 @@ def test_history_explains_how_the_gang_got_here():
     assert history[-1][1] == "emitted GangMembersSatisfied"
     assert history[-1][2] == "summary of gang ml/b: 2 pods, minMember 2"
     assert json.dumps(history)  # JSON-ready
+
+
+def test_commands_of_a_multi_gang_group_take_the_cycle_number_as_epoch():
+    from tests.tracegen import cycle
+    lines = gang_a() + gang_b(late=3) + [
+        cycle("ml", "a-0", 5, 700, "Permit", "Wait", gang="ml/a", representative="ml/a-0"),
+        cycle("ml", "a-1", 6, 701, "Filter", "Unschedulable", gang="ml/a",
+              reason="Insufficient cpu", representative="ml/a-0")]
+    commands = fold(lines).commands
+    assert [(c["id"], c["epoch"], c["gang_group"]) for c in commands] == [
+        ("ml/a,ml/b#701", 701, "ml/a,ml/b")]

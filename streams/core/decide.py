@@ -330,8 +330,17 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord,
 def command(state: GangState, type_: str, expected: str | None, representative: str,
             reason: str, at: int, cycle: int | None) -> tuple[GangState, dict[str, Any]]:
     """Issue a command for the gang's group: bumps the epoch (never reset) and returns the new
-    state with the ``gangstate.command/v1`` record. ``id`` is ``<gang group>#<epoch>``."""
+    state with the ``gangstate.command/v1`` record. ``id`` is ``<gang group>#<epoch>``.
+
+    A gang group of one gang counts 1, 2, 3, ... Several gangs of one group each keep their own
+    counter, so there the epoch is at least the scheduler's cycle number (``cycle``, or the
+    gang's latest cycle): cycle numbers are monotonic across the scheduler, so the epochs of
+    the group's gangs stay strictly increasing and their ids distinct.
+    """
+    spec = state.spec
     epoch = state.epoch + 1
+    if spec is not None and len(spec.groups) > 1:
+        epoch = max(epoch, cycle if cycle is not None else (state.cycle or 0))
     group = state.gang_group
     cmd = {
         "schema": COMMAND_SCHEMA,
