@@ -32,7 +32,9 @@ keys after the token (a real server serves a consistent snapshot).
 
 Python API for tests: ``apply(obj)``, ``delete(kind, ns, name, uid=None)``, ``compact()``,
 ``drop_watches()``, ``pause_watches()``/``resume_watches()``, ``refuse_watches(flag)``,
-``objects(kind)``, ``open_watches(kind)``, ``requests`` (a log of ``(method, path, query)``).
+``objects(kind)``, ``open_watches(kind)``, ``requests`` (a log of ``(method, path, query)``),
+``fail_next(status, count, method=None, retry_after=None)`` (answer the next requests with an
+error ``Status``, for retry tests).
 """
 
 from __future__ import annotations
@@ -237,6 +239,7 @@ class ApiServerDouble:
         self._stopping = False
         self._cond = threading.Condition()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self._faults: list[tuple[str | None, int, str | None]] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -355,6 +358,25 @@ class ApiServerDouble:
         with self._cond:
             self._refused = refused
 
+    def fail_next(self, status: int, count: int = 1, method: str | None = None,
+                  retry_after: float | None = None) -> None:
+        """Answer the next ``count`` requests (of ``method`` when given: ``GET``, ``POST``,
+        ``PATCH``...) with a ``Status`` error of code ``status`` and, when ``retry_after`` is
+        given, a ``Retry-After`` header (seconds). The requests are logged in ``requests`` and
+        change nothing."""
+        with self._cond:
+            for _ in range(count):
+                self._faults.append((method, status,
+                                     None if retry_after is None else f"{retry_after:g}"))
+
+    def _take_fault(self, method: str) -> tuple[int, str | None] | None:
+        with self._cond:
+            for i, (want, status, retry_after) in enumerate(self._faults):
+                if want is None or want == method:
+                    del self._faults[i]
+                    return status, retry_after
+            return None
+
     def objects(self, kind: str) -> list[dict[str, Any]]:
         """Deep copies of every stored object of ``kind``, sorted by namespace, name, uid."""
         key = kind_key(kind)
@@ -445,6 +467,7 @@ def _decode_token(token: str) -> tuple[int, tuple[str, str, str]]:
 def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms stall
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
@@ -460,6 +483,28 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
 
         def _error(self, code: int, reason: str, message: str) -> None:
             self._send_json(code, _status(code, reason, message))
+
+        def _injected(self) -> bool:
+            """Answer with a fault queued by ``fail_next``, if any (the body is read first so
+            the connection stays usable)."""
+            fault = server._take_fault(self.command)
+            if fault is None:
+                return False
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            split = urlsplit(self.path)
+            server.requests.append((self.command, split.path, {}))
+            code, retry_after = fault
+            data = json.dumps(_status(code, "Injected", f"injected failure {code}")).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if retry_after is not None:
+                self.send_header("Retry-After", retry_after)
+            self.end_headers()
+            self.wfile.write(data)
+            return True
 
         def _body(self) -> Any:
             length = int(self.headers.get("Content-Length") or 0)
@@ -485,6 +530,8 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
 
         # -- verbs -----------------------------------------------------------------------------
         def do_GET(self) -> None:
+            if self._injected():
+                return
             route = self._route()
             if route is None:
                 return self._error(404, "NotFound", "the server could not find the requested "
@@ -646,6 +693,8 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
             return out
 
         def do_POST(self) -> None:
+            if self._injected():
+                return
             route = self._route()
             if route is None or route[2] is not None:
                 return self._error(404, "NotFound", "not found")
@@ -681,6 +730,8 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
             return key, obj
 
         def do_PUT(self) -> None:
+            if self._injected():
+                return
             body = self._body()
             with server._cond:
                 found = self._existing()
@@ -692,6 +743,8 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
             self._send_json(200, stored)
 
         def do_PATCH(self) -> None:
+            if self._injected():
+                return
             body = self._body()
             with server._cond:
                 found = self._existing()
@@ -708,6 +761,8 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
             self._send_json(200, stored)
 
         def do_DELETE(self) -> None:
+            if self._injected():
+                return
             with server._cond:
                 found = self._existing()
                 if found is None:
