@@ -11,8 +11,10 @@ to ``dead-letters`` with the reason and the worker carries on.
 
 The agent does five things: decode, load the table entry, call the core, store it, send the
 outputs. ``gangstate.gang-summary/v1`` outputs (one gang telling the other gangs of its gang
-group about itself) go back into ``gang-events`` keyed by the receiving gang. Faust's built-in
-web server (and its ``/table`` endpoints, which expose data) is off.
+group about itself) go back into ``gang-events`` keyed by the receiving gang. The agent counts
+what it folds in the app's own Prometheus registry (``streams.metrics``). Faust's web server is
+off; with ``web_port`` it serves only gangstate's views (``streams.views``: ``/gangs``, ``/pods/…
+/why``, ``/metrics``); its built-in ``/table``, ``/router``, ``/graph`` and stats views stay off.
 
 Must not: decide anything about gangs (that is ``streams.core``), or read the wall clock for
 anything but dead letters' ``observed_at``.
@@ -36,6 +38,7 @@ from .contracts import DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
 from .core.fold import Output, PartitionFold
 from .core.state import GangState, from_wire, to_wire
 from .decoding import DecodeError, decode_input
+from .metrics import WorkerMetrics
 
 log = logging.getLogger("gangstate.worker")
 
@@ -111,8 +114,10 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     """Build the Faust application for ``settings`` (nothing connects until it runs).
 
     ``datadir``: Faust's data folder (default ``GANGSTATE_DATA_DIR`` or
-    ``~/.cache/gangstate/worker``). ``web_port``: serve Faust's web server on 127.0.0.1 at that port (built-in ``/table``,
-    ``/router``, ``/graph`` and stats views stay off); ``None`` turns the web server off.
+    ``~/.cache/gangstate/worker``). ``web_port``: serve gangstate's views (``streams.views``) on
+    127.0.0.1 at that port (Faust's built-in ``/table``, ``/router``, ``/graph`` and stats views
+    stay off); ``None`` turns the web server off. ``app.gangstate_metrics`` is the app's
+    ``WorkerMetrics``.
     Raises ``AssertionError`` when ``settings.bootstrap`` is unset.
     """
     assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
@@ -155,6 +160,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                                           value_serializer="json"),
                       help="gang id -> gang state (streams.core.state wire form)")
     store = TableStore(gangs)
+    metrics = WorkerMetrics()
     folds: dict[int, PartitionFold] = {}
 
     def fold_for(partition: int) -> PartitionFold:
@@ -175,8 +181,10 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                 decoded = decode_input(event.value)
                 outputs: list[Output] = []
                 if decoded.record is not None:
-                    outputs = fold_for(message.partition).feed(decoded.key, decoded.record)
+                    with metrics.fold_seconds.time():
+                        outputs = fold_for(message.partition).feed(decoded.key, decoded.record)
             except DecodeError as err:
+                metrics.dead_lettered("invalid-record")
                 await dead_letters.send(key=event.key, value=_json(dead_letter(
                     message.topic, message.partition, message.offset, event.key, event.value,
                     str(err))))
@@ -184,10 +192,12 @@ def create_app(settings: Settings, *, web_port: int | None = None,
             except Exception as err:  # a bug must not kill the worker or corrupt state
                 log.exception("internal error on %s[%s]@%s", message.topic, message.partition,
                               message.offset)
+                metrics.dead_lettered("internal-error")
                 await dead_letters.send(key=event.key, value=_json(dead_letter(
                     message.topic, message.partition, message.offset, event.key, event.value,
                     f"internal error: {type(err).__name__}: {err}")))
                 continue
+            metrics.folded(decoded, outputs)
             for out in outputs:
                 if out["schema"] == "gangstate.command/v1":
                     await commands.send(key=out["gang_group"].encode(), value=_json(out))
@@ -196,7 +206,12 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                 else:
                     await diagnostics.send(key=out["gang"].encode(), value=_json(out))
 
+    if web_port is not None:
+        from . import views
+
+        views.register(app, store, settings, metrics=metrics)
     app.gangstate_store = store  # type: ignore[attr-defined]
+    app.gangstate_metrics = metrics  # type: ignore[attr-defined]
     return app
 
 
