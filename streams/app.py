@@ -172,6 +172,13 @@ def create_app(settings: Settings, *, web_port: int | None = None,
             folds[partition] = fold
         return fold
 
+    @app.on_partitions_revoked.connect
+    async def forget_on_revoke(app: Any, revoked: Any, **kwargs: Any) -> None:
+        """A rebalance may move partitions away and back: drop the decoded-state cache and the
+        per-partition timer indexes, so both are rebuilt from the recovered table."""
+        store.cache.clear()
+        folds.clear()
+
     @app.agent(gang_events, concurrency=1)
     async def fold_gang_events(stream: Any) -> Any:
         """Fold every ``gang-events`` record and send the decisions (concurrency 1)."""
