@@ -66,3 +66,10 @@ def test_the_core_imports_no_infrastructure():
     run = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 kept, 0 broken" in run.stdout
+
+
+def test_the_core_type_checks_strictly():
+    mypy = Path(sys.executable).parent / "mypy"
+    run = subprocess.run([str(mypy), "--strict", "streams/core"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, MutableMapping
+from typing import Any, Iterable, Mapping, MutableMapping
 
 from . import decide
 from .records import (AckObserved, CycleObserved, GangRecord, GangSummarized, PodGroupObserved,
@@ -214,7 +214,8 @@ def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangStat
     return after
 
 
-def _pruned_tombstones(state: GangState, now: int, settings: FoldSettings):
+def _pruned_tombstones(state: GangState, now: int,
+                       settings: FoldSettings) -> Mapping[str, tuple[str, int]]:
     horizon = now - settings.tombstone_micros
     if all(at >= horizon for _, at in state.tombstones.values()):
         return state.tombstones
