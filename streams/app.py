@@ -142,18 +142,17 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         web_in_thread=False,
     )
     topics = settings.topics
-    gang_events = app.topic(topics.gang_events, key_type=bytes, value_type=bytes,
-                            key_serializer="raw", value_serializer="raw",
-                            partitions=settings.partitions)
-    diagnostics = app.topic(topics.diagnostics, key_type=bytes, value_type=bytes,
-                            key_serializer="raw", value_serializer="raw",
-                            partitions=settings.partitions)
-    commands = app.topic(topics.commands, key_type=bytes, value_type=bytes,
-                         key_serializer="raw", value_serializer="raw",
-                         partitions=settings.partitions)
-    dead_letters = app.topic(topics.dead_letters, key_type=bytes, value_type=bytes,
-                             key_serializer="raw", value_serializer="raw",
-                             partitions=settings.partitions)
+
+    def raw_topic(name: str) -> Any:
+        """A topic of raw bytes keys and values (gangstate decodes and validates them itself,
+        so a malformed value reaches the dead-letter path instead of a Faust codec error)."""
+        return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw",
+                         value_serializer="raw", partitions=settings.partitions)
+
+    gang_events = raw_topic(topics.gang_events)
+    diagnostics = raw_topic(topics.diagnostics)
+    commands = raw_topic(topics.commands)
+    dead_letters = raw_topic(topics.dead_letters)
 
     gangs = app.Table("gangs", default=None, partitions=settings.partitions,
                       schema=faust.Schema(key_type=str, key_serializer="raw",
