@@ -1,0 +1,233 @@
+"""Deterministic synthetic ``gang-events`` traces for the benchmarks (bench only).
+
+``trace(gangs, members, seed)`` yields ``(key, value_bytes)`` pairs in event-time order: the raw
+Kafka values a watch producer and a scheduler shim would publish for ``gangs`` gangs of
+``members`` pods each. Pod records are realistic ~1.1 KiB Pod JSON shaped like
+``tests/cases/*/trace.jsonl``. Per gang (min-available = members):
+
+- one ``ADDED`` per member (Pending), each but the last followed by a ``PreEnqueue``/``Gated``
+  cycle record, and one ``MODIFIED`` (PodScheduled=False condition);
+- 1 to 5 failed scheduling attempts: members wait at Permit one cycle each until a member fails
+  Filter (``Unschedulable``, ``Insufficient nvidia.com/gpu``), the waiting ones are then
+  ``Rejected`` in that cycle (-> ``GangCycleRejected``; a ``SwitchRepresentative`` when the failing
+  member is not the representative; the shim's ``Applied`` ack follows);
+- a final attempt: Permit ``Wait`` ... last member ``Success``, then ``Bound`` for every member;
+- four ``MODIFIED`` per member once bound: ``spec.nodeName``, container creating, ``Running``,
+  ``Ready``;
+- about 2 % of the gangs are deleted afterwards (one ``DELETED`` per member).
+
+That is about 12 records per member (about 1M records for 10k gangs x 8). Gangs are generated
+in waves of ``WAVE`` gangs; within a wave their records interleave by event time; waves follow
+each other in event time. Same arguments, same bytes.
+
+``probe(gang, cycle, at)`` builds a cycle record whose output is known in advance: a
+``GangCycleRejected`` diagnostic of ``gang`` with ``facts.cycle == cycle`` (used to time latency).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from typing import Iterator
+
+from streams.core.timefmt import format_time
+
+T0 = 1_793_000_000_000_000  # 2026-10-26, microseconds of event time
+WAVE = 64
+WAVE_SPACING = 120_000_000  # event time between wave starts (120 s)
+PREFIX = "gang.scheduling.koordinator.sh/"
+SCHEDULER = "koord-scheduler"
+PROBE_BASE = 1_000_000_000  # probe cycles are PROBE_BASE + n: above every synthetic cycle
+_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _uid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def gang_name(i: int, ns_prefix: str = "bench") -> tuple[str, str]:
+    """(namespace, name) of synthetic gang ``i``."""
+    return f"{ns_prefix}-{i % 50:02d}", f"job-{i:06d}"
+
+
+def pod_record(at: int, type_: str, ns: str, job: str, member: int, members: int, uid: str,
+               owner_uid: str, rv: int, *, node: str | None = None, phase: str = "Pending",
+               condition: bool = False, deleting: bool = False) -> bytes:
+    """One ``gangstate.kube/v1`` Pod record, ~1.1 KiB, as the watch producer publishes it."""
+    name = f"{job}-worker-{member}"
+    created = format_time(at)[:19] + "Z"
+    meta = {
+        "name": name, "namespace": ns, "uid": uid, "creationTimestamp": created,
+        "labels": {"app.kubernetes.io/name": job, "training.kubeflow.org/replica-index":
+                   str(member), "training.kubeflow.org/job-name": job},
+        "annotations": {PREFIX + "name": job, PREFIX + "min-available": str(members),
+                        PREFIX + "total-number": str(members), PREFIX + "mode": "Strict"},
+        "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                             "name": job, "uid": owner_uid, "controller": True,
+                             "blockOwnerDeletion": True}],
+        "resourceVersion": str(rv),
+    }
+    if deleting:
+        meta["deletionTimestamp"] = created
+    spec: dict = {"schedulerName": SCHEDULER, "priority": 0, "restartPolicy": "Never",
+                  "containers": [{"name": "trainer", "image": "registry.example.com/train:2.4",
+                                  "resources": {"requests": {"cpu": "16", "memory": "128Gi",
+                                                             "nvidia.com/gpu": "8"},
+                                                "limits": {"nvidia.com/gpu": "8"}}}]}
+    if node:
+        spec["nodeName"] = node
+    status: dict = {"phase": phase, "qosClass": "Burstable"}
+    if condition:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                 "reason": "Unschedulable", "lastTransitionTime": created,
+                                 "message": "waiting for gang members"}]
+    return _DUMPS({"schema": "gangstate.kube/v1", "observed_at": format_time(at),
+                   "resource": "pods", "type": type_,
+                   "object": {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
+                              "status": status}}).encode()
+
+
+def cycle_record(at: int, cycle: int, ns: str, pod: str, uid: str, gang: str, stage: str,
+                 status: str, representative: str | None, *, reason: str = "",
+                 message: str = "", node: str | None = None) -> bytes:
+    """One ``gangstate.cycle/v1`` record."""
+    return _DUMPS({"schema": "gangstate.cycle/v1", "observed_at": format_time(at),
+                   "scheduler": SCHEDULER, "cycle": cycle,
+                   "pod": {"namespace": ns, "name": pod, "uid": uid}, "gang": gang,
+                   "gang_group": gang, "stage": stage, "status": status, "reason": reason,
+                   "message": message, "representative": representative,
+                   "node": node}).encode()
+
+
+def probe(gang: str, cycle: int, at: int) -> bytes:
+    """A cycle record after which the worker must emit ``GangCycleRejected`` for ``gang`` with
+    ``facts.cycle == PROBE_BASE + cycle`` (member ``<gang>-probe`` fails Filter in a new
+    cycle)."""
+    ns, _, name = gang.partition("/")
+    return cycle_record(at, PROBE_BASE + cycle, ns, f"{name}-probe", f"probe-{name}", gang, "Filter",
+                        "Unschedulable", f"{gang}-probe", reason="Insufficient cpu",
+                        message="0/8 nodes are available: 8 Insufficient cpu.")
+
+
+def _gang_records(i: int, members: int, start: int, rng: random.Random,
+                  ns_prefix: str) -> list[tuple[int, int, str, bytes]]:
+    """Records of gang ``i`` as (at, seq, key, value), ``seq`` keeping per-gang order."""
+    ns, job = gang_name(i, ns_prefix)
+    gang = f"{ns}/{job}"
+    owner = _uid(rng)
+    uids = [_uid(rng) for _ in range(members)]
+    names = [f"{job}-worker-{m}" for m in range(members)]
+    rv = [1000 + rng.randrange(1000) + m * 7 for m in range(members)]
+    out: list[tuple[int, int, str, bytes]] = []
+    t = start
+
+    def add(value: bytes, dt: int = 2_000) -> None:
+        nonlocal t
+        t += dt
+        out.append((t, len(out), gang, value))
+
+    cycle = 100_000 + i * 64
+    for m in range(members):
+        add(pod_record(t, "ADDED", ns, job, m, members, uids[m], owner, rv[m]), 50_000)
+        if m < members - 1:  # held at PreEnqueue until the gang has min-available pods
+            cycle += 1
+            add(cycle_record(t, cycle, ns, names[m], uids[m], gang, "PreEnqueue", "Gated",
+                             None, reason="gang members insufficient",
+                             message="gang has not enough members"))
+    for m in range(members):
+        rv[m] += 3
+        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                       condition=True), 20_000)
+    rep = 0
+    epoch = 0
+    for _attempt in range(rng.choice((1, 2, 2, 3, 3, 4, 5))):
+        fail = rng.randrange(members)
+        for m in range(fail):
+            cycle += 1
+            add(cycle_record(t, cycle, ns, names[m], uids[m], gang, "Permit", "Wait",
+                             f"{ns}/{names[rep]}", message="waiting for gang members",
+                             node=f"gpu-node-{rng.randrange(512)}"))
+        cycle += 1
+        add(cycle_record(t, cycle, ns, names[fail], uids[fail], gang, "Filter",
+                         "Unschedulable", f"{ns}/{names[rep]}",
+                         reason="Insufficient nvidia.com/gpu",
+                         message="0/512 nodes are available: 512 Insufficient nvidia.com/gpu."))
+        for m in range(fail):
+            add(cycle_record(t, cycle, ns, names[m], uids[m], gang, "PostFilter", "Rejected",
+                             f"{ns}/{names[rep]}", message="gang member failed"))
+        if fail != rep and fail > 0:  # the representative waited at Permit: a switch follows
+            epoch += 1
+            add(_DUMPS({"schema": "gangstate.ack/v1", "observed_at": format_time(t + 1_000),
+                        "command_id": f"{gang}#{epoch}", "gang_group": gang, "epoch": epoch,
+                        "outcome": "Applied",
+                        "representative": f"{ns}/{names[fail]}"}).encode(), 5_000)
+            rep = fail
+    order = [rep] + [m for m in range(members) if m != rep]
+    nodes = {m: f"gpu-node-{rng.randrange(512)}" for m in range(members)}
+    cycles = {}
+    for k, m in enumerate(order):
+        cycle += 1
+        cycles[m] = cycle
+        last = k == len(order) - 1
+        add(cycle_record(t, cycle, ns, names[m], uids[m], gang, "Permit",
+                         "Success" if last else "Wait", f"{ns}/{names[rep]}",
+                         message="" if last else "waiting for gang members", node=nodes[m]))
+    for m in order:
+        add(cycle_record(t, cycles[m], ns, names[m], uids[m], gang, "Bind", "Bound",
+                         f"{ns}/{names[rep]}", node=nodes[m]))
+    for m in range(members):
+        rv[m] += 5
+        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                       node=nodes[m]), 10_000)
+    for m in range(members):
+        rv[m] += 2
+        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                       node=nodes[m], condition=True), 200_000)  # ContainerCreating
+    for m in range(members):
+        rv[m] += 4
+        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                       node=nodes[m], phase="Running"), 500_000)
+    for m in range(members):
+        rv[m] += 3
+        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                       node=nodes[m], phase="Running", condition=True), 100_000)  # Ready
+    if rng.random() < 0.02:
+        t += 30_000_000
+        for m in range(members):
+            rv[m] += 9
+            add(pod_record(t, "DELETED", ns, job, m, members, uids[m], owner, rv[m],
+                           node=nodes[m], phase="Succeeded", deleting=True), 100_000)
+    return out
+
+
+def waves(gangs: int, members: int = 8, seed: int = 6, ns_prefix: str = "bench",
+          first: int = 0) -> Iterator[list[tuple[str, bytes]]]:
+    """The trace as lists of ``(key, value)``, one list per wave of ``WAVE`` gangs, in
+    event-time order. ``first`` offsets the gang indexes (a disjoint set of gangs)."""
+    for w_start in range(first, first + gangs, WAVE):
+        w_end = min(w_start + WAVE, first + gangs)
+        rng = random.Random(f"{seed}:{ns_prefix}:{w_start}")
+        base = T0 + (w_start // WAVE) * WAVE_SPACING
+        recs: list[tuple[int, int, int, str, bytes]] = []
+        for i in range(w_start, w_end):
+            start = base + rng.randrange(30_000_000)
+            recs.extend((at, i, seq, key, value)
+                        for at, seq, key, value in _gang_records(i, members, start, rng,
+                                                                 ns_prefix))
+        recs.sort(key=lambda r: (r[0], r[1], r[2]))
+        yield [(key, value) for _at, _i, _seq, key, value in recs]
+
+
+def trace(gangs: int, members: int = 8, seed: int = 6, ns_prefix: str = "bench",
+          first: int = 0) -> Iterator[tuple[str, bytes]]:
+    """The whole trace as ``(key, value)`` pairs in event-time order."""
+    for wave in waves(gangs, members, seed, ns_prefix, first):
+        yield from wave
+
+
+if __name__ == "__main__":  # a sample: python bench/synthetic.py GANGS > trace.jsonl
+    import sys
+
+    for _key, value in trace(int(sys.argv[1]) if len(sys.argv) > 1 else 1):
+        sys.stdout.write(value.decode() + "\n")
