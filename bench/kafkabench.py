@@ -1,0 +1,187 @@
+"""Kafka-side helpers of the benchmarks (bench only): probe keys, a watcher process that timestamps
+probe outputs as they become readable, preloading, the bare-consumer limit, process memory.
+
+Times are ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for every process of the machine), so
+the watcher process and the producing process compare directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing as mp
+import queue
+import time
+from typing import Iterable
+
+from streams.app import partition_of
+
+PROBE_NS = "probe"
+
+
+def probe_gangs(partitions: int, per_partition: int, tag: str) -> list[list[str]]:
+    """Probe gang ids (``probe/<tag>-<n>``), ``per_partition`` for each partition, so that every
+    partition of ``gang-events`` carries probes."""
+    out: list[list[str]] = [[] for _ in range(partitions)]
+    n = 0
+    while any(len(g) < per_partition for g in out):
+        gang = f"{PROBE_NS}/{tag}-{n}"
+        p = partition_of(gang, partitions)
+        if len(out[p]) < per_partition:
+            out[p].append(gang)
+        n += 1
+    return out
+
+
+def _watch(bootstrap: str, topics: list[str], partitions: int, q: mp.Queue,
+           stop: mp.Event) -> None:  # runs in its own process
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             enable_auto_commit=False, fetch_max_wait_ms=20,
+                             max_partition_fetch_bytes=4 * 1024 * 1024)
+    tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    consumer.poll(timeout_ms=50)
+    q.put(("ready", time.monotonic()))
+    from synthetic import PROBE_BASE
+
+    count = 0
+    last_count_sent = time.monotonic()
+    while not stop.is_set():
+        polled = consumer.poll(timeout_ms=20, max_records=20_000)
+        now = time.monotonic()
+        found = []
+        for msgs in polled.values():
+            count += len(msgs)
+            for m in msgs:
+                if b"GangCycleRejected" in m.value:
+                    d = json.loads(m.value)
+                    cycle = d.get("facts", {}).get("cycle", 0)
+                    if d.get("reason") == "GangCycleRejected" and cycle >= PROBE_BASE:
+                        found.append((d["gang"], cycle - PROBE_BASE, now))
+        if found:
+            q.put(("probes", found))
+        if now - last_count_sent > 0.5:
+            q.put(("count", count, now))
+            last_count_sent = now
+    q.put(("count", count, time.monotonic()))
+    consumer.close()
+
+
+class Watcher:
+    """A child process reading ``topics`` from the beginning and timestamping probe outputs
+    (``GangCycleRejected`` with a cycle >= ``synthetic.PROBE_BASE``) when they become readable;
+    ``seen`` maps ``(gang, cycle - PROBE_BASE)`` to that time."""
+
+    def __init__(self, bootstrap: str, topics: list[str], partitions: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.q: mp.Queue = ctx.Queue()
+        self.stop_event = ctx.Event()
+        self.proc = ctx.Process(target=_watch, args=(bootstrap, topics, partitions, self.q,
+                                                     self.stop_event), daemon=True)
+        self.seen: dict[tuple[str, int], float] = {}
+        self.outputs = 0
+
+    def start(self, timeout: float = 60) -> None:
+        self.proc.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.q.get(timeout=1)
+            except queue.Empty:
+                continue
+            if msg[0] == "ready":
+                return
+        raise RuntimeError("watcher did not start")
+
+    def drain(self, block: float = 0.0) -> None:
+        try:
+            msg = self.q.get(timeout=block) if block else self.q.get_nowait()
+            while True:
+                if msg[0] == "probes":
+                    for gang, cycle, t in msg[1]:
+                        self.seen.setdefault((gang, cycle), t)
+                elif msg[0] == "count":
+                    self.outputs = msg[1]
+                msg = self.q.get_nowait()
+        except queue.Empty:
+            pass
+
+    def wait_for(self, keys: Iterable[tuple[str, int]], timeout: float,
+                 alive=lambda: True) -> bool:
+        keys = list(keys)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and alive():
+            self.drain(block=0.2)
+            if all(k in self.seen for k in keys):
+                return True
+        self.drain()
+        return all(k in self.seen for k in keys)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.proc.join(timeout=10)
+        self.drain()
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join()
+
+
+def bare_consumer(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
+    """The limit: a bare aiokafka consumer reading ``topic`` from the beginning and calling
+    ``json.loads`` on every value; records/s over ``expected`` records."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> dict:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            n = 0
+            nbytes = 0
+            t0 = time.perf_counter()
+            while n < expected:
+                batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
+                for msgs in batch.values():
+                    for m in msgs:
+                        json.loads(m.value)
+                        nbytes += len(m.value)
+                    n += len(msgs)
+                if time.perf_counter() - t0 > 600:
+                    break
+            dt = time.perf_counter() - t0
+            return {"records": n, "seconds": round(dt, 3), "records_per_s": round(n / dt),
+                    "mib_per_s": round(nbytes / dt / 2**20, 1)}
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def proc_memory(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` (peak RSS) of a process, in bytes (Linux ``/proc``)."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                name, value, _unit = line.split()
+                out[name[:-1]] = int(value) * 1024
+    return out
+
+
+def create_compacted_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Create a compacted topic (as Faust creates a table's changelog)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gangstate-bench")
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1,
+                                      topic_configs={"cleanup.policy": "compact"})])
+    finally:
+        admin.close()
