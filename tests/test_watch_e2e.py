@@ -77,6 +77,14 @@ def test_test_apiserver_to_kafka_to_worker_diagnostics(kafka_settings: Settings)
         try:
             assert watcher.synced(timeout=15)
             pods = [server.apply(_pod(f"distill-{i}")) for i in range(2)]
+            # Pods and Events are separate watches: let both pods reach Kafka before the
+            # scheduler's Event, as they would in a cluster (the Event follows a cycle that
+            # can only start once the gang has its members).
+            deadline = time.monotonic() + 30
+            while watcher.metrics.value("gangstate_watch_records_published_total",
+                                        schema="gangstate.kube/v1", resource="pods") < 2:
+                assert time.monotonic() < deadline, "the two pods were never published"
+                time.sleep(0.05)
             server.apply(_failed_scheduling(pods[0]))
             found = _diagnostics(kafka_settings, {"GangSpecInvalid", "GangCycleRejected"},
                                  timeout=90)
