@@ -3,7 +3,7 @@
 Prints the machine and each figure as it is measured, and ends with one JSON line holding them
 all. Figures follow /work/shared/brief/benchmarks.md: fold, decode, end to end (saturation and
 latency at fixed offered rates), the bare-consumer limit in the same run, recovery, memory.
-``--quick`` (under a minute) uses smaller sizes; the full run takes under 15 minutes.
+``--quick`` (about a minute) uses smaller sizes; the full run takes about 15 minutes on 2 cores.
 
 Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the embedded local Kafka and stops it.
 Every worker it starts is stopped on the way out. Bench-only dependencies: pyinstrument, py-spy
@@ -46,10 +46,10 @@ from streams.worker_process import running_worker  # noqa: E402
 PROFILES = HERE / "profiles"
 PARTITIONS = 8
 
-FULL = dict(fold_gangs=10_000, mem_gangs=1_000, profile_gangs=1_000, sat_gangs=1_500,
-            lat=((2_000, 15), (10_000, 6)), drain_timeout=240, recovery_gangs=100_000,
+FULL = dict(fold_gangs=10_000, mem_gangs=1_000, profile_gangs=1_000, sat_gangs=1_000,
+            lat=((2_000, 10), (10_000, 5)), drain_timeout=240, recovery_gangs=100_000,
             recovery_timeout=150,
-            profile_worker_gangs=300)
+            profile_worker_gangs=200)
 QUICK = dict(fold_gangs=600, mem_gangs=200, profile_gangs=0, sat_gangs=40,
              lat=((2_000, 1.5), (10_000, 0.5)), drain_timeout=20, recovery_gangs=3_000,
              recovery_timeout=40,
