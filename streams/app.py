@@ -10,7 +10,7 @@ happens while processing a record of the key's own partition). Outputs go to ``d
 to ``dead-letters`` with the reason and the worker carries on.
 
 The agent does five things: decode, load the table entry, call the core, store it, send the
-outputs. ``gangstate.gang-summary/v1`` outputs (one gang telling the other gangs of its gang
+outputs; it takes records in small batches and writes each changed gang once per batch. ``gangstate.gang-summary/v1`` outputs (one gang telling the other gangs of its gang
 group about itself) go back into ``gang-events`` keyed by the receiving gang. The agent counts
 what it folds in the app's own Prometheus registry (``streams.metrics``). Faust's web server is
 off; with ``web_port`` it serves only gangstate's views (``streams.views``: ``/gangs``, ``/pods/…
@@ -43,6 +43,12 @@ from .metrics import WorkerMetrics
 log = logging.getLogger("gangstate.worker")
 
 
+BATCH = 500
+"""Records folded per batch at most; each changed gang is written once per batch."""
+BATCH_SECONDS = 0.05
+"""How long a batch waits to fill before it is folded anyway, seconds."""
+
+
 def partition_of(key: str, partitions: int) -> int:
     """Kafka's default partition of a UTF-8 key (murmur2, as kafka-python's and aiokafka's
     default partitioners compute it)."""
@@ -52,39 +58,59 @@ def partition_of(key: str, partitions: int) -> int:
 class TableStore(MutableMapping[str, GangState]):
     """The gang table seen as ``gang id -> GangState`` for the core's ``PartitionFold``.
 
-    Values are stored in their compact wire form (``streams.core.state.to_wire``); decoded
-    states are cached per key so that a gang's state is decoded once, not on every record.
-    Writing must happen while the worker processes a record of the key's own partition (Faust
-    writes the changelog to the current event's partition).
+    The Faust table (raw bytes keys and values, so its changelog holds the UTF-8 gang id and
+    the JSON bytes) holds each gang's compact wire form (``streams.core.state.to_wire``); decoded states are cached per key, so a gang is decoded once, not on every
+    record. Writes are batched: ``__setitem__`` only updates the cache and marks the key dirty
+    with the partition being processed (``partition``); ``flush()`` then writes each dirty gang
+    once to the table and its changelog, in that partition (the changelog stays
+    co-partitioned with ``gang-events``). The worker flushes after every batch of records and
+    before their offsets can be committed (Faust flushes its producer before a commit).
     """
 
     def __init__(self, table: Any) -> None:
         self.table = table
         self.cache: dict[str, GangState] = {}
+        self.dirty: dict[str, int] = {}
+        self.partition: int | None = None
 
     def __getitem__(self, key: str) -> GangState:
         state = self.cache.get(key)
         if state is None:
-            raw = self.table.get(key)
+            raw = self.table.data.get(key.encode("utf-8"))
             if raw is None:
                 raise KeyError(key)
-            state = from_wire(raw)
+            state = from_wire(json.loads(raw))
             self.cache[key] = state
         return state
 
     def __setitem__(self, key: str, state: GangState) -> None:
+        if self.partition is None:
+            raise RuntimeError("TableStore.partition must name the partition being processed")
         self.cache[key] = state
-        self.table[key] = to_wire(state)
+        self.dirty[key] = self.partition
 
     def __delitem__(self, key: str) -> None:
-        self.cache.pop(key, None)
-        del self.table[key]
+        raise NotImplementedError("gang states are never deleted (the epoch is kept)")
+
+    def _stored(self) -> set[str]:
+        return {k.decode("utf-8") for k in self.table.data.keys()}
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self.table.keys()))
+        stored = self._stored()
+        return iter(sorted(stored | set(self.dirty)))
 
     def __len__(self) -> int:
-        return len(self.table)
+        return len(self._stored() | set(self.dirty))
+
+    def flush(self) -> int:
+        """Write every dirty gang once to the table and its changelog; returns how many."""
+        dirty, self.dirty = self.dirty, {}
+        for key, partition in dirty.items():
+            raw = json.dumps(to_wire(self.cache[key]), separators=(",", ":"),
+                             ensure_ascii=False).encode("utf-8")
+            self.table.data[key.encode("utf-8")] = raw
+            self.table.send_changelog(partition, key.encode("utf-8"), raw)
+        return len(dirty)
 
 
 def dead_letter(topic: str, partition: int | None, offset: int | None, key: bytes | None,
@@ -155,8 +181,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     dead_letters = raw_topic(topics.dead_letters)
 
     gangs = app.Table("gangs", default=None, partitions=settings.partitions,
-                      schema=faust.Schema(key_type=str, key_serializer="raw",
-                                          value_serializer="json"),
+                      key_type=bytes, value_type=bytes,
                       help="gang id -> gang state (streams.core.state wire form)")
     store = TableStore(gangs)
     metrics = WorkerMetrics()
@@ -180,37 +205,48 @@ def create_app(settings: Settings, *, web_port: int | None = None,
 
     @app.agent(gang_events, concurrency=1)
     async def fold_gang_events(stream: Any) -> Any:
-        """Fold every ``gang-events`` record and send the decisions (concurrency 1)."""
-        async for event in stream.events():
-            message = event.message
-            try:
-                decoded = decode_input(event.value)
-                outputs: list[Output] = []
-                if decoded.record is not None:
-                    with metrics.fold_seconds.time():
-                        outputs = fold_for(message.partition).feed(decoded.key, decoded.record)
-            except DecodeError as err:
-                metrics.dead_lettered("invalid-record")
-                await dead_letters.send(key=event.key, value=_json(dead_letter(
-                    message.topic, message.partition, message.offset, event.key, event.value,
-                    str(err))))
-                continue
-            except Exception as err:  # a bug must not kill the worker or corrupt state
-                log.exception("internal error on %s[%s]@%s", message.topic, message.partition,
-                              message.offset)
-                metrics.dead_lettered("internal-error")
-                await dead_letters.send(key=event.key, value=_json(dead_letter(
-                    message.topic, message.partition, message.offset, event.key, event.value,
-                    f"internal error: {type(err).__name__}: {err}")))
-                continue
-            metrics.folded(decoded, outputs)
-            for out in outputs:
-                if out["schema"] == "gangstate.command/v1":
-                    await commands.send(key=out["gang_group"].encode(), value=_json(out))
-                elif out["schema"] == SUMMARY_SCHEMA:
-                    await gang_events.send(key=out["to"].encode(), value=_json(out))
-                else:
-                    await diagnostics.send(key=out["gang"].encode(), value=_json(out))
+        """Fold ``gang-events`` records in batches (concurrency 1, order kept), write each
+        changed gang once per batch, then send the batch's decisions."""
+        async for events in stream.take_events(BATCH, within=BATCH_SECONDS):
+            pending: list[tuple[Any, bytes | None, bytes]] = []
+            for event in events:
+                message = event.message
+                try:
+                    decoded = decode_input(event.value)
+                    outputs: list[Output] = []
+                    if decoded.record is not None:
+                        store.partition = message.partition
+                        with metrics.fold_seconds.time():
+                            outputs = fold_for(message.partition).feed(decoded.key,
+                                                                       decoded.record)
+                except DecodeError as err:
+                    metrics.dead_lettered("invalid-record")
+                    pending.append((dead_letters, event.key, _json(dead_letter(
+                        message.topic, message.partition, message.offset, event.key,
+                        event.value, str(err)))))
+                    continue
+                except Exception as err:  # a bug must not kill the worker or corrupt state
+                    log.exception("internal error on %s[%s]@%s", message.topic,
+                                  message.partition, message.offset)
+                    metrics.dead_lettered("internal-error")
+                    pending.append((dead_letters, event.key, _json(dead_letter(
+                        message.topic, message.partition, message.offset, event.key,
+                        event.value, f"internal error: {type(err).__name__}: {err}"))))
+                    continue
+                metrics.folded(decoded, outputs)
+                for out in outputs:
+                    if out["schema"] == "gangstate.command/v1":
+                        pending.append((commands, out["gang_group"].encode(), _json(out)))
+                    elif out["schema"] == SUMMARY_SCHEMA:
+                        pending.append((gang_events, out["to"].encode(), _json(out)))
+                    else:
+                        pending.append((diagnostics, out["gang"].encode(), _json(out)))
+            # No await from here to the end of the batch: a shutdown cannot cut it in half.
+            # Everything goes to Faust's producer buffer, which is flushed before the batch's
+            # offsets are committed, so a committed record always has its outputs delivered.
+            store.flush()
+            for topic, key, value in pending:
+                topic.send_soon(key=key, value=value)
 
     if web_port is not None:
         from . import views
