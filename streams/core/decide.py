@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .timefmt import format_time
@@ -23,8 +22,9 @@ from .timefmt import format_time
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
 COMMAND_SCHEMA = "gangstate.command/v1"
 SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
-from .records import FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized, PodObserved
-from .state import GangState, own_summary
+from .records import (FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized,
+                      PodGroupObserved, PodObserved)
+from .state import GangState, evolve, own_summary
 
 if TYPE_CHECKING:
     from .fold import FoldSettings, Output
@@ -144,7 +144,7 @@ def _emit(state: GangState, key: str, reason: str, facts: dict[str, Any], at: in
     if state.emitted.get(key) == digest:
         return state
     out.append(diagnostic(state, reason, facts, at))
-    return replace(state, emitted={**state.emitted, key: digest})
+    return evolve(state, emitted={**state.emitted, key: digest})
 
 
 def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
@@ -193,10 +193,10 @@ def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     found = hold(state)
     out: list[dict[str, Any]] = []
     if found is None:
-        return replace(state, held_since=None, warned=False), out
+        return evolve(state, held_since=None, warned=False), out
     reason, facts = found
     state = _emit(state, HOLD_KEY, reason, facts, at, out)
-    return replace(state, warned=True), out
+    return evolve(state, warned=True), out
 
 
 def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -209,7 +209,7 @@ def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict
         state = _emit(state, "GangPermitTimeout", "GangPermitTimeout",
                       {"waiting": state.waiting, "min_member": spec.min_member,
                        "waiting_seconds": spec.waiting_seconds}, at, out)
-    return replace(state, permit_warned=True), out
+    return evolve(state, permit_warned=True), out
 
 
 def _decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]]) -> GangState:
@@ -217,9 +217,9 @@ def _decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]])
     ``Timeout`` records of the latest cycle."""
     waiting = state.waiting
     if waiting and state.waiting_since is None:
-        state = replace(state, waiting_since=rec.at, permit_warned=False)
+        state = evolve(state, waiting_since=rec.at, permit_warned=False)
     elif not waiting and state.waiting_since is not None:
-        state = replace(state, waiting_since=None, permit_warned=False)
+        state = evolve(state, waiting_since=None, permit_warned=False)
     spec = state.spec
     if isinstance(rec, CycleObserved) and rec.status == "Timeout" and spec is not None \
             and rec.cycle == state.cycle:
@@ -234,7 +234,7 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangSt
     found = hold(state)
     if found is not None:
         if state.held_since is None:
-            return replace(state, held_since=at, warned=False)
+            return evolve(state, held_since=at, warned=False)
         if state.warned:
             return _emit(state, HOLD_KEY, found[0], found[1], at, out)
         return state
@@ -246,7 +246,7 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangSt
                       {"members": len(state.members), "min_member": spec.min_member}, at, out)
     emitted = {k: v for k, v in state.emitted.items()
                if k != HOLD_KEY and k != "GangMembersSatisfied"}
-    return replace(state, held_since=None, warned=False, emitted=emitted)
+    return evolve(state, held_since=None, warned=False, emitted=emitted)
 
 
 def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
@@ -278,7 +278,23 @@ def cycle_facts(state: GangState) -> dict[str, Any] | None:
             "reasons": reasons}
 
 
-def _decide_spec(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
+def _spec_may_have_changed(before: GangState, state: GangState, rec: GangRecord) -> bool:
+    """Only a Pod that joined, left or changed its settings, or a PodGroup event, can change
+    the fallbacks or the disagreements; every other record skips the O(members) scan."""
+    if isinstance(rec, PodGroupObserved):
+        return True
+    if before.spec_source != state.spec_source or before.spec_settings != state.spec_settings:
+        return True
+    if isinstance(rec, PodObserved):
+        old, new = before.members.get(rec.uid), state.members.get(rec.uid)
+        return old is None or new is None or old.settings != new.settings
+    return False
+
+
+def _decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
+                 out: list[dict[str, Any]]) -> GangState:
+    if not _spec_may_have_changed(before, state, rec):
+        return state
     for fb in state.fallbacks:
         state = _emit(state, f"GangSpecInvalid:{fb.field}", "GangSpecInvalid",
                       {"field": fb.field, "value": fb.value, "effective": fb.effective}, at, out)
@@ -318,7 +334,7 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord,
     targets: set[str] = set()
     if mine != state.sent_summary and (listeners or state.sent_summary is not None):
         targets = listeners
-        state = replace(state, sent_summary=mine)
+        state = evolve(state, sent_summary=mine)
     elif isinstance(rec, GangSummarized) and rec.gang not in before.peers \
             and state.gang in rec.groups:
         targets = {rec.gang}
@@ -354,7 +370,7 @@ def command(state: GangState, type_: str, expected: str | None, representative: 
         "reason": reason,
         "cycle": cycle,
     }
-    return replace(state, epoch=epoch), cmd
+    return evolve(state, epoch=epoch), cmd
 
 
 def switch_backoff(state: GangState, settings: "FoldSettings") -> int:
@@ -394,7 +410,7 @@ def _decide_switch(before_rep: str | None, state: GangState, rec: CycleObserved,
     state, cmd = command(state, "SwitchRepresentative", rep, rec.pod, "MemberFailedCycle",
                          rec.at, rec.cycle)
     out.append(cmd)
-    return replace(state, command_cycle=rec.cycle, last_switch_at=rec.at,
+    return evolve(state, command_cycle=rec.cycle, last_switch_at=rec.at,
                    switch_streak=state.switch_streak + 1)
 
 
@@ -426,8 +442,8 @@ def _decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> G
     state = _emit(state, "GangScheduled", "GangScheduled",
                   {"bound": bound, "min_member": spec.min_member}, at, out)
     if state.switch_streak:
-        state = replace(state, switch_streak=0)
-    return state if state.ever_scheduled else replace(state, ever_scheduled=True)
+        state = evolve(state, switch_streak=0)
+    return state if state.ever_scheduled else evolve(state, ever_scheduled=True)
 
 
 def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
@@ -445,7 +461,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     out: list[dict[str, Any]] = []
     at = rec.at
     before = state if before is None else before
-    state = _decide_spec(state, at, out)
+    state = _decide_spec(before, state, rec, at, out)
     state = _decide_hold(state, at, out)
     state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):

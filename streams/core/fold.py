@@ -14,14 +14,15 @@ Kubernetes. Same records in, same state and outputs out (contracts.md, "Time is 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, MutableMapping
 
 from . import decide
 from .records import (AckObserved, CycleObserved, GangRecord, GangSummarized, PodGroupObserved,
                       PodObserved, Record, Tick)
 from .spec import parse_spec
-from .state import GangState, HistoryEntry, Member, Peer, PodGroupInfo, spec_and_fallbacks
+from .state import (GangState, HistoryEntry, Member, Peer, PodGroupInfo, evolve,
+                    spec_and_fallbacks)
 
 Output = dict[str, Any]
 """A ``gangstate.diagnostic/v1`` or ``gangstate.command/v1`` record, JSON-ready."""
@@ -91,16 +92,16 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
                               and not rv_newer(rec.resource_version, member.rv)):
             if member is None and rec.uid not in tombstones:
                 tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
-            return replace(state, tombstones=tombstones) if tombstones is not state.tombstones \
+            return evolve(state, tombstones=tombstones) if tombstones is not state.tombstones \
                 else state
         members = {uid: m for uid, m in state.members.items() if uid != rec.uid}
         tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
-        state = replace(state, members=members, tombstones=tombstones)
+        state = evolve(state, members=members, tombstones=tombstones)
         if state.representative == f"{rec.namespace}/{rec.name}":
-            state = replace(state, representative=None)
+            state = evolve(state, representative=None)
         if not members and state.podgroup is None:
             # An annotation-built gang disappears with its last pod; the epoch survives.
-            state = replace(state, spec_source=None, spec_settings=None, outcomes={},
+            state = evolve(state, spec_source=None, spec_settings=None, outcomes={},
                             representative=None, last_switch_at=None, switch_streak=0)
         return state
 
@@ -118,11 +119,11 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
         stage=member.stage if member else None, status=member.status if member else None,
         reason=member.reason if member else "", cycle=member.cycle if member else None,
     )
-    state = replace(state, members={**state.members, rec.uid: updated}, tombstones=tombstones)
+    state = evolve(state, members={**state.members, rec.uid: updated}, tombstones=tombstones)
     if state.spec_source is None and state.podgroup is None and not rec.waits_for_podgroup:
         spec, _ = parse_spec(state.gang, rec.settings, f"Pod/{rec.name}")
         if spec is not None:
-            state = replace(state, spec_source=f"Pod/{rec.name}", spec_settings=rec.settings)
+            state = evolve(state, spec_source=f"Pod/{rec.name}", spec_settings=rec.settings)
     return state
 
 
@@ -133,9 +134,9 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
     if rec.type == "DELETED":
         if old is None or old.uid != rec.uid:
             return state
-        state = replace(state, podgroup=None)
+        state = evolve(state, podgroup=None)
         if state.spec_source and state.spec_source.startswith("PodGroup/"):
-            state = replace(state, spec_source=None, spec_settings=None)
+            state = evolve(state, spec_source=None, spec_settings=None)
         return state
     if old is not None and old.uid == rec.uid and not rv_newer(rec.resource_version, old.rv):
         return state
@@ -143,8 +144,8 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
     source = f"PodGroup/{rec.name}"
     spec, _ = spec_and_fallbacks(state.gang, source, rec.settings)
     if spec is None:
-        return replace(state, podgroup=info, spec_source=None, spec_settings=None)
-    return replace(state, podgroup=info, spec_source=source, spec_settings=rec.settings)
+        return evolve(state, podgroup=info, spec_source=None, spec_settings=None)
+    return evolve(state, podgroup=info, spec_source=source, spec_settings=rec.settings)
 
 
 def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
@@ -161,7 +162,7 @@ def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
     if found is not None:
         uid, member = found
         if member.cycle is None or rec.cycle >= member.cycle:
-            members = {**members, uid: replace(member, stage=rec.stage, status=rec.status,
+            members = {**members, uid: evolve(member, stage=rec.stage, status=rec.status,
                                                reason=rec.reason, cycle=rec.cycle)}
     latest = state.cycle
     outcomes = state.outcomes
@@ -171,7 +172,7 @@ def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
     if rec.cycle == latest:
         outcomes = {**outcomes, rec.pod: (rec.status, rec.reason)}
         representative = rec.representative
-    return replace(state, members=members, recent_cycles=recent, cycle=latest,
+    return evolve(state, members=members, recent_cycles=recent, cycle=latest,
                    outcomes=outcomes, representative=representative)
 
 
@@ -181,9 +182,9 @@ def apply_ack(state: GangState, rec: AckObserved) -> GangState:
     key = (rec.command_id, rec.outcome)
     if key in state.recent_acks:
         return state
-    state = replace(state, recent_acks=(state.recent_acks + (key,))[-RECENT_ACKS:])
+    state = evolve(state, recent_acks=(state.recent_acks + (key,))[-RECENT_ACKS:])
     if rec.outcome == "Applied" and rec.representative:
-        state = replace(state, representative=rec.representative)
+        state = evolve(state, representative=rec.representative)
     return state
 
 
@@ -192,7 +193,7 @@ def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
     peer = Peer(rec.groups, rec.exists, rec.initialized, rec.members, rec.min_member)
     if state.peers.get(rec.gang) == peer:
         return state
-    return replace(state, peers={**state.peers, rec.gang: peer})
+    return evolve(state, peers={**state.peers, rec.gang: peer})
 
 
 def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangState:
@@ -210,7 +211,7 @@ def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangStat
     else:
         after = apply_ack(state, rec)
     if after is not state and rec.at > after.clock:
-        after = replace(after, clock=rec.at)
+        after = evolve(after, clock=rec.at)
     return after
 
 
@@ -288,7 +289,7 @@ def record_history(before: GangState, after: GangState, cause: str, at: int,
     if not changes:
         return after
     entry: HistoryEntry = (at, "; ".join(changes), cause)
-    return replace(after, history=(after.history + (entry,))[-HISTORY:])
+    return evolve(after, history=(after.history + (entry,))[-HISTORY:])
 
 
 def next_due(state: GangState, settings: FoldSettings) -> int | None:

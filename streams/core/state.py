@@ -13,8 +13,8 @@ every change (contracts.md, "Delivery").
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, TypeVar
 
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
 
@@ -337,3 +337,26 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         last_switch_at=data.get("ls"),
         switch_streak=data.get("sk", 0),
     )
+
+
+_T = TypeVar("_T")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def evolve(obj: _T, **changes: Any) -> _T:
+    """A copy of the frozen dataclass ``obj`` with ``changes`` applied: what
+    ``dataclasses.replace`` does, without re-running ``__init__`` (the fold's hottest path;
+    values here are already valid). Raises ``TypeError`` for a field the class does not have.
+    """
+    cls = type(obj)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    unknown = changes.keys() - set(names)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    new = object.__new__(cls)
+    setter = object.__setattr__
+    for name in names:
+        setter(new, name, changes[name] if name in changes else getattr(obj, name))
+    return new
