@@ -130,3 +130,28 @@ def read_table(settings: Settings, table: str = "gangs") -> dict[str, Any]:
         else:
             latest[key] = value
     return latest
+
+
+def wait_group_stable(bootstrap: str, group_id: str, timeout_seconds: float,
+                      alive: Callable[[], bool] = lambda: True,
+                      poll_seconds: float = 0.25) -> bool:
+    """Wait until consumer group ``group_id`` is ``Stable`` with at least one member (a worker
+    has joined and been assigned its partitions). Returns ``False`` on timeout or when
+    ``alive()`` turns false."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gangstate-tap")
+    try:
+        deadline = time.monotonic() + timeout_seconds
+        while time.monotonic() < deadline and alive():
+            try:
+                group = admin.describe_groups([group_id]).get(group_id) or {}
+            except KafkaError:  # coordinator still loading: ask again
+                group = {}
+            state = str(group.get("group_state") or group.get("state") or "")
+            if state.lower() == "stable" and group.get("members"):
+                return True
+            time.sleep(poll_seconds)
+        return False
+    finally:
+        admin.close()

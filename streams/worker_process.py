@@ -36,10 +36,15 @@ def worker_env(settings: Settings, datadir: str | None = None) -> dict[str, str]
 
 @contextlib.contextmanager
 def running_worker(settings: Settings, log_path: Path | None = None,
-                   extra_args: tuple[str, ...] = ()) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``gangstate worker`` for ``settings`` in a child process, yield it, and stop it
-    (SIGTERM, then SIGKILL after 20 s) on exit. The worker's output goes to ``log_path`` (a
-    temporary file when ``None``). Raises ``RuntimeError`` if the worker exits early."""
+                   extra_args: tuple[str, ...] = (), ready_timeout: float | None = 120.0,
+                   ) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``gangstate worker`` for ``settings`` in a child process, wait until it has joined
+    its consumer group (``ready_timeout`` seconds at most; ``None``: do not wait), yield it,
+    and stop it (SIGTERM, then SIGKILL after 20 s) on exit. The worker's output goes to
+    ``log_path`` (a temporary file when ``None``). Raises ``RuntimeError`` if the worker exits
+    early or is not ready in time."""
+    from .tap import wait_group_stable
+
     with contextlib.ExitStack() as stack:
         datadir = stack.enter_context(tempfile.TemporaryDirectory(prefix="gangstate-worker-"))
         log = open(log_path or Path(datadir) / "worker.log", "wb")
@@ -48,6 +53,13 @@ def running_worker(settings: Settings, log_path: Path | None = None,
                                 env=worker_env(settings, datadir), stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
+            if ready_timeout is not None and not wait_group_stable(
+                    settings.bootstrap or "", settings.app_id, ready_timeout,
+                    alive=lambda: proc.poll() is None):
+                log.flush()
+                tail = Path(log.name).read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"worker not ready after {ready_timeout} s "
+                                   f"(status {proc.poll()}); log tail:\n{tail}")
             yield proc
             if proc.poll() is not None:
                 raise RuntimeError(f"worker exited early with status {proc.returncode}; "
