@@ -171,6 +171,16 @@ class GangSummaryRecord(_Timed):
     initialized: bool
     members: int = Field(ge=0)
     min_member: int | None = None
+    wanted_as_of: str | None = Field(
+        default=None, description="RFC 3339: the sender asks for the receiver's summary as of "
+                                  "at least this event time")
+
+    @field_validator("wanted_as_of")
+    @classmethod
+    def _wanted_rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_time(value)
+        return value
 
 
 class TickRecord(_Timed):

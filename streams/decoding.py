@@ -67,7 +67,8 @@ def decode_input(raw: bytes | str) -> Decoded:
     if isinstance(rec, GangSummaryRecord):
         return Decoded(rec.to, GangSummarized(
             parse_time(rec.observed_at), rec.gang, rec.to, tuple(rec.groups), rec.exists,
-            rec.initialized, rec.members, rec.min_member))
+            rec.initialized, rec.members, rec.min_member,
+            None if rec.wanted_as_of is None else parse_time(rec.wanted_as_of)))
     if isinstance(rec, AckRecord):
         return Decoded(rec.gang_group, AckObserved(
             parse_time(rec.observed_at), rec.command_id, rec.gang_group, rec.epoch,

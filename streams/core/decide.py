@@ -24,7 +24,7 @@ COMMAND_SCHEMA = "gangstate.command/v1"
 SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
 from .records import (FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved)
-from .state import GangState, evolve, own_summary
+from .state import GangState, Summary, evolve, own_summary
 
 if TYPE_CHECKING:
     from .fold import FoldSettings, Output
@@ -182,6 +182,52 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+def peers_to_ask(state: GangState, as_of: int) -> list[str]:
+    """The other gangs of the group whose last summary is older than ``as_of`` (or missing).
+
+    A gang held by its group must not be warned about with stale news of the other gangs:
+    through Kafka a peer's summary reaches this gang's partition later than this gang's own
+    records, so before a ``GangGroupIncomplete`` warning due at ``as_of`` the gang asks these
+    peers for their state as of at least ``as_of`` and waits for the answers.
+    """
+    spec = state.spec
+    if spec is None:
+        return []
+    return [g for g in spec.groups if g != state.gang
+            and (g not in state.peers or state.peers[g].as_of < as_of)]
+
+
+def awaiting_answers(state: GangState) -> bool:
+    """True while the gang has asked its peers (``asked_as_of``) and some answer is missing."""
+    return state.asked_as_of is not None and bool(peers_to_ask(state, state.asked_as_of))
+
+
+SUMMARY_LOG = 32
+"""How many of its own summaries a gang of a multi-gang group keeps to answer "as of"."""
+
+
+def summary_as_of(state: GangState, at: int) -> Summary:
+    """The gang's own summary as it was at event time ``at``: the last logged summary that
+    began at or before ``at``; before the first one the gang did not exist yet; when the log
+    has been cut and ``at`` is older than what it holds, the oldest entry (the best known)."""
+    log = state.summary_log
+    for begun, summary in reversed(log):
+        if begun <= at:
+            return summary
+    if log and len(log) >= SUMMARY_LOG:
+        return log[0][1]
+    return ((), False, False, 0, None)
+
+
+def answer_peers(state: GangState, due: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """Send this gang's summary as of ``due`` to every peer that asked for it by then."""
+    asked = sorted(g for g, t in state.pending_answers.items() if t <= due)
+    then = summary_as_of(state, due)
+    out = [summary_record(state, g, due, summary=then) for g in asked]
+    return evolve(state, pending_answers={g: t for g, t in state.pending_answers.items()
+                                          if t > due}), out
+
+
 def held_reason(state: GangState) -> str | None:
     """The reason of ``hold(state)``, or ``None`` when the gang is not held."""
     found = hold(state)
@@ -189,14 +235,21 @@ def held_reason(state: GangState) -> str | None:
 
 
 def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
-    """Emit the hold warning whose grace period ended at ``at`` and mark the hold as warned."""
+    """The hold's grace period ended at ``at``: emit its warning and mark the hold as warned;
+    or, for a hold by the gang group with peers' news older than ``at``, ask those peers for
+    their state as of ``at`` first (``peers_to_ask``)."""
     found = hold(state)
     out: list[dict[str, Any]] = []
     if found is None:
-        return evolve(state, held_since=None, warned=False), out
+        return evolve(state, held_since=None, warned=False, asked_as_of=None), out
+    if found[0] == "GangGroupIncomplete":
+        stale = peers_to_ask(state, at)
+        if stale:
+            out = [summary_record(state, g, at, wanted_as_of=at) for g in stale]
+            return evolve(state, asked_as_of=at), out
     reason, facts = found
     state = _emit(state, HOLD_KEY, reason, facts, at, out)
-    return evolve(state, warned=True), out
+    return evolve(state, warned=True, asked_as_of=None), out
 
 
 def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -236,7 +289,16 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangSt
         if state.held_since is None:
             return evolve(state, held_since=at, warned=False)
         if state.warned:
-            return _emit(state, HOLD_KEY, found[0], found[1], at, out)
+            if found[0] == "GangGroupIncomplete":
+                wanted = max(at, state.asked_as_of or 0)
+                stale = peers_to_ask(state, wanted)
+                if stale:  # news of the group first (see peers_to_ask)
+                    if state.asked_as_of != wanted:
+                        out.extend(summary_record(state, g, at, wanted_as_of=wanted)
+                                   for g in stale)
+                    return evolve(state, asked_as_of=wanted)
+            state = _emit(state, HOLD_KEY, found[0], found[1], at, out)
+            return evolve(state, asked_as_of=None) if state.asked_as_of is not None else state
         return state
     if state.held_since is None:
         return state
@@ -246,7 +308,7 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangSt
                       {"members": len(state.members), "min_member": spec.min_member}, at, out)
     emitted = {k: v for k, v in state.emitted.items()
                if k != HOLD_KEY and k != "GangMembersSatisfied"}
-    return evolve(state, held_since=None, warned=False, emitted=emitted)
+    return evolve(state, held_since=None, warned=False, emitted=emitted, asked_as_of=None)
 
 
 def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
@@ -313,15 +375,22 @@ def _decide_cycle(state: GangState, rec: CycleObserved, out: list[dict[str, Any]
     return _emit(state, "GangCycleRejected", "GangCycleRejected", facts, rec.at, out)
 
 
-def summary_record(state: GangState, to: str, at: int) -> dict[str, Any]:
-    """A ``gangstate.gang-summary/v1`` record telling gang ``to`` about ``state``'s gang."""
-    groups, exists, initialized, members, min_member = own_summary(state)
-    return {"schema": SUMMARY_SCHEMA, "observed_at": format_time(at), "gang": state.gang,
-            "to": to, "gang_group": state.gang_group, "groups": list(groups), "exists": exists,
-            "initialized": initialized, "members": members, "min_member": min_member}
+def summary_record(state: GangState, to: str, at: int, wanted_as_of: int | None = None,
+                   summary: Summary | None = None) -> dict[str, Any]:
+    """A ``gangstate.gang-summary/v1`` record telling gang ``to`` about ``state``'s gang as of
+    event time ``at`` (``summary``, default the current one); ``wanted_as_of`` asks ``to`` for
+    its own summary as of that time."""
+    groups, exists, initialized, members, min_member = summary or own_summary(state)
+    record = {"schema": SUMMARY_SCHEMA, "observed_at": format_time(at), "gang": state.gang,
+              "to": to, "gang_group": state.gang_group, "groups": list(groups),
+              "exists": exists, "initialized": initialized, "members": members,
+              "min_member": min_member}
+    if wanted_as_of is not None:
+        record["wanted_as_of"] = format_time(wanted_as_of)
+    return record
 
 
-def _decide_summaries(before: GangState, state: GangState, rec: GangRecord,
+def _decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: int,
                       out: list[dict[str, Any]]) -> GangState:
     """Tell the other gangs of the gang group about this gang when its summary changed, and
     answer a gang that introduced itself (its summary lists this gang) for the first time.
@@ -331,6 +400,8 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord,
     listeners = {g for g in (spec.groups if spec else ()) if g != state.gang}
     listeners |= {g for g, p in state.peers.items() if state.gang in p.groups}
     mine = own_summary(state)
+    if (listeners or state.peers) and (not state.summary_log or state.summary_log[-1][1] != mine):
+        state = evolve(state, summary_log=(state.summary_log + ((at, mine),))[-SUMMARY_LOG:])
     targets: set[str] = set()
     if mine != state.sent_summary and (listeners or state.sent_summary is not None):
         targets = listeners
@@ -339,7 +410,7 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord,
             and state.gang in rec.groups:
         targets = {rec.gang}
     for to in sorted(targets):
-        out.append(summary_record(state, to, rec.at))
+        out.append(summary_record(state, to, at))
     return state
 
 
@@ -459,8 +530,10 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     applied (``before_rep`` its representative).
     """
     out: list[dict[str, Any]] = []
-    at = rec.at
     before = state if before is None else before
+    # A peer's summary can arrive long after the gang's own later records: decide at the
+    # gang's own time then, never before it.
+    at = max(rec.at, before.clock) if isinstance(rec, GangSummarized) else rec.at
     state = _decide_spec(before, state, rec, at, out)
     state = _decide_hold(state, at, out)
     state = _decide_permit(state, rec, out)
@@ -470,5 +543,5 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)
     state = _decide_scheduled(state, at, out)
-    state = _decide_summaries(before, state, rec, out)
+    state = _decide_summaries(before, state, rec, at, out)
     return state, out

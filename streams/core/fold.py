@@ -188,12 +188,31 @@ def apply_ack(state: GangState, rec: AckObserved) -> GangState:
     return state
 
 
+DEFERRED = 64
+"""Peers' summaries a gang holds back at most while it waits for answers."""
+
+
 def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
-    """Fold another gang's summary: the latest word of each peer of the gang group is kept."""
-    peer = Peer(rec.groups, rec.exists, rec.initialized, rec.members, rec.min_member)
-    if state.peers.get(rec.gang) == peer:
-        return state
-    return evolve(state, peers={**state.peers, rec.gang: peer})
+    """Fold another gang's summary: the latest word of each peer of the gang group is kept.
+
+    While the gang waits for answers as of ``asked_as_of``, a summary newer than that is held
+    back (``deferred``, at most ``DEFERRED``) and applied after the answers, in event-time
+    order; a request for this gang's own summary is noted either way."""
+    if state.asked_as_of is not None and rec.at > state.asked_as_of \
+            and len(state.deferred) < DEFERRED:
+        deferred = tuple(sorted(state.deferred + (rec,), key=lambda r: r.at))
+        if rec.wanted_as_of is not None \
+                and state.pending_answers.get(rec.gang, -1) < rec.wanted_as_of:
+            return evolve(state, deferred=deferred, pending_answers={
+                **state.pending_answers, rec.gang: rec.wanted_as_of})
+        return evolve(state, deferred=deferred)
+    peer = Peer(rec.groups, rec.exists, rec.initialized, rec.members, rec.min_member, rec.at)
+    changes: dict[str, Any] = {}
+    if state.peers.get(rec.gang) != peer:
+        changes["peers"] = {**state.peers, rec.gang: peer}
+    if rec.wanted_as_of is not None and state.pending_answers.get(rec.gang, -1) < rec.wanted_as_of:
+        changes["pending_answers"] = {**state.pending_answers, rec.gang: rec.wanted_as_of}
+    return evolve(state, **changes) if changes else state
 
 
 def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangState:
@@ -295,17 +314,33 @@ def record_history(before: GangState, after: GangState, cause: str, at: int,
 def next_due(state: GangState, settings: FoldSettings) -> int | None:
     """The event time (microseconds) of the gang's next timer, or ``None``.
 
-    Two timers exist: the grace period of a PreEnqueue hold whose warning has not been emitted
-    yet, and the Permit waiting time of members waiting at Permit (``GangPermitTimeout``).
-    Timers are not stored: they follow from the state.
+    Timers: the grace period of a PreEnqueue hold whose warning has not been emitted yet (none
+    while the gang waits for its peers' answers, see ``decide.peers_to_ask``); the Permit
+    waiting time of members waiting at Permit (``GangPermitTimeout``); and answers this gang
+    owes to peers that asked for its summary as of some event time. Timers are not stored:
+    they follow from the state.
     """
     due = []
-    if state.held_since is not None and not state.warned:
+    if state.held_since is not None and not state.warned \
+            and not decide.awaiting_answers(state):
         due.append(state.held_since + settings.grace_micros)
     spec = state.spec
     if state.waiting_since is not None and not state.permit_warned and spec is not None:
         due.append(state.waiting_since + spec.waiting_seconds * 1_000_000)
+    if state.pending_answers:
+        due.append(min(state.pending_answers.values()))
     return min(due) if due else None
+
+
+def _apply_deferred(state: GangState, settings: FoldSettings
+                    ) -> tuple[GangState, list[Output]]:
+    """Apply the held-back peer summaries, oldest first, once the gang stopped waiting."""
+    pending, state = state.deferred, evolve(state, deferred=())
+    outputs: list[Output] = []
+    for rec in pending:
+        state, out = step(state, rec, state.gang, settings)
+        outputs.extend(out)
+    return state, outputs
 
 
 def fire_timers(state: GangState, now: int,
@@ -321,10 +356,19 @@ def fire_timers(state: GangState, now: int,
         if due is None or due > now:
             return state, outputs
         before = state
-        if state.held_since is not None and not state.warned \
+        if state.pending_answers and min(state.pending_answers.values()) == due:
+            state, fired = decide.answer_peers(state, due)
+            cause = "peers asked for this gang's summary"
+        elif state.held_since is not None and not state.warned \
+                and not decide.awaiting_answers(state) \
                 and state.held_since + settings.grace_micros == due:
             state, fired = decide.warn_held(state, due)
             cause = "grace period ended"
+            if state.asked_as_of is None and state.deferred:
+                state = record_history(before, state, cause, due, fired)
+                outputs.extend(fired)
+                state, fired = _apply_deferred(state, settings)
+                before, cause = state, "peers' later summaries"
         else:
             state, fired = decide.warn_permit_timeout(state, due)
             cause = "Permit waiting time ended"
@@ -391,15 +435,20 @@ class PartitionFold:
 
         ``key`` is the gang id (the gang group id for acks); ignored for ticks.
         """
-        outputs = self.advance(rec.at)
+        # Timers first, and what they ask of other gangs answered before the record applies,
+        # so an answer describes the other gang as of the timer's due time.
+        outputs = self._loop(self.advance(rec.at))
         if isinstance(rec, Tick) or key is None:
-            return self._loop(outputs)
+            return outputs
         state = self.store.get(key)
         new, emitted = step(state, rec, key, self.settings)
         if new is not state:
             self.store[key] = new
             self._schedule(key, new)
         outputs.extend(emitted)
+        # A record can make an already-passed timer live again (a peer's answer arrived):
+        # fire it now, with its own due time, rather than at the next record.
+        outputs.extend(self.advance(self.clock))
         return self._loop(outputs)
 
     def _loop(self, outputs: list[Output]) -> list[Output]:
@@ -419,6 +468,7 @@ class PartitionFold:
                 self.store[rec.to] = new
                 self._schedule(rec.to, new)
             queue.extend(emitted)
+            queue.extend(self.advance(self.clock))
         return done
 
 
@@ -426,6 +476,8 @@ def summary_from_output(out: Output) -> GangSummarized:
     """The core record of a ``gangstate.gang-summary/v1`` output (for the offline loopback)."""
     from .timefmt import parse_time
 
+    wanted = out.get("wanted_as_of")
     return GangSummarized(parse_time(out["observed_at"]), out["gang"], out["to"],
                           tuple(out["groups"]), out["exists"], out["initialized"],
-                          out["members"], out["min_member"])
+                          out["members"], out["min_member"],
+                          None if wanted is None else parse_time(wanted))

@@ -88,7 +88,9 @@ class GangSummarized:
     """A ``gangstate.gang-summary/v1`` record: what one gang (``gang``) tells another gang of
     its gang group (``to``) about itself, so that the other can tell whether the group can pass
     PreEnqueue. ``groups`` is the sender's gang group as it sees it; ``exists`` is false for a
-    gang with no pods and no PodGroup; counts are pods."""
+    gang with no pods and no PodGroup; counts are pods. ``at`` is the event time the summary
+    holds from. ``wanted_as_of`` (microseconds) asks the receiver for its own summary as of at
+    least that event time: the sender is held and must know the group's state then."""
 
     at: int
     gang: str
@@ -98,6 +100,7 @@ class GangSummarized:
     initialized: bool
     members: int
     min_member: int | None
+    wanted_as_of: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import functools
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, TypeVar
 
+from .records import GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
 
 WIRE_VERSION = 1
@@ -67,6 +68,7 @@ class Peer:
     initialized: bool
     members: int
     min_member: int | None
+    as_of: int = 0
 
 
 Summary = tuple[tuple[str, ...], bool, bool, int, "int | None"]
@@ -89,7 +91,13 @@ class GangState:
     through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
     ``history`` the last transitions (bounded, oldest first). ``waiting_since`` is when members
     began waiting at Permit (``None`` while none waits) and ``permit_warned`` whether that wait
-    has had its ``GangPermitTimeout``. ``last_switch_at``/``switch_streak`` time and count the
+    has had its ``GangPermitTimeout``. ``pending_answers`` maps a peer that asked for this
+    gang's summary to the event time it wants it as of; ``asked_as_of`` is the event time this
+    gang asked its peers about (its hold is due then), while it waits for their answers;
+    ``summary_log`` the gang's own last summaries with the event time each began (bounded), so
+    that it can answer "as of" an earlier time; ``deferred`` the peers' summaries newer than
+    ``asked_as_of`` that arrived before the answers, applied once the answers are in (so the
+    gang decides in event-time order whatever order Kafka delivered them in). ``last_switch_at``/``switch_streak`` time and count the
     consecutive representative switches since the gang last had minMember pods bound. ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
     emitted for it.
@@ -117,6 +125,10 @@ class GangState:
     sent_summary: Summary | None = None
     waiting_since: int | None = None
     permit_warned: bool = False
+    pending_answers: Mapping[str, int] = field(default_factory=dict)
+    asked_as_of: int | None = None
+    summary_log: tuple[tuple[int, Summary], ...] = ()
+    deferred: tuple[Any, ...] = ()
     last_switch_at: int | None = None
     switch_streak: int = 0
     history: tuple[HistoryEntry, ...] = ()
@@ -285,8 +297,13 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "w": state.warned,
         "em": dict(state.emitted),
         "es": state.ever_scheduled,
-        "p": [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member]
+        "p": [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member, p.as_of]
               for g, p in state.peers.items()],
+        "pa": dict(state.pending_answers),
+        "sl": [[at, list(sm[0]), *sm[1:]] for at, sm in state.summary_log],
+        "df": [[r.at, r.gang, r.to, list(r.groups), r.exists, r.initialized, r.members,
+                r.min_member, r.wanted_as_of] for r in state.deferred],
+        "aa": state.asked_as_of,
         "ss2": None if state.sent_summary is None else [
             list(state.sent_summary[0]), *state.sent_summary[1:]],
         "h": [list(h) for h in state.history],
@@ -326,8 +343,15 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         warned=data["w"],
         emitted=dict(data["em"]),
         ever_scheduled=data["es"],
-        peers={row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5])
+        peers={row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5],
+                            row[6] if len(row) > 6 else 0)
                for row in data.get("p", [])},
+        pending_answers=dict(data.get("pa", {})),
+        summary_log=tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5]))
+                          for row in data.get("sl", [])),
+        deferred=tuple(GangSummarized(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7],
+                                      r[8]) for r in data.get("df", [])),
+        asked_as_of=data.get("aa"),
         sent_summary=None if data.get("ss2") is None else (
             tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
             data["ss2"][4]),
