@@ -25,12 +25,29 @@ def _now_micros() -> int:
 
 
 def _at(text: str | None) -> int:
+    """``--at``: RFC 3339 (or ``now``/unset) -> microseconds. A bad value ends the command
+    with exit status 2 and a one-line message, like any other usage error."""
     if text is None or text == "now":
         return _now_micros()
     try:
         return parse_time(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--at: not an RFC 3339 time: {text!r}") from None
+        print(f"gangstate: --at: not an RFC 3339 time (e.g. 2026-11-02T09:00:00Z): {text!r}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite, non-negative number of seconds."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
+    return value
 
 
 def format_text(result: Any) -> str:
@@ -51,9 +68,10 @@ def format_text(result: Any) -> str:
             lines.append(f"  {d['observed_at']}  {d['type']:<7} {d['reason']}: {d['message']}")
         for c in result.commands:
             if c["gang_group"] == s["gang_group"]:
-                lines.append(f"  {c['issued_at']}  Command {c['type']} epoch {c['epoch']}: "
-                             f"{c['expected_representative']} -> {c['representative']}"
-                             f" ({c['reason']}, cycle {c['cycle']})")
+                cycle = f", cycle {c['cycle']}" if c.get("cycle") is not None else ""
+            lines.append(f"  {c['issued_at']}  Command {c['type']} epoch {c['epoch']}: "
+                         f"{c['expected_representative'] or '-'} -> {c['representative']}"
+                         f" ({c['reason']}{cycle})")
         lines.append("")
     for number, error in result.errors:
         lines.append(f"line {number}: skipped: {error}")
@@ -111,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="json: one object {diagnostics, commands, gangs}; text: for people")
     p.add_argument("--at", default=None,
                    help="event time of the final tick, RFC 3339 (default: now)")
-    p.add_argument("--grace", type=float, default=10.0,
+    p.add_argument("--grace", type=_seconds, default=10.0,
                    help="grace period in seconds before a hold warning (default 10)")
     p.set_defaults(func=cmd_fold)
 

@@ -11,6 +11,7 @@ prefix and application id, so runs never mix, even on a shared cluster.
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,7 +55,7 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
 
     base = settings or Settings.from_env()
     traces = traces or bundled_traces()
-    run_id = time.strftime("%Y%m%d%H%M%S")
+    run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
     broker = None
     started = time.monotonic()
     if not base.bootstrap:
@@ -73,8 +74,9 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
         lines = merged_by_time(traces)
         expected = offline(lines, at, settings)
         with running_worker(settings) as worker:
-            write(f"worker started; replaying {len(traces)} bundled traces (merged by event "
-                  f"time) into {settings.topics.gang_events} ...")
+            write(f"worker started; replaying {len(traces)} "
+                  f"{'trace' if len(traces) == 1 else 'traces'} (merged by event time) into "
+                  f"{settings.topics.gang_events} ...")
             report = replay(lines, settings, at=at,
                             on_malformed=lambda f, n, e: write(f"  {f}:{n}: skipped: {e}"))
             write(f"  published {report.published} records and {report.ticks} ticks"
@@ -92,7 +94,8 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
         same = (by_gang(result.diagnostics, "gang") == by_gang(expected.diagnostics, "gang")
                 and by_gang(result.commands, "gang_group")
                 == by_gang(expected.commands, "gang_group"))
-        write(f"{len(result.diagnostics)} diagnostics and {len(result.commands)} commands read "
+        write(f"{len(result.diagnostics)} diagnostics and {len(result.commands)} "
+              f"{'command' if len(result.commands) == 1 else 'commands'} read "
               f"back from Kafka; offline fold of the same traces: "
               f"{'identical' if same else 'DIFFERENT'} "
               f"({time.monotonic() - started:.1f} s in all)")

@@ -56,6 +56,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     at = None if args.no_tick else _at(args.at)
     paths = [Path(p) for p in args.trace]
+    for path in paths:
+        if not path.is_file():
+            print(f"gangstate replay: not a readable file: {path}", file=sys.stderr)
+            return 2
     lines = merged_by_time(paths) if args.merge_by_time else file_lines(paths)
     report = replay(lines, settings, rate=args.rate, at=at,
                     on_malformed=lambda f, n, e: print(f"{f}:{n}: skipped malformed record: {e}",
@@ -86,7 +90,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     traces = [Path(p) for p in args.trace] if args.trace else None
-    return run_demo(traces, settings=_settings(args))
+    try:
+        return run_demo(traces, settings=_settings(args))
+    except KeyboardInterrupt:
+        print("gangstate demo: interrupted; everything it started was stopped", file=sys.stderr)
+        return 130
 
 
 def _kafka_flags(p: argparse.ArgumentParser) -> None:

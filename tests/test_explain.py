@@ -63,3 +63,20 @@ def test_an_unknown_pod_is_not_a_member():
     state = fold_trace(CASES / "spec-conflict/trace.jsonl", AT).states["research/rl-rollout"]
     why = why_pod(state, "research/nope")
     assert why["member"] is False and why["reasons"] == []
+
+
+def test_a_pod_waiting_at_permit_while_another_member_fails():
+    from tests.tracegen import cycle
+    lines = [pod("t", f"j-{i}", i, 10 + i, gang="j", min_available=3,
+                 extra={"gang.scheduling.koordinator.sh/mode": "NonStrict"}) for i in range(3)]
+    lines += [cycle("t", "j-0", 5, 100, "Permit", "Wait", gang="t/j", representative="t/j-0"),
+              cycle("t", "j-1", 6, 101, "Permit", "Wait", gang="t/j", representative="t/j-0"),
+              cycle("t", "j-2", 7, 102, "Filter", "Unschedulable", gang="t/j",
+                    reason="Insufficient nvidia.com/gpu", representative="t/j-0")]
+    state = fold_lines(((n, l.encode()) for n, l in enumerate(lines, 1)), AT).states["t/j"]
+    why = why_pod(state, "t/j-1")
+    assert why["held_at"] == "Permit"
+    assert [r["reason"] for r in why["reasons"]] == ["WaitingAtPermit", "GangCycleRejected"]
+    assert why["reasons"][0]["facts"] == {"waiting": 2, "min_member": 3, "waiting_seconds": 600}
+    assert why["unblock"][0].startswith("free capacity for the failing members "
+                                        "(Insufficient nvidia.com/gpu)")

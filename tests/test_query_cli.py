@@ -74,7 +74,7 @@ SCENARIOS = [
              ["vision", "resnet-ddp", "NotInitialized", "2/?", "0", "0", "<none>"],
              ["Warning GangNotInitialized"], "vision/resnet-ddp-1", "PreEnqueue",
              ["GangNotInitialized: gang vision/resnet-ddp is not initialized: 2 pods name it, "
-              "but no PodGroup and no min-available annotation gives its spec; scheduling is "
+              "but no PodGroup and no valid min-available annotation gives its spec; scheduling is "
               "held at PreEnqueue"],
              ["create PodGroup vision/resnet-ddp (scheduling.sigs.k8s.io/v1alpha1) with "
               "spec.minMember, or remove the pod-group.scheduling.sigs.k8s.io label and set the "
@@ -203,7 +203,7 @@ def test_json_output_is_the_views_document(capsys) -> None:
     status, out, _ = run(capsys, "explain", "pod", "team-b/moe-finetune-worker-0", "--from",
                          str(trace), "--at", END, "-o", "json")
     doc = json.loads(out)
-    assert (doc["held_at"], doc["last_cycle"]["status"]) == ("Filter", "Rejected")
+    assert (doc["held_at"], doc["last_cycle"]["status"]) == ("PostFilter", "Rejected")
     status, out, _ = run(capsys, "get", "gangs", "--from", str(trace), "--at", END, "-o", "json")
     assert [g["gang"] for g in json.loads(out)["gangs"]] == ["team-b/moe-finetune"]
 

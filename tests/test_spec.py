@@ -38,7 +38,8 @@ def test_podgroup_settings_use_spec_and_ignore_waiting_time_annotation():
 @pytest.mark.parametrize("text,seconds", [
     ("3600s", 3600.0), ("1h30m", 5400.0), ("1.5h", 5400.0), ("90m", 5400.0), ("0", 0.0),
     ("-5s", -5.0), ("500ms", 0.5), ("30", None), ("1h30", None), ("", None), ("h", None),
-    ("1d", None), (".s", None),
+    ("1d", None), (".s", None), ("9999999h", None), ("1" + "0" * 400 + "s", None),
+    ("2562047h", 2562047 * 3600.0),
 ])
 def test_go_duration(text, seconds):
     assert parse_go_duration(text) == seconds

@@ -67,7 +67,7 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
     f = facts
     if reason == "GangNotInitialized":
         return (f"gang {gang} is not initialized: {f['members']} "
-                f"{_plural(f['members'], 'pod names', 'pods name')} it, but no PodGroup and no "
+                f"{_plural(f['members'], 'pod names', 'pods name')} it, but no PodGroup and no valid "
                 f"min-available annotation gives its spec; scheduling is held at PreEnqueue")
     if reason == "GangMembersInsufficient":
         missing = f["min_member"] - f["members"]
@@ -95,6 +95,9 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
                 f"no longer held at PreEnqueue")
     if reason == "GangScheduled":
         return f"gang {gang} is scheduled: {f['bound']} of minMember {f['min_member']} pods bound"
+    if reason == "GangSpecInvalid" and f["field"] == "groups" and f["value"] == f["effective"]:
+        return (f"gang {gang}: groups {f['value']} does not list the gang itself; the scheduler "
+                f"uses the list as written, so {gang} is not a member of its own gang group")
     if reason == "GangSpecInvalid":
         return (f"gang {gang}: {f['field']} {f['value']!r} is not valid; the scheduler silently "
                 f"uses {f['effective']}")

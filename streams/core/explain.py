@@ -107,15 +107,39 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
             result["unblock"].append(_unblock(state, *held))
         elif member.status == "Wait":
             held_at = "Permit"
+            spec = state.spec
+            facts: dict[str, Any] = {"waiting": state.waiting,
+                                     "min_member": spec.min_member if spec else None,
+                                     "waiting_seconds": spec.waiting_seconds if spec else None}
+            result["reasons"].append({
+                "reason": "WaitingAtPermit", "facts": facts,
+                "message": (f"the pod fits a node and waits at Permit: {facts['waiting']} of "
+                            f"minMember {facts['min_member']} members of gang {state.gang} "
+                            f"wait; they bind together once enough members are waiting "
+                            f"(match policy {spec.match_policy if spec else 'once-satisfied'}),"
+                            f" for at most {facts['waiting_seconds']} s")})
+            failed: dict[str, Any] | None = decide.cycle_facts(state)
+            if failed is not None:
+                result["reasons"].append({"reason": "GangCycleRejected", "facts": failed,
+                                          "message": decide.message(state.gang,
+                                                                    "GangCycleRejected", failed)})
+                result["unblock"].append(_unblock(state, "GangCycleRejected", failed))
+            else:
+                result["unblock"].append("wait for the other members to be scheduled; nothing "
+                                         "is known to block them yet")
         elif member.status in ("Unschedulable", "UnschedulableAndUnresolvable", "Error",
                                "Rejected", "Timeout"):
-            held_at = "Filter" if member.status != "Timeout" else "Permit"
-            facts = decide.cycle_facts(state)
-            if facts is not None:
-                result["reasons"].append({"reason": "GangCycleRejected", "facts": facts,
+            # where its cycle ended: Filter for its own failure, the rejecting stage (PostFilter,
+            # Permit) when it was released because another member failed or time ran out
+            held_at = "Filter" if member.status not in ("Rejected", "Timeout") \
+                else (member.stage or "Permit")
+            rejected = decide.cycle_facts(state)
+            if rejected is not None:
+                result["reasons"].append({"reason": "GangCycleRejected", "facts": rejected,
                                           "message": decide.message(state.gang,
-                                                                    "GangCycleRejected", facts)})
-                result["unblock"].append(_unblock(state, "GangCycleRejected", facts))
+                                                                    "GangCycleRejected",
+                                                                    rejected)})
+                result["unblock"].append(_unblock(state, "GangCycleRejected", rejected))
     result["held_at"] = held_at
     for item in findings(state):
         if item["reason"] in ("GangSpecInvalid", "GangSpecConflict"):

@@ -183,7 +183,8 @@ def apply_ack(state: GangState, rec: AckObserved) -> GangState:
     if key in state.recent_acks:
         return state
     state = evolve(state, recent_acks=(state.recent_acks + (key,))[-RECENT_ACKS:])
-    if rec.outcome == "Applied" and rec.representative:
+    if rec.outcome == "Applied" and rec.representative and rec.epoch <= state.epoch:
+        # only a command this gang group issued can have been applied
         state = evolve(state, representative=rec.representative)
     return state
 

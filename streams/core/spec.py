@@ -170,7 +170,8 @@ def parse_go_duration(text: str) -> float | None:
     """Parse a Go duration (``time.ParseDuration``: ``"3600s"``, ``"1h30m"``, ``"1.5h"``) into
     seconds; ``None`` when Go would return an error (``"30"`` has no unit, ``"1h30"`` neither).
 
-    ``"0"`` (with optional sign) is the one unit-less value Go accepts.
+    ``"0"`` (with optional sign) is the one unit-less value Go accepts; a value beyond Go's
+    int64 nanoseconds (about 292 years) is an error, as in Go.
     """
     s = text
     sign = 1.0
@@ -183,11 +184,14 @@ def parse_go_duration(text: str) -> float | None:
         return None
     total = 0.0
     pos = 0
+    limit = 9_223_372_036.854775807  # Go durations are int64 nanoseconds: ~292 years
     while pos < len(s):
         match = _DURATION_PART.match(s, pos)
         if not match or match.group(1) in ("", "."):
             return None
         total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        if total > limit:
+            return None  # Go: "invalid duration" (overflow)
         pos = match.end()
     return sign * total
 

@@ -173,7 +173,7 @@ class GangState:
             return "Finished"
         if spec is None:
             return "NotInitialized"
-        if self.bound >= spec.min_member and self.members:
+        if self.bound >= max(spec.min_member, 1) and self.members:
             return "Scheduled"
         if len(self.members) < spec.min_member:
             return "Gathering"
