@@ -36,7 +36,7 @@ MSG = {
     "cycle-2": "gang team-b/moe-finetune failed scheduling cycle 502: 1 member unschedulable "
                "(1 Insufficient nvidia.com/gpu), 2 waiting members rejected",
     "not-init": "gang vision/resnet-ddp is not initialized: 2 pods name it, but no PodGroup and "
-                "no min-available annotation gives its spec; scheduling is held at PreEnqueue",
+                "no valid min-available annotation gives its spec; scheduling is held at PreEnqueue",
     "satisfied-2": "gang vision/resnet-ddp has 2 of minMember 2 pods; no longer held at "
                    "PreEnqueue",
     "conflict-2": "gang research/rl-rollout: members disagree on min-available ('2' on "
