@@ -317,3 +317,21 @@ def test_nonstrict_switches_every_time():
     outputs, _ = run(_failing_cycles("NonStrict", times))
     assert [o["epoch"] for o in outputs if o["schema"] == "gangstate.command/v1"] == \
         [1, 2, 3, 4, 5, 6]
+
+
+def test_a_large_gang_arriving_pod_by_pod_is_reported_every_refresh_interval_not_every_pod():
+    trace = [pod(f"w{i}", i * 0.1, min_available="300") for i in range(300)]
+    outputs, _ = run(trace, end=3600)
+    got = [(o["observed_at"], o["reason"], o["facts"].get("members")) for o in outputs]
+    assert got == [
+        (format_time(at(10)), "GangMembersInsufficient", 100),   # grace: pods 0..99 exist
+        (format_time(at(20)), "GangMembersInsufficient", 200),   # refresh, latest facts
+        (format_time(at(29.9)), "GangMembersSatisfied", 300),
+    ]
+
+
+def test_a_change_inside_the_refresh_interval_is_sent_when_it_ends():
+    trace = [pod("p0", 0, min_available="4"), pod("p1", 12, min_available="4")]
+    outputs, _ = run(trace, end=3600)
+    assert [(o["observed_at"], o["facts"]["members"]) for o in outputs] == [
+        (format_time(at(10)), 1), (format_time(at(20)), 2)]

@@ -252,7 +252,7 @@ def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
             return evolve(state, asked_as_of=at), out
     reason, facts = found
     state = _emit(state, HOLD_KEY, reason, facts, at, out)
-    return evolve(state, warned=True, asked_as_of=None), out
+    return evolve(state, warned=True, asked_as_of=None, hold_emitted_at=at), out
 
 
 def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -286,12 +286,30 @@ def _decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]])
     return state
 
 
-def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
+def hold_update_pending(state: GangState) -> bool:
+    """True when a warned hold's facts changed since its last warning (a refresh is due)."""
+    if not state.warned or state.held_since is None:
+        return False
+    found = hold(state)
+    return found is not None and \
+        state.emitted.get(HOLD_KEY) != facts_digest({"reason": found[0], **found[1]})
+
+
+def refresh_hold(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """The refresh interval of a warned hold ended at ``at``: emit its current facts."""
+    out: list[dict[str, Any]] = []
+    return _decide_hold(state, at, out, 0), out
+
+
+def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
+                 refresh_micros: int) -> GangState:
     found = hold(state)
     if found is not None:
         if state.held_since is None:
             return evolve(state, held_since=at, warned=False)
         if state.warned:
+            if state.hold_emitted_at is not None and at < state.hold_emitted_at + refresh_micros:
+                return state  # news within the refresh interval: the refresh timer sends it
             if found[0] == "GangGroupIncomplete":
                 wanted = max(at, state.asked_as_of or 0)
                 stale = peers_to_ask(state, wanted)
@@ -300,7 +318,10 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangSt
                         out.extend(summary_record(state, g, at, wanted_as_of=wanted)
                                    for g in stale)
                     return evolve(state, asked_as_of=wanted)
+            count = len(out)
             state = _emit(state, HOLD_KEY, found[0], found[1], at, out)
+            if len(out) > count:
+                state = evolve(state, hold_emitted_at=at)
             return evolve(state, asked_as_of=None) if state.asked_as_of is not None else state
         return state
     if state.held_since is None:
@@ -311,7 +332,8 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]]) -> GangSt
                       {"members": len(state.members), "min_member": spec.min_member}, at, out)
     emitted = {k: v for k, v in state.emitted.items()
                if k != HOLD_KEY and k != "GangMembersSatisfied"}
-    return evolve(state, held_since=None, warned=False, emitted=emitted, asked_as_of=None)
+    return evolve(state, held_since=None, warned=False, emitted=emitted, asked_as_of=None,
+                  hold_emitted_at=None)
 
 
 def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
@@ -538,7 +560,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     # gang's own time then, never before it.
     at = max(rec.at, before.clock) if isinstance(rec, GangSummarized) else rec.at
     state = _decide_spec(before, state, rec, at, out)
-    state = _decide_hold(state, at, out)
+    state = _decide_hold(state, at, out, settings.refresh_micros)
     state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):
         state = _decide_cycle(state, rec, out)

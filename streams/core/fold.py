@@ -41,13 +41,21 @@ class FoldSettings:
     ``switch_backoff_seconds`` / ``switch_backoff_max_seconds``: in Strict mode, the n-th
     consecutive ``SwitchRepresentative`` of a gang group (no bind in between) waits at least
     ``base * 2**(n-2)`` seconds after the previous one, capped (defaults 10 s and 300 s); see
-    ``decide._decide_switch``.
+    ``decide._decide_switch``. ``refresh_seconds``: a warned PreEnqueue hold whose facts keep
+    changing (pods of a large gang arriving one by one) is re-emitted at most once per this
+    interval, with the latest facts (default 10 s), so one Event is not rewritten per pod.
     """
 
     grace_seconds: float = 10.0
     tombstone_seconds: float = 600.0
     switch_backoff_seconds: float = 10.0
     switch_backoff_max_seconds: float = 300.0
+    refresh_seconds: float = 10.0
+
+    @property
+    def refresh_micros(self) -> int:
+        """``refresh_seconds`` in microseconds."""
+        return int(self.refresh_seconds * 1_000_000)
 
     @property
     def grace_micros(self) -> int:
@@ -330,6 +338,9 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
         due.append(state.waiting_since + spec.waiting_seconds * 1_000_000)
     if state.pending_answers:
         due.append(min(state.pending_answers.values()))
+    if state.hold_emitted_at is not None and not decide.awaiting_answers(state) \
+            and decide.hold_update_pending(state):
+        due.append(state.hold_emitted_at + settings.refresh_micros)
     return min(due) if due else None
 
 
@@ -370,6 +381,13 @@ def fire_timers(state: GangState, now: int,
                 outputs.extend(fired)
                 state, fired = _apply_deferred(state, settings)
                 before, cause = state, "peers' later summaries"
+        elif state.hold_emitted_at is not None and not decide.awaiting_answers(state) \
+                and decide.hold_update_pending(state) \
+                and state.hold_emitted_at + settings.refresh_micros == due:
+            state, fired = decide.refresh_hold(state, due)
+            cause = "hold refresh interval ended"
+            if not fired:  # nothing sent (or only questions to the peers): move the timer on
+                state = evolve(state, hold_emitted_at=due)
         else:
             state, fired = decide.warn_permit_timeout(state, due)
             cause = "Permit waiting time ended"

@@ -129,6 +129,7 @@ class GangState:
     asked_as_of: int | None = None
     summary_log: tuple[tuple[int, Summary], ...] = ()
     deferred: tuple[Any, ...] = ()
+    hold_emitted_at: int | None = None
     last_switch_at: int | None = None
     switch_streak: int = 0
     history: tuple[HistoryEntry, ...] = ()
@@ -301,6 +302,7 @@ def to_wire(state: GangState) -> dict[str, Any]:
               for g, p in state.peers.items()],
         "pa": dict(state.pending_answers),
         "sl": [[at, list(sm[0]), *sm[1:]] for at, sm in state.summary_log],
+        "he": state.hold_emitted_at,
         "df": [[r.at, r.gang, r.to, list(r.groups), r.exists, r.initialized, r.members,
                 r.min_member, r.wanted_as_of] for r in state.deferred],
         "aa": state.asked_as_of,
@@ -349,6 +351,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         pending_answers=dict(data.get("pa", {})),
         summary_log=tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5]))
                           for row in data.get("sl", [])),
+        hold_emitted_at=data.get("he"),
         deferred=tuple(GangSummarized(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7],
                                       r[8]) for r in data.get("df", [])),
         asked_as_of=data.get("aa"),
