@@ -73,8 +73,6 @@ def format_text(result: Any) -> str:
                          f"{c['expected_representative'] or '-'} -> {c['representative']}"
                          f" ({c['reason']}{cycle})")
         lines.append("")
-    for number, error in result.errors:
-        lines.append(f"line {number}: skipped: {error}")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -96,6 +94,9 @@ def cmd_fold(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_text(result))
+    if result.errors and not result.records:
+        print(f"gangstate fold: {args.trace}: no valid record", file=sys.stderr)
+        return 1
     return 0
 
 

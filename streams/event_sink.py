@@ -446,9 +446,28 @@ def run_sink(args: argparse.Namespace) -> int:
     sink = EventSink(_transport(args), api=args.api, metrics=metrics, recorder=recorder,
                      instance=args.instance or socket.gethostname())
     if args.input:
-        for diagnostic in read_input(args.input):
+        from pydantic import ValidationError
+
+        from .contracts import Diagnostic
+
+        try:
+            diagnostics = list(read_input(args.input))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            print(f"gangstate sink: cannot read diagnostics from {args.input}: {err}",
+                  file=sys.stderr)
+            return 2
+        skipped = 0
+        for number, diagnostic in enumerate(diagnostics, start=1):
+            try:
+                Diagnostic.model_validate(diagnostic)
+            except ValidationError as err:
+                skipped += 1
+                print(f"gangstate sink: {args.input}: diagnostic {number} skipped: "
+                      f"{err.errors(include_url=False)[0]['msg']} "
+                      f"({'.'.join(map(str, err.errors()[0]['loc']))})", file=sys.stderr)
+                continue
             sink.write(diagnostic)
-        return 0
+        return 1 if skipped and skipped == len(diagnostics) else 0
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -72,7 +72,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_tap(args: argparse.Namespace) -> int:
     """``gangstate tap TOPIC``: print a topic's records as JSON lines."""
-    from .tap import tap
+    from .tap import NoSuchTopic, tap
 
     settings = _settings(args)
     if not _need_kafka(settings, "tap"):
@@ -80,6 +80,10 @@ def cmd_tap(args: argparse.Namespace) -> int:
     try:
         tap(settings, settings.topics.resolve(args.topic), from_beginning=args.from_beginning,
             follow=args.follow, schema=args.schema)
+    except NoSuchTopic as err:
+        print(f"gangstate tap: no topic {err.args[0]!r} on {settings.bootstrap}",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     return 0

@@ -59,9 +59,20 @@ def read_topic(settings: Settings, topic: str, *, from_beginning: bool = True,
         consumer.close()
 
 
+class NoSuchTopic(LookupError):
+    """The topic does not exist on the broker."""
+
+
 def tap(settings: Settings, topic: str, *, from_beginning: bool, follow: bool,
         schema: str | None = None, write: Callable[[str], Any] = print) -> int:
-    """Print the topic's records as JSON lines; returns how many were printed."""
+    """Print the topic's records as JSON lines; returns how many were printed. Raises
+    ``NoSuchTopic`` when the broker has no such topic."""
+    probe = KafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    try:
+        if topic not in probe.topics():
+            raise NoSuchTopic(topic)
+    finally:
+        probe.close()
     count = 0
     for _key, value in read_topic(settings, topic, from_beginning=from_beginning,
                                   follow=follow):

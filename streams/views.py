@@ -57,9 +57,13 @@ def gang_row(state: GangState) -> dict[str, Any]:
 def gang_rows(states: Iterable[GangState], namespace: str | None = None,
               phase: str | None = None) -> list[dict[str, Any]]:
     """``gang_row`` of each state in ``namespace`` and ``phase`` (``None``: any), sorted by
-    gang id. Raises ``ValueError`` when ``phase`` is not one of ``PHASES``."""
-    if phase is not None and phase not in PHASES:
-        raise ValueError(f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
+    gang id. ``phase`` matches case-insensitively (``ready`` = ``Ready``). Raises
+    ``ValueError`` when ``phase`` is not one of ``PHASES``."""
+    if phase is not None:
+        canonical = {p.lower(): p for p in PHASES}.get(phase.lower())
+        if canonical is None:
+            raise ValueError(f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
+        phase = canonical
     rows = [gang_row(s) for s in states
             if (namespace is None or s.namespace == namespace)
             and (phase is None or s.phase == phase)]
