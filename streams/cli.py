@@ -67,8 +67,9 @@ def format_text(result: Any) -> str:
         for d in by_gang.get(gang, []):
             lines.append(f"  {d['observed_at']}  {d['type']:<7} {d['reason']}: {d['message']}")
         for c in result.commands:
-            if c["gang_group"] == s["gang_group"]:
-                cycle = f", cycle {c['cycle']}" if c.get("cycle") is not None else ""
+            if c["gang_group"] != s["gang_group"]:
+                continue
+            cycle = f", cycle {c['cycle']}" if c.get("cycle") is not None else ""
             lines.append(f"  {c['issued_at']}  Command {c['type']} epoch {c['epoch']}: "
                          f"{c['expected_representative'] or '-'} -> {c['representative']}"
                          f" ({c['reason']}{cycle})")

@@ -50,3 +50,14 @@ def test_the_final_tick_time_decides_whether_a_warning_is_due():
                                                            "GangMembersSatisfied"]
     # the trace itself runs past the grace period, so a tick before its end changes nothing
     assert early["gangs"]["vision/resnet-ddp"]["phase"] == "Ready"
+
+
+def test_text_output_shows_each_command_under_its_own_gang_only(tmp_path):
+    trace = tmp_path / "two.jsonl"
+    trace.write_text((CASES / "insufficient-members/trace.jsonl").read_text()
+                     + (CASES / "member-fails-switch/trace.jsonl").read_text())
+    run = fold(str(trace), "--at", "2026-11-03T00:00:00Z")
+    assert run.returncode == 0
+    assert run.stdout.count("Command SwitchRepresentative") == 1
+    block = run.stdout.split("gang team-b/moe-finetune")[1]
+    assert "Command SwitchRepresentative epoch 1" in block
