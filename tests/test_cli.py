@@ -59,5 +59,8 @@ def test_text_output_shows_each_command_under_its_own_gang_only(tmp_path):
     run = fold(str(trace), "--at", "2026-11-03T00:00:00Z")
     assert run.returncode == 0
     assert run.stdout.count("Command SwitchRepresentative") == 1
-    block = run.stdout.split("gang team-b/moe-finetune")[1]
-    assert "Command SwitchRepresentative epoch 1" in block
+    lines = run.stdout.splitlines()
+    headers = [i for i, line in enumerate(lines) if line.startswith("gang ")]
+    command = next(i for i, line in enumerate(lines) if "Command SwitchRepresentative" in line)
+    owner = max(h for h in headers if h < command)
+    assert lines[owner].startswith("gang team-b/moe-finetune  phase=")
