@@ -202,12 +202,24 @@ def _cached_spec(gang: str, source: str, settings: RawSettings,
                       default_waiting_seconds=DEFAULT_WAITING_SECONDS)
 
 
+_BY_IDENTITY: dict[int, tuple[RawSettings, str, str, tuple[GangSpec | None,
+                                                             tuple[Fallback, ...]]]] = {}
+
+
 def spec_and_fallbacks(gang: str, source: str | None, settings: RawSettings | None,
                        ) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
-    """``parse_spec`` of the spec source, memoised (settings are hashable frozen values)."""
+    """``parse_spec`` of the spec source, memoised: first by the settings object's identity
+    (states share it, so this avoids hashing it on every read), then by value."""
     if source is None or settings is None:
         return None, ()
-    return _cached_spec(gang, source, settings, source.startswith("PodGroup/"))
+    hit = _BY_IDENTITY.get(id(settings))
+    if hit is not None and hit[0] is settings and hit[1] == source and hit[2] == gang:
+        return hit[3]
+    result = _cached_spec(gang, source, settings, source.startswith("PodGroup/"))
+    if len(_BY_IDENTITY) > 65_536:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[id(settings)] = (settings, source, gang, result)
+    return result
 
 
 def summary(state: GangState) -> dict[str, Any]:
@@ -367,23 +379,37 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
 
 
 _T = TypeVar("_T")
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_EVOLVERS: dict[type, Any] = {}
+
+
+def _evolver(cls: type) -> Any:
+    """Build (once per class) a function that copies an instance with changes, with one
+    straight-line assignment per field: ``evolve`` is the fold's hottest path."""
+    names = tuple(f.name for f in fields(cls))
+    lines = ["def evolve(obj, changes):", "    new = new_instance(cls)"]
+    for name in names:
+        lines.append(f"    set_(new, {name!r}, changes[{name!r}] if {name!r} in changes "
+                     f"else obj.{name})")
+    lines.append("    return new")
+    scope: dict[str, Any] = {"new_instance": object.__new__, "cls": cls,
+                             "set_": object.__setattr__}
+    exec("\n".join(lines), scope)  # generated from the dataclass's own field names
+    function = scope["evolve"]
+    function.field_names = frozenset(names)
+    return function
 
 
 def evolve(obj: _T, **changes: Any) -> _T:
     """A copy of the frozen dataclass ``obj`` with ``changes`` applied: what
-    ``dataclasses.replace`` does, without re-running ``__init__`` (the fold's hottest path;
-    values here are already valid). Raises ``TypeError`` for a field the class does not have.
+    ``dataclasses.replace`` does, without re-running ``__init__`` (values here are already
+    valid). Raises ``TypeError`` for a field the class does not have.
     """
     cls = type(obj)
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-    unknown = changes.keys() - set(names)
-    if unknown:
-        raise TypeError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
-    new = object.__new__(cls)
-    setter = object.__setattr__
-    for name in names:
-        setter(new, name, changes[name] if name in changes else getattr(obj, name))
-    return new
+    function = _EVOLVERS.get(cls)
+    if function is None:
+        function = _EVOLVERS[cls] = _evolver(cls)
+    if not changes.keys() <= function.field_names:
+        unknown = sorted(changes.keys() - function.field_names)
+        raise TypeError(f"{cls.__name__} has no field(s) {unknown}")
+    result: _T = function(obj, changes)
+    return result
