@@ -43,6 +43,28 @@ def by_gang(records: list[dict[str, Any]], key: str) -> dict[str, list[str]]:
     return out
 
 
+def _delete_run_topics(settings: Settings, write: Callable[[str], Any]) -> None:
+    """On a cluster the demo did not start, remove the topics this run created (its own
+    prefix and app id, so nothing else is touched); failures are reported, not raised."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap,
+                                 client_id="gangstate-demo")
+        try:
+            mine = [t for t in admin.list_topics()
+                    if t.startswith(settings.topics.prefix) or t.startswith(settings.app_id + "-")]
+            if mine:
+                admin.delete_topics(mine)
+            write(f"removed this run's {len(mine)} topics")
+        finally:
+            admin.close()
+    except KafkaError as err:
+        write(f"could not remove this run's topics ({err}); they start with "
+              f"{settings.topics.prefix} and {settings.app_id}-")
+
+
 def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = None,
              write: Callable[[str], Any] = print, timeout: float = 180.0) -> int:
     """Run the demo; returns 0 when the Kafka path matched the offline fold, 1 otherwise.
@@ -104,3 +126,5 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
         if broker is not None:
             broker.stop()
             write("local Kafka stopped")
+        else:
+            _delete_run_topics(settings, write)
