@@ -5,7 +5,8 @@ single-node Kafka (``deploy/kafka/broker.py``); it then starts a worker process,
 bundled traces (``tests/cases/*/trace.jsonl``, the handed sample inputs), reads the diagnostics,
 commands and the gang table back from Kafka, prints them for people, checks them against the
 offline fold of the same traces, and stops everything it started. Each run uses its own topic
-prefix and application id, so runs never mix, even on a shared cluster.
+prefix and application id (time plus a random suffix), so runs never mix, even on a shared
+cluster; on a cluster it did not start it removes its topics when it ends.
 """
 
 from __future__ import annotations
