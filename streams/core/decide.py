@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .fold import FoldSettings, Output
 
 HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete")
+"""The reasons of a PreEnqueue hold (``hold``), e.g. for the held-pods gauge."""
 HOLD_KEY = "hold"
 """The ``emitted`` key of the PreEnqueue hold series: its reason may change within one hold
 (``GangNotInitialized`` -> ``GangMembersInsufficient``), and each change of facts is news."""
@@ -231,12 +232,6 @@ def answer_peers(state: GangState, due: int) -> tuple[GangState, list[dict[str, 
                                           if t > due}), out
 
 
-def held_reason(state: GangState) -> str | None:
-    """The reason of ``hold(state)``, or ``None`` when the gang is not held."""
-    found = hold(state)
-    return found[0] if found else None
-
-
 def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
     """The hold's grace period ended at ``at``: emit its warning and mark the hold as warned;
     or, for a hold by the gang group with peers' news older than ``at``, ask those peers for
@@ -424,6 +419,8 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: 
     spec = state.spec
     listeners = {g for g in (spec.groups if spec else ()) if g != state.gang}
     listeners |= {g for g, p in state.peers.items() if state.gang in p.groups}
+    if not listeners and not state.peers and state.sent_summary is None:
+        return state  # a gang group of one: nobody to tell (the common case, on every record)
     mine = own_summary(state)
     if (listeners or state.peers) and (not state.summary_log or state.summary_log[-1][1] != mine):
         state = evolve(state, summary_log=(state.summary_log + ((at, mine),))[-SUMMARY_LOG:])
