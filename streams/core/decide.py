@@ -24,7 +24,7 @@ COMMAND_SCHEMA = "gangstate.command/v1"
 SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
 from .records import (FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved)
-from .state import GangState, Summary, evolve, own_summary
+from .state import GangState, Summary, own_summary
 
 if TYPE_CHECKING:
     from .fold import FoldSettings, Output
@@ -148,7 +148,8 @@ def _emit(state: GangState, key: str, reason: str, facts: dict[str, Any], at: in
     if state.emitted.get(key) == digest:
         return state
     out.append(diagnostic(state, reason, facts, at))
-    return evolve(state, emitted={**state.emitted, key: digest})
+    state.emitted = {**state.emitted, key: digest}
+    return state
 
 
 def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
@@ -162,7 +163,7 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     This is Koordinator's PreEnqueue basic check (``core/core.go`` ``PreEnqueue``,
     ``GangBasicCheckUnsatisfied``; every gang of the group must have min-available members).
     """
-    if not any(m.pending for m in state.members.values()):
+    if not state.n_pending:
         return None
     spec = state.spec
     members = len(state.members)
@@ -228,8 +229,8 @@ def answer_peers(state: GangState, due: int) -> tuple[GangState, list[dict[str, 
     asked = sorted(g for g, t in state.pending_answers.items() if t <= due)
     then = summary_as_of(state, due)
     out = [summary_record(state, g, due, summary=then) for g in asked]
-    return evolve(state, pending_answers={g: t for g, t in state.pending_answers.items()
-                                          if t > due}), out
+    state.pending_answers = {g: t for g, t in state.pending_answers.items() if t > due}
+    return state, out
 
 
 def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -239,15 +240,18 @@ def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     found = hold(state)
     out: list[dict[str, Any]] = []
     if found is None:
-        return evolve(state, held_since=None, warned=False, asked_as_of=None), out
+        state.held_since, state.warned, state.asked_as_of = None, False, None
+        return state, out
     if found[0] == "GangGroupIncomplete":
         stale = peers_to_ask(state, at)
         if stale:
             out = [summary_record(state, g, at, wanted_as_of=at) for g in stale]
-            return evolve(state, asked_as_of=at), out
+            state.asked_as_of = at
+            return state, out
     reason, facts = found
     state = _emit(state, HOLD_KEY, reason, facts, at, out)
-    return evolve(state, warned=True, asked_as_of=None, hold_emitted_at=at), out
+    state.warned, state.asked_as_of, state.hold_emitted_at = True, None, at
+    return state, out
 
 
 def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -260,7 +264,8 @@ def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict
         state = _emit(state, "GangPermitTimeout", "GangPermitTimeout",
                       {"waiting": state.waiting, "min_member": spec.min_member,
                        "waiting_seconds": spec.waiting_seconds}, at, out)
-    return evolve(state, permit_warned=True), out
+    state.permit_warned = True
+    return state, out
 
 
 def _decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]]) -> GangState:
@@ -268,9 +273,9 @@ def _decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]])
     ``Timeout`` records of the latest cycle."""
     waiting = state.waiting
     if waiting and state.waiting_since is None:
-        state = evolve(state, waiting_since=rec.at, permit_warned=False)
+        state.waiting_since, state.permit_warned = rec.at, False
     elif not waiting and state.waiting_since is not None:
-        state = evolve(state, waiting_since=None, permit_warned=False)
+        state.waiting_since, state.permit_warned = None, False
     spec = state.spec
     if isinstance(rec, CycleObserved) and rec.status == "Timeout" and spec is not None \
             and rec.cycle == state.cycle:
@@ -301,7 +306,8 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
     found = hold(state)
     if found is not None:
         if state.held_since is None:
-            return evolve(state, held_since=at, warned=False)
+            state.held_since, state.warned = at, False
+            return state
         if state.warned:
             if state.hold_emitted_at is not None and at < state.hold_emitted_at + refresh_micros:
                 return state  # news within the refresh interval: the refresh timer sends it
@@ -312,12 +318,14 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
                     if state.asked_as_of != wanted:
                         out.extend(summary_record(state, g, at, wanted_as_of=wanted)
                                    for g in stale)
-                    return evolve(state, asked_as_of=wanted)
+                    state.asked_as_of = wanted
+                    return state
             count = len(out)
             state = _emit(state, HOLD_KEY, found[0], found[1], at, out)
             if len(out) > count:
-                state = evolve(state, hold_emitted_at=at)
-            return evolve(state, asked_as_of=None) if state.asked_as_of is not None else state
+                state.hold_emitted_at = at
+            state.asked_as_of = None
+            return state
         return state
     if state.held_since is None:
         return state
@@ -325,10 +333,11 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
     if state.warned and spec is not None and len(state.members) >= spec.min_member:
         state = _emit(state, "GangMembersSatisfied", "GangMembersSatisfied",
                       {"members": len(state.members), "min_member": spec.min_member}, at, out)
-    emitted = {k: v for k, v in state.emitted.items()
-               if k != HOLD_KEY and k != "GangMembersSatisfied"}
-    return evolve(state, held_since=None, warned=False, emitted=emitted, asked_as_of=None,
-                  hold_emitted_at=None)
+    state.emitted = {k: v for k, v in state.emitted.items()
+                     if k != HOLD_KEY and k != "GangMembersSatisfied"}
+    state.held_since, state.warned, state.asked_as_of, state.hold_emitted_at = \
+        None, False, None, None
+    return state
 
 
 def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
@@ -423,11 +432,11 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: 
         return state  # a gang group of one: nobody to tell (the common case, on every record)
     mine = own_summary(state)
     if (listeners or state.peers) and (not state.summary_log or state.summary_log[-1][1] != mine):
-        state = evolve(state, summary_log=(state.summary_log + ((at, mine),))[-SUMMARY_LOG:])
+        state.summary_log = (state.summary_log + ((at, mine),))[-SUMMARY_LOG:]
     targets: set[str] = set()
     if mine != state.sent_summary and (listeners or state.sent_summary is not None):
         targets = listeners
-        state = evolve(state, sent_summary=mine)
+        state.sent_summary = mine
     elif isinstance(rec, GangSummarized) and rec.gang not in before.peers \
             and state.gang in rec.groups:
         targets = {rec.gang}
@@ -463,7 +472,8 @@ def command(state: GangState, type_: str, expected: str | None, representative: 
         "reason": reason,
         "cycle": cycle,
     }
-    return evolve(state, epoch=epoch), cmd
+    state.epoch = epoch
+    return state, cmd
 
 
 def switch_backoff(state: GangState, settings: "FoldSettings") -> int:
@@ -503,8 +513,9 @@ def _decide_switch(before_rep: str | None, state: GangState, rec: CycleObserved,
     state, cmd = command(state, "SwitchRepresentative", rep, rec.pod, "MemberFailedCycle",
                          rec.at, rec.cycle)
     out.append(cmd)
-    return evolve(state, command_cycle=rec.cycle, last_switch_at=rec.at,
-                   switch_streak=state.switch_streak + 1)
+    state.command_cycle, state.last_switch_at = rec.cycle, rec.at
+    state.switch_streak += 1
+    return state
 
 
 def _decide_elect(before_rep: str | None, state: GangState, rec: PodObserved,
@@ -534,9 +545,9 @@ def _decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> G
         return state
     state = _emit(state, "GangScheduled", "GangScheduled",
                   {"bound": bound, "min_member": spec.min_member}, at, out)
-    if state.switch_streak:
-        state = evolve(state, switch_streak=0)
-    return state if state.ever_scheduled else evolve(state, ever_scheduled=True)
+    state.switch_streak = 0
+    state.ever_scheduled = True
+    return state
 
 
 def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",

@@ -21,8 +21,7 @@ from . import decide
 from .records import (AckObserved, CycleObserved, GangRecord, GangSummarized, PodGroupObserved,
                       PodObserved, Record, Tick)
 from .spec import parse_spec
-from .state import (GangState, HistoryEntry, Member, Peer, PodGroupInfo, evolve,
-                    spec_and_fallbacks)
+from .state import GangState, HistoryEntry, Member, Peer, PodGroupInfo, spec_and_fallbacks
 
 Output = dict[str, Any]
 """A ``gangstate.diagnostic/v1`` or ``gangstate.command/v1`` record, JSON-ready."""
@@ -92,7 +91,8 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     """Fold a Pod watch event. Stale or duplicate events (resourceVersion not newer for the uid,
     or an event for a recently deleted uid) return ``state`` unchanged; a ``DELETED`` is applied
     unless its resourceVersion is older than the one held. Members are keyed by uid, so a pod
-    recreated with the same name is a new member (Koordinator issue #2148)."""
+    recreated with the same name is a new member (Koordinator issue #2148). Any change is made
+    on a copy (``state`` itself is never changed)."""
     tombstones = _pruned_tombstones(state, rec.at, settings)
     member = state.members.get(rec.uid)
     if rec.type == "DELETED":
@@ -100,18 +100,22 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
                               and not rv_newer(rec.resource_version, member.rv)):
             if member is None and rec.uid not in tombstones:
                 tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
-            return evolve(state, tombstones=tombstones) if tombstones is not state.tombstones \
-                else state
-        members = {uid: m for uid, m in state.members.items() if uid != rec.uid}
-        tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
-        state = evolve(state, members=members, tombstones=tombstones)
-        if state.representative == f"{rec.namespace}/{rec.name}":
-            state = evolve(state, representative=None)
-        if not members and state.podgroup is None:
+            if tombstones is state.tombstones:
+                return state
+            new = state.copy()
+            new.tombstones = tombstones
+            return new
+        new = state.copy()
+        new.drop_member(rec.uid)
+        new.tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
+        if new.representative == f"{rec.namespace}/{rec.name}":
+            new.representative = None
+        if not new.members and new.podgroup is None:
             # An annotation-built gang disappears with its last pod; the epoch survives.
-            state = evolve(state, spec_source=None, spec_settings=None, outcomes={},
-                            representative=None, last_switch_at=None, switch_streak=0)
-        return state
+            new.spec_source = new.spec_settings = new.representative = new.last_switch_at = None
+            new.outcomes = {}
+            new.switch_streak = 0
+        return new
 
     if member is not None and not rv_newer(rec.resource_version, member.rv):
         return state
@@ -120,81 +124,97 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
         return state
     if gone is not None:
         tombstones = {uid: v for uid, v in tombstones.items() if uid != rec.uid}
-    updated = Member(
-        name=rec.name, rv=rec.resource_version, node=rec.node, phase=rec.phase,
-        terminating=rec.terminating, settings=rec.settings,
-        waits_for_podgroup=rec.waits_for_podgroup,
-        stage=member.stage if member else None, status=member.status if member else None,
-        reason=member.reason if member else "", cycle=member.cycle if member else None,
-    )
-    state = evolve(state, members={**state.members, rec.uid: updated}, tombstones=tombstones)
-    if state.spec_source is None and state.podgroup is None and not rec.waits_for_podgroup:
-        spec, _ = parse_spec(state.gang, rec.settings, f"Pod/{rec.name}")
+    if member is None:
+        updated = Member(rec.name, rec.resource_version, rec.node, rec.phase, rec.terminating,
+                         rec.settings, rec.waits_for_podgroup)
+    else:
+        updated = Member(rec.name, rec.resource_version, rec.node, rec.phase, rec.terminating,
+                         member.settings if member.settings == rec.settings else rec.settings,
+                         rec.waits_for_podgroup, member.stage, member.status, member.reason,
+                         member.cycle)
+    new = state.copy()
+    new.put_member(rec.uid, updated)
+    new.tombstones = tombstones
+    if new.spec_source is None and new.podgroup is None and not rec.waits_for_podgroup:
+        spec, _ = parse_spec(new.gang, rec.settings, f"Pod/{rec.name}")
         if spec is not None:
-            state = evolve(state, spec_source=f"Pod/{rec.name}", spec_settings=rec.settings)
-    return state
+            new.spec_source, new.spec_settings = f"Pod/{rec.name}", rec.settings
+    return new
 
 
 def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
     """Fold a PodGroup watch event: every add or update re-initialises the gang from the
-    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``); a delete drops the spec."""
+    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``); a delete drops the spec.
+    Any change is made on a copy."""
     old = state.podgroup
     if rec.type == "DELETED":
         if old is None or old.uid != rec.uid:
             return state
-        state = evolve(state, podgroup=None)
-        if state.spec_source and state.spec_source.startswith("PodGroup/"):
-            state = evolve(state, spec_source=None, spec_settings=None)
-        return state
+        new = state.copy()
+        new.podgroup = None
+        if new.spec_source and new.spec_source.startswith("PodGroup/"):
+            new.spec_source = new.spec_settings = None
+        return new
     if old is not None and old.uid == rec.uid and not rv_newer(rec.resource_version, old.rv):
         return state
-    info = PodGroupInfo(rec.name, rec.uid, rec.resource_version, rec.settings)
+    new = state.copy()
+    new.podgroup = PodGroupInfo(rec.name, rec.uid, rec.resource_version, rec.settings)
     source = f"PodGroup/{rec.name}"
     spec, _ = spec_and_fallbacks(state.gang, source, rec.settings)
     if spec is None:
-        return evolve(state, podgroup=info, spec_source=None, spec_settings=None)
-    return evolve(state, podgroup=info, spec_source=source, spec_settings=rec.settings)
+        new.spec_source = new.spec_settings = None
+    else:
+        new.spec_source, new.spec_settings = source, rec.settings
+    return new
 
 
 def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
     """Fold a scheduler cycle record: the member's last stage/status, the representative the
     scheduler reports, and the outcomes of the latest cycle (for ``GangCycleRejected``). A record
-    already applied (same scheduler, cycle, pod, stage and status) changes nothing."""
+    already applied (same scheduler, cycle, pod, stage and status) changes nothing. Any change
+    is made on a copy."""
     key = (rec.scheduler, rec.cycle, rec.pod, rec.stage, rec.status)
     if key in state.recent_cycles:
         return state
-    recent = (state.recent_cycles + (key,))[-RECENT_CYCLES:]
+    new = state.copy()
+    recent = dict(state.recent_cycles)
+    recent[key] = None
+    if len(recent) > RECENT_CYCLES:
+        del recent[next(iter(recent))]
+    new.recent_cycles = recent
     members = state.members
     found = (rec.pod_uid, members[rec.pod_uid]) if rec.pod_uid in members \
         else state.member_by_name(rec.pod)
     if found is not None:
-        uid, member = found
-        if member.cycle is None or rec.cycle >= member.cycle:
-            members = {**members, uid: evolve(member, stage=rec.stage, status=rec.status,
-                                               reason=rec.reason, cycle=rec.cycle)}
+        uid, m = found
+        if m.cycle is None or rec.cycle >= m.cycle:
+            new.put_member(uid, Member(m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
+                                       m.waits_for_podgroup, rec.stage, rec.status, rec.reason,
+                                       rec.cycle))
     latest = state.cycle
-    outcomes = state.outcomes
-    representative = state.representative
     if latest is None or rec.cycle > latest:
-        latest, outcomes = rec.cycle, {}
-    if rec.cycle == latest:
-        outcomes = {**outcomes, rec.pod: (rec.status, rec.reason)}
-        representative = rec.representative
-    return evolve(state, members=members, recent_cycles=recent, cycle=latest,
-                   outcomes=outcomes, representative=representative)
+        new.cycle = rec.cycle
+        new.outcomes = {rec.pod: (rec.status, rec.reason)}
+        new.representative = rec.representative
+    elif rec.cycle == latest:
+        new.outcomes = {**state.outcomes, rec.pod: (rec.status, rec.reason)}
+        new.representative = rec.representative
+    return new
 
 
 def apply_ack(state: GangState, rec: AckObserved) -> GangState:
     """Fold a shim ack: an ``Applied`` switch makes its ``representative`` current. An ack
-    already applied (same command id and outcome) changes nothing."""
+    already applied (same command id and outcome) changes nothing. Any change is made on a
+    copy."""
     key = (rec.command_id, rec.outcome)
     if key in state.recent_acks:
         return state
-    state = evolve(state, recent_acks=(state.recent_acks + (key,))[-RECENT_ACKS:])
+    new = state.copy()
+    new.recent_acks = (state.recent_acks + (key,))[-RECENT_ACKS:]
     if rec.outcome == "Applied" and rec.representative and rec.epoch <= state.epoch:
         # only a command this gang group issued can have been applied
-        state = evolve(state, representative=rec.representative)
-    return state
+        new.representative = rec.representative
+    return new
 
 
 DEFERRED = 64
@@ -206,40 +226,46 @@ def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
 
     While the gang waits for answers as of ``asked_as_of``, a summary newer than that is held
     back (``deferred``, at most ``DEFERRED``) and applied after the answers, in event-time
-    order; a request for this gang's own summary is noted either way."""
+    order; a request for this gang's own summary is noted either way. Any change is made on a
+    copy."""
+    wanted = rec.wanted_as_of
+    asks: dict[str, int] = {} if wanted is None \
+        or state.pending_answers.get(rec.gang, -1) >= wanted else {rec.gang: wanted}
     if state.asked_as_of is not None and rec.at > state.asked_as_of \
             and len(state.deferred) < DEFERRED:
-        deferred = tuple(sorted(state.deferred + (rec,), key=lambda r: r.at))
-        if rec.wanted_as_of is not None \
-                and state.pending_answers.get(rec.gang, -1) < rec.wanted_as_of:
-            return evolve(state, deferred=deferred, pending_answers={
-                **state.pending_answers, rec.gang: rec.wanted_as_of})
-        return evolve(state, deferred=deferred)
+        new = state.copy()
+        new.deferred = tuple(sorted(state.deferred + (rec,), key=lambda r: r.at))
+        if asks:
+            new.pending_answers = {**state.pending_answers, **asks}
+        return new
     peer = Peer(rec.groups, rec.exists, rec.initialized, rec.members, rec.min_member, rec.at)
-    changes: dict[str, Any] = {}
-    if state.peers.get(rec.gang) != peer:
-        changes["peers"] = {**state.peers, rec.gang: peer}
-    if rec.wanted_as_of is not None and state.pending_answers.get(rec.gang, -1) < rec.wanted_as_of:
-        changes["pending_answers"] = {**state.pending_answers, rec.gang: rec.wanted_as_of}
-    return evolve(state, **changes) if changes else state
+    changed_peer = state.peers.get(rec.gang) != peer
+    if not changed_peer and not asks:
+        return state
+    new = state.copy()
+    if changed_peer:
+        new.peers = {**state.peers, rec.gang: peer}
+    if asks:
+        new.pending_answers = {**state.pending_answers, **asks}
+    return new
 
 
 def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangState:
     """Fold one record into a gang's state (dispatch on the record kind); advances the gang's
     clock to the record's event time (never backwards). A record that changes nothing (stale,
-    duplicate) returns ``state`` itself."""
+    duplicate) returns ``state`` itself; otherwise a new state (``state`` is never changed)."""
     if isinstance(rec, PodObserved):
         after = apply_pod(state, rec, settings)
-    elif isinstance(rec, PodGroupObserved):
-        after = apply_podgroup(state, rec)
     elif isinstance(rec, CycleObserved):
         after = apply_cycle(state, rec)
+    elif isinstance(rec, PodGroupObserved):
+        after = apply_podgroup(state, rec)
     elif isinstance(rec, GangSummarized):
         after = apply_summary(state, rec)
     else:
         after = apply_ack(state, rec)
     if after is not state and rec.at > after.clock:
-        after = evolve(after, clock=rec.at)
+        after.clock = rec.at
     return after
 
 
@@ -266,7 +292,7 @@ def step(state: GangState | None, rec: GangRecord, key: str,
     if after is before:
         return before, []
     after, outputs = decide.decide(after, rec, settings, before.representative, before)
-    return record_history(before, after, describe(rec), rec.at, outputs), outputs
+    return record_history(before, after, rec, rec.at, outputs), outputs
 
 
 HISTORY = 16
@@ -293,11 +319,13 @@ def _facts_view(state: GangState) -> tuple[str, int, int, int, str | None, str |
             state.spec_source)
 
 
-def record_history(before: GangState, after: GangState, cause: str, at: int,
+def record_history(before: GangState, after: GangState, cause: str | GangRecord, at: int,
                    outputs: list[Output]) -> GangState:
     """Append what changed between ``before`` and ``after`` (phase, counts, representative,
     spec source, diagnostics and commands emitted) to ``after.history``, keeping the last
-    ``HISTORY`` entries. Returns ``after`` unchanged when nothing noteworthy changed."""
+    ``HISTORY`` entries; ``cause`` is a text or the record (``describe``d only when an entry
+    is written). Sets ``after.history`` (``after`` must be the fold's own new state) and
+    returns ``after``."""
     changes = []
     old, new = _facts_view(before), _facts_view(after)
     if old[0] != new[0]:
@@ -316,8 +344,10 @@ def record_history(before: GangState, after: GangState, cause: str, at: int,
             changes.append(f"issued {out['type']} epoch {out['epoch']}")
     if not changes:
         return after
-    entry: HistoryEntry = (at, "; ".join(changes), cause)
-    return evolve(after, history=(after.history + (entry,))[-HISTORY:])
+    entry: HistoryEntry = (at, "; ".join(changes),
+                           cause if isinstance(cause, str) else describe(cause))
+    after.history = (after.history + (entry,))[-HISTORY:]
+    return after
 
 
 def next_due(state: GangState, settings: FoldSettings) -> int | None:
@@ -347,7 +377,8 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
 def _apply_deferred(state: GangState, settings: FoldSettings
                     ) -> tuple[GangState, list[Output]]:
     """Apply the held-back peer summaries, oldest first, once the gang stopped waiting."""
-    pending, state = state.deferred, evolve(state, deferred=())
+    pending = state.deferred
+    state.deferred = ()
     outputs: list[Output] = []
     for rec in pending:
         state, out = step(state, rec, state.gang, settings)
@@ -367,7 +398,7 @@ def fire_timers(state: GangState, now: int,
         due = next_due(state, settings)
         if due is None or due > now:
             return state, outputs
-        before = state
+        before, state = state, state.copy()  # the timer's changes go to a new state
         if state.pending_answers and min(state.pending_answers.values()) == due:
             state, fired = decide.answer_peers(state, due)
             cause = "peers asked for this gang's summary"
@@ -380,14 +411,15 @@ def fire_timers(state: GangState, now: int,
                 state = record_history(before, state, cause, due, fired)
                 outputs.extend(fired)
                 state, fired = _apply_deferred(state, settings)
-                before, cause = state, "peers' later summaries"
+                before, state = state, state.copy()
+                cause = "peers' later summaries"
         elif state.hold_emitted_at is not None and not decide.awaiting_answers(state) \
                 and decide.hold_update_pending(state) \
                 and state.hold_emitted_at + settings.refresh_micros == due:
             state, fired = decide.refresh_hold(state, due)
             cause = "hold refresh interval ended"
             if not fired:  # nothing sent (or only questions to the peers): move the timer on
-                state = evolve(state, hold_emitted_at=due)
+                state.hold_emitted_at = due
         else:
             state, fired = decide.warn_permit_timeout(state, due)
             cause = "Permit waiting time ended"

@@ -2,8 +2,11 @@
 
 Where it sits: the functional core. ``streams.core.fold`` produces new ``GangState`` values from
 old ones; the Faust worker stores ``to_wire(state)`` in the gang table (whose changelog is the
-durable copy) and ``from_wire`` turns it back. Values are treated as immutable: every change makes
-a new ``GangState`` (``dataclasses.replace``) with new containers, never an in-place mutation.
+durable copy) and ``from_wire`` turns it back. A state handed out by the fold is never changed
+afterwards: the fold makes one shallow ``copy()`` per record that changes a gang, assigns fields
+of that copy, and replaces (never mutates) the containers it shares with the old state. Member
+counts (``bound``, ``waiting``, pending, in a cycle) are kept as counters, updated as members
+change, so a record costs the same whatever the gang's size.
 
 Must not: read the clock, do I/O, import Faust/Kafka/Kubernetes. The wire form is a JSON-ready
 list/dict structure kept compact because a table value is written whole to its changelog on
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping
 
 from .records import GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
@@ -49,6 +52,17 @@ class Member:
         return self.node is None and not self.terminating and self.phase in ("Pending", "")
 
 
+def _tally(m: Member) -> tuple[int, int, int, int]:
+    """A member's contribution to ``(bound, waiting, pending, in a cycle)``: bound = has a
+    node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``; in a cycle =
+    unbound with a cycle status other than ``Gated`` (for ``GangState.phase``)."""
+    if m.node is not None:
+        return 1, 0, 0, 0
+    pending = 0 if m.terminating or m.phase not in ("Pending", "") else 1
+    status = m.status
+    return 0, status == "Wait", pending, status is not None and status != "Gated"
+
+
 @dataclass(frozen=True, slots=True)
 class PodGroupInfo:
     """The gang's PodGroup object, when one exists."""
@@ -78,7 +92,7 @@ HistoryEntry = tuple[int, str, str]
 """One transition of a gang: ``(event time in microseconds, what changed, the cause)``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
 
@@ -113,7 +127,7 @@ class GangState:
     representative: str | None = None
     cycle: int | None = None
     outcomes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    recent_cycles: tuple[tuple[str, int, str, str, str], ...] = ()
+    recent_cycles: Mapping[tuple[str, int, str, str, str], None] = field(default_factory=dict)
     recent_acks: tuple[tuple[str, str], ...] = ()
     epoch: int = 0
     command_cycle: int | None = None
@@ -133,31 +147,92 @@ class GangState:
     last_switch_at: int | None = None
     switch_streak: int = 0
     history: tuple[HistoryEntry, ...] = ()
+    # Derived from ``members`` (not on the wire, not compared): kept up to date by
+    # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
+    n_bound: int = field(default=0, compare=False, repr=False)
+    n_waiting: int = field(default=0, compare=False, repr=False)
+    n_pending: int = field(default=0, compare=False, repr=False)
+    n_in_cycle: int = field(default=0, compare=False, repr=False)
+    _spec_memo: Any = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.recount()
+
+    def recount(self) -> None:
+        """Recompute the member counters from ``members`` (after building a state by hand)."""
+        b = w = p = c = 0
+        for m in self.members.values():
+            mb, mw, mp, mc = _tally(m)
+            b, w, p, c = b + mb, w + mw, p + mp, c + mc
+        self.n_bound, self.n_waiting, self.n_pending, self.n_in_cycle = b, w, p, c
+
+    def put_member(self, uid: str, member: Member) -> None:
+        """Add or replace member ``uid`` (a new ``members`` mapping; the old one is shared with
+        other states and never mutated) and update the counters."""
+        old = self.members.get(uid)
+        if old is not None:
+            self._count(old, -1)
+        self.members = {**self.members, uid: member}
+        self._count(member, 1)
+
+    def drop_member(self, uid: str) -> None:
+        """Remove member ``uid`` (a new ``members`` mapping) and update the counters; raises
+        ``KeyError`` when it is not a member."""
+        old = self.members[uid]
+        self.members = {k: m for k, m in self.members.items() if k != uid}
+        self._count(old, -1)
+
+    def _count(self, m: Member, sign: int) -> None:
+        b, w, p, c = _tally(m)
+        self.n_bound += sign * b
+        self.n_waiting += sign * w
+        self.n_pending += sign * p
+        self.n_in_cycle += sign * c
+
+    def copy(self) -> "GangState":
+        """A shallow copy (containers shared): the fold copies a state once per record that
+        changes it, then assigns fields of the copy and replaces, never mutates, the shared
+        containers."""
+        new: GangState = _COPY(self)
+        return new
 
     @property
     def namespace(self) -> str:
         """The gang's namespace (the part of the gang id before ``/``)."""
         return self.gang.split("/", 1)[0]
 
+    def _parsed(self) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
+        memo = self._spec_memo
+        if memo is not None and memo[0] is self.spec_settings and memo[1] is self.spec_source:
+            return memo[2]  # type: ignore[no-any-return]
+        result = spec_and_fallbacks(self.gang, self.spec_source, self.spec_settings)
+        self._spec_memo = (self.spec_settings, self.spec_source, result)
+        return result
+
     @property
     def spec(self) -> GangSpec | None:
         """The spec the scheduler uses, or ``None`` while the gang is not initialised."""
-        return spec_and_fallbacks(self.gang, self.spec_source, self.spec_settings)[0]
+        return self._parsed()[0]
 
     @property
     def fallbacks(self) -> tuple[Fallback, ...]:
         """Silent fallbacks taken when the spec was initialised (for ``GangSpecInvalid``)."""
-        return spec_and_fallbacks(self.gang, self.spec_source, self.spec_settings)[1]
+        return self._parsed()[1]
 
     @property
     def bound(self) -> int:
         """Members whose pod object has ``spec.nodeName`` (a cycle's ``node`` binds nothing)."""
-        return sum(1 for m in self.members.values() if m.node is not None)
+        return self.n_bound
 
     @property
     def waiting(self) -> int:
         """Unbound members whose last cycle status is ``Wait`` (waiting at Permit)."""
-        return sum(1 for m in self.members.values() if m.status == "Wait" and m.node is None)
+        return self.n_waiting
+
+    @property
+    def pending(self) -> int:
+        """Members the scheduler still has to place (``Member.pending``)."""
+        return self.n_pending
 
     @property
     def gang_group(self) -> str:
@@ -174,13 +249,11 @@ class GangState:
             return "Finished"
         if spec is None:
             return "NotInitialized"
-        if self.bound >= max(spec.min_member, 1) and self.members:
+        if self.n_bound >= max(spec.min_member, 1) and self.members:
             return "Scheduled"
         if len(self.members) < spec.min_member:
             return "Gathering"
-        in_cycle = any(m.node is None and m.status not in (None, "Gated")
-                       for m in self.members.values())
-        if self.waiting or in_cycle:
+        if self.n_waiting or self.n_in_cycle:
             return "Scheduling"
         return "Ready"
 
@@ -349,7 +422,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         representative=data["r"],
         cycle=data["cy"],
         outcomes={pod: (st, rs) for pod, st, rs in data["o"]},
-        recent_cycles=tuple((a, b, c, d, e) for a, b, c, d, e in data["rc"]),
+        recent_cycles=dict.fromkeys((a, b, c, d, e) for a, b, c, d, e in data["rc"]),
         recent_acks=tuple((a, b) for a, b in data["ra"]),
         epoch=data["e"],
         command_cycle=data["cc"],
@@ -378,38 +451,16 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
     )
 
 
-_T = TypeVar("_T")
-_EVOLVERS: dict[type, Any] = {}
-
-
-def _evolver(cls: type) -> Any:
-    """Build (once per class) a function that copies an instance with changes, with one
-    straight-line assignment per field: ``evolve`` is the fold's hottest path."""
-    names = tuple(f.name for f in fields(cls))
-    lines = ["def evolve(obj, changes):", "    new = new_instance(cls)"]
-    for name in names:
-        lines.append(f"    set_(new, {name!r}, changes[{name!r}] if {name!r} in changes "
-                     f"else obj.{name})")
+def _copier(cls: type) -> Any:
+    """Build (once) a function that makes a shallow copy of a ``cls`` instance with one
+    straight-line assignment per slot: copying is the fold's hottest path."""
+    names = [f.name for f in fields(cls)]
+    lines = ["def copy(obj):", "    new = new_instance(cls)"]
+    lines += [f"    new.{name} = obj.{name}" for name in names]
     lines.append("    return new")
-    scope: dict[str, Any] = {"new_instance": object.__new__, "cls": cls,
-                             "set_": object.__setattr__}
+    scope: dict[str, Any] = {"new_instance": object.__new__, "cls": cls}
     exec("\n".join(lines), scope)  # generated from the dataclass's own field names
-    function = scope["evolve"]
-    function.field_names = frozenset(names)
-    return function
+    return scope["copy"]
 
 
-def evolve(obj: _T, **changes: Any) -> _T:
-    """A copy of the frozen dataclass ``obj`` with ``changes`` applied: what
-    ``dataclasses.replace`` does, without re-running ``__init__`` (values here are already
-    valid). Raises ``TypeError`` for a field the class does not have.
-    """
-    cls = type(obj)
-    function = _EVOLVERS.get(cls)
-    if function is None:
-        function = _EVOLVERS[cls] = _evolver(cls)
-    if not changes.keys() <= function.field_names:
-        unknown = sorted(changes.keys() - function.field_names)
-        raise TypeError(f"{cls.__name__} has no field(s) {unknown}")
-    result: _T = function(obj, changes)
-    return result
+_COPY = _copier(GangState)
