@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
+from typing_extensions import NotRequired, Required, TypedDict
+
 from .core.timefmt import format_time, parse_time
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
@@ -65,13 +67,41 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
+_SECONDS: dict[str, int] = {}
+"""``YYYY-MM-DDTHH:MM:SS`` prefixes -> microseconds, for ``event_time``."""
+
+
+def event_time(text: str) -> int:
+    """``parse_time(text)`` exactly (same value, same ``ValueError``), faster for the contract's
+    form ``YYYY-MM-DDTHH:MM:SS.ffffffZ``: the whole second is parsed once (cached) and the six
+    fraction digits are added to it.
+
+    A second is cached only after ``parse_time`` accepted it and it formats back to the same 19
+    characters (so a form some Python reads differently, e.g. ``T24:00:00``, is never cached).
+    """
+    if len(text) == 27 and text[19] == "." and text[26] == "Z":
+        fraction = text[20:26]
+        if fraction.isdigit() and fraction.isascii():
+            base = _SECONDS.get(text[:19])
+            if base is not None:
+                return base + int(fraction)
+            micros = parse_time(text)
+            base = micros - int(fraction)
+            if format_time(base)[:19] == text[:19]:
+                if len(_SECONDS) >= 65_536:
+                    _SECONDS.clear()
+                _SECONDS[text[:19]] = base
+            return micros
+    return parse_time(text)
+
+
 class _Timed(_Record):
     observed_at: str = Field(description="RFC 3339 UTC event time with microseconds")
 
     @field_validator("observed_at")
     @classmethod
     def _rfc3339(cls, value: str) -> str:
-        parse_time(value)
+        event_time(value)
         return value
 
 
@@ -179,7 +209,7 @@ class GangSummaryRecord(_Timed):
     @classmethod
     def _wanted_rfc3339(cls, value: str | None) -> str | None:
         if value is not None:
-            parse_time(value)
+            event_time(value)
         return value
 
 
@@ -198,6 +228,120 @@ InputRecord = Annotated[
 INPUT_ADAPTER: TypeAdapter[
     KubeRecord | CycleRecord | AckRecord | GangSummaryRecord | TickRecord
 ] = TypeAdapter(InputRecord)
+
+
+# -- Decode views of the input models ------------------------------------------------------------
+# ``streams.decoding`` validates every input value first against these views: plain dicts with
+# the same fields, types and constraints as the models above, except that what the models keep
+# without checking (unknown fields, everything in a Kubernetes ``spec``/``status`` but the few
+# fields the fold reads) is skipped instead of being built into Python objects, and the
+# before/after validators are left to the decoder (``null`` labels, ``observed_at`` parsed once).
+# They are no contract: they may only accept what the models accept (the decoder falls back to
+# the models for anything the views reject, and for the models' error text);
+# tests/test_decoding_views.py checks them against the models.
+
+class _MetaView(TypedDict, total=False):
+    name: Required[Annotated[str, Field(min_length=1)]]
+    namespace: str
+    uid: Required[Annotated[str, Field(min_length=1)]]
+    resourceVersion: str
+    labels: dict[str, str] | None
+    annotations: dict[str, str] | None
+    creationTimestamp: str | None
+    deletionTimestamp: str | None
+
+
+class _SpecView(TypedDict, total=False):
+    nodeName: Any  # Pod
+    minMember: Any  # PodGroup
+    scheduleTimeoutSeconds: Any  # PodGroup
+
+
+class _StatusView(TypedDict, total=False):
+    phase: Any
+
+
+class _ObjectView(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    metadata: Required[_MetaView]
+    spec: _SpecView | None
+    status: _StatusView | None
+
+
+class _InputView(TypedDict):
+    schema_: NotRequired[Any]
+    """Not a field: the models' union also reads its tag from a ``schema_`` key when present
+    (pydantic looks the discriminator up by field name, then by alias); the decoder leaves such
+    a record to the models."""
+    observed_at: str
+
+
+class KubeView(_InputView):
+    schema: Literal["gangstate.kube/v1"]
+    resource: Resource
+    type: WatchType
+    object: _ObjectView
+
+
+class _PodRefView(TypedDict):
+    namespace: str
+    name: Annotated[str, Field(min_length=1)]
+    uid: NotRequired[str]
+
+
+class CycleView(_InputView):
+    schema: Literal["gangstate.cycle/v1"]
+    scheduler: NotRequired[str]
+    cycle: Annotated[int, Field(ge=0)]
+    pod: _PodRefView
+    gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    gang_group: NotRequired[str]
+    stage: Stage
+    status: CycleStatus
+    reason: NotRequired[str]
+    message: NotRequired[str]
+    representative: NotRequired[str | None]
+    node: NotRequired[str | None]
+
+
+class AckView(_InputView):
+    schema: Literal["gangstate.ack/v1"]
+    command_id: Annotated[str, Field(min_length=1)]
+    gang_group: Annotated[str, Field(min_length=1)]
+    epoch: Annotated[int, Field(ge=1)]
+    outcome: AckOutcome
+    representative: NotRequired[str | None]
+
+
+class GangSummaryView(_InputView):
+    schema: Literal["gangstate.gang-summary/v1"]
+    gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    to: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    gang_group: NotRequired[str]
+    groups: NotRequired[list[str]]
+    exists: bool
+    initialized: bool
+    members: Annotated[int, Field(ge=0)]
+    min_member: NotRequired[int | None]
+    wanted_as_of: NotRequired[str | None]
+
+
+class TickView(_InputView):
+    schema: Literal["gangstate.tick/v1"]
+
+
+INPUT_VIEW: TypeAdapter[KubeView | CycleView | AckView | GangSummaryView | TickView] = \
+    TypeAdapter(Annotated[Union[KubeView, CycleView, AckView, GangSummaryView, TickView],
+                          Field(discriminator="schema")])
+"""Decode views of the input records, told apart by ``schema`` (see above)."""
+
+VIEWS: dict[type[BaseModel], Any] = {
+    KubeRecord: KubeView, CycleRecord: CycleView, AckRecord: AckView,
+    GangSummaryRecord: GangSummaryView, TickRecord: TickView,
+    ObjectMeta: _MetaView, RawObject: _ObjectView, PodRef: _PodRefView,
+}
+"""Each input model (and nested model) -> its decode view; for the tests."""
 
 
 class InvolvedObject(BaseModel):
