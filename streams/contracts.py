@@ -68,7 +68,8 @@ class _Record(BaseModel):
 
 
 _SECONDS: dict[str, int] = {}
-"""``YYYY-MM-DDTHH:MM:SS`` prefixes -> microseconds, for ``event_time``."""
+"""``YYYY-MM-DDTHH:MM:SS`` prefixes -> microseconds, for ``event_time`` (at most 4096: more than an
+hour of event time; emptied when full)."""
 
 
 def event_time(text: str) -> int:
@@ -87,8 +88,12 @@ def event_time(text: str) -> int:
                 return base + int(fraction)
             micros = parse_time(text)
             base = micros - int(fraction)
-            if format_time(base)[:19] == text[:19]:
-                if len(_SECONDS) >= 65_536:
+            try:
+                canonical = format_time(base)[:19] == text[:19]
+            except (ArithmeticError, OSError, ValueError):  # a platform's time range
+                canonical = False
+            if canonical:
+                if len(_SECONDS) >= 4096:
                     _SECONDS.clear()
                 _SECONDS[text[:19]] = base
             return micros
