@@ -43,9 +43,31 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def facts_digest(facts: dict[str, Any]) -> str:
-    """First 12 hex digits of sha256 of the canonical JSON of ``facts``."""
+def _digest(facts: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(facts).encode()).hexdigest()[:12]
+
+
+_SCALAR_TYPES = frozenset((int, str, type(None)))
+_DIGESTS: dict[tuple[tuple[str, Any], ...], str] = {}
+_DIGESTS_MAX = 65_536
+
+
+def facts_digest(facts: dict[str, Any]) -> str:
+    """First 12 hex digits of sha256 of the canonical JSON of ``facts``.
+
+    Memoised for facts whose values are all ``int``, ``str`` or ``None`` (exact types, so
+    ``True`` and ``1`` never share an entry): the same facts are compared on every record of a
+    scheduled gang, and hashing JSON is the costliest step of that compare."""
+    items = tuple(facts.items())
+    for _, value in items:
+        if type(value) not in _SCALAR_TYPES:
+            return _digest(facts)
+    hit = _DIGESTS.get(items)
+    if hit is None:
+        if len(_DIGESTS) >= _DIGESTS_MAX:
+            _DIGESTS.clear()
+        hit = _DIGESTS[items] = _digest(facts)
+    return hit
 
 
 def involved(state: GangState) -> list[dict[str, str]]:

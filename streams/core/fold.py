@@ -326,6 +326,14 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
     ``HISTORY`` entries; ``cause`` is a text or the record (``describe``d only when an entry
     is written). Sets ``after.history`` (``after`` must be the fold's own new state) and
     returns ``after``."""
+    if not outputs and before.n_bound == after.n_bound and before.n_waiting == after.n_waiting \
+            and before.n_in_cycle == after.n_in_cycle \
+            and len(before.members) == len(after.members) \
+            and before.representative == after.representative \
+            and before.spec_source == after.spec_source \
+            and before.spec_settings is after.spec_settings \
+            and before.ever_scheduled == after.ever_scheduled:
+        return after  # nothing _facts_view (phase included) depends on has changed
     changes = []
     old, new = _facts_view(before), _facts_view(after)
     if old[0] != new[0]:

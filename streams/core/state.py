@@ -16,7 +16,7 @@ every change (contracts.md, "Delivery").
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .records import GangSummarized
@@ -193,7 +193,42 @@ class GangState:
         """A shallow copy (containers shared): the fold copies a state once per record that
         changes it, then assigns fields of the copy and replaces, never mutates, the shared
         containers."""
-        new: GangState = _COPY(self)
+        new = GangState.__new__(GangState)
+        new.gang = self.gang
+        new.clock = self.clock
+        new.spec_source = self.spec_source
+        new.spec_settings = self.spec_settings
+        new.podgroup = self.podgroup
+        new.members = self.members
+        new.tombstones = self.tombstones
+        new.representative = self.representative
+        new.cycle = self.cycle
+        new.outcomes = self.outcomes
+        new.recent_cycles = self.recent_cycles
+        new.recent_acks = self.recent_acks
+        new.epoch = self.epoch
+        new.command_cycle = self.command_cycle
+        new.held_since = self.held_since
+        new.warned = self.warned
+        new.emitted = self.emitted
+        new.ever_scheduled = self.ever_scheduled
+        new.peers = self.peers
+        new.sent_summary = self.sent_summary
+        new.waiting_since = self.waiting_since
+        new.permit_warned = self.permit_warned
+        new.pending_answers = self.pending_answers
+        new.asked_as_of = self.asked_as_of
+        new.summary_log = self.summary_log
+        new.deferred = self.deferred
+        new.hold_emitted_at = self.hold_emitted_at
+        new.last_switch_at = self.last_switch_at
+        new.switch_streak = self.switch_streak
+        new.history = self.history
+        new.n_bound = self.n_bound
+        new.n_waiting = self.n_waiting
+        new.n_pending = self.n_pending
+        new.n_in_cycle = self.n_in_cycle
+        new._spec_memo = self._spec_memo
         return new
 
     @property
@@ -212,6 +247,9 @@ class GangState:
     @property
     def spec(self) -> GangSpec | None:
         """The spec the scheduler uses, or ``None`` while the gang is not initialised."""
+        memo = self._spec_memo
+        if memo is not None and memo[0] is self.spec_settings and memo[1] is self.spec_source:
+            return memo[2][0]  # type: ignore[no-any-return]
         return self._parsed()[0]
 
     @property
@@ -449,18 +487,3 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         last_switch_at=data.get("ls"),
         switch_streak=data.get("sk", 0),
     )
-
-
-def _copier(cls: type) -> Any:
-    """Build (once) a function that makes a shallow copy of a ``cls`` instance with one
-    straight-line assignment per slot: copying is the fold's hottest path."""
-    names = [f.name for f in fields(cls)]
-    lines = ["def copy(obj):", "    new = new_instance(cls)"]
-    lines += [f"    new.{name} = obj.{name}" for name in names]
-    lines.append("    return new")
-    scope: dict[str, Any] = {"new_instance": object.__new__, "cls": cls}
-    exec("\n".join(lines), scope)  # generated from the dataclass's own field names
-    return scope["copy"]
-
-
-_COPY = _copier(GangState)
