@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything gangstate needs on a fresh machine, idempotently:
-#   - a Python 3.11+ virtualenv in .venv with gangstate (editable) and its test extras;
+#   - a Python 3.11+ virtualenv in .venv with gangstate (editable, its core compiled by mypyc)
+#     and its test extras;
 #   - Java 17 and Maven when missing (Debian packages; needs root);
 #   - the Kafka 4 broker jars from Maven Central, cached in ~/.cache/gangstate (or $GANGSTATE_CACHE).
 # Used by both README commands and by .ci/run. Re-running it is fast: each step checks first.
@@ -28,11 +29,27 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.gangstate-installed
-want=$(sha256sum pyproject.toml | cut -c1-16)
+want=$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "installing gangstate and its packages into .venv (compiles the core with mypyc) ..."
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  # pip's output goes to a log shown only on failure (the build backend warns about editable
+  # installs with a compiled top-level module, which is expected here)
+  if ! .venv/bin/python -m pip install -q -e '.[test]' >.venv/install.log 2>&1; then
+    cat .venv/install.log >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
+fi
+# The core (streams/core) runs compiled by mypyc; recompile it when its sources changed since
+# the last build (streams/core/__init__.py would otherwise fall back to the Python sources).
+if [ "${GANGSTATE_PURE_CORE:-0}" != 1 ] && ! .venv/bin/python -W ignore -c \
+    'import sys, streams.core as c; sys.exit(0 if c.COMPILED else 1)' 2>/dev/null; then
+  echo "compiling the core (streams/core) with mypyc ..."
+  if ! .venv/bin/python -m pip install -q --no-deps -e . >.venv/install.log 2>&1; then
+    cat .venv/install.log >&2
+    exit 1
+  fi
 fi
 
 .venv/bin/python deploy/kafka/broker.py fetch >/dev/null
