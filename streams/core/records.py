@@ -1,4 +1,4 @@
-"""The core's own record types: decoded input records, as frozen values.
+"""The core's own record types: decoded input records, as immutable named tuples.
 
 Where it sits: the functional core's input. ``streams.decoding`` builds these from wire records
 (``streams.contracts``); the fold (``streams.core.fold``) consumes them. They carry only what the
@@ -10,14 +10,12 @@ Must not: import anything outside the standard library and ``streams.core``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Union
+from typing import NamedTuple, Union
 
 from .spec import RawSettings
 
 
-@dataclass(frozen=True, slots=True)
-class PodObserved:
+class PodObserved(NamedTuple):
     """A watch event (``ADDED``/``MODIFIED``/``DELETED``/``SYNC``) of a gang member Pod."""
 
     at: int
@@ -34,8 +32,7 @@ class PodObserved:
     waits_for_podgroup: bool
 
 
-@dataclass(frozen=True, slots=True)
-class PodGroupObserved:
+class PodGroupObserved(NamedTuple):
     """A watch event of a ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup; ``gang`` is its
     ``ns/name``."""
 
@@ -49,8 +46,7 @@ class PodGroupObserved:
     settings: RawSettings
 
 
-@dataclass(frozen=True, slots=True)
-class CycleObserved:
+class CycleObserved(NamedTuple):
     """One ``gangstate.cycle/v1`` record: one member's outcome in one scheduling cycle.
 
     ``pod`` and ``representative`` are ``ns/name``; ``cycle`` is the scheduler's attempt counter.
@@ -71,8 +67,7 @@ class CycleObserved:
     node: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class AckObserved:
+class AckObserved(NamedTuple):
     """One ``gangstate.ack/v1`` record: what the scheduler shim did with a command."""
 
     at: int
@@ -83,8 +78,7 @@ class AckObserved:
     representative: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class GangSummarized:
+class GangSummarized(NamedTuple):
     """A ``gangstate.gang-summary/v1`` record: what one gang (``gang``) tells another gang of
     its gang group (``to``) about itself, so that the other can tell whether the group can pass
     PreEnqueue. ``groups`` is the sender's gang group as it sees it; ``exists`` is false for a
@@ -103,8 +97,7 @@ class GangSummarized:
     wanted_as_of: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Tick:
+class Tick(NamedTuple):
     """A ``gangstate.tick/v1`` record: only advances the event-time clock."""
 
     at: int

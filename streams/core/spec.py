@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal, Mapping, NamedTuple
 
 LABEL_POD_GROUP = "pod-group.scheduling.sigs.k8s.io"
 """scheduler-plugins' PodGroup label; pods carrying it wait for their PodGroup object."""
@@ -39,8 +39,7 @@ SPEC_FIELDS: tuple[str, ...] = (
 """Gang settings by their annotation names (after the prefix), in ``RawSettings`` order."""
 
 
-@dataclass(frozen=True, slots=True)
-class RawSettings:
+class RawSettings(NamedTuple):
     """Gang settings exactly as written on one object (``None`` = not set).
 
     For a pod: the annotations ``gang.scheduling.koordinator.sh/<field>`` (min-available from the

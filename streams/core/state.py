@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from .records import GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
@@ -25,8 +25,7 @@ from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, pars
 WIRE_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
+class Member(NamedTuple):
     """One live member pod of a gang, identified by uid in ``GangState.members``.
 
     ``rv`` is the last applied resourceVersion; ``node`` is ``spec.nodeName`` (bound when set);
@@ -63,8 +62,7 @@ def _tally(m: Member) -> tuple[int, int, int, int]:
     return 0, status == "Wait", pending, status is not None and status != "Gated"
 
 
-@dataclass(frozen=True, slots=True)
-class PodGroupInfo:
+class PodGroupInfo(NamedTuple):
     """The gang's PodGroup object, when one exists."""
 
     name: str
@@ -73,8 +71,7 @@ class PodGroupInfo:
     settings: RawSettings
 
 
-@dataclass(frozen=True, slots=True)
-class Peer:
+class Peer(NamedTuple):
     """What another gang of the gang group last said about itself (``GangSummarized``)."""
 
     groups: tuple[str, ...]
