@@ -38,9 +38,12 @@ WAITING_STATUSES = ("Wait", "Gated")
 """A representative in one of these statuses is parked: waiting at Permit or held at PreEnqueue."""
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: the canonical form hashed into diagnostic ids."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def _digest(facts: dict[str, Any]) -> str:
@@ -49,24 +52,42 @@ def _digest(facts: dict[str, Any]) -> str:
 
 _SCALAR_TYPES = frozenset((int, str, type(None)))
 _DIGESTS: dict[tuple[tuple[str, Any], ...], str] = {}
-_DIGESTS_MAX = 65_536
+_DIGESTS_MAX = 16_384
+
+
+def _memo_key(facts: dict[str, Any]) -> tuple[tuple[str, Any], ...] | None:
+    """A hashable key equal only for facts with equal canonical JSON: values of exact type
+    ``int``, ``str`` or ``None``, or flat dicts of ``str`` to such values (``True`` and ``1``
+    never share a key); ``None`` for facts of any other shape (not memoised)."""
+    items = []
+    for name, value in facts.items():
+        kind = type(value)
+        if kind is dict:
+            inner = tuple(value.items())
+            for key, item in inner:
+                if type(key) is not str or type(item) not in _SCALAR_TYPES:
+                    return None
+            items.append((name, ("{}", inner)))
+        elif kind in _SCALAR_TYPES:
+            items.append((name, value))
+        else:
+            return None
+    return tuple(items)
 
 
 def facts_digest(facts: dict[str, Any]) -> str:
     """First 12 hex digits of sha256 of the canonical JSON of ``facts``.
 
-    Memoised for facts whose values are all ``int``, ``str`` or ``None`` (exact types, so
-    ``True`` and ``1`` never share an entry): the same facts are compared on every record of a
-    scheduled gang, and hashing JSON is the costliest step of that compare."""
-    items = tuple(facts.items())
-    for _, value in items:
-        if type(value) not in _SCALAR_TYPES:
-            return _digest(facts)
-    hit = _DIGESTS.get(items)
+    Memoised (``_memo_key``): the same facts are compared on every record of a scheduled gang
+    and of a failed cycle, and hashing JSON is the costliest step of that compare."""
+    key = _memo_key(facts)
+    if key is None:
+        return _digest(facts)
+    hit = _DIGESTS.get(key)
     if hit is None:
         if len(_DIGESTS) >= _DIGESTS_MAX:
             _DIGESTS.clear()
-        hit = _DIGESTS[items] = _digest(facts)
+        hit = _DIGESTS[key] = _digest(facts)
     return hit
 
 

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+_SECONDS: dict[int, str] = {}
+"""Formatted whole seconds (memo: outputs of one stretch of event time share their seconds)."""
+_SECONDS_MAX = 4096
+
+
 def format_time(micros: int) -> str:
     """Format event time as the contract's RFC 3339 UTC string with microseconds.
 
@@ -15,7 +20,12 @@ def format_time(micros: int) -> str:
     ``2026-11-29T10:00:00.000000Z``.
     """
     seconds, rest = divmod(micros, 1_000_000)
-    stamp = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    stamp = _SECONDS.get(seconds)
+    if stamp is None:
+        if len(_SECONDS) >= _SECONDS_MAX:
+            _SECONDS.clear()
+        stamp = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        _SECONDS[seconds] = stamp
     return f"{stamp}.{rest:06d}Z"
 
 
