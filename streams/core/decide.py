@@ -386,6 +386,11 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
 def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
     """Settings the members (and the PodGroup, named ``PodGroup/<name>``) disagree on:
     ``{field: {value as written: [pod names]}}`` for fields with two or more values."""
+    distinct = {m.settings for m in state.members.values()}
+    if state.podgroup is not None:
+        distinct.add(state.podgroup.settings)
+    if len(distinct) <= 1:
+        return {}  # every object writes the same settings (the common case): no scan by field
     values: dict[str, dict[str, list[str]]] = {}
     sources = [(m.name, m.settings) for m in state.members.values()]
     if state.podgroup is not None:
@@ -469,10 +474,11 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: 
     Summaries travel through ``gang-events`` keyed by the receiving gang, so the other gangs'
     state reaches each gang's fold through Kafka, in its own partition's order."""
     spec = state.spec
+    if not state.peers and state.sent_summary is None \
+            and (spec is None or all(g == state.gang for g in spec.groups)):
+        return state  # a gang group of one: nobody to tell (the common case, on every record)
     listeners = {g for g in (spec.groups if spec else ()) if g != state.gang}
     listeners |= {g for g, p in state.peers.items() if state.gang in p.groups}
-    if not listeners and not state.peers and state.sent_summary is None:
-        return state  # a gang group of one: nobody to tell (the common case, on every record)
     mine = own_summary(state)
     if (listeners or state.peers) and (not state.summary_log or state.summary_log[-1][1] != mine):
         state.summary_log = (state.summary_log + ((at, mine),))[-SUMMARY_LOG:]
