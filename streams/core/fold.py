@@ -21,7 +21,8 @@ from . import decide
 from .records import (AckObserved, CycleObserved, GangRecord, GangSummarized, PodGroupObserved,
                       PodObserved, Record, Tick)
 from .spec import parse_spec
-from .state import GangState, HistoryEntry, Member, Peer, PodGroupInfo, spec_and_fallbacks
+from .state import (GangState, HistoryEntry, Member, Peer, PodGroupInfo, cycle_key,
+                    spec_and_fallbacks)
 
 Output = dict[str, Any]
 """A ``gangstate.diagnostic/v1`` or ``gangstate.command/v1`` record, JSON-ready."""
@@ -173,7 +174,7 @@ def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
     scheduler reports, and the outcomes of the latest cycle (for ``GangCycleRejected``). A record
     already applied (same scheduler, cycle, pod, stage and status) changes nothing. Any change
     is made on a copy."""
-    key = (rec.scheduler, rec.cycle, rec.pod, rec.stage, rec.status)
+    key = cycle_key(rec.scheduler, rec.cycle, rec.pod, rec.stage, rec.status)
     if key in state.recent_cycles:
         return state
     new = state.copy()
