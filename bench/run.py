@@ -27,6 +27,7 @@ import tracemalloc
 import uuid
 from pathlib import Path
 from statistics import quantiles
+from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -34,7 +35,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import synthetic  # noqa: E402
 from kafkabench import (Watcher, bare_consumer, create_compacted_topic, probe_gangs,  # noqa: E402
-                        proc_memory)
+                        proc_memory, produce)
 
 from streams.app import partition_of  # noqa: E402
 from streams.config import Settings, Topics  # noqa: E402
@@ -413,76 +414,118 @@ def profile_worker(settings: Settings, watcher: Watcher, worker, first: int, gan
 
 # -- 4. recovery -----------------------------------------------------------------------------------
 
-def bench_recovery(bootstrap: str, gangs: int, timeout: float) -> dict:
-    """A changelog holding ``gangs`` gangs (8 members each, the wire form of a folded synthetic
-    gang, one record per gang: a compacted changelog), a probe per partition waiting in
-    gang-events; time from the worker's start until every probe's output is readable."""
-    from producers.publish import Publisher, ensure_topics
+def write_changelog(settings: Settings, gangs: int) -> dict:
+    """Fill ``<app id>-gangs-changelog`` (created compacted, 8 partitions, as Faust creates it)
+    with ``gangs`` gangs of 8 members, one record per gang, exactly as the worker writes them:
+    key = the UTF-8 gang id, value = ``streams.app.encode_state`` of the final state of a
+    folded synthetic gang (renamed per gang), in the gang's partition. Returns the first gang
+    of each partition (the probes go there), the byte count and the time taken."""
+    import re
 
-    settings = make_settings(bootstrap, "rec")
+    from producers.publish import ensure_topics
+
+    from streams.app import encode_state
+    from streams.core.fold import next_due
+
+    bootstrap = settings.bootstrap or ""
     ensure_topics(settings)
     changelog = f"{settings.app_id}-gangs-changelog"
     create_compacted_topic(bootstrap, changelog, PARTITIONS)
     # template: the final state of synthetic gang 0 (not deleted), as the worker stores it
     store: dict = {}
-    fold = PartitionFold(store)
+    fold = PartitionFold(store, settings.fold)
     for _k, v in synthetic.trace(1, ns_prefix="rec"):
         d = decode_input(v)
         fold.feed(d.key, d.record)
-    (gang0, state0), = store.items()
-    template = json.dumps(to_wire(state0), separators=(",", ":"))
+    (_gang0, state0), = store.items()
+    template = encode_state(state0, next_due(state0, settings.fold) is not None).decode()
     ns0, job0 = synthetic.gang_name(0, "rec")
     uids = list(state0.members)
-    pub = Publisher(settings, client_id="gangstate-bench-changelog", linger_ms=20,
-                    batch_size=1024 * 1024)
-    t = time.perf_counter()
+    # split the template once at every renamed token: namespace, job name, member uids
+    names = [f"{ns0}/", job0, *uids]
+    token = re.compile("|".join(re.escape(t) for t in sorted(names, key=len, reverse=True)))
+    pieces = token.split(template)
+    found = token.findall(template)
+    uid_index = {u: k for k, u in enumerate(uids)}
     nbytes = 0
     by_partition: dict[int, str] = {}
-    for i in range(gangs):
-        ns, job = synthetic.gang_name(i, "rec")
-        value = template.replace(f"{ns0}/", f"{ns}/").replace(job0, job)
-        for k, uid in enumerate(uids):
-            value = value.replace(uid, f"{i:08x}{uid[8:]}")
-        gang = f"{ns}/{job}"
-        p = partition_of(gang, PARTITIONS)
-        by_partition.setdefault(p, gang)
-        data = value.encode()
-        nbytes += len(data)
-        pub.producer.send(changelog, key=json.dumps(gang).encode(), value=data, partition=p)
-    pub.producer.flush()
-    load_s = time.perf_counter() - t
+
+    def records() -> Iterator[tuple[str, bytes, bytes, int]]:
+        nonlocal nbytes
+        for i in range(gangs):
+            ns, job = synthetic.gang_name(i, "rec")
+            subst = [f"{ns}/" if f == f"{ns0}/" else job if f == job0
+                     else f"{i:08x}{uids[uid_index[f]][8:]}" for f in found]
+            out = [pieces[0]]
+            for sub, piece in zip(subst, pieces[1:]):
+                out.append(sub)
+                out.append(piece)
+            data = "".join(out).encode()
+            gang = f"{ns}/{job}"
+            p = partition_of(gang, PARTITIONS)
+            by_partition.setdefault(p, gang)
+            nbytes += len(data)
+            yield changelog, gang.encode(), data, p
+
+    t = time.perf_counter()
+    produce(bootstrap, records())
+    return {"by_partition": by_partition, "bytes": nbytes, "members": gangs * len(uids),
+            "seconds": time.perf_counter() - t, "clock": state0.clock}
+
+
+def time_recovery(settings: Settings, written: dict, timeout: float, cycle0: int,
+                  extra_args: tuple[str, ...] = ()) -> dict:
+    """Put one probe per partition in gang-events, start a worker, and time each probe's
+    output from the worker's start (the worker recovers the table first)."""
+    from producers.publish import Publisher
+
+    bootstrap = settings.bootstrap or ""
     probes = []
-    for p, gang in sorted(by_partition.items()):
-        probes.append((gang, 9_000_000 + p))
+    pub = Publisher(settings, client_id="gangstate-bench-probes")
+    for p, gang in sorted(written["by_partition"].items()):
+        probes.append((gang, cycle0 + p))
         pub.send(settings.topics.gang_events, gang,
-                 synthetic.probe(gang, 9_000_000 + p, state0.clock + 60_000_000))
+                 synthetic.probe(gang, cycle0 + p, written["clock"] + 60_000_000))
     pub.close()
-    say(f"  changelog: {gangs} records, {nbytes / 2**20:.0f} MiB ({load_s:.1f} s to write)")
     watcher = Watcher(bootstrap, [settings.topics.diagnostics], PARTITIONS)
     watcher.start()
     log = Path(f"/tmp/gangstate-bench-{settings.app_id}.log")
+    mem: dict = {}
     try:
         t0 = time.monotonic()
-        with running_worker(settings, log_path=log) as worker:
+        with running_worker(settings, log_path=log, extra_args=extra_args) as worker:
             ok = watcher.wait_for(probes, timeout, lambda: worker.poll() is None)
             mem = proc_memory(worker.pid) if worker.poll() is None else {}
     finally:
         watcher.stop()
     times = [watcher.seen[k] - t0 for k in probes if k in watcher.seen]
-    members = gangs * len(uids)
-    out = {"gangs": gangs, "members": members, "changelog_records": gangs,
-           "changelog_mib": round(nbytes / 2**20, 1),
-           "partitions_serving": len(times), "partitions": len(probes)}
-    if not ok:  # seen in development: some partitions never fetched after recovery
+    members = written["members"]
+    out: dict = {"partitions_serving": len(times), "partitions": len(probes)}
+    if not ok:
         out["error"] = (f"{len(probes) - len(times)} of {len(probes)} partitions did not "
                         f"serve within {timeout} s; worker log {log}")
-    if not times:
-        return out
-    return {**out, "first_partition_serves_s": round(min(times), 2),
-            "serves_s": round(max(times), 2) if ok else None,
-            "worker_peak_rss_bytes": mem.get("VmHWM"),
-            "worker_peak_rss_bytes_per_member": round(mem["VmHWM"] / members) if mem else None,
-            "worker_log": str(log)}
+    if times:
+        out.update(first_partition_serves_s=round(min(times), 2),
+                   serves_s=round(max(times), 2) if ok else None,
+                   worker_peak_rss_bytes=mem.get("VmHWM"),
+                   worker_peak_rss_bytes_per_member=round(mem["VmHWM"] / members)
+                   if mem else None)
+    out["worker_log"] = str(log)
+    return out
+
+
+def bench_recovery(bootstrap: str, gangs: int, timeout: float) -> dict:
+    """A changelog holding ``gangs`` gangs (8 members each, one record per gang: a compacted
+    changelog, written as the worker writes it), a probe per partition waiting in gang-events;
+    time from the worker's start until every probe's output is readable."""
+    settings = make_settings(bootstrap, "rec")
+    written = write_changelog(settings, gangs)
+    say(f"  changelog: {gangs} records, {written['bytes'] / 2**20:.0f} MiB "
+        f"({written['seconds']:.1f} s to write)")
+    out = {"gangs": gangs, "members": written["members"], "changelog_records": gangs,
+           "changelog_mib": round(written["bytes"] / 2**20, 1)}
+    out.update(time_recovery(settings, written, timeout, 9_000_000))
+    return out
 
 
 # -- main --------------------------------------------------------------------------------------
