@@ -65,10 +65,9 @@ def test_compiled_and_python_folds_agree_on_the_handed_cases(trace):
 def test_compiled_and_python_agree_on_a_simulated_cluster(tmp_path):
     # The simulator closes the loop (the fold's commands change what the scheduler does next),
     # so any difference in one decision shows in everything after it.
-    compiled = gangstate("simulate", "switch-matters", "--seed", "2", "-o", "json",
-                         "--trace", str(tmp_path / "c.jsonl"), pure=False)
-    python = gangstate("simulate", "switch-matters", "--seed", "2", "-o", "json",
-                       "--trace", str(tmp_path / "p.jsonl"), pure=True)
+    args = ("simulate", "switch-matters", "--seed", "2", "-o", "json", "--in-process")
+    compiled = gangstate(*args, "--trace", str(tmp_path / "c.jsonl"), pure=False)
+    python = gangstate(*args, "--trace", str(tmp_path / "p.jsonl"), pure=True)
     assert compiled == python
     assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()
     folded = gangstate("fold", str(tmp_path / "c.jsonl"), "--output", "json", "--at", END,
