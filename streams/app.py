@@ -14,7 +14,9 @@ restart does not decode every gang. Outputs go to ``diagnostics``
 to ``dead-letters`` with the reason and the worker carries on.
 
 The agent does five things: decode, load the table entry, call the core, store it, send the
-outputs; it takes records in small batches and writes each changed gang once per batch. ``gangstate.gang-summary/v1`` outputs (one gang telling the other gangs of its gang
+outputs; it takes records in small batches, and each changed gang is written to the table and
+its changelog once per offset commit (before the commit, so the changelog is never behind a
+committed offset). ``gangstate.gang-summary/v1`` outputs (one gang telling the other gangs of its gang
 group about itself) go back into ``gang-events`` keyed by the receiving gang. The agent counts
 what it folds in the app's own Prometheus registry (``streams.metrics``). Faust's web server is
 off; with ``web_port`` it serves only gangstate's views (``streams.views``: ``/gangs``, ``/pods/…
@@ -55,8 +57,20 @@ log = logging.getLogger("gangstate.worker")
 
 BATCH = 500
 """Records folded per batch at most; each changed gang is written once per batch."""
-BATCH_SECONDS = 0.05
-"""How long a batch waits to fill before it is folded anyway, seconds."""
+BATCH_SECONDS = 0.01
+"""How long a batch waits to fill before it is folded anyway, seconds (adds at most this much
+latency to a decision)."""
+PRODUCER_BATCH_BYTES = 1024 * 1024
+"""Bytes of one partition's batch in the producer (Faust's default: 16 KiB)."""
+PRODUCER_LINGER_MS = 2
+"""How long the producer waits for more messages before it sends a batch, ms."""
+CACHE_GANGS = 50_000
+"""Decoded gang states kept in memory at most; beyond it the least recently written clean ones
+are dropped (their stored bytes stay; the next record of such a gang decodes it again)."""
+QUIET_LOGGERS = ("aiokafka", "kafka", "faust", "mode")
+"""Libraries whose DEBUG/INFO records the worker never builds: aiokafka alone creates one log
+record per message produced (filtered out later by the handler, but built: ~2 % of the worker's
+time at saturation, bench/profiles/worker.txt)."""
 FETCH_MAX_WAIT_MS = 100
 """Longest a fetch waits at the broker for new data, ms (Faust's own consumer: 1500)."""
 LOAD_FETCH_BYTES = 16 * 1024 * 1024
@@ -216,17 +230,20 @@ class TableStore(MutableMapping[str, GangState]):
     only updates the cache and marks the key dirty with the partition being processed
     (``partition``); ``flush()`` then writes each dirty gang once to the table and its
     changelog, in that partition (the changelog stays co-partitioned with ``gang-events``). The
-    worker flushes after every batch of records and before their offsets can be committed
-    (Faust flushes its producer before a commit). ``timer_keys(partition)`` lists the gangs of a
+    worker flushes when Faust starts an offset commit, before it flushes its producer and
+    commits, and before partitions are revoked. At most ``cache_gangs`` decoded states are
+    kept (``flush`` drops the oldest written ones). ``timer_keys(partition)`` lists the gangs of a
     partition that may have a pending timer, without decoding the others.
     """
 
-    def __init__(self, table: Any, fold_settings: FoldSettings) -> None:
+    def __init__(self, table: Any, fold_settings: FoldSettings,
+                 cache_gangs: int = CACHE_GANGS) -> None:
         self.table = table
         self.fold_settings = fold_settings
         self.cache: dict[str, GangState] = {}
         self.dirty: dict[str, int] = {}
         self.partition: int | None = None
+        self.cache_gangs = cache_gangs
 
     def __getitem__(self, key: str) -> GangState:
         state = self.cache.get(key)
@@ -267,16 +284,24 @@ class TableStore(MutableMapping[str, GangState]):
         return sorted(out)
 
     def flush(self) -> int:
-        """Write every dirty gang once to the table and its changelog; returns how many."""
+        """Write every dirty gang once to the table and its changelog; returns how many. Then,
+        when more than ``cache_gangs`` states are decoded, drop the oldest written ones
+        (insertion order) down to 90 % of it."""
         dirty, self.dirty = self.dirty, {}
         settings = self.fold_settings
         data = self.table.data
+        cache = self.cache
         for key, partition in dirty.items():
-            state = self.cache[key]
+            state = cache.pop(key)
+            cache[key] = state  # most recently written last: the last to be dropped
             raw = encode_state(state, next_due(state, settings) is not None)
             k = key.encode("utf-8")
             data.put(k, raw, partition)
             self.table.send_changelog(partition, k, raw)
+        if len(cache) > self.cache_gangs:
+            excess = len(cache) - int(self.cache_gangs * 0.9)
+            for key in [k for k in cache if k not in self.dirty][:excess]:
+                del cache[key]
         return len(dirty)
 
 
@@ -398,6 +423,13 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         web_graph_enabled=False,
         web_stats_enabled=False,
         web_in_thread=False,
+        # aiokafka keeps one open batch per partition and Faust's producer buffer awaits each
+        # send: with 16 KiB batches, the table's writes at a commit (a few KiB per gang) went out
+        # a few per round trip and the decisions queued behind them. Big batches, one short
+        # linger: a commit's writes leave in a few requests.
+        producer_max_batch_size=PRODUCER_BATCH_BYTES,
+        producer_max_request_size=4 * PRODUCER_BATCH_BYTES,
+        producer_linger_ms=PRODUCER_LINGER_MS,
     )
     topics = settings.topics
 
@@ -428,17 +460,33 @@ def create_app(settings: Settings, *, web_port: int | None = None,
             folds[partition] = fold
         return fold
 
+    class _FlushBeforeCommit(faust.Sensor):
+        """Writes the dirty gangs to the table and its changelog when Faust starts an offset
+        commit (``Consumer.force_commit`` calls ``on_commit_initiated`` before it collects the
+        offsets to commit and flushes the producer): a gang changed by many records between two
+        commits is written once, and no committed offset is ahead of the changelog."""
+
+        def on_commit_initiated(self, consumer: Any) -> Any:
+            """Flush ``store`` (``TableStore.flush``) into the producer buffer."""
+            store.flush()
+            return None
+
+    app.sensors.add(_FlushBeforeCommit())
+
     @app.on_partitions_revoked.connect
     async def forget_on_revoke(app: Any, revoked: Any, **kwargs: Any) -> None:
-        """A rebalance may move partitions away and back: drop the decoded-state cache and the
-        per-partition timer indexes, so both are rebuilt from the recovered table."""
+        """A rebalance may move partitions away and back: write what is dirty, then drop the
+        decoded-state cache and the per-partition timer indexes, so both are rebuilt from the
+        recovered table."""
+        store.flush()
         store.cache.clear()
         folds.clear()
 
     @app.agent(gang_events, concurrency=1)
     async def fold_gang_events(stream: Any) -> Any:
-        """Fold ``gang-events`` records in batches (concurrency 1, order kept), write each
-        changed gang once per batch, then send the batch's decisions."""
+        """Fold ``gang-events`` records in batches (concurrency 1, order kept) and send the
+        batch's decisions; changed gangs are written when the offsets are committed
+        (``_FlushBeforeCommit``)."""
         async for events in stream.take_events(BATCH, within=BATCH_SECONDS):
             pending: list[tuple[Any, bytes | None, bytes]] = []
             for event in events:
@@ -475,8 +523,8 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                         pending.append((diagnostics, out["gang"].encode(), _json(out)))
             # No await from here to the end of the batch: a shutdown cannot cut it in half.
             # Everything goes to Faust's producer buffer, which is flushed before the batch's
-            # offsets are committed, so a committed record always has its outputs delivered.
-            store.flush()
+            # offsets are committed, so a committed record always has its outputs delivered;
+            # the changed gangs join that buffer when the commit starts (_FlushBeforeCommit).
             for topic, key, value in pending:
                 topic.send_soon(key=key, value=value)
 
@@ -496,5 +544,9 @@ def run_worker(settings: Settings, *, web_port: int | None = None, loglevel: str
 
     ensure_topics(settings)
     app = create_app(settings, web_port=web_port)
+    level = logging.getLevelName(loglevel.upper())
+    if isinstance(level, int):
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(level)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()
