@@ -80,7 +80,8 @@ def agent_process() -> None:
 def run_mode(bootstrap: str, topic: str, records: int, mode: str, partitions: int,
              profile: str | None = None) -> dict:
     """Start one ceiling agent process in ``mode``, wait for its figure, stop it; with
-    ``profile``, py-spy records the agent process into that file (raw collapsed stacks)."""
+    ``profile``, py-spy records the agent process into that file (raw collapsed stacks).
+    Returns records, seconds, cpu_seconds, records_per_s and the agent's peak RSS (bytes)."""
     import uuid
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,6 +108,9 @@ def run_mode(bootstrap: str, topic: str, records: int, mode: str, partitions: in
                 time.sleep(0.2)
             time.sleep(0.1)
             result = json.loads(out.read_text())
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            result["peak_rss_bytes"] = next(int(line.split()[1]) * 1024 for line in
+                                            status.splitlines() if line.startswith("VmHWM:"))
         finally:
             if spy is not None:
                 spy.send_signal(2)

@@ -319,6 +319,55 @@ def offered_load(settings: Settings, watcher: Watcher, rate: int, seconds: float
     return out
 
 
+def latency_floor(bootstrap: str, rate: int, seconds: float) -> dict:
+    """The harness's own latency, no worker: the same publisher, broker and watcher, with
+    ``rate`` records/s of synthetic values published straight to an output topic and a probe
+    (already in the form of its ``GangCycleRejected``) about every 20 ms; send() -> readable.
+    What the end-to-end latency cannot go below on this machine."""
+    from producers.publish import Publisher, ensure_topics
+
+    settings = make_settings(bootstrap, "floor")
+    ensure_topics(settings)
+    topic = settings.topics.diagnostics
+    watcher = Watcher(bootstrap, [topic], PARTITIONS)
+    watcher.start()
+    try:
+        total = int(rate * seconds)
+        filler = [kv[1] for _i, kv in zip(range(total), synthetic.trace(total // 90 + 2))]
+        every = max(1, rate // 50)
+        pub = Publisher(settings, client_id="gangstate-bench-floor")
+        sent: dict[tuple[str, int], float] = {}
+        now = time.monotonic
+        t0, i = now(), 0
+        while i < total:
+            target = min(total, int((now() - t0) * rate) + 1)
+            if i >= target:
+                time.sleep(0.0005)
+                continue
+            while i < target:
+                if i % every == every // 2:
+                    gang = f"floor/g{i % 97}"
+                    sent[(gang, i)] = now()
+                    pub.send(topic, gang, json.dumps({
+                        "reason": "GangCycleRejected", "gang": gang,
+                        "facts": {"cycle": synthetic.PROBE_BASE + i}}).encode())
+                else:
+                    pub.send(topic, f"filler-{i}", filler[i])
+                i += 1
+        pub.flush()
+        watcher.wait_for(sent, 30)
+        pub.close()
+        lat = sorted((watcher.seen[k] - sent[k]) * 1000 for k in sent if k in watcher.seen)
+    finally:
+        watcher.stop()
+    out: dict = {"offered_per_s": rate, "seconds": seconds, "probes": len(sent),
+                 "probes_seen": len(lat)}
+    if lat:
+        out.update(p50_ms=round(pct(lat, 0.5), 1), p99_ms=round(pct(lat, 0.99), 1),
+                   max_ms=round(lat[-1], 1))
+    return out
+
+
 def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
     settings = make_settings(bootstrap, "e2e")
     from producers.publish import ensure_topics
@@ -331,6 +380,17 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
     result["limit"] = bare_consumer(bootstrap, settings.topics.gang_events, PARTITIONS,
                                     len(items))
     say(f"  limit (bare aiokafka consumer + json.loads): {result['limit']['records_per_s']}/s")
+    from faust_ceiling import run_mode
+
+    result["faust_null_agent"] = run_mode(bootstrap, settings.topics.gang_events, len(items),
+                                          "null", PARTITIONS)
+    say(f"  Faust's own ceiling (an agent that does nothing, same stream): "
+        f"{result['faust_null_agent']['records_per_s']}/s "
+        f"({result['faust_null_agent']['cpu_seconds']} s CPU)")
+    result["latency_floor"] = [latency_floor(bootstrap, rate, seconds)
+                               for rate, seconds in cfg["lat"][:1]]
+    say(f"  latency floor (publisher -> broker -> watcher, no worker): "
+        f"{json.dumps(result['latency_floor'])}")
     members = members_after(items)
     watcher = Watcher(bootstrap, [settings.topics.diagnostics], PARTITIONS)
     watcher.start()
@@ -349,9 +409,12 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
                 "records": len(items), "gangs": cfg["sat_gangs"],
                 "seconds": round(t1 - t0, 2), "records_per_s": round(len(items) / (t1 - t0)),
                 "worker_start_to_first_output_s": round(t0 - t_start, 2)}
+            faust_rss = result["faust_null_agent"]["peak_rss_bytes"]
             result["worker_memory"] = {
                 "members_held": members, "peak_rss_bytes": mem["VmHWM"],
-                "peak_rss_bytes_per_member": round(mem["VmHWM"] / members)}
+                "peak_rss_bytes_per_member": round(mem["VmHWM"] / members),
+                "faust_null_agent_peak_rss_bytes": faust_rss,
+                "rss_over_faust_per_member": round((mem["VmHWM"] - faust_rss) / members)}
             say(f"  saturation: {result['saturation']['records_per_s']}/s over "
                 f"{len(items)} records; worker peak RSS {mem['VmHWM'] / 2**20:.0f} MiB for "
                 f"{members} members")
@@ -614,8 +677,11 @@ def targets(r: dict) -> dict:
     if "fold" in r:
         out["fold_200k_per_s"] = r["fold"]["records_per_s"] >= 200_000
     mem = r.get("end_to_end", {}).get("worker_memory")
-    if mem:
-        out["worker_2KiB_per_member"] = mem["peak_rss_bytes_per_member"] <= 2048
+    rec_mem = r.get("recovery", {}).get("worker_peak_rss_bytes_per_member")
+    if rec_mem:  # the largest table measured: Faust's own ~75 MiB do not hide the members
+        out["worker_2KiB_per_member"] = rec_mem <= 2048
+    elif mem and "rss_over_faust_per_member" in mem:
+        out["worker_2KiB_per_member"] = mem["rss_over_faust_per_member"] <= 2048
     if "end_to_end_over_limit" in r:
         out["e2e_half_of_limit"] = r["end_to_end_over_limit"] >= 0.5
     for lat in r.get("end_to_end", {}).get("latency", []):
