@@ -117,3 +117,55 @@ def profile_call(fn: Callable[[], Any], out_path: str, title: str, limit: int = 
         f.write("\n".join(lines) + "\n")
     return {"self_by_area": {a: round(100 * v / total, 1) for a, v in areas.most_common(8)},
             "top_self": [(n, round(100 * v / total, 1)) for n, v in self_t.most_common(8)]}
+
+
+_NATIVE = re.compile(r"CPyDef_([a-z_]+?)___(\w+?) \(")
+
+
+def native_fold_profile(gangs: int, out_path: str, seconds: float = 8.0) -> dict:
+    """py-spy ``--native`` on a child process folding ``gangs`` synthetic gangs in a loop for
+    ``seconds``: with the core compiled by mypyc its functions are C (``CPyDef_<module>___<name>``)
+    and invisible to Python-level profilers. Writes the share of samples under each core
+    function (inclusive) and the leaf C functions (self) to ``out_path``."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    bench = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import sys, time; sys.path[:0] = [{bench!r}, {os.path.dirname(bench)!r}]\n"
+            "import synthetic\nfrom streams.decoding import decode_input\n"
+            "from streams.core.fold import PartitionFold\n"
+            f"dec = [decode_input(v) for _k, v in synthetic.trace({gangs})]\n"
+            f"t = time.monotonic()\nwhile time.monotonic() - t < {seconds}:\n"
+            "    f = PartitionFold({})\n    for d in dec: f.feed(d.key, d.record)\n")
+    spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "native.raw")
+        subprocess.run([spy, "record", "--native", "--rate", "400", "--format", "raw", "-o",
+                        raw, "--", sys.executable, "-c", code], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        lines = open(raw).read().splitlines()
+    inclusive: Counter[str] = Counter()
+    leaf: Counter[str] = Counter()
+    total = 0
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if not any("PartitionFold___feed" in f for f in frames):
+            continue  # decoding the records, imports
+        n = int(count)
+        total += n
+        leaf[frames[-1].split(" (")[0]] += n
+        for name in {f"{m.group(1)}.{m.group(2)}" for f in frames
+                     for m in [_NATIVE.search(f)] if m}:
+            inclusive[name] += n
+    out = [f"# compiled fold (mypyc), {gangs} synthetic gangs folded in a loop",
+           f"# {total} samples in PartitionFold.feed (py-spy --native)", "",
+           "## inclusive share by core function (module.function)"]
+    out += [f"{n / total:7.1%}  {name}" for name, n in inclusive.most_common(40)]
+    out += ["", "## self share by leaf C function (CPython runtime included)"]
+    out += [f"{n / total:7.1%}  {name}" for name, n in leaf.most_common(20)]
+    with open(out_path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return {"samples": total, "top_inclusive": inclusive.most_common(8)}

@@ -185,6 +185,13 @@ def profile_core(gangs: int) -> dict:
 
     result["fold"] = profile_call(fold_all, str(PROFILES / "fold.txt"),
                                   f"PartitionFold.feed on {len(decoded)} decoded records")
+    import streams.core
+
+    if streams.core.COMPILED:  # pyinstrument sees none of the compiled functions
+        from profiling import native_fold_profile
+
+        result["fold_compiled"] = native_fold_profile(min(gangs, 400),
+                                                      str(PROFILES / "fold-compiled.txt"))
     return result
 
 
