@@ -31,7 +31,11 @@ fi
 stamp=.venv/.gangstate-installed
 want=$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "installing gangstate and its packages into .venv (compiles the core with mypyc) ..."
+  if [ "${GANGSTATE_PURE_CORE:-0}" = 1 ]; then
+    echo "installing gangstate and its packages into .venv (core left as Python) ..."
+  else
+    echo "installing gangstate and its packages into .venv (compiles the core with mypyc) ..."
+  fi
   .venv/bin/python -m pip install -q --upgrade pip
   # pip's output goes to a log shown only on failure (the build backend warns about editable
   # installs with a compiled top-level module, which is expected here)
