@@ -256,6 +256,22 @@ def pct(values: list[float], q: float) -> float:
     return quantiles(values, n=1000, method="inclusive")[int(q * 1000) - 1]
 
 
+def paced(total: int, rate: int, send) -> float:
+    """Call ``send(i)`` for i in 0..total-1 at ``rate`` calls per second (catching up in bursts
+    when behind); returns the seconds it took."""
+    now = time.monotonic
+    t0, i = now(), 0
+    while i < total:
+        target = min(total, int((now() - t0) * rate) + 1)
+        if i >= target:
+            time.sleep(0.0005)
+            continue
+        while i < target:
+            send(i)
+            i += 1
+    return now() - t0
+
+
 def offered_load(settings: Settings, watcher: Watcher, rate: int, seconds: float,
                  first_gang: int, tag: str, drain_timeout: float, alive) -> dict:
     """Offer ``rate`` records/s of synthetic background load for ``seconds``, with a probe about
@@ -285,30 +301,23 @@ def offered_load(settings: Settings, watcher: Watcher, rate: int, seconds: float
     sent_at: dict[tuple[str, int], float] = {}
     index_of: dict[tuple[str, int], int] = {}
     now = time.monotonic
-    t0 = now()
-    i = 0
-    n = len(plan)
-    while i < n:
-        target = min(n, int((now() - t0) * rate) + 1)
-        if i >= target:
-            time.sleep(0.0005)
-            continue
-        while i < target:
-            key, value, pid = plan[i]
-            if pid is not None:
-                sent_at[pid] = now()
-                index_of[pid] = i
-            pub.send(topic, key, value)
-            i += 1
-    send_seconds = now() - t0
+
+    def send(i: int) -> None:
+        key, value, pid = plan[i]
+        if pid is not None:
+            sent_at[pid] = now()
+            index_of[pid] = i
+        pub.send(topic, key, value)
+
+    send_seconds = paced(len(plan), rate, send)
     pub.flush()
     watcher.wait_for(sent_at, drain_timeout, alive)
     pub.close()
     got = sorted((sent_at[k], watcher.seen[k] - sent_at[k], index_of[k], watcher.seen[k])
                  for k in sent_at if k in watcher.seen)
     lat = [g[1] * 1000 for g in got]
-    out: dict = {"offered_per_s": rate, "seconds": seconds, "records": n,
-                 "achieved_send_per_s": round(n / send_seconds), "probes": len(sent_at),
+    out: dict = {"offered_per_s": rate, "seconds": seconds, "records": len(plan),
+                 "achieved_send_per_s": round(len(plan) / send_seconds), "probes": len(sent_at),
                  "probes_seen": len(got)}
     if lat:
         out.update(p50_ms=round(pct(lat, 0.5), 1), p99_ms=round(pct(lat, 0.99), 1),
@@ -344,23 +353,18 @@ def latency_floor(bootstrap: str, rate: int, seconds: float) -> dict:
         every = max(1, rate // 50)
         pub = Publisher(settings, client_id="gangstate-bench-floor")
         sent: dict[tuple[str, int], float] = {}
-        now = time.monotonic
-        t0, i = now(), 0
-        while i < total:
-            target = min(total, int((now() - t0) * rate) + 1)
-            if i >= target:
-                time.sleep(0.0005)
-                continue
-            while i < target:
-                if i % every == every // 2:
-                    gang = f"floor/g{i % 97}"
-                    sent[(gang, i)] = now()
-                    pub.send(topic, gang, json.dumps({
-                        "reason": "GangCycleRejected", "gang": gang,
-                        "facts": {"cycle": synthetic.PROBE_BASE + i}}).encode())
-                else:
-                    pub.send(topic, f"filler-{i}", filler[i])
-                i += 1
+
+        def send(i: int) -> None:
+            if i % every == every // 2:
+                gang = f"floor/g{i % 97}"
+                sent[(gang, i)] = time.monotonic()
+                pub.send(topic, gang, json.dumps({
+                    "reason": "GangCycleRejected", "gang": gang,
+                    "facts": {"cycle": synthetic.PROBE_BASE + i}}).encode())
+            else:
+                pub.send(topic, f"filler-{i}", filler[i])
+
+        paced(total, rate, send)
         pub.flush()
         watcher.wait_for(sent, 30)
         pub.close()
