@@ -79,8 +79,7 @@ class TableCollector(Collector):
             phases[state.phase] = phases.get(state.phase, 0) + 1
             found = decide.hold(state)
             if found is not None:
-                held[found[0]] = held.get(found[0], 0) + sum(
-                    1 for m in state.members.values() if m.pending)
+                held[found[0]] = held.get(found[0], 0) + state.pending
         gangs, pods = self._families()
         for phase, n in phases.items():
             gangs.add_metric([phase], n)
