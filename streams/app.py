@@ -29,6 +29,7 @@ anything but dead letters' ``observed_at``.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import os
@@ -298,9 +299,9 @@ class TableStore(MutableMapping[str, GangState]):
             k = key.encode("utf-8")
             data.put(k, raw, partition)
             self.table.send_changelog(partition, k, raw)
-        if len(cache) > self.cache_gangs:
+        if len(cache) > self.cache_gangs:  # every cached state is clean at this point
             excess = len(cache) - int(self.cache_gangs * 0.9)
-            for key in [k for k in cache if k not in self.dirty][:excess]:
+            for key in list(itertools.islice(cache, excess)):
                 del cache[key]
         return len(dirty)
 

@@ -4,7 +4,11 @@ Where it sits: the functional core, called by ``streams.core.fold.step`` after a
 applied, and by ``fire_timers`` when a grace period ends. Outputs are data: JSON-ready
 ``gangstate.diagnostic/v1`` and ``gangstate.command/v1`` dicts that a sink writes elsewhere.
 A diagnostic is emitted when its facts change, never on every input: the state keeps, per
-diagnostic key, the digest of the facts last emitted.
+diagnostic key, the digest of the facts last emitted. The functions that return a state
+(``decide``, ``warn_held``, ``answer_peers``, ...) assign fields of the state they are given
+and return it: they are only called on the fold's own new copy (``fold.step``,
+``fold.fire_timers``), never on a state handed out; ``hold``, ``peers_to_ask`` and the other
+readers change nothing.
 
 Must not: read the clock, draw uuids, do I/O or import infrastructure. Ids are derived from the
 log: ``<gang>#<reason>#<sha256(canonical facts)[:12]>`` for diagnostics and

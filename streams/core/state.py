@@ -255,9 +255,6 @@ class GangState:
     @property
     def spec(self) -> GangSpec | None:
         """The spec the scheduler uses, or ``None`` while the gang is not initialised."""
-        memo = self._spec_memo
-        if memo is not None and memo[0] is self.spec_settings and memo[1] is self.spec_source:
-            return memo[2][0]  # type: ignore[no-any-return]
         return self._parsed()[0]
 
     @property
