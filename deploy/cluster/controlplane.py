@@ -1,0 +1,815 @@
+"""A real local Kubernetes control plane with koord-scheduler v1.8.0: gangstate's test ground.
+
+Where this sits: gangstate explains what Koordinator's Coscheduling plugin does, and the real
+scheduler is the ground truth for it. This module builds and runs, on 127.0.0.1 only, a
+single-node control plane made of the real binaries:
+
+- **etcd** ``go.etcd.io/etcd/server/v3`` (a two-line ``main`` calling ``etcdmain.Main``),
+- **kube-apiserver** ``k8s.io/kubernetes/cmd/kube-apiserver`` (the version Koordinator pins),
+- **koord-scheduler** ``github.com/koordinator-sh/koordinator/cmd/koord-scheduler``,
+
+all built from the Go module proxy (``go`` must be on PATH) and cached by version under
+``$GANGSTATE_CACHE`` or ``~/.cache/gangstate/controlplane/`` (a cold build takes ~15-20 min on
+2 cores; later runs reuse the binaries). There is no kubelet and no kube-controller-manager:
+Nodes are plain API objects with a patched ``status`` (the scheduler only binds), so bound pods
+stay ``Pending`` with ``spec.nodeName`` set, which is all gang scheduling needs.
+
+It is a throwaway for tests, demos and a person with ``kubectl``; never point anything that
+matters at it. As a script (run it with the project's ``.venv/bin/python``)::
+
+    python deploy/cluster/controlplane.py build          # build or reuse the binaries
+    python deploy/cluster/controlplane.py run [--nodes nodes.yaml]
+        # start, print KUBECONFIG=<path> (admin), wait for Ctrl-C, stop and clean up
+
+What it must not do: listen on anything but loopback, download anything but Go modules, or
+leave processes or files behind after :meth:`LocalCluster.stop`.
+
+Public API: :func:`build`, :class:`LocalCluster`, :class:`NodeSpec`, :class:`ClusterError`,
+:data:`VERSIONS`, :func:`cache_root`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+#: Pinned versions. Koordinator v1.8.0's go.mod pins k8s.io/kubernetes v1.35.2; etcd v3.6.5 is
+#: the etcd release Kubernetes v1.35 is tested with (kubernetes build/dependencies.yaml).
+VERSIONS: Mapping[str, str] = {
+    "etcd": "v3.6.5",
+    "kubernetes": "v1.35.2",
+    "koordinator": "v1.8.0",
+}
+
+#: Modules of Koordinator's replace list that the Go module proxy refuses at the pinned version
+#: (HTTP 403 for k8s.io/externaljwt@v0.35.2 and k8s.io/kube-controller-manager@v0.35.2); both
+#: are small API-only modules that only kube-apiserver uses, and v0.35.1 builds and runs.
+PROXY_REFUSED: Mapping[str, tuple[str, str]] = {
+    "k8s.io/externaljwt": ("v0.35.2", "v0.35.1"),
+    "k8s.io/kube-controller-manager": ("v0.35.2", "v0.35.1"),
+}
+
+KOORD_MODULE = "github.com/koordinator-sh/koordinator"
+_HOST = "127.0.0.1"
+_BUILD_MARKER = ".gangstate-build-complete"
+#: bump when the build recipe below changes, so cached binaries of an older recipe are rebuilt
+_RECIPE = "1"
+
+# -- the scheduler's configuration --------------------------------------------------------------
+
+#: The koord-scheduler profile: kube-scheduler's default plugins plus Coscheduling at every
+#: extension point it implements (Koordinator's own config/manager/scheduler-config.yaml at
+#: v1.8.0 enables it at preEnqueue, preFilter, postFilter, preScore, score, reserve, permit,
+#: preBind and postBind). DeviceShare is left out, so ``nvidia.com/gpu`` is an ordinary extended
+#: resource checked by NodeResourcesFit ("Insufficient nvidia.com/gpu"), as on the recording
+#: in the project brief.
+SCHEDULER_NAME = "koord-scheduler"
+_COSCHEDULING_POINTS = ("preEnqueue", "preFilter", "postFilter", "preScore", "reserve",
+                        "permit", "preBind", "postBind")
+
+
+def scheduler_config(kubeconfig: Path, healthz_port: int) -> dict[str, Any]:
+    """Return the ``KubeSchedulerConfiguration`` (a JSON-ready dict) koord-scheduler runs with.
+
+    Shapes: ``kubeconfig`` is the scheduler user's kubeconfig file; ``healthz_port`` is unused
+    by the config itself (the secure port is a flag) and only documents the pairing.
+    """
+    del healthz_port
+    plugins: dict[str, Any] = {p: {"enabled": [{"name": "Coscheduling"}]}
+                               for p in _COSCHEDULING_POINTS}
+    plugins["score"] = {"enabled": [{"name": "Coscheduling", "weight": 1}]}
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "profiles": [{"schedulerName": SCHEDULER_NAME, "plugins": plugins}],
+    }
+
+
+# -- errors, cache, lock -------------------------------------------------------------------------
+
+
+class ClusterError(RuntimeError):
+    """The control plane could not be built, started or reached.
+
+    The message carries the reason and the tail of the relevant output (the Go build's log for
+    :func:`build`; the component's log for :meth:`LocalCluster.start`).
+    """
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _file_tail(path: Path, lines: int = 40) -> str:
+    try:
+        return _tail(path.read_text(errors="replace"), lines)
+    except OSError:
+        return ""
+
+
+def cache_root() -> Path:
+    """Return gangstate's cache root: ``$GANGSTATE_CACHE`` or ``~/.cache/gangstate``."""
+    env = os.environ.get("GANGSTATE_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "gangstate"
+
+
+def _version_key() -> str:
+    return "-".join(f"{name}-{VERSIONS[name]}" for name in ("etcd", "kubernetes", "koordinator")) \
+        + f"-r{_RECIPE}"
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (POSIX ``flock``) for the block."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+# -- build ---------------------------------------------------------------------------------------
+
+_ETCD_MAIN = """// Built by gangstate's deploy/cluster/controlplane.py: etcd's own entry point.
+package main
+
+import (
+\t"os"
+
+\t"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+"""
+
+_TOOLS_GO = """//go:build tools
+
+// Built by gangstate's deploy/cluster/controlplane.py: pins the two main packages.
+package tools
+
+import (
+\t_ "github.com/koordinator-sh/koordinator/cmd/koord-scheduler"
+\t_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)
+"""
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if not go:
+        raise ClusterError("building the control plane needs Go (1.25+) on PATH")
+    return go
+
+
+def _run_logged(cmd: Sequence[str], cwd: Path, log: Path, env: Mapping[str, str],
+                timeout: float, what: str) -> None:
+    with open(log, "a") as fh:
+        fh.write(f"\n$ {' '.join(cmd)}\n")
+        fh.flush()
+        try:
+            rc = subprocess.run(list(cmd), cwd=cwd, env=dict(env), stdout=fh,
+                                stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"{what} took longer than {timeout:.0f} s; the tail of {log}:\n"
+                               f"{_file_tail(log)}") from None
+    if rc != 0:
+        raise ClusterError(f"{what} failed (exit {rc}); the tail of {log}:\n{_file_tail(log)}")
+
+
+def _go_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["GOFLAGS"] = "-mod=mod"
+    env.setdefault("CGO_ENABLED", "0")
+    env["GOTOOLCHAIN"] = "local"
+    return env
+
+
+def _module_dir(module: str, version: str, work: Path, log: Path, env: Mapping[str, str]) -> Path:
+    """Download ``module@version`` into the Go module cache and return its folder."""
+    with open(log, "a") as fh:
+        fh.write(f"\n$ go mod download -json {module}@{version}\n")
+    out = subprocess.run([_go(), "mod", "download", "-json", f"{module}@{version}"], cwd=work,
+                         env=dict(env), capture_output=True, text=True, timeout=900)
+    with open(log, "a") as fh:
+        fh.write(out.stdout[-4000:] + out.stderr[-4000:])
+    if out.returncode != 0:
+        raise ClusterError(f"go mod download {module}@{version} failed:\n"
+                           f"{_tail(out.stdout + out.stderr)}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def _write_kube_module(work: Path, koord_dir: Path) -> None:
+    """A wrapper module with Koordinator's go.mod/go.sum, so its replace directives apply.
+
+    A dependency's replace directives are ignored by Go; Koordinator v1.8.0 replaces every
+    ``k8s.io/*`` staging module to v0.35.2, so the build runs in a module that copies them.
+    """
+    gomod = (koord_dir / "go.mod").read_text()
+    lines = gomod.splitlines()
+    lines[0] = "module gangstate.local/controlplane"
+    text = "\n".join(lines) + "\n"
+    for module, (refused, served) in PROXY_REFUSED.items():
+        text = text.replace(f"{module} => {module} {refused}", f"{module} => {module} {served}")
+    text += f"\nrequire {KOORD_MODULE} {VERSIONS['koordinator']}\n"
+    (work / "go.mod").write_text(text)
+    shutil.copyfile(koord_dir / "go.sum", work / "go.sum")
+    (work / "go.sum").chmod(0o644)
+    (work / "tools.go").write_text(_TOOLS_GO)
+
+
+def _write_etcd_module(work: Path) -> None:
+    v = VERSIONS["etcd"]
+    mods = ["go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/api/v3", "go.etcd.io/etcd/client/pkg/v3",
+            "go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3"]
+    req = "\n".join(f"\t{m} {v}" for m in mods)
+    (work / "go.mod").write_text(f"module gangstate.local/etcd\n\ngo 1.24\n\nrequire (\n{req}\n)\n")
+    (work / "main.go").write_text(_ETCD_MAIN)
+
+
+def binaries_dir(cache_dir: Path | None = None) -> Path:
+    """Return where the binaries of :data:`VERSIONS` live (built or not).
+
+    Shape: ``<cache>/controlplane/<etcd-vX-kubernetes-vY-koordinator-vZ-rN>/bin``.
+    """
+    root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
+    return root / "controlplane" / _version_key() / "bin"
+
+
+def is_built(cache_dir: Path | None = None) -> bool:
+    """True when the binaries of :data:`VERSIONS` are in the cache, complete."""
+    return (binaries_dir(cache_dir).parent / _BUILD_MARKER).exists()
+
+
+def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
+          timeout: float = 3600.0) -> Path:
+    """Build (or reuse) etcd, kube-apiserver and koord-scheduler; return their folder.
+
+    Shapes: ``cache_dir`` is the cache root (default :func:`cache_root`); the result is
+    :func:`binaries_dir` holding ``etcd``, ``kube-apiserver`` and ``koord-scheduler``;
+    ``progress`` receives one line per step; ``timeout`` bounds each ``go`` command, in seconds.
+    Concurrent callers (threads or processes) serialise on a lock file next to the binaries, and
+    only one of them builds. A failed build raises :class:`ClusterError` with the tail of the
+    build log (kept at ``<version folder>/build.log``) and leaves no half-built cache entry.
+    Cold, on 2 cores: ~3 min for etcd, ~12 min for kube-apiserver, ~2 min more for
+    koord-scheduler; the module cache grows by ~0.9 GiB and the build cache by ~2.5 GiB.
+    """
+    bindir = binaries_dir(cache_dir)
+    base = bindir.parent
+    base.mkdir(parents=True, exist_ok=True)
+    with _file_lock(base / ".lock"):
+        if (base / _BUILD_MARKER).exists():
+            return bindir
+        log = base / "build.log"
+        log.write_text(f"gangstate control plane build {_version_key()}\n")
+        staging = base / "bin.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        env = _go_env(base)
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="gangstate-cp-build-") as tmp:
+            etcd_work = Path(tmp) / "etcd"
+            kube_work = Path(tmp) / "kube"
+            etcd_work.mkdir()
+            kube_work.mkdir()
+            go = _go()
+            progress(f"building etcd {VERSIONS['etcd']} (cold: ~3 min) ...")
+            _write_etcd_module(etcd_work)
+            _run_logged([go, "mod", "tidy"], etcd_work, log, env, timeout, "go mod tidy (etcd)")
+            _run_logged([go, "build", "-trimpath", "-ldflags=-s -w", "-o",
+                         str(staging / "etcd"), "."], etcd_work, log, env, timeout,
+                        "building etcd")
+            progress(f"fetching Koordinator {VERSIONS['koordinator']} ...")
+            koord_dir = _module_dir(KOORD_MODULE, VERSIONS["koordinator"], kube_work, log, env)
+            _write_kube_module(kube_work, koord_dir)
+            kv = VERSIONS["kubernetes"]
+            major, minor = kv.lstrip("v").split(".")[:2]
+            xflags = " ".join(f"-X k8s.io/component-base/version.{k}={v}" for k, v in
+                              (("gitVersion", kv), ("gitMajor", major), ("gitMinor", minor)))
+            progress(f"building kube-apiserver {kv} (cold: ~12 min) ...")
+            _run_logged([go, "build", "-trimpath", f"-ldflags=-s -w {xflags}", "-o",
+                         str(staging / "kube-apiserver"), "k8s.io/kubernetes/cmd/kube-apiserver"],
+                        kube_work, log, env, timeout, "building kube-apiserver")
+            progress(f"building koord-scheduler {VERSIONS['koordinator']} (cold: ~2 min) ...")
+            _run_logged([go, "build", "-trimpath", "-ldflags=-s -w", "-o",
+                         str(staging / "koord-scheduler"), f"{KOORD_MODULE}/cmd/koord-scheduler"],
+                        kube_work, log, env, timeout, "building koord-scheduler")
+            crds = staging / "crds"
+            crds.mkdir()
+            for crd in sorted((koord_dir / "config" / "crd" / "bases").glob("*.yaml")):
+                shutil.copyfile(crd, crds / crd.name)
+                (crds / crd.name).chmod(0o644)
+        shutil.rmtree(bindir, ignore_errors=True)
+        staging.rename(bindir)
+        (base / _BUILD_MARKER).write_text(f"{time.monotonic() - started:.0f} s\n")
+        progress(f"control plane built in {time.monotonic() - started:.0f} s ({bindir})")
+        return bindir
+
+
+# -- nodes ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A fake Node: an API object with ``status.capacity`` and ``allocatable`` and Ready=True.
+
+    Shapes: ``cpu`` and ``memory`` are Kubernetes quantities (``"8"``, ``"32Gi"``), ``gpu`` the
+    count of ``nvidia.com/gpu``; ``pods`` the pod capacity; ``taints`` a list of
+    ``{"key", "value", "effect"}`` dicts; ``labels`` extra labels.
+    """
+
+    name: str
+    cpu: str = "8"
+    memory: str = "32Gi"
+    gpu: int = 0
+    pods: int = 110
+    taints: tuple[Mapping[str, str], ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> "NodeSpec":
+        """Build from a dict as written in a nodes spec file (keys as the fields)."""
+        known = {"name", "cpu", "memory", "gpu", "pods", "taints", "labels"}
+        extra = set(raw) - known
+        if extra:
+            raise ClusterError(f"node spec {raw.get('name', '?')!r}: unknown keys {sorted(extra)}"
+                               f" (known: {sorted(known)})")
+        if not raw.get("name"):
+            raise ClusterError(f"node spec without a name: {dict(raw)}")
+        return cls(name=str(raw["name"]), cpu=str(raw.get("cpu", "8")),
+                   memory=str(raw.get("memory", "32Gi")), gpu=int(raw.get("gpu", 0)),
+                   pods=int(raw.get("pods", 110)),
+                   taints=tuple(dict(t) for t in raw.get("taints", ()) or ()),
+                   labels=dict(raw.get("labels", {}) or {}))
+
+    def manifest(self) -> dict[str, Any]:
+        """The Node object (without status) to create."""
+        labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux",
+                  **self.labels}
+        spec: dict[str, Any] = {}
+        if self.taints:
+            spec["taints"] = [dict(t) for t in self.taints]
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.name, "labels": labels}, "spec": spec}
+
+    def status(self) -> dict[str, Any]:
+        """The ``status`` to patch in: capacity = allocatable, condition Ready=True."""
+        resources = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        if self.gpu:
+            resources["nvidia.com/gpu"] = str(self.gpu)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return {"capacity": resources, "allocatable": resources,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "fake node made by gangstate's control plane",
+                                "lastHeartbeatTime": now, "lastTransitionTime": now}]}
+
+
+DEFAULT_NODES: tuple[NodeSpec, ...] = (
+    NodeSpec("node-a", cpu="8", memory="32Gi", gpu=1),
+    NodeSpec("node-b", cpu="8", memory="32Gi", gpu=1),
+)
+
+
+def load_nodes(path: Path) -> list[NodeSpec]:
+    """Read a nodes spec file: YAML (or JSON) ``[{name, cpu, memory, gpu, pods, taints}, ...]``
+    or ``{nodes: [...]}``."""
+    import yaml
+
+    raw = yaml.safe_load(Path(path).read_text())
+    if isinstance(raw, dict):
+        raw = raw.get("nodes")
+    if not isinstance(raw, list):
+        raise ClusterError(f"{path}: expected a list of nodes (or {{nodes: [...]}})")
+    return [NodeSpec.from_mapping(n) for n in raw]
+
+
+# -- running -------------------------------------------------------------------------------------
+
+_LIVE: "weakref.WeakSet[LocalCluster]" = weakref.WeakSet()
+
+
+def _stop_all_at_exit() -> None:
+    for cluster in list(_LIVE):
+        with contextlib.suppress(Exception):
+            cluster.stop()
+
+
+atexit.register(_stop_all_at_exit)
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((_HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+#: Users of the token file. The scheduler runs as a cluster admin (it is not what is tested here);
+#: gangstate's components authenticate as the ServiceAccounts of deploy/kubernetes/rbac.yaml
+#: with tokens from the TokenRequest API, so the shipped RBAC is exactly what they get.
+_TOKEN_USERS = {"admin": ("gangstate-admin", "system:masters"),
+                "scheduler": ("system:kube-scheduler", "system:masters")}
+
+
+class LocalCluster:
+    """etcd + kube-apiserver + koord-scheduler on 127.0.0.1, with fake Nodes.
+
+    Shapes: ``nodes`` is a sequence of :class:`NodeSpec` (default :data:`DEFAULT_NODES`: two
+    nodes of 8 cpu, 32Gi and 1 ``nvidia.com/gpu``); ``workdir`` a scratch folder (default: a new
+    temporary one, removed by :meth:`stop`); ``scheduler`` whether to run koord-scheduler.
+    After :meth:`start`: :attr:`server` is ``https://127.0.0.1:<port>``, :attr:`ca_file` the
+    API server's serving certificate (its own CA), :meth:`kubeconfig` writes a kubeconfig for a
+    user, :meth:`token_for_service_account` mints a token for a ServiceAccount. Use it as a
+    context manager or call :meth:`stop`; an ``atexit`` hook stops what is left.
+    """
+
+    def __init__(self, nodes: Sequence[NodeSpec] = DEFAULT_NODES, *,
+                 workdir: Path | None = None, scheduler: bool = True,
+                 cache_dir: Path | None = None, progress: Progress = _quiet) -> None:
+        self.nodes = list(nodes)
+        self._given_workdir = workdir
+        self.workdir: Path | None = None
+        self.with_scheduler = scheduler
+        self._cache_dir = cache_dir
+        self._progress = progress
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._tokens: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self.server = ""
+        self.ca_file = Path()
+        self.bindir = Path()
+
+    # -- paths and clients --
+
+    def _path(self, *parts: str) -> Path:
+        assert self.workdir is not None, "the cluster is not started"
+        return self.workdir.joinpath(*parts)
+
+    def log_path(self, component: str) -> Path:
+        """The log file of ``component`` (``etcd``, ``kube-apiserver``, ``koord-scheduler``)."""
+        return self._path("logs", f"{component}.log")
+
+    def kubeconfig(self, user: str = "admin", token: str | None = None) -> Path:
+        """Write (once) and return a kubeconfig for ``user`` (``admin``, ``scheduler`` or any
+        name when ``token`` is given), verifying the server against :attr:`ca_file`."""
+        path = self._path("kubeconfigs", f"{user}.yaml")
+        token = token or self._tokens[user]
+        cfg = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "gangstate-local",
+            "clusters": [{"name": "gangstate-local", "cluster": {
+                "server": self.server, "certificate-authority": str(self.ca_file)}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "gangstate-local", "context": {
+                "cluster": "gangstate-local", "user": user}}],
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cfg, indent=1))
+        path.chmod(0o600)
+        return path
+
+    def api_client(self, user: str = "admin", token: str | None = None) -> Any:
+        """A ``kubernetes.client.ApiClient`` for ``user`` (see :meth:`kubeconfig`)."""
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig(user, token)),
+                                client_configuration=cfg)
+        return client.ApiClient(cfg)
+
+    def _request(self, method: str, path: str, body: Any = None, *, timeout: float = 10.0,
+                 content_type: str = "application/json") -> Any:
+        """One request as the admin, with the standard library (used while starting up)."""
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.server + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {self._tokens['admin']}", "Content-Type": content_type,
+            "Accept": "application/json"})
+        with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:
+            raw = resp.read()
+        return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
+
+    # -- lifecycle --
+
+    def start(self, timeout: float = 120.0) -> "LocalCluster":
+        """Build or reuse the binaries, then start etcd, kube-apiserver, the CRDs, the Nodes and
+        koord-scheduler; return self. Raises :class:`ClusterError` with the failing
+        component's log tail; on failure everything started is stopped again."""
+        self.bindir = build(self._cache_dir, progress=self._progress)
+        with self._lock:
+            if self._procs:
+                return self
+            self.workdir = (Path(self._given_workdir) if self._given_workdir else
+                            Path(tempfile.mkdtemp(prefix="gangstate-cluster-")))
+            for sub in ("logs", "etcd", "certs", "kubeconfigs"):
+                self._path(sub).mkdir(parents=True, exist_ok=True)
+            _LIVE.add(self)
+            deadline = time.monotonic() + timeout
+            try:
+                self._start_etcd(deadline)
+                self._start_apiserver(deadline)
+                self._install_crds(deadline)
+                self._create_nodes()
+                if self.with_scheduler:
+                    self._start_scheduler(deadline)
+            except BaseException:
+                self._stop_locked()
+                raise
+        return self
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop every process started (SIGTERM, then SIGKILL) and remove the scratch folder
+        (unless it was given)."""
+        with self._lock:
+            self._stop_locked(timeout)
+
+    def _stop_locked(self, timeout: float = 20.0) -> None:
+        for name in ("koord-scheduler", "kube-apiserver", "etcd"):
+            proc = self._procs.pop(name, None)
+            if proc is not None:
+                _terminate(proc, timeout)
+        _LIVE.discard(self)
+        if self.workdir is not None and self._given_workdir is None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        self.workdir = None
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def is_running(self, component: str) -> bool:
+        """True while ``component``'s process is alive."""
+        proc = self._procs.get(component)
+        return proc is not None and proc.poll() is None
+
+    def stop_scheduler(self) -> None:
+        """Stop koord-scheduler alone (the API server keeps running)."""
+        with self._lock:
+            proc = self._procs.pop("koord-scheduler", None)
+            if proc is not None:
+                _terminate(proc, 20.0)
+
+    def start_scheduler(self, timeout: float = 60.0) -> None:
+        """(Re)start koord-scheduler against the running API server."""
+        with self._lock:
+            self._start_scheduler(time.monotonic() + timeout)
+
+    # -- components --
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = open(self.log_path(name), "ab")
+        try:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    cwd=self.workdir)
+        finally:
+            log.close()
+        self._procs[name] = proc
+        return proc
+
+    def _wait(self, name: str, deadline: float, check: Callable[[], bool]) -> None:
+        proc = self._procs[name]
+        while True:
+            if proc.poll() is not None:
+                raise ClusterError(f"{name} exited with {proc.returncode} while starting; the "
+                                   f"tail of its log:\n{_file_tail(self.log_path(name))}")
+            with contextlib.suppress(Exception):
+                if check():
+                    return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{name} was not ready in time; the tail of its log:\n"
+                                   f"{_file_tail(self.log_path(name))}")
+            time.sleep(0.25)
+
+    def _start_etcd(self, deadline: float) -> None:
+        client_port, peer_port = _free_ports(2)
+        self._etcd_url = f"http://{_HOST}:{client_port}"
+        peer = f"http://{_HOST}:{peer_port}"
+        self._spawn("etcd", [
+            str(self.bindir / "etcd"), "--name", "gangstate", "--data-dir", str(self._path("etcd")),
+            "--listen-client-urls", self._etcd_url, "--advertise-client-urls", self._etcd_url,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"gangstate={peer}", "--unsafe-no-fsync",
+            "--log-level", "warn"])
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(self._etcd_url + "/health", timeout=2) as resp:
+                return bool(json.loads(resp.read()).get("health") == "true")
+
+        self._wait("etcd", deadline, healthy)
+
+    def _start_apiserver(self, deadline: float) -> None:
+        (port,) = _free_ports(1)
+        certs = self._path("certs")
+        sa_key = certs / "sa.key"
+        sa_pub = certs / "sa.pub"
+        _openssl(["genrsa", "-out", str(sa_key), "2048"])
+        _openssl(["rsa", "-in", str(sa_key), "-pubout", "-out", str(sa_pub)])
+        rows = []
+        for user, (name, groups) in _TOKEN_USERS.items():
+            token = secrets.token_hex(16)
+            self._tokens[user] = token
+            rows.append(f'{token},{name},{name},"{groups}"')
+        tokens = certs / "tokens.csv"
+        tokens.write_text("\n".join(rows) + "\n")
+        tokens.chmod(0o600)
+        self.server = f"https://{_HOST}:{port}"
+        self.ca_file = certs / "apiserver.crt"
+        self._spawn("kube-apiserver", [
+            str(self.bindir / "kube-apiserver"), "--etcd-servers", self._etcd_url,
+            "--bind-address", _HOST, "--advertise-address", _HOST, "--secure-port", str(port),
+            "--cert-dir", str(certs), "--token-auth-file", str(tokens),
+            "--authorization-mode", "RBAC",
+            "--service-account-issuer", "https://kubernetes.default.svc",
+            "--service-account-key-file", str(sa_pub),
+            "--service-account-signing-key-file", str(sa_key),
+            "--service-cluster-ip-range", "10.96.0.0/24",
+            # no kube-controller-manager runs: no default ServiceAccount would ever exist, and
+            # the not-ready taint TaintNodesByCondition puts on new Nodes would never be lifted
+            "--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
+            "--enable-priority-and-fairness=false", "--profiling=false",
+            "--endpoint-reconciler-type", "none"])
+
+        def ready() -> bool:
+            return bool(self.ca_file.exists() and self._request("GET", "/readyz", timeout=2) == "ok")
+
+        self._wait("kube-apiserver", deadline, ready)
+
+    def _install_crds(self, deadline: float) -> None:
+        import yaml
+
+        names = []
+        for path in sorted((self.bindir / "crds").glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            names.append(crd["metadata"]["name"])
+            self._request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+
+        def established() -> bool:
+            for name in names:
+                crd = self._request(
+                    "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+                conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+                if conds.get("Established") != "True":
+                    return False
+            return True
+
+        self._wait("kube-apiserver", deadline, established)
+
+    def _create_nodes(self) -> None:
+        for node in self.nodes:
+            self.add_node(node)
+
+    def add_node(self, node: NodeSpec) -> None:
+        """Create ``node`` and patch its status (capacity, allocatable, Ready=True)."""
+        self._request("POST", "/api/v1/nodes", node.manifest())
+        self._request("PATCH", f"/api/v1/nodes/{node.name}/status", {"status": node.status()},
+                      content_type="application/merge-patch+json")
+
+    def _start_scheduler(self, deadline: float) -> None:
+        (port,) = _free_ports(1)
+        kubeconfig = self.kubeconfig("scheduler")
+        config = self._path("scheduler-config.yaml")
+        config.write_text(json.dumps(scheduler_config(kubeconfig, port), indent=1))
+        self._spawn("koord-scheduler", [
+            str(self.bindir / "koord-scheduler"), "--config", str(config),
+            "--bind-address", _HOST, "--secure-port", str(port),
+            "--authentication-kubeconfig", str(kubeconfig),
+            "--authorization-kubeconfig", str(kubeconfig), "--v", "2"])
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # the scheduler's own throwaway serving cert
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"https://{_HOST}:{port}/healthz", context=ctx,
+                                        timeout=2) as resp:
+                return resp.read() == b"ok"
+
+        self._wait("koord-scheduler", deadline, healthy)
+
+    # -- users for gangstate's components --
+
+    def apply_manifests(self, paths: Iterable[Path]) -> None:
+        """Create every object of the YAML files (``kubectl create -f``), as the admin."""
+        from kubernetes import utils
+
+        api = self.api_client("admin")
+        for path in paths:
+            import yaml
+
+            for doc in yaml.safe_load_all(Path(path).read_text()):
+                if doc:
+                    utils.create_from_dict(api, doc)
+
+    def token_for_service_account(self, namespace: str, name: str,
+                                  seconds: int = 86400) -> str:
+        """A token for ServiceAccount ``namespace/name`` from the TokenRequest API (the way a
+        pod's projected token is made), valid ``seconds``."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"expirationSeconds": seconds}}
+        out = self._request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                            body)
+        return str(out["status"]["token"])
+
+
+def _openssl(args: list[str]) -> None:
+    openssl = shutil.which("openssl")
+    if not openssl:
+        raise ClusterError("the local control plane needs openssl on PATH (service-account keys)")
+    out = subprocess.run([openssl, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise ClusterError(f"openssl {' '.join(args)} failed:\n{_tail(out.stderr)}")
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+# -- script --------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``controlplane.py build`` | ``controlplane.py run [--nodes FILE] [--no-scheduler]``."""
+    parser = argparse.ArgumentParser(
+        prog="controlplane.py",
+        description="gangstate's local control plane: etcd + kube-apiserver + koord-scheduler "
+                    f"({', '.join(f'{k} {v}' for k, v in VERSIONS.items())}) on 127.0.0.1.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("build", help="build or reuse the binaries; print their folder")
+    run = sub.add_parser("run", help="start, print the admin KUBECONFIG, wait for Ctrl-C")
+    run.add_argument("--nodes", type=Path, help="YAML list of nodes {name, cpu, memory, gpu, "
+                                                "pods, taints} (default: 2 nodes, 8 cpu, 32Gi, "
+                                                "1 nvidia.com/gpu each)")
+    run.add_argument("--no-scheduler", action="store_true", help="do not run koord-scheduler")
+    args = parser.parse_args(argv)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        if args.cmd == "build":
+            print(build(progress=say))
+            return 0
+        nodes = load_nodes(args.nodes) if args.nodes else DEFAULT_NODES
+        cluster = LocalCluster(nodes, scheduler=not args.no_scheduler, progress=say)
+        with cluster:
+            print(f"KUBECONFIG={cluster.kubeconfig('admin')}", flush=True)
+            say(f"API server {cluster.server}; logs in {cluster._path('logs')}; Ctrl-C stops")
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            with contextlib.suppress(KeyboardInterrupt):
+                stop.wait()
+        return 0
+    except ClusterError as exc:
+        print(f"controlplane: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
