@@ -1,0 +1,109 @@
+"""The cluster tier: one real control plane (etcd, kube-apiserver v1.35.2, koord-scheduler v1.8.0;
+``deploy/cluster/controlplane.py``) and one gangstate chain (``gangstate watch`` → Kafka →
+``gangstate worker`` → ``gangstate sink``, real processes with the shipped RBAC) for the whole
+test session. Every test of this folder is marked ``cluster``; run the tier alone with
+``.venv/bin/python -m pytest -m cluster`` (or skip it with ``-m 'not cluster'``).
+
+The binaries are built on first use (a cold build takes ~5-20 min on 2 cores, see
+``docs/cluster.md``) and cached under ``~/.cache/gangstate/controlplane/``. Each scenario works
+in a namespace of its own; namespaces are never deleted (no kube-controller-manager runs, so a
+deleted namespace would never finish terminating) and vanish with the control plane.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from kubernetes import client
+
+from producers.publish import ensure_topics
+from streams.config import Settings, Topics
+from streams.core.fold import FoldSettings
+from streams.localcluster import Chain, controlplane_module, pod_events
+
+GRACE_SECONDS = 10.0
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A started ``LocalCluster`` (two fake nodes: 8 cpu, 32Gi, 1 ``nvidia.com/gpu`` each)."""
+    cp = controlplane_module()
+    cluster = cp.LocalCluster(progress=lambda line: print(line, flush=True))
+    cluster.start(timeout=180)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def chain(local_cluster: Any, kafka_bootstrap: str,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
+    """gangstate's chain on ``local_cluster``, with its own topics, started once."""
+    run = uuid.uuid4().hex[:8]
+    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"cluster-{run}."),
+                        partitions=4, app_id=f"gangstate-cluster-{run}",
+                        fold=FoldSettings(grace_seconds=GRACE_SECONDS))
+    ensure_topics(settings)
+    logdir = tmp_path_factory.mktemp("chain-logs")
+    chain = Chain(local_cluster, settings, logdir, free_port())
+    chain.start(ready_timeout=180)
+    try:
+        yield chain
+    finally:
+        chain.stop()
+
+
+@pytest.fixture(scope="session")
+def core_v1(local_cluster: Any) -> client.CoreV1Api:
+    """A CoreV1Api as the cluster admin (the test's own hands, not gangstate's)."""
+    return client.CoreV1Api(local_cluster.api_client("admin"))
+
+
+@pytest.fixture(scope="session")
+def custom_objects(local_cluster: Any) -> client.CustomObjectsApi:
+    """A CustomObjectsApi as the cluster admin (PodGroups)."""
+    return client.CustomObjectsApi(local_cluster.api_client("admin"))
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float, interval: float = 1.0,
+             describe: Callable[[], str] = lambda: "") -> Any:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` (and
+    ``describe()``) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{describe()}")
+        time.sleep(interval)
+
+
+def gangstate_events(core: client.CoreV1Api, namespace: str, pod: str) -> list[dict[str, Any]]:
+    """The Events ``gangstate`` wrote on a pod, as ``kubectl describe pod`` lists them."""
+    return [e for e in pod_events(core, namespace, pod) if e["from"] == "gangstate"]
+
+
+def scheduler_events(core: client.CoreV1Api, namespace: str, pod: str) -> list[dict[str, Any]]:
+    """The Events koord-scheduler wrote on a pod."""
+    return [e for e in pod_events(core, namespace, pod) if e["from"] == "koord-scheduler"]

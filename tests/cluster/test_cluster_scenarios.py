@@ -1,0 +1,379 @@
+"""Gang scenarios on the real control plane with koord-scheduler v1.8.0 and gangstate's whole
+chain: real Pods and PodGroups created through the API; the Events on the pods read back the way
+``kubectl describe pod`` lists them; ``gangstate explain pod`` asked of the running worker.
+
+Expected texts are worked out from the scenario (counts of pods, minMember) and the message
+formats of ``streams/core/decide.py``; what the scheduler does is what koord-scheduler v1.8.0
+does (``shared`` brief ``real-cluster.md``): a pod held at PreEnqueue gets no Event from it.
+
+Every scenario that only has to be observed is created at once by the module fixture, so the
+grace period (10 s of event time before a hold warning) is waited for once for all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from streams.localcluster import Chain
+from tests.cluster.conftest import gangstate_events, scheduler_events, wait_for
+
+GANG_NAME = "gang.scheduling.koordinator.sh/name"
+MIN_AVAILABLE = "gang.scheduling.koordinator.sh/min-available"
+PODGROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+SCHEDULER = "koord-scheduler"
+#: how long a scenario may take to show its Events: grace (10 s) + ticks + Kafka + sink
+SETTLE = 90.0
+
+
+def pod(namespace: str, name: str, *, gang: str | None = None, min_available: int | None = None,
+        annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+        cpu: str = "100m", gpu: int = 0, gates: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A Pod of koord-scheduler with gang annotations and resource requests."""
+    ann = dict(annotations or {})
+    if gang is not None:
+        ann[GANG_NAME] = gang
+    if min_available is not None:
+        ann[MIN_AVAILABLE] = str(min_available)
+    requests: dict[str, str] = {"cpu": cpu, "memory": "64Mi"}
+    limits: dict[str, str] = {}
+    if gpu:
+        requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(gpu)
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "busybox:1.36",
+                        "resources": {"requests": requests, "limits": limits}}]}
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "annotations": ann,
+                         "labels": dict(labels or {})},
+            "spec": spec}
+
+
+def podgroup(namespace: str, name: str, min_member: int) -> dict[str, Any]:
+    """A ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup."""
+    return {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minMember": min_member}}
+
+
+def create_namespace(core: client.CoreV1Api, name: str) -> None:
+    core.create_namespace({"metadata": {"name": name}})
+
+
+def create(core: client.CoreV1Api, custom: client.CustomObjectsApi,
+           objects: list[dict[str, Any]]) -> None:
+    """Create Pods and PodGroups, in order."""
+    for obj in objects:
+        ns = obj["metadata"]["namespace"]
+        if obj["kind"] == "Pod":
+            core.create_namespaced_pod(ns, obj)
+        else:
+            custom.create_namespaced_custom_object("scheduling.sigs.k8s.io", "v1alpha1", ns,
+                                                   "podgroups", obj)
+
+
+def reasons(events: list[dict[str, Any]]) -> list[str]:
+    return [e["reason"] for e in events]
+
+
+def messages(events: list[dict[str, Any]], reason: str) -> list[str]:
+    return [e["message"] for e in events if e["reason"] == reason]
+
+
+def explain(chain: Chain, ref: str) -> str:
+    out = chain.gangstate("explain", "pod", ref, "--server", chain.server)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def explain_fields(text: str) -> dict[str, str]:
+    """The ``Key:   value`` header lines of ``explain pod``."""
+    fields = {}
+    for line in text.splitlines():
+        if ":" in line and not line.startswith(" "):
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    return fields
+
+
+def describe(core: client.CoreV1Api, namespace: str, chain: Chain) -> str:
+    """Every pod's Events in ``namespace`` plus the chain's log tails (for failure messages)."""
+    lines = []
+    for p in core.list_namespaced_pod(namespace).items:
+        from streams.localcluster import pod_events
+
+        lines.append(f"pod {namespace}/{p.metadata.name} node={p.spec.node_name}")
+        lines += [f"  {e['type']} {e['reason']} ({e['from']}): {e['message'][:200]}"
+                  for e in pod_events(core, namespace, p.metadata.name)[-8:]]
+    for name in ("watch", "worker", "sink"):
+        lines.append(f"--- {name} log tail\n{chain.log_tail(name, 1500)}")
+    return "\n".join(lines)
+
+
+def wait_gangstate_reasons(core: client.CoreV1Api, chain: Chain, namespace: str, pod_name: str,
+                           want: set[str], timeout: float = SETTLE) -> list[dict[str, Any]]:
+    """Wait until gangstate's Events on the pod include every reason of ``want``."""
+    return wait_for(f"gangstate Events {sorted(want)} on {namespace}/{pod_name}",
+                    lambda: (lambda evs: evs if want <= set(reasons(evs)) else None)(
+                        gangstate_events(core, namespace, pod_name)),
+                    timeout, describe=lambda: describe(core, namespace, chain))
+
+
+# ---------------------------------------------------------------------------------------------
+# The scenarios observed together
+# ---------------------------------------------------------------------------------------------
+
+HELD = {
+    # 2 pods of a gang whose min-available is 3: held at PreEnqueue, 1 more pod needed
+    "sc-too-few": [pod("sc-too-few", f"train-{i}", gang="train", min_available=3)
+                   for i in range(2)],
+    # pods naming a gang with neither a PodGroup nor min-available: never initialised
+    "sc-no-spec": [pod("sc-no-spec", f"job-{i}", gang="job") for i in range(2)],
+    # a PodGroup with minMember 3 and 2 pods labelled with it
+    "sc-pg-short": [podgroup("sc-pg-short", "pg", 3)]
+    + [pod("sc-pg-short", f"pg-{i}", labels={PODGROUP_LABEL: "pg"}) for i in range(2)],
+    # gang a (min 1, 1 pod: complete) and gang b (min 2, 1 pod: short), one gang group
+    "sc-group": [pod("sc-group", "a-0", gang="a", min_available=1, annotations={
+        "gang.scheduling.koordinator.sh/groups": json.dumps(["sc-group/a", "sc-group/b"])}),
+                 pod("sc-group", "b-0", gang="b", min_available=2, annotations={
+        "gang.scheduling.koordinator.sh/groups": json.dumps(["sc-group/a", "sc-group/b"])})],
+    # invalid settings: the scheduler falls back to Strict and 600 s and schedules the gang
+    "sc-invalid": [pod("sc-invalid", f"w-{i}", gang="w", min_available=2, annotations={
+        "gang.scheduling.koordinator.sh/mode": "nonstrict",
+        "gang.scheduling.koordinator.sh/waiting-time": "1h30"}) for i in range(2)],
+    # a gang that fits: 2 pods of 100m cpu on two 8-cpu nodes
+    "sc-fits": [pod("sc-fits", f"ok-{i}", gang="ok", min_available=2) for i in range(2)],
+}
+
+
+@pytest.fixture(scope="module")
+def held(chain: Chain, core_v1: client.CoreV1Api,
+         custom_objects: client.CustomObjectsApi) -> Chain:
+    """Create every scenario of :data:`HELD` at once."""
+    for namespace, objects in HELD.items():
+        create_namespace(core_v1, namespace)
+        create(core_v1, custom_objects, objects)
+    return chain
+
+
+def test_too_few_members_warns_every_pod_and_the_scheduler_says_nothing(
+        held: Chain, core_v1: client.CoreV1Api) -> None:
+    text = ("gang sc-too-few/train has 2 of minMember 3 pods; scheduling is held at PreEnqueue "
+            "until 1 more exists")
+    for name in ("train-0", "train-1"):
+        events = wait_gangstate_reasons(core_v1, held, "sc-too-few", name,
+                                        {"GangMembersInsufficient"})
+        assert messages(events, "GangMembersInsufficient") == [text]
+        assert [e["type"] for e in events] == ["Warning"]
+        # the gap gangstate fills: koord-scheduler v1.8.0 writes nothing for a PreEnqueue hold
+        assert scheduler_events(core_v1, "sc-too-few", name) == []
+    out = explain(held, "sc-too-few/train-0")
+    fields = explain_fields(out)
+    assert fields["Gang"] == ("sc-too-few/train (Gathering: 2 of minMember 3 pods, 0 bound, "
+                              "0 waiting at Permit)")
+    assert fields["Held at"] == "PreEnqueue"
+    assert f"GangMembersInsufficient: {text}" in out
+    assert "create 1 more pod of gang sc-too-few/train, or lower min-available to 2" in out
+
+
+def test_no_spec_is_not_initialized(held: Chain, core_v1: client.CoreV1Api) -> None:
+    text = ("gang sc-no-spec/job is not initialized: 2 pods name it, but no PodGroup and no "
+            "valid min-available annotation gives its spec; scheduling is held at PreEnqueue")
+    for name in ("job-0", "job-1"):
+        events = wait_gangstate_reasons(core_v1, held, "sc-no-spec", name, {"GangNotInitialized"})
+        assert messages(events, "GangNotInitialized") == [text]
+        assert scheduler_events(core_v1, "sc-no-spec", name) == []
+    out = explain(held, "sc-no-spec/job-1")
+    assert explain_fields(out)["Held at"] == "PreEnqueue"
+    assert f"GangNotInitialized: {text}" in out
+
+
+def test_podgroup_with_too_few_pods(held: Chain, core_v1: client.CoreV1Api) -> None:
+    text = ("gang sc-pg-short/pg has 2 of minMember 3 pods; scheduling is held at PreEnqueue "
+            "until 1 more exists")
+    for name in ("pg-0", "pg-1"):
+        events = wait_gangstate_reasons(core_v1, held, "sc-pg-short", name,
+                                        {"GangMembersInsufficient"})
+        assert messages(events, "GangMembersInsufficient") == [text]
+        assert scheduler_events(core_v1, "sc-pg-short", name) == []
+    assert "Held at:        PreEnqueue" in explain(held, "sc-pg-short/pg-0")
+
+
+def test_gang_group_with_one_gang_short(held: Chain, core_v1: client.CoreV1Api) -> None:
+    group = '["sc-group/a", "sc-group/b"]'
+    short = ("gang sc-group/b has 1 of minMember 2 pods; scheduling is held at PreEnqueue until "
+             "1 more exists")
+    incomplete = (f"gang sc-group/a is complete, but gang sc-group/b of its gang group "
+                  f"sc-group/a,sc-group/b has 1 of minMember 2 pods; scheduling is held at "
+                  f"PreEnqueue until every gang of the group has minMember pods")
+    del group
+    a_events = wait_gangstate_reasons(core_v1, held, "sc-group", "a-0", {"GangGroupIncomplete"})
+    assert messages(a_events, "GangGroupIncomplete") == [incomplete]
+    b_events = wait_gangstate_reasons(core_v1, held, "sc-group", "b-0",
+                                      {"GangMembersInsufficient"})
+    assert messages(b_events, "GangMembersInsufficient") == [short]
+    for name in ("a-0", "b-0"):
+        assert scheduler_events(core_v1, "sc-group", name) == []
+    assert f"GangGroupIncomplete: {incomplete}" in explain(held, "sc-group/a-0")
+
+
+def test_invalid_settings_are_named_and_the_gang_still_schedules(
+        held: Chain, core_v1: client.CoreV1Api) -> None:
+    mode = ("gang sc-invalid/w: mode 'nonstrict' is not valid; the scheduler silently uses "
+            "Strict")
+    waiting = ("gang sc-invalid/w: waiting-time '1h30' is not valid; the scheduler silently uses "
+               "600s")
+    for name in ("w-0", "w-1"):
+        events = wait_gangstate_reasons(core_v1, held, "sc-invalid", name, {"GangSpecInvalid"})
+        wait_for(f"both GangSpecInvalid Events on {name}",
+                 lambda: len(messages(gangstate_events(core_v1, "sc-invalid", name),
+                                      "GangSpecInvalid")) == 2, SETTLE)
+        events = gangstate_events(core_v1, "sc-invalid", name)
+        assert sorted(messages(events, "GangSpecInvalid")) == sorted([mode, waiting])
+        # the scheduler silently used the defaults and bound both pods
+        sched = wait_for(f"the scheduler's Scheduled Event on {name}",
+                         lambda: [e for e in scheduler_events(core_v1, "sc-invalid", name)
+                                  if e["reason"] == "Scheduled"], SETTLE)
+        assert sched[0]["message"].startswith(f"Successfully assigned sc-invalid/{name} to node-")
+
+
+def test_gang_that_fits_is_scheduled(held: Chain, core_v1: client.CoreV1Api) -> None:
+    text = "gang sc-fits/ok is scheduled: 2 of minMember 2 pods bound"
+    for name in ("ok-0", "ok-1"):
+        events = wait_gangstate_reasons(core_v1, held, "sc-fits", name, {"GangScheduled"})
+        assert messages(events, "GangScheduled") == [text]
+        assert [e["type"] for e in events if e["reason"] == "GangScheduled"] == ["Normal"]
+        assert [e["reason"] for e in scheduler_events(core_v1, "sc-fits", name)] == ["Scheduled"]
+        # no warning at all for a gang that was never held
+        assert [e for e in gangstate_events(core_v1, "sc-fits", name)
+                if e["type"] == "Warning"] == []
+    out = explain(held, "sc-fits/ok-0")
+    fields = explain_fields(out)
+    assert fields["Node"].startswith("node-")
+    assert fields["Held at"] == "<none>"
+    assert fields["Gang"].startswith("sc-fits/ok (Scheduled: 2 of minMember 2 pods, 2 bound")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios with a sequence of their own
+# ---------------------------------------------------------------------------------------------
+
+
+def delete_pods(core: client.CoreV1Api, namespace: str, names: list[str]) -> None:
+    """Delete pods at once (grace 0: no kubelet runs to confirm a graceful termination)."""
+    for name in names:
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+
+def test_late_member_ends_the_hold(chain: Chain, core_v1: client.CoreV1Api,
+                                   custom_objects: client.CustomObjectsApi) -> None:
+    ns = "sc-late"
+    create_namespace(core_v1, ns)
+    create(core_v1, custom_objects, [pod(ns, f"late-{i}", gang="late", min_available=3)
+                                     for i in range(2)])
+    wait_gangstate_reasons(core_v1, chain, ns, "late-0", {"GangMembersInsufficient"})
+    create(core_v1, custom_objects, [pod(ns, "late-2", gang="late", min_available=3)])
+    satisfied = "gang sc-late/late has 3 of minMember 3 pods; no longer held at PreEnqueue"
+    scheduled = "gang sc-late/late is scheduled: 3 of minMember 3 pods bound"
+    for name in ("late-0", "late-1", "late-2"):
+        events = wait_gangstate_reasons(core_v1, chain, ns, name,
+                                        {"GangMembersSatisfied", "GangScheduled"})
+        assert messages(events, "GangMembersSatisfied") == [satisfied]
+        assert messages(events, "GangScheduled") == [scheduled]
+    # the late pod never was held: it carries no warning; the first two carry the hold's
+    assert "GangMembersInsufficient" not in reasons(gangstate_events(core_v1, ns, "late-2"))
+    assert messages(gangstate_events(core_v1, ns, "late-0"), "GangMembersInsufficient") == [
+        "gang sc-late/late has 2 of minMember 3 pods; scheduling is held at PreEnqueue until "
+        "1 more exists"]
+    assert explain_fields(explain(chain, "sc-late/late-2"))["Held at"] == "<none>"
+
+
+def test_recreated_pods_get_the_open_diagnostics_again(
+        chain: Chain, core_v1: client.CoreV1Api, custom_objects: client.CustomObjectsApi) -> None:
+    ns = "sc-recreated"
+    create_namespace(core_v1, ns)
+    objects = [pod(ns, f"r-{i}", gang="r", min_available=2,
+                   annotations={"gang.scheduling.koordinator.sh/mode": "nonstrict"})
+               for i in range(2)]
+    create(core_v1, custom_objects, objects)
+    mode = "gang sc-recreated/r: mode 'nonstrict' is not valid; the scheduler silently uses Strict"
+    old_uids = {}
+    for name in ("r-0", "r-1"):
+        events = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangSpecInvalid",
+                                                                  "GangScheduled"})
+        assert messages(events, "GangSpecInvalid") == [mode]
+        old_uids[name] = core_v1.read_namespaced_pod(name, ns).metadata.uid
+    # a controller recreates the pods: same names, new uids
+    delete_pods(core_v1, ns, ["r-0", "r-1"])
+    wait_for("the old pods to be gone", lambda: not core_v1.list_namespaced_pod(ns).items, 60)
+    create(core_v1, custom_objects, objects)
+    for name in ("r-0", "r-1"):
+        new_uid = wait_for(f"{name} recreated", lambda n=name: core_v1.read_namespaced_pod(
+            n, ns).metadata.uid, 30)
+        assert new_uid != old_uids[name]
+        events = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangSpecInvalid"})
+        # kubectl describe finds Events by the new uid: these are the new pod's own
+        assert messages(events, "GangSpecInvalid") == [mode]
+
+
+def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1Api,
+                                           custom_objects: client.CustomObjectsApi) -> None:
+    """3 pods of 1 ``nvidia.com/gpu`` each, min-available 3, on 2 nodes of 1 GPU: never fits.
+    The scheduler retries about once per second per pod; gangstate names the shortage."""
+    ns = "sc-gpu-short"
+    create_namespace(core_v1, ns)
+    names = [f"gpu-{i}" for i in range(3)]
+    create(core_v1, custom_objects, [pod(ns, n, gang="gpu", min_available=3, gpu=1)
+                                     for n in names])
+    try:
+        for name in names:
+            events = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangCycleRejected"})
+            assert any("Insufficient nvidia.com/gpu" in m
+                       for m in messages(events, "GangCycleRejected")), events
+            assert all(e["type"] == "Warning" for e in events)
+            # what the scheduler itself says: FailedScheduling only
+            assert set(reasons(scheduler_events(core_v1, ns, name))) == {"FailedScheduling"}
+        out = explain(chain, f"{ns}/gpu-0")
+        assert explain_fields(out)["Node"] == "<none>"
+        assert "GangCycleRejected" in out
+    finally:
+        delete_pods(core_v1, ns, names)  # end the scheduler's retry storm
+
+
+def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.CoreV1Api,
+                                              custom_objects: client.CustomObjectsApi) -> None:
+    """2 pods, min-available 2; ``big-1`` asks 100 cpu of 8-cpu nodes: the gang never fits,
+    and it is ``big-1``'s fit error that the scheduler reports for the group."""
+    ns = "sc-cpu-member"
+    create_namespace(core_v1, ns)
+    create(core_v1, custom_objects, [pod(ns, "big-0", gang="big", min_available=2),
+                                     pod(ns, "big-1", gang="big", min_available=2, cpu="100")])
+    try:
+        events = wait_gangstate_reasons(core_v1, chain, ns, "big-1", {"GangCycleRejected"})
+        assert any("Insufficient cpu" in m for m in messages(events, "GangCycleRejected")), events
+        sched = scheduler_events(core_v1, ns, "big-0")
+        assert any('member Pod "sc-cpu-member/big-1" is unschedulable' in e["message"]
+                   for e in sched), sched
+        wait_gangstate_reasons(core_v1, chain, ns, "big-0", {"GangCycleRejected"})
+    finally:
+        delete_pods(core_v1, ns, ["big-0", "big-1"])
+
+
+def test_member_held_by_scheduling_gates(chain: Chain, core_v1: client.CoreV1Api,
+                                         custom_objects: client.CustomObjectsApi) -> None:
+    ns = "sc-gated"
+    create_namespace(core_v1, ns)
+    create(core_v1, custom_objects, [pod(ns, "g-0", gang="g", min_available=2),
+                                     pod(ns, "g-1", gang="g", min_available=2,
+                                         gates=("example.com/quota",))])
+    import time
+    time.sleep(40)
+    print(describe(core_v1, ns, chain))
+    print(explain(chain, f"{ns}/g-0"))
+    print(explain(chain, f"{ns}/g-1"))
+    assert False
