@@ -95,6 +95,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     traces = [Path(p) for p in args.trace] if args.trace else None
     try:
+        if args.cluster:
+            if traces:
+                print("gangstate demo: --cluster takes no traces", file=sys.stderr)
+                return 2
+            from .cluster_demo import run_cluster_demo
+            from .localcluster import controlplane_module
+
+            try:
+                return run_cluster_demo(settings=_settings(args))
+            except controlplane_module().ClusterError as err:
+                print(f"gangstate demo --cluster: {err}", file=sys.stderr)
+                return 1
         return run_demo(traces, settings=_settings(args))
     except KeyboardInterrupt:
         print("gangstate demo: interrupted; everything it started was stopped", file=sys.stderr)
@@ -117,6 +129,11 @@ def add_commands(sub: Any) -> None:
                                    "back from Kafka, compare them with the offline fold, and "
                                    "stop everything started. Exit 0 when both agree.")
     p.add_argument("trace", nargs="*", help="traces to replay (default: the bundled ones)")
+    p.add_argument("--cluster", action="store_true",
+                   help="run on the real local control plane instead (etcd, kube-apiserver, "
+                        "koord-scheduler v1.8.0; built on first use, ~5-20 min, then cached): "
+                        "gang jobs held, unfit and fitting, and what the scheduler and "
+                        "gangstate wrote on each pod (about 2 min once built)")
     _kafka_flags(p)
     p.set_defaults(func=cmd_demo)
 
