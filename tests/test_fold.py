@@ -200,7 +200,7 @@ def test_podgroup_labelled_pods_never_initialise_from_their_annotations():
     assert reasons(outputs) == [("GangNotInitialized", {"members": 1})]
 
 
-def test_scheduled_then_finished():
+def test_scheduled_then_deleted_with_its_last_pod():
     trace = [pod("p0", 0), pod("p1", 0),
              pod("p0", 5, rv="2", type_="MODIFIED", node="n1"),
              pod("p1", 6, rv="2", type_="MODIFIED", node="n2")]
@@ -208,9 +208,78 @@ def test_scheduled_then_finished():
     assert reasons(outputs) == [("GangScheduled", {"bound": 2, "min_member": 2})]
     assert outputs[0]["type"] == "Normal"
     assert summary(store["ns/g"])["phase"] == "Scheduled"
+    # A gang built from pod annotations goes with its last pod (Koordinator M3).
     _, store = run(trace + [pod("p0", 100, rv="3", type_="DELETED", node="n1"),
                             pod("p1", 100, rv="3", type_="DELETED", node="n2")])
-    assert summary(store["ns/g"])["phase"] == "Finished"
+    info = summary(store["ns/g"])
+    assert (info["phase"], info["deleted_at"], info["deleted_by"], info["min_member"]) == (
+        "Deleted", format_time(at(100)), "Pod/p1", None)
+    assert store["ns/g"].ever_scheduled is False
+
+
+def test_scheduled_then_finished_while_its_podgroup_remains():
+    """A PodGroup gang outlives its pods (Koordinator M4): Finished, not Deleted."""
+    trace = [podgroup(0, 2)] + [pod(p, 0, waits_for_podgroup=True, min_available=None)
+                                for p in ("p0", "p1")] + [
+        pod("p0", 5, rv="2", type_="MODIFIED", node="n1", waits_for_podgroup=True,
+            min_available=None),
+        pod("p1", 6, rv="2", type_="MODIFIED", node="n2", waits_for_podgroup=True,
+            min_available=None),
+        pod("p0", 100, rv="3", type_="DELETED", waits_for_podgroup=True, min_available=None),
+        pod("p1", 100, rv="3", type_="DELETED", waits_for_podgroup=True, min_available=None)]
+    outputs, store = run(trace)
+    assert reasons(outputs) == [("GangScheduled", {"bound": 2, "min_member": 2})]
+    info = summary(store["ns/g"])
+    assert (info["phase"], info["members"], info["deleted_at"]) == ("Finished", 0, None)
+
+
+def test_a_gang_deleted_with_its_last_pod_is_a_tombstone_until_a_pod_brings_it_back():
+    trace = [pod("p0", 0), pod("p1", 1),
+             pod("p0", 30, rv="2", type_="DELETED"), pod("p1", 31, rv="2", type_="DELETED")]
+    outputs, store = run(trace, end=3600)
+    # p0 and p1 arrive within the grace period; the hold that begins when p0 goes (1 of 2)
+    # ends a second later when p1 goes (nothing pending): nothing to say.
+    assert outputs == []
+    state = store["ns/g"]
+    assert (state.phase, state.exists, state.deleted_at, state.deleted_by) == (
+        "Deleted", False, at(31), "Pod/p1")
+    assert (state.spec, state.representative) == (None, None)
+    assert state.history[-1][1:] == ("phase Gathering -> Deleted; members 1 -> 0; "
+                                     "spec from nothing", "Pod ns/p1 DELETED (resourceVersion 2)")
+    from_table = from_wire(to_wire(state))
+    assert from_table == state and from_table.phase == "Deleted"
+    # A later record about the gang (a late cycle record) does not bring it back.
+    _, store = run(trace + [cycle("p1", 40, 9, "PreEnqueue", "Gated")])
+    assert store["ns/g"].phase == "Deleted"
+    # A new pod of the gang starts it again, initialised from that pod.
+    _, store = run(trace + [pod("q0", 50)])
+    state = store["ns/g"]
+    assert (state.phase, state.deleted_at, state.deleted_by, state.spec_source) == (
+        "Gathering", None, None, "Pod/q0")
+
+
+def test_a_podgroup_gang_is_deleted_when_its_podgroup_and_its_pods_are_gone():
+    lone = [podgroup(0, 2), podgroup(20, 2, rv="2", type_="DELETED")]
+    _, store = run(lone)
+    state = store["ns/g"]
+    assert (state.phase, state.deleted_at, state.deleted_by) == ("Deleted", at(20), "PodGroup/g")
+    _, store = run(lone + [podgroup(30, 3, rv="3")])  # recreated: a new, unscheduled gang
+    assert (store["ns/g"].phase, store["ns/g"].deleted_at) == ("Gathering", None)
+    # Pods outlive their PodGroup: the gang is not initialised, then deleted with its last pod.
+    trace = [podgroup(0, 2), pod("p0", 1, waits_for_podgroup=True, min_available=None),
+             podgroup(20, 2, rv="2", type_="DELETED")]
+    _, store = run(trace)
+    assert (store["ns/g"].phase, store["ns/g"].deleted_at) == ("NotInitialized", None)
+    _, store = run(trace + [pod("p0", 30, rv="2", type_="DELETED", waits_for_podgroup=True,
+                                min_available=None)])
+    assert (store["ns/g"].phase, store["ns/g"].deleted_by) == ("Deleted", "Pod/p0")
+
+
+def test_a_table_value_stored_before_deletions_were_kept_reads_as_a_live_gang():
+    _, store = run([pod("p0", 0)])
+    wire = to_wire(store["ns/g"])
+    old = {k: v for k, v in wire.items() if k not in ("da", "db")}
+    assert from_wire(old) == store["ns/g"] and from_wire(old).phase == "Gathering"
 
 
 def test_finished_pods_leaving_one_by_one_raise_no_warning():
@@ -351,3 +420,18 @@ def test_a_change_inside_the_refresh_interval_is_sent_when_it_ends():
     outputs, _ = run(trace, end=3600)
     assert [(o["observed_at"], o["facts"]["members"]) for o in outputs] == [
         (format_time(at(10)), 1), (format_time(at(20)), 2)]
+
+
+def test_describe_explains_a_deletion_by_its_last_pod_or_its_podgroup():
+    from streams.core.explain import deletion
+
+    _, store = run([pod("p0", 0), pod("p0", 30, rv="2", type_="DELETED")])
+    assert deletion(store["ns/g"]) == (
+        f"{format_time(at(30))}: its last pod, ns/p0, was deleted (a gang without a PodGroup "
+        f"ends with its last pod); a new pod of the gang starts it again")
+    _, store = run([podgroup(0, 2), podgroup(20, 2, rv="2", type_="DELETED")])
+    assert deletion(store["ns/g"]) == (
+        f"{format_time(at(20))}: its PodGroup ns/g was deleted and no pod of the gang is left; "
+        f"a new PodGroup or pod of the gang starts it again")
+    _, store = run([pod("p0", 0)])
+    assert deletion(store["ns/g"]) is None

@@ -253,6 +253,7 @@ def test_metrics_scrape_counts_what_the_worker_folded(served) -> None:
     assert value("gangstate_gangs", phase="Ready") == 5
     assert value("gangstate_gangs", phase="Scheduling") == 1
     assert value("gangstate_gangs", phase="Gathering") == 0
+    assert value("gangstate_gangs", phase="Deleted") == 0
     assert value("gangstate_pods_held_preenqueue", reason="GangMembersInsufficient") == 0
 
 
