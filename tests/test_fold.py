@@ -298,10 +298,111 @@ def test_a_cycle_record_seen_twice_is_applied_once():
     assert once == twice
 
 
-def test_spec_invalid_is_reported_once_per_field():
+MODE = {"field": "mode", "value": "nonstrict", "effective": "Strict"}
+
+
+def named(outputs):
+    """``(id, observed_at, reason, involved pod names)`` of each diagnostic."""
+    return [(o["id"], o["observed_at"], o["reason"],
+             [i["name"] for i in o["involved"] if i["kind"] == "Pod"]) for o in outputs]
+
+
+def test_spec_invalid_is_reported_once_per_field_then_sent_to_each_pod_that_joins():
     outputs, _ = run([pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict")])
-    assert reasons(outputs) == [("GangSpecInvalid", {"field": "mode", "value": "nonstrict",
-                                                     "effective": "Strict"})]
+    assert reasons(outputs) == [("GangSpecInvalid", MODE), ("GangSpecInvalid", MODE)]
+    # ids: sha256 of {"effective":"Strict","field":"mode","value":"nonstrict"}, then of
+    # {"facts":{...the same...},"pods":["uid-p1"]} (canonical JSON, first 12 hex digits)
+    assert named(outputs) == [
+        ("ns/g#GangSpecInvalid#23487113bf2a", format_time(at(0)), "GangSpecInvalid", ["p0"]),
+        ("ns/g#GangSpecInvalid#1702bd0d9780", format_time(at(1)), "GangSpecInvalid", ["p1"])]
+
+
+def test_recreated_pods_of_a_gang_with_invalid_settings_each_get_its_diagnostic():
+    """Issue 11: both pods of a `mode: nonstrict` gang deleted, then recreated (new uids) by
+    their controller: each new pod is named by a GangSpecInvalid of its own."""
+    trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
+             pod("p0", 20, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("p1", 21, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("q0", 30, mode="nonstrict"), pod("q1", 31, mode="nonstrict")]
+    outputs, store = run(trace, end=3600)
+    assert named(outputs) == [
+        ("ns/g#GangSpecInvalid#23487113bf2a", format_time(at(0)), "GangSpecInvalid", ["p0"]),
+        ("ns/g#GangSpecInvalid#1702bd0d9780", format_time(at(1)), "GangSpecInvalid", ["p1"]),
+        ("ns/g#GangSpecInvalid#97aba009b971", format_time(at(30)), "GangSpecInvalid", ["q0"]),
+        ("ns/g#GangSpecInvalid#4139e8464d99", format_time(at(31)), "GangSpecInvalid", ["q1"])]
+    assert all(o["facts"] == MODE and o["type"] == "Warning" for o in outputs)
+    assert [o["involved"] for o in outputs[2:]] == [
+        [{"kind": "Pod", "namespace": "ns", "name": "q0", "uid": "uid-q0"}],
+        [{"kind": "Pod", "namespace": "ns", "name": "q1", "uid": "uid-q1"}]]
+    assert outputs[2]["message"] == ("gang ns/g: mode 'nonstrict' is not valid; the scheduler "
+                                     "silently uses Strict")
+    assert store["ns/g"].spec_source == "Pod/q0"
+    # A replay gives the same ids; the same records again change nothing.
+    assert run(trace, end=3600)[0] == outputs
+    fold = PartitionFold(store)
+    assert [out for rec in trace for out in fold.feed("ns/g", rec)] == []
+
+
+def test_pods_recreated_with_the_same_names_get_the_diagnostic_under_their_new_uids():
+    trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
+             pod("p0", 20, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("p1", 21, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("p0", 30, uid="uid-p0-b", rv="3", mode="nonstrict"),
+             pod("p1", 31, uid="uid-p1-b", rv="3", mode="nonstrict")]
+    outputs, _ = run(trace)
+    assert [(o["id"], o["involved"][0]["uid"]) for o in outputs[2:]] == [
+        ("ns/g#GangSpecInvalid#53ed5d86ebb0", "uid-p0-b"),
+        ("ns/g#GangSpecInvalid#29d9cd321133", "uid-p1-b")]
+
+
+def test_a_pod_recreated_while_its_gang_is_held_gets_the_hold_warning():
+    """min-available 3, two pods: warned at the end of the grace period (10 s). p0 is replaced
+    by q0 before the hold's refresh is due: the facts are the warned ones again (2 of 3), so
+    nothing is re-emitted to the gang, and q0 alone is told."""
+    trace = [pod("p0", 0, min_available="3"), pod("p1", 1, min_available="3"),
+             pod("p0", 12, rv="2", type_="DELETED", min_available="3"),
+             pod("q0", 13, min_available="3")]
+    outputs, _ = run(trace, end=3600)
+    facts = {"members": 2, "min_member": 3, "total_number": 3}
+    assert reasons(outputs) == [("GangMembersInsufficient", facts)] * 2
+    assert named(outputs) == [
+        ("ns/g#GangMembersInsufficient#0d1ab417551b", format_time(at(10)),
+         "GangMembersInsufficient", ["p0", "p1"]),
+        ("ns/g#GangMembersInsufficient#ed1a5fd20b90", format_time(at(13)),
+         "GangMembersInsufficient", ["q0"])]
+
+
+def test_a_member_that_joins_with_news_gets_the_news_not_a_resend():
+    """p2 joins the warned hold of 2 of 4 after the refresh interval: the hold is re-emitted
+    with the new facts to every member (p2 included), nothing is re-sent."""
+    trace = [pod("p0", 0, min_available="4"), pod("p1", 1, min_available="4"),
+             pod("p2", 30, min_available="4")]
+    outputs, _ = run(trace)
+    assert [(o["facts"]["members"], [i["name"] for i in o["involved"]]) for o in outputs] == [
+        (2, ["p0", "p1"]), (3, ["p0", "p1", "p2"])]
+
+
+def test_a_pod_recreated_with_its_old_name_rejoins_a_disagreement():
+    trace = [pod("p0", 0, min_available="2"), pod("p1", 1, min_available="3"),
+             pod("p1", 5, rv="2", type_="DELETED", min_available="3"),
+             pod("p1", 6, uid="uid-p1-b", rv="3", min_available="3")]
+    outputs, _ = run(trace)
+    conflict = {"field": "min-available", "values": {"2": ["p0"], "3": ["p1"]}}
+    assert reasons(outputs) == [("GangSpecConflict", conflict)] * 2
+    assert [(o["id"], [i["uid"] for i in o["involved"]]) for o in outputs] == [
+        ("ns/g#GangSpecConflict#7ec84db16774", ["uid-p0", "uid-p1"]),
+        ("ns/g#GangSpecConflict#78776041285f", ["uid-p1-b"])]
+
+
+def test_a_deleted_uid_that_comes_back_is_not_a_new_member():
+    """A DELETED seen before its pod's last update (resourceVersion 5 after 4): the uid is
+    remembered, its Event exists already, nothing is re-sent."""
+    trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
+             pod("p1", 2, rv="4", type_="DELETED", mode="nonstrict"),
+             pod("p1", 3, rv="5", mode="nonstrict")]
+    outputs, store = run(trace)
+    assert [[i["name"] for i in o["involved"]] for o in outputs] == [["p0"], ["p1"]]
+    assert len(store["ns/g"].members) == 2
 
 
 def test_spec_conflict_lists_who_says_what():
