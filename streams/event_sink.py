@@ -13,9 +13,16 @@ after the Events of a batch are written) and writes one Event per (involved obje
 
 ``_call`` sorts failures as client-go's ``recordEvent`` does: transport errors, 5xx and 429 are
 retried with capped exponential backoff (``Retry-After`` honoured) up to ``maxTriesPerEvent``
-(12) tries; any other 4xx gives that Event up, with a logged and counted reason. Nothing here
-raises to the caller for an API failure. Counters: ``gangstate_sink_events_total{action,
-reason}`` (action ``created``/``patched``/``skipped``/``dropped``).
+(12) tries; any other 4xx gives that Event up, with a logged and counted reason. A 403 is a
+configuration error (the ServiceAccount lacks a verb; ``deploy/kubernetes/rbac.yaml``), never
+retried: it is logged once at ERROR per verb, resource, API group and namespace, and counted in
+``gangstate_sink_api_forbidden_total``. Nothing here raises to the caller for an API failure.
+Counters: ``gangstate_sink_events_total{action, reason}`` (action ``created``/``patched``/
+``skipped``/``dropped``).
+
+API calls, all namespaced and all through ``_call`` (the RBAC the sink needs, per ``--api``):
+``GET`` (get) an Event by name on a cache miss, ``POST`` (create), strategic-merge ``PATCH``
+(patch), on ``events`` in API group ``""`` (core/v1) or ``events.k8s.io``.
 
 Must not: decide anything itself (the decisions come from ``streams.kube_events``), crash on a
 bad record or an API failure, or read the wall clock except through the injected ``clock`` and
@@ -153,6 +160,35 @@ class GiveUp(Exception):
         self.reason = reason
 
 
+class Forbidden(GiveUp):
+    """A request the API server refused with 403: the sink's ServiceAccount lacks ``verb`` on
+    ``resource`` of API ``group`` (``""`` = core) in ``namespace``. A configuration error, not a
+    transient one: never retried. ``reason`` is ``api-403``."""
+
+    def __init__(self, verb: str, group: str, resource: str, namespace: str,
+                 detail: str = "") -> None:
+        super().__init__("api-403", detail)
+        self.verb, self.group, self.resource, self.namespace = verb, group, resource, namespace
+
+
+def request_attributes(method: str, path: str) -> tuple[str, str, str, str]:
+    """``(verb, API group, resource, namespace)`` of one of the sink's requests, named as RBAC
+    names them (kube-apiserver ``RequestInfoFactory``, ``k8s.io/apiserver@v0.35.2``
+    ``pkg/endpoints/request/requestinfo.go:129-260``): ``GET`` of a named object is ``get``,
+    ``POST`` ``create``, ``PATCH`` ``patch``; ``/api/v1`` is group ``""``. Pure."""
+    parts = [p for p in path.split("/") if p]
+    group, rest = ("", parts[2:]) if parts[:1] == ["api"] else (
+        parts[1] if len(parts) > 1 else "", parts[3:])
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    resource = rest[0] if rest else ""
+    named = len(rest) > 1
+    verb = {"GET": "get" if named else "list", "POST": "create", "PATCH": "patch",
+            "PUT": "update", "DELETE": "delete"}.get(method, method.lower())
+    return verb, group, resource, namespace
+
+
 @dataclass(frozen=True)
 class GivenUp:
     """An Event the sink gave up on: ``reason`` is ``api-<status>`` (a 4xx other than 404,
@@ -172,6 +208,11 @@ class Metrics:
         self.retries = Counter("gangstate_sink_api_retries",
                                "API requests retried (5xx, 429, transport errors)",
                                ["status"], registry=self.registry)
+        self.forbidden = Counter("gangstate_sink_api_forbidden",
+                                 "API requests refused with 403 Forbidden (missing RBAC), by "
+                                 "verb, API group, resource and namespace",
+                                 ["verb", "group", "resource", "namespace"],
+                                 registry=self.registry)
 
     def value(self, action: str, reason: str) -> float:
         """Current value of ``gangstate_sink_events_total{action, reason}`` (0 when unset)."""
@@ -201,13 +242,14 @@ class EventSink:
         self.metrics = metrics or Metrics()
         self.retry = retry
         self.sleep = sleep
+        self._forbidden_logged: set[tuple[str, str, str, str]] = set()
 
     # -- the one function that talks to the API ------------------------------------------------
     def _call(self, method: str, path: str, body: Any = None,
               content_type: str = "application/json") -> Response:
         """Send one request; return a 2xx, 404 or 409 answer. Transport errors, 5xx and 429
-        are retried per ``self.retry``; raises ``GiveUp("api-<code>")`` for any other 4xx and
-        ``GiveUp("retries-exhausted")`` after the last try."""
+        are retried per ``self.retry``; raises ``Forbidden`` for a 403, ``GiveUp("api-<code>")``
+        for any other 4xx and ``GiveUp("retries-exhausted")`` after the last try."""
         last = ""
         for attempt in range(self.retry.tries):
             try:
@@ -218,6 +260,9 @@ class EventSink:
                 if resp.status < 300 or resp.status in (404, 409):
                     return resp
                 message = resp.body.get("message", "")
+                if resp.status == 403:
+                    raise Forbidden(*request_attributes(method, path),
+                                    f"{method} {path}: {message}")
                 if resp.status != 429 and resp.status < 500:
                     raise GiveUp(f"api-{resp.status}", f"{method} {path}: {message}")
                 status, retry_after = str(resp.status), resp.headers.get("retry-after")
@@ -286,6 +331,11 @@ class EventSink:
         for occ in occurrences(diagnostic):
             try:
                 decision = self._record(occ)
+            except Forbidden as err:
+                self._forbidden(err, occ)
+                self.metrics.events.labels(action="dropped", reason=err.reason).inc()
+                results.append(GivenUp(occ.key, err.reason))
+                continue
             except GiveUp as err:
                 log.warning("giving up on Event %s (%s %s/%s %s): %s", occ.key.name,
                             occ.key.involved.kind, occ.key.involved.namespace,
@@ -297,6 +347,25 @@ class EventSink:
             self.metrics.events.labels(action=action, reason=reason).inc()
             results.append(decision)
         return results
+
+    def _forbidden(self, err: Forbidden, occ: Occurrence) -> None:
+        """Count a 403 and log it: at ERROR the first time for its verb, resource, API group
+        and namespace (a missing RBAC rule fails every Event there the same way), at DEBUG
+        after that."""
+        what = (err.verb, err.group, err.resource, err.namespace)
+        self.metrics.forbidden.labels(*what).inc()
+        resource = f"{err.resource}.{err.group}" if err.group else err.resource
+        if what in self._forbidden_logged:
+            log.debug("forbidden again: %s %s in namespace %s (Event %s dropped)", err.verb,
+                      resource, err.namespace, occ.key.name)
+            return
+        self._forbidden_logged.add(what)
+        log.error("the API server forbids the sink to %s %s (API group %r) in namespace %r: no "
+                  "Event needing it can be written there until the sink's ServiceAccount is "
+                  "granted %r on %r in API group %r (deploy/kubernetes/rbac.yaml). Logged once; "
+                  "each refusal is counted in gangstate_sink_api_forbidden_total and the Event "
+                  "is dropped. Server said: %s", err.verb, resource, err.group, err.namespace,
+                  err.verb, err.resource, err.group, err)
 
     def write_raw(self, value: bytes | str) -> list[Decision]:
         """Decode and validate one Kafka value, then ``write`` it. An undecodable or invalid

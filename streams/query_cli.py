@@ -208,8 +208,9 @@ def format_gang(doc: dict[str, Any]) -> str:
     """``describe gang``: the spec and counts, the pods, the open findings, the history."""
     ns, name = _split(doc["gang"])
     waiting = doc["waiting_seconds"]
+    deleted = [("Deleted", doc["deleted"])] if doc.get("deleted") else []
     out = _fields([
-        ("Name", name), ("Namespace", ns), ("Phase", doc["phase"]),
+        ("Name", name), ("Namespace", ns), ("Phase", doc["phase"]), *deleted,
         ("Gang group", doc["gang_group"]), ("Spec from", doc["spec_source"]),
         ("PodGroup", doc["podgroup"]), ("Min member", doc["min_member"]),
         ("Total number", doc["total_number"]), ("Mode", doc["mode"]),
@@ -333,11 +334,12 @@ def add_command(subparsers: Any) -> None:
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     k = kinds.add_parser("gangs", aliases=["gang"], help="gangs, sorted by id",
                          description="One line per gang: phase, members/minMember, bound, "
-                                     "waiting at Permit, representative.")
+                                     "waiting at Permit, representative. Deleted gangs are "
+                                     "left out unless --phase Deleted asks for them.")
     k.add_argument("--namespace", "-n", default=None, help="only gangs of this namespace")
     k.add_argument("--phase", default=None,
                    help="only gangs in this phase (NotInitialized, Gathering, Ready, "
-                        "Scheduling, Scheduled, Finished)")
+                        "Scheduling, Scheduled, Finished, Deleted)")
     _source_flags(k)
     k.set_defaults(func=cmd_get_gangs)
 

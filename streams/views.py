@@ -6,8 +6,8 @@ the views on Faust's web server (on only with ``gangstate worker --web-port PORT
 
 | path | answer |
 |---|---|
-| ``GET /gangs?namespace=NS&phase=PHASE`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs, sorted by gang id |
-| ``GET /gangs/{namespace}/{name}`` | ``gang_detail``: ``summary`` + ``findings`` + ``history`` (routed to the owner) |
+| ``GET /gangs?namespace=NS&phase=PHASE`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs, sorted by gang id; ``Deleted`` gangs only with ``phase=Deleted`` |
+| ``GET /gangs/{namespace}/{name}`` | ``gang_detail``: ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner) |
 | ``GET /pods/{namespace}/{name}/why?gang=NS/NAME`` | ``why_pod`` (routed to the owner of ``gang``; without it, the local gang that has the pod) |
 | ``GET /metrics`` | Prometheus text (``streams.metrics``) |
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from .core.explain import findings, why_pod
+from .core.explain import deletion, findings, why_pod
 from .core.state import GangState, summary
 from .core.timefmt import format_time
 
@@ -34,8 +34,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .config import Settings
     from .metrics import WorkerMetrics
 
-PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Finished")
+PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Finished",
+          "Deleted")
 """Every value of ``GangState.phase`` (contracts.md, ``gangstate fold``)."""
+HIDDEN_PHASES = ("Deleted",)
+"""Phases ``gang_rows`` leaves out unless asked for by name: a deleted gang is not a live gang
+(its tombstone stays in the table; ``describe gang`` explains it)."""
 
 ROW_FIELDS = ("phase", "members", "bound", "waiting", "min_member", "representative")
 
@@ -56,9 +60,9 @@ def gang_row(state: GangState) -> dict[str, Any]:
 
 def gang_rows(states: Iterable[GangState], namespace: str | None = None,
               phase: str | None = None) -> list[dict[str, Any]]:
-    """``gang_row`` of each state in ``namespace`` and ``phase`` (``None``: any), sorted by
-    gang id. ``phase`` matches case-insensitively (``ready`` = ``Ready``). Raises
-    ``ValueError`` when ``phase`` is not one of ``PHASES``."""
+    """``gang_row`` of each state in ``namespace`` and ``phase`` (``None``: any phase but the
+    ``HIDDEN_PHASES``), sorted by gang id. ``phase`` matches case-insensitively (``ready`` =
+    ``Ready``). Raises ``ValueError`` when ``phase`` is not one of ``PHASES``."""
     if phase is not None:
         canonical = {p.lower(): p for p in PHASES}.get(phase.lower())
         if canonical is None:
@@ -66,7 +70,7 @@ def gang_rows(states: Iterable[GangState], namespace: str | None = None,
         phase = canonical
     rows = [gang_row(s) for s in states
             if (namespace is None or s.namespace == namespace)
-            and (phase is None or s.phase == phase)]
+            and (s.phase == phase if phase is not None else s.phase not in HIDDEN_PHASES)]
     return sorted(rows, key=lambda r: r["gang"])
 
 
@@ -78,11 +82,12 @@ def history(state: GangState) -> list[dict[str, str]]:
 
 
 def gang_detail(state: GangState) -> dict[str, Any]:
-    """The one-gang document: ``{"gang", **summary(state), "findings": findings(state),
-    "history": history(state)}`` (shapes in ``streams.core.state.summary`` and
-    ``streams.core.explain.findings``)."""
-    return {"gang": state.gang, **summary(state), "findings": findings(state),
-            "history": history(state)}
+    """The one-gang document: ``{"gang", **summary(state), "deleted": deletion(state),
+    "findings": findings(state), "history": history(state)}`` (shapes in
+    ``streams.core.state.summary`` and ``streams.core.explain``; ``deleted`` is ``None`` while
+    the gang exists)."""
+    return {"gang": state.gang, **summary(state), "deleted": deletion(state),
+            "findings": findings(state), "history": history(state)}
 
 
 def find_gang_of_pod(states: Iterable[GangState], pod: str) -> GangState | None:

@@ -24,6 +24,18 @@ What it serves (Kubernetes API conventions, https://kubernetes.io/docs/reference
   ``ERROR`` event with a 410 ``Status`` into every open watch and closes it.
 - resourceVersion is one global counter, as etcd's revision.
 
+Authorisation, off by default (every request is served): ``allow_only(rules)`` turns on an RBAC
+authoriser for every HTTP request (not for the Python API). Each request is turned into its
+request attributes as kube-apiserver's ``RequestInfoFactory`` does (``k8s.io/apiserver``
+``pkg/endpoints/request/requestinfo.go``): API group (``""`` for ``/api/v1``), resource, namespace,
+name and verb (GET with a name ``get``, without ``list``, with ``watch=1`` ``watch``; POST
+``create``; PUT ``update``; PATCH ``patch``; DELETE ``delete``), and it is allowed when one
+PolicyRule (``apiGroups``, ``resources``, ``verbs``, ``*`` wildcards) covers all three, as the RBAC
+authoriser's ``RuleAllows`` does (``plugin/pkg/auth/authorizer/rbac/rbac.go``; ``resourceNames``
+and subresources are not modelled). A refused request is answered 403 with the Status the real
+server sends (reason ``Forbidden``, message ``<resource>[.<group>] "<name>" is forbidden: User
+"<user>" cannot <verb> resource "<resource>" in API group "<group>" in the namespace "<ns>"``).
+
 Liberties, on purpose: core/v1 and events.k8s.io/v1 Events are two separate stores (a real API
 server serves one store in two shapes); the Python ``apply`` accepts an object whose name is
 taken by another uid (so recorded traces in which a same-name pod is recreated before the old
@@ -34,7 +46,9 @@ Python API for tests: ``apply(obj)``, ``delete(kind, ns, name, uid=None)``, ``co
 ``drop_watches()``, ``pause_watches()``/``resume_watches()``, ``refuse_watches(flag)``,
 ``objects(kind)``, ``open_watches(kind)``, ``requests`` (a log of ``(method, path, query)``),
 ``fail_next(status, count, method=None, retry_after=None)`` (answer the next requests with an
-error ``Status``, for retry tests).
+error ``Status``, for retry tests), ``allow_only(rules, user)`` (authorise requests as RBAC does:
+only those matching one of the given PolicyRules are served, the others get 403 Forbidden;
+``forbidden`` lists what was refused).
 """
 
 from __future__ import annotations
@@ -217,6 +231,71 @@ class _Watch:
     created: float = field(default_factory=time.monotonic)
 
 
+@dataclass(frozen=True)
+class RequestAttributes:
+    """What the authoriser sees of one request: ``verb``, API ``group`` (``""`` = core),
+    ``resource`` (plural), ``namespace`` (``""`` when cluster-wide) and ``name`` (``""``)."""
+
+    verb: str
+    group: str
+    resource: str
+    namespace: str = ""
+    name: str = ""
+
+
+def request_attributes(method: str, path: str, query: dict[str, str]) -> RequestAttributes | None:
+    """The RBAC attributes of a resource request (``None`` for a non-resource path), as
+    kube-apiserver's ``RequestInfoFactory.NewRequestInfo`` derives them (``k8s.io/apiserver@v0.35.2``
+    ``pkg/endpoints/request/requestinfo.go:129-260``; subresources are not modelled)."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 2 and parts[0] == "api":
+        group, rest = "", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, rest = parts[1], parts[3:]
+    else:
+        return None
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not rest:
+        return None
+    resource, name = rest[0], rest[1] if len(rest) > 1 else ""
+    if method == "GET":
+        verb = "watch" if query.get("watch") in ("1", "true", "True") else (
+            "get" if name else "list")
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
+    return RequestAttributes(verb, group, resource, namespace, name)
+
+
+def rule_allows(rule: dict[str, Any], attrs: RequestAttributes) -> bool:
+    """True when one RBAC PolicyRule (``apiGroups``, ``resources``, ``verbs``; ``*`` matches
+    anything) covers ``attrs`` (kubernetes v1.35.2 ``plugin/pkg/auth/authorizer/rbac/rbac.go:178``
+    ``RuleAllows``; ``resourceNames`` are not modelled)."""
+    def has(key: str, value: str) -> bool:
+        values = rule.get(key) or []
+        return "*" in values or value in values
+    return has("verbs", attrs.verb) and has("apiGroups", attrs.group) \
+        and has("resources", attrs.resource)
+
+
+def forbidden_status(attrs: RequestAttributes, user: str) -> dict[str, Any]:
+    """kube-apiserver's 403 ``Status`` for a refused request: ``ForbiddenStatusError`` and
+    ``forbiddenMessage`` (``k8s.io/apiserver@v0.35.2`` ``pkg/endpoints/handlers/responsewriters/
+    errors.go:44-80``) wrapped by ``NewForbidden`` (``k8s.io/apimachinery@v0.35.2``
+    ``pkg/api/errors/errors.go:209-229``), e.g. ``events "x" is forbidden: User "u" cannot get
+    resource "events" in API group "" in the namespace "ns"``."""
+    qualified = f"{attrs.resource}.{attrs.group}" if attrs.group else attrs.resource
+    what = f'{qualified} "{attrs.name}"' if attrs.name else qualified
+    where = f' in the namespace "{attrs.namespace}"' if attrs.namespace else " at the cluster scope"
+    body = _status(403, "Forbidden", f'{what} is forbidden: User "{user}" cannot {attrs.verb} '
+                                     f'resource "{attrs.resource}" in API group "{attrs.group}"'
+                                     f'{where}')
+    body["details"] = {"group": attrs.group, "kind": attrs.resource, "name": attrs.name}
+    return body
+
+
 class ApiServerDouble:
     """The test API server (a test double). Use as a context manager or ``start()``/``stop()``.
 
@@ -240,6 +319,9 @@ class ApiServerDouble:
         self._cond = threading.Condition()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self._faults: list[tuple[str | None, int, str | None]] = []
+        self._rules: list[dict[str, Any]] | None = None
+        self._user = ""
+        self.forbidden: list[RequestAttributes] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -369,6 +451,30 @@ class ApiServerDouble:
                 self._faults.append((method, status,
                                      None if retry_after is None else f"{retry_after:g}"))
 
+    def allow_only(self, rules: list[dict[str, Any]] | None,
+                   user: str = "system:serviceaccount:test:test") -> None:
+        """Authorise every later HTTP request as RBAC would for ``user`` holding exactly
+        ``rules`` (PolicyRule dicts: ``apiGroups``, ``resources``, ``verbs``): a request no rule
+        covers is answered 403 Forbidden and appended to ``forbidden``. ``None`` serves every
+        request again (the default)."""
+        with self._cond:
+            self._rules = None if rules is None else [dict(r) for r in rules]
+            self._user = user
+
+    def _unauthorized(self, method: str, path: str,
+                      query: dict[str, str]) -> RequestAttributes | None:
+        """The attributes of a request the rules of ``allow_only`` do not cover (else
+        ``None``)."""
+        with self._cond:
+            rules = self._rules
+            if rules is None:
+                return None
+            attrs = request_attributes(method, path, query)
+            if attrs is None or any(rule_allows(r, attrs) for r in rules):
+                return None
+            self.forbidden.append(attrs)
+            return attrs
+
     def _take_fault(self, method: str) -> tuple[int, str | None] | None:
         with self._cond:
             for i, (want, status, retry_after) in enumerate(self._faults):
@@ -485,8 +591,10 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
             self._send_json(code, _status(code, reason, message))
 
         def _injected(self) -> bool:
-            """Answer with a fault queued by ``fail_next``, if any (the body is read first so
-            the connection stays usable)."""
+            """Answer 403 when ``allow_only`` refuses the request, else with a fault queued by
+            ``fail_next``, if any (the body is read first so the connection stays usable)."""
+            if self._forbid():
+                return True
             fault = server._take_fault(self.command)
             if fault is None:
                 return False
@@ -504,6 +612,19 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Retry-After", retry_after)
             self.end_headers()
             self.wfile.write(data)
+            return True
+
+        def _forbid(self) -> bool:
+            split = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+            attrs = server._unauthorized(self.command, split.path, query)
+            if attrs is None:
+                return False
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            server.requests.append((self.command, split.path, query))
+            self._send_json(403, forbidden_status(attrs, server._user))
             return True
 
         def _body(self) -> Any:

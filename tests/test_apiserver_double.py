@@ -232,3 +232,30 @@ def test_json_patch() -> None:
                             {"op": "remove", "path": "/l/0"}]) == {"a": {"b": 5}, "l": [2, 3]}
     with pytest.raises(ValueError):
         json_patch(doc, [{"op": "test", "path": "/a/b", "value": 9}])
+
+
+def test_allow_only_answers_unauthorised_requests_403_as_rbac_does(server: ApiServerDouble
+                                                                    ) -> None:
+    server.apply(pod("a"))
+    server.allow_only([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
+                      user="system:serviceaccount:gangstate:gangstate")
+    api = core(server)
+    assert [p.metadata.name for p in api.list_namespaced_pod("ns").items] == ["a"]
+    with pytest.raises(ApiException) as err:
+        api.read_namespaced_pod("a", "ns")
+    assert err.value.status == 403
+    body = json.loads(err.value.body)
+    assert (body["reason"], body["details"]) == ("Forbidden", {"group": "", "kind": "pods",
+                                                              "name": "a"})
+    assert body["message"] == ('pods "a" is forbidden: User "system:serviceaccount:gangstate:'
+                               'gangstate" cannot get resource "pods" in API group "" in the '
+                               'namespace "ns"')
+    with pytest.raises(ApiException):
+        client.EventsV1Api(client.ApiClient(server.configuration())).create_namespaced_event(
+            "ns", {"metadata": {"name": "e"}, "eventTime": "2026-11-02T09:00:00.000000Z",
+                   "reportingController": "x", "reportingInstance": "y", "action": "a",
+                   "reason": "r", "type": "Normal", "regarding": {"kind": "Pod"}})
+    assert [(a.verb, a.group, a.resource, a.namespace, a.name) for a in server.forbidden] == [
+        ("get", "", "pods", "ns", "a"), ("create", "events.k8s.io", "events", "ns", "")]
+    server.allow_only(None)
+    assert api.read_namespaced_pod("a", "ns").metadata.name == "a"

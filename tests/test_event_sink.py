@@ -55,10 +55,15 @@ EXPECTED: dict[str, tuple[tuple[int, int], list[tuple[str, str, str, str, int, s
           "09:00:10", "09:00:10", "insufficient") for i in range(3)]
         + [("Pod", f"llm-pretrain-worker-{i}", "Normal", "GangMembersSatisfied", 1,
             "09:05:00", "09:05:00", "satisfied-4") for i in range(4)])),
-    "invalid-spec-values": ((2, 0), [
+    # gpt-distill-1 joins a second later: both findings are sent to it too (one Event each)
+    "invalid-spec-values": ((4, 0), [
         ("Pod", "gpt-distill-0", "Warning", "GangSpecInvalid", 1, "09:00:00", "09:00:00",
          "mode"),
         ("Pod", "gpt-distill-0", "Warning", "GangSpecInvalid", 1, "09:00:00", "09:00:00",
+         "waiting"),
+        ("Pod", "gpt-distill-1", "Warning", "GangSpecInvalid", 1, "09:00:01", "09:00:01",
+         "mode"),
+        ("Pod", "gpt-distill-1", "Warning", "GangSpecInvalid", 1, "09:00:01", "09:00:01",
          "waiting")]),
     "member-fails-switch": ((3, 6), [
         ("Pod", f"moe-finetune-worker-{i}", "Warning", "GangCycleRejected", 3, "09:00:10",
@@ -163,10 +168,10 @@ def test_processing_the_same_diagnostics_twice_writes_nothing_more(server: ApiSe
         sink.write(d)
     before, counts = server.objects("events"), writes(server)
     results = [r for d in all_diagnostics() for r in sink.write(d)]
-    assert server.objects("events") == before and writes(server) == counts == (21, 9)
+    assert server.objects("events") == before and writes(server) == counts == (23, 9)
     assert {type(r) for r in results} == {Skip, Drop}
     assert (sink.metrics.value("skipped", "duplicate"), sink.metrics.value("skipped", "stale"),
-            sink.metrics.value("dropped", "series-ended")) == (19, 6, 5)
+            sink.metrics.value("dropped", "series-ended")) == (21, 6, 5)
 
 
 def test_a_restarted_sink_replaying_everything_writes_nothing(server: ApiServerDouble) -> None:
@@ -207,6 +212,34 @@ def test_a_patch_of_a_vanished_event_creates_it(server: ApiServerDouble) -> None
              if e["metadata"]["name"] == victim["metadata"]["name"]]
     assert len(again) == 1 and again[0]["count"] == 2
     assert again[0]["firstTimestamp"] == "2026-11-02T09:00:04Z"
+
+
+def test_recreated_pods_of_a_gang_with_invalid_settings_get_their_own_events(
+        server: ApiServerDouble) -> None:
+    """Issue 11: the pods of a `mode: nonstrict` gang are deleted and recreated with new uids
+    (tests/test_fold.py works out the diagnostics): each pod, old and new, has its Event once,
+    and a replay of the same diagnostics writes nothing."""
+    from streams.core.fold import PartitionFold
+    from tests.builders import pod
+
+    trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
+             pod("p0", 20, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("p1", 21, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("q0", 30, mode="nonstrict"), pod("q1", 31, mode="nonstrict")]
+    fold = PartitionFold({})
+    diagnostics = [out for rec in trace for out in fold.feed("ns/g", rec)]
+    sink = make_sink(server)
+    for _ in range(2):
+        for diagnostic in diagnostics:
+            sink.write(diagnostic)
+    events = server.objects("events")
+    assert sorted((e["involvedObject"]["name"], e["involvedObject"]["uid"], e["reason"],
+                   e["count"]) for e in events) == [
+        ("p0", "uid-p0", "GangSpecInvalid", 1), ("p1", "uid-p1", "GangSpecInvalid", 1),
+        ("q0", "uid-q0", "GangSpecInvalid", 1), ("q1", "uid-q1", "GangSpecInvalid", 1)]
+    assert {e["message"] for e in events} == {
+        "gang ns/g: mode 'nonstrict' is not valid; the scheduler silently uses Strict"}
+    assert writes(server) == (4, 0) and sink.metrics.value("skipped", "duplicate") == 4
 
 
 # -- spam filter ----------------------------------------------------------------------------
@@ -251,7 +284,7 @@ def test_4xx_gives_the_event_up_counted_and_goes_on(server: ApiServerDouble) -> 
     sleeps = Sleeps()
     sink = make_sink(server, sleep=sleeps)
     server.fail_next(422, method="POST")
-    first, second = diagnostics_of("invalid-spec-values")
+    first, second = diagnostics_of("invalid-spec-values")[:2]  # gpt-distill-0's two
     (result,) = sink.write(first)
     assert isinstance(result, GivenUp) and result.reason == "api-422"
     assert [type(r) for r in sink.write(second)] == [Create]
@@ -349,9 +382,9 @@ def test_replay_through_kafka_worker_and_sink(kafka_bootstrap: str, server: ApiS
         thread.join(10)
         probe.close()
         admin.close()
-    assert sum(end.values()) == 11
+    assert sum(end.values()) == 13
     expected = sorted(row for _, rows in EXPECTED.values() for row in rows)
     assert summary(server.objects("events")) == expected
-    assert writes(server) == (21, 9)
+    assert writes(server) == (23, 9)
     assert all(e["metadata"]["annotations"][ANNOTATION_LAST_ID].count("#") == 2
                for e in server.objects("events"))

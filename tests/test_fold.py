@@ -200,7 +200,7 @@ def test_podgroup_labelled_pods_never_initialise_from_their_annotations():
     assert reasons(outputs) == [("GangNotInitialized", {"members": 1})]
 
 
-def test_scheduled_then_finished():
+def test_scheduled_then_deleted_with_its_last_pod():
     trace = [pod("p0", 0), pod("p1", 0),
              pod("p0", 5, rv="2", type_="MODIFIED", node="n1"),
              pod("p1", 6, rv="2", type_="MODIFIED", node="n2")]
@@ -208,9 +208,78 @@ def test_scheduled_then_finished():
     assert reasons(outputs) == [("GangScheduled", {"bound": 2, "min_member": 2})]
     assert outputs[0]["type"] == "Normal"
     assert summary(store["ns/g"])["phase"] == "Scheduled"
+    # A gang built from pod annotations goes with its last pod (Koordinator M3).
     _, store = run(trace + [pod("p0", 100, rv="3", type_="DELETED", node="n1"),
                             pod("p1", 100, rv="3", type_="DELETED", node="n2")])
-    assert summary(store["ns/g"])["phase"] == "Finished"
+    info = summary(store["ns/g"])
+    assert (info["phase"], info["deleted_at"], info["deleted_by"], info["min_member"]) == (
+        "Deleted", format_time(at(100)), "Pod/p1", None)
+    assert store["ns/g"].ever_scheduled is False
+
+
+def test_scheduled_then_finished_while_its_podgroup_remains():
+    """A PodGroup gang outlives its pods (Koordinator M4): Finished, not Deleted."""
+    trace = [podgroup(0, 2)] + [pod(p, 0, waits_for_podgroup=True, min_available=None)
+                                for p in ("p0", "p1")] + [
+        pod("p0", 5, rv="2", type_="MODIFIED", node="n1", waits_for_podgroup=True,
+            min_available=None),
+        pod("p1", 6, rv="2", type_="MODIFIED", node="n2", waits_for_podgroup=True,
+            min_available=None),
+        pod("p0", 100, rv="3", type_="DELETED", waits_for_podgroup=True, min_available=None),
+        pod("p1", 100, rv="3", type_="DELETED", waits_for_podgroup=True, min_available=None)]
+    outputs, store = run(trace)
+    assert reasons(outputs) == [("GangScheduled", {"bound": 2, "min_member": 2})]
+    info = summary(store["ns/g"])
+    assert (info["phase"], info["members"], info["deleted_at"]) == ("Finished", 0, None)
+
+
+def test_a_gang_deleted_with_its_last_pod_is_a_tombstone_until_a_pod_brings_it_back():
+    trace = [pod("p0", 0), pod("p1", 1),
+             pod("p0", 30, rv="2", type_="DELETED"), pod("p1", 31, rv="2", type_="DELETED")]
+    outputs, store = run(trace, end=3600)
+    # p0 and p1 arrive within the grace period; the hold that begins when p0 goes (1 of 2)
+    # ends a second later when p1 goes (nothing pending): nothing to say.
+    assert outputs == []
+    state = store["ns/g"]
+    assert (state.phase, state.exists, state.deleted_at, state.deleted_by) == (
+        "Deleted", False, at(31), "Pod/p1")
+    assert (state.spec, state.representative) == (None, None)
+    assert state.history[-1][1:] == ("phase Gathering -> Deleted; members 1 -> 0; "
+                                     "spec from nothing", "Pod ns/p1 DELETED (resourceVersion 2)")
+    from_table = from_wire(to_wire(state))
+    assert from_table == state and from_table.phase == "Deleted"
+    # A later record about the gang (a late cycle record) does not bring it back.
+    _, store = run(trace + [cycle("p1", 40, 9, "PreEnqueue", "Gated")])
+    assert store["ns/g"].phase == "Deleted"
+    # A new pod of the gang starts it again, initialised from that pod.
+    _, store = run(trace + [pod("q0", 50)])
+    state = store["ns/g"]
+    assert (state.phase, state.deleted_at, state.deleted_by, state.spec_source) == (
+        "Gathering", None, None, "Pod/q0")
+
+
+def test_a_podgroup_gang_is_deleted_when_its_podgroup_and_its_pods_are_gone():
+    lone = [podgroup(0, 2), podgroup(20, 2, rv="2", type_="DELETED")]
+    _, store = run(lone)
+    state = store["ns/g"]
+    assert (state.phase, state.deleted_at, state.deleted_by) == ("Deleted", at(20), "PodGroup/g")
+    _, store = run(lone + [podgroup(30, 3, rv="3")])  # recreated: a new, unscheduled gang
+    assert (store["ns/g"].phase, store["ns/g"].deleted_at) == ("Gathering", None)
+    # Pods outlive their PodGroup: the gang is not initialised, then deleted with its last pod.
+    trace = [podgroup(0, 2), pod("p0", 1, waits_for_podgroup=True, min_available=None),
+             podgroup(20, 2, rv="2", type_="DELETED")]
+    _, store = run(trace)
+    assert (store["ns/g"].phase, store["ns/g"].deleted_at) == ("NotInitialized", None)
+    _, store = run(trace + [pod("p0", 30, rv="2", type_="DELETED", waits_for_podgroup=True,
+                                min_available=None)])
+    assert (store["ns/g"].phase, store["ns/g"].deleted_by) == ("Deleted", "Pod/p0")
+
+
+def test_a_table_value_stored_before_deletions_were_kept_reads_as_a_live_gang():
+    _, store = run([pod("p0", 0)])
+    wire = to_wire(store["ns/g"])
+    old = {k: v for k, v in wire.items() if k not in ("da", "db")}
+    assert from_wire(old) == store["ns/g"] and from_wire(old).phase == "Gathering"
 
 
 def test_finished_pods_leaving_one_by_one_raise_no_warning():
@@ -229,10 +298,111 @@ def test_a_cycle_record_seen_twice_is_applied_once():
     assert once == twice
 
 
-def test_spec_invalid_is_reported_once_per_field():
+MODE = {"field": "mode", "value": "nonstrict", "effective": "Strict"}
+
+
+def named(outputs):
+    """``(id, observed_at, reason, involved pod names)`` of each diagnostic."""
+    return [(o["id"], o["observed_at"], o["reason"],
+             [i["name"] for i in o["involved"] if i["kind"] == "Pod"]) for o in outputs]
+
+
+def test_spec_invalid_is_reported_once_per_field_then_sent_to_each_pod_that_joins():
     outputs, _ = run([pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict")])
-    assert reasons(outputs) == [("GangSpecInvalid", {"field": "mode", "value": "nonstrict",
-                                                     "effective": "Strict"})]
+    assert reasons(outputs) == [("GangSpecInvalid", MODE), ("GangSpecInvalid", MODE)]
+    # ids: sha256 of {"effective":"Strict","field":"mode","value":"nonstrict"}, then of
+    # {"facts":{...the same...},"pods":["uid-p1"]} (canonical JSON, first 12 hex digits)
+    assert named(outputs) == [
+        ("ns/g#GangSpecInvalid#23487113bf2a", format_time(at(0)), "GangSpecInvalid", ["p0"]),
+        ("ns/g#GangSpecInvalid#1702bd0d9780", format_time(at(1)), "GangSpecInvalid", ["p1"])]
+
+
+def test_recreated_pods_of_a_gang_with_invalid_settings_each_get_its_diagnostic():
+    """Issue 11: both pods of a `mode: nonstrict` gang deleted, then recreated (new uids) by
+    their controller: each new pod is named by a GangSpecInvalid of its own."""
+    trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
+             pod("p0", 20, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("p1", 21, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("q0", 30, mode="nonstrict"), pod("q1", 31, mode="nonstrict")]
+    outputs, store = run(trace, end=3600)
+    assert named(outputs) == [
+        ("ns/g#GangSpecInvalid#23487113bf2a", format_time(at(0)), "GangSpecInvalid", ["p0"]),
+        ("ns/g#GangSpecInvalid#1702bd0d9780", format_time(at(1)), "GangSpecInvalid", ["p1"]),
+        ("ns/g#GangSpecInvalid#97aba009b971", format_time(at(30)), "GangSpecInvalid", ["q0"]),
+        ("ns/g#GangSpecInvalid#4139e8464d99", format_time(at(31)), "GangSpecInvalid", ["q1"])]
+    assert all(o["facts"] == MODE and o["type"] == "Warning" for o in outputs)
+    assert [o["involved"] for o in outputs[2:]] == [
+        [{"kind": "Pod", "namespace": "ns", "name": "q0", "uid": "uid-q0"}],
+        [{"kind": "Pod", "namespace": "ns", "name": "q1", "uid": "uid-q1"}]]
+    assert outputs[2]["message"] == ("gang ns/g: mode 'nonstrict' is not valid; the scheduler "
+                                     "silently uses Strict")
+    assert store["ns/g"].spec_source == "Pod/q0"
+    # A replay gives the same ids; the same records again change nothing.
+    assert run(trace, end=3600)[0] == outputs
+    fold = PartitionFold(store)
+    assert [out for rec in trace for out in fold.feed("ns/g", rec)] == []
+
+
+def test_pods_recreated_with_the_same_names_get_the_diagnostic_under_their_new_uids():
+    trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
+             pod("p0", 20, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("p1", 21, rv="2", type_="DELETED", mode="nonstrict"),
+             pod("p0", 30, uid="uid-p0-b", rv="3", mode="nonstrict"),
+             pod("p1", 31, uid="uid-p1-b", rv="3", mode="nonstrict")]
+    outputs, _ = run(trace)
+    assert [(o["id"], o["involved"][0]["uid"]) for o in outputs[2:]] == [
+        ("ns/g#GangSpecInvalid#53ed5d86ebb0", "uid-p0-b"),
+        ("ns/g#GangSpecInvalid#29d9cd321133", "uid-p1-b")]
+
+
+def test_a_pod_recreated_while_its_gang_is_held_gets_the_hold_warning():
+    """min-available 3, two pods: warned at the end of the grace period (10 s). p0 is replaced
+    by q0 before the hold's refresh is due: the facts are the warned ones again (2 of 3), so
+    nothing is re-emitted to the gang, and q0 alone is told."""
+    trace = [pod("p0", 0, min_available="3"), pod("p1", 1, min_available="3"),
+             pod("p0", 12, rv="2", type_="DELETED", min_available="3"),
+             pod("q0", 13, min_available="3")]
+    outputs, _ = run(trace, end=3600)
+    facts = {"members": 2, "min_member": 3, "total_number": 3}
+    assert reasons(outputs) == [("GangMembersInsufficient", facts)] * 2
+    assert named(outputs) == [
+        ("ns/g#GangMembersInsufficient#0d1ab417551b", format_time(at(10)),
+         "GangMembersInsufficient", ["p0", "p1"]),
+        ("ns/g#GangMembersInsufficient#ed1a5fd20b90", format_time(at(13)),
+         "GangMembersInsufficient", ["q0"])]
+
+
+def test_a_member_that_joins_with_news_gets_the_news_not_a_resend():
+    """p2 joins the warned hold of 2 of 4 after the refresh interval: the hold is re-emitted
+    with the new facts to every member (p2 included), nothing is re-sent."""
+    trace = [pod("p0", 0, min_available="4"), pod("p1", 1, min_available="4"),
+             pod("p2", 30, min_available="4")]
+    outputs, _ = run(trace)
+    assert [(o["facts"]["members"], [i["name"] for i in o["involved"]]) for o in outputs] == [
+        (2, ["p0", "p1"]), (3, ["p0", "p1", "p2"])]
+
+
+def test_a_pod_recreated_with_its_old_name_rejoins_a_disagreement():
+    trace = [pod("p0", 0, min_available="2"), pod("p1", 1, min_available="3"),
+             pod("p1", 5, rv="2", type_="DELETED", min_available="3"),
+             pod("p1", 6, uid="uid-p1-b", rv="3", min_available="3")]
+    outputs, _ = run(trace)
+    conflict = {"field": "min-available", "values": {"2": ["p0"], "3": ["p1"]}}
+    assert reasons(outputs) == [("GangSpecConflict", conflict)] * 2
+    assert [(o["id"], [i["uid"] for i in o["involved"]]) for o in outputs] == [
+        ("ns/g#GangSpecConflict#7ec84db16774", ["uid-p0", "uid-p1"]),
+        ("ns/g#GangSpecConflict#78776041285f", ["uid-p1-b"])]
+
+
+def test_a_deleted_uid_that_comes_back_is_not_a_new_member():
+    """A DELETED seen before its pod's last update (resourceVersion 5 after 4): the uid is
+    remembered, its Event exists already, nothing is re-sent."""
+    trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
+             pod("p1", 2, rv="4", type_="DELETED", mode="nonstrict"),
+             pod("p1", 3, rv="5", mode="nonstrict")]
+    outputs, store = run(trace)
+    assert [[i["name"] for i in o["involved"]] for o in outputs] == [["p0"], ["p1"]]
+    assert len(store["ns/g"].members) == 2
 
 
 def test_spec_conflict_lists_who_says_what():
@@ -351,3 +521,18 @@ def test_a_change_inside_the_refresh_interval_is_sent_when_it_ends():
     outputs, _ = run(trace, end=3600)
     assert [(o["observed_at"], o["facts"]["members"]) for o in outputs] == [
         (format_time(at(10)), 1), (format_time(at(20)), 2)]
+
+
+def test_describe_explains_a_deletion_by_its_last_pod_or_its_podgroup():
+    from streams.core.explain import deletion
+
+    _, store = run([pod("p0", 0), pod("p0", 30, rv="2", type_="DELETED")])
+    assert deletion(store["ns/g"]) == (
+        f"{format_time(at(30))}: its last pod, ns/p0, was deleted (a gang without a PodGroup "
+        f"ends with its last pod); a new pod of the gang starts it again")
+    _, store = run([podgroup(0, 2), podgroup(20, 2, rv="2", type_="DELETED")])
+    assert deletion(store["ns/g"]) == (
+        f"{format_time(at(20))}: its PodGroup ns/g was deleted and no pod of the gang is left; "
+        f"a new PodGroup or pod of the gang starts it again")
+    _, store = run([pod("p0", 0)])
+    assert deletion(store["ns/g"]) is None

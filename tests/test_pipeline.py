@@ -80,7 +80,7 @@ def test_kafka_outputs_equal_the_offline_fold(pipeline_run) -> None:
     got, expected = pipeline_run["got"], pipeline_run["expected"]
     assert by_key(got[t.diagnostics], "gang") == by_key(expected.diagnostics, "gang")
     assert by_key(got[t.commands], "gang_group") == by_key(expected.commands, "gang_group")
-    assert len(got[t.diagnostics]) == len(expected.diagnostics) == 11
+    assert len(got[t.diagnostics]) == len(expected.diagnostics) == 13
     assert len(got[t.commands]) == 1
 
 

@@ -265,3 +265,50 @@ def test_a_name_without_namespace_is_a_usage_error(capsys) -> None:
         main(["explain", "pod", "llm-pretrain-worker-0"])
     assert exit_.value.code == 2
     assert "'llm-pretrain-worker-0' is not NAMESPACE/NAME" in capsys.readouterr().err
+
+
+def deleted_trace(tmp_path: Path) -> str:
+    """The trace of ``invalid-spec-values`` (gpt-distill-0 at 09:00:00, gpt-distill-1 at
+    09:00:01, no PodGroup), then both pods deleted, at 09:10:00 and 09:10:05."""
+    lines = (CASES / "invalid-spec-values" / "trace.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for record, when in zip(records, ("09:10:00", "09:10:05")):
+        gone = json.loads(json.dumps(record))
+        gone["type"] = "DELETED"
+        gone["observed_at"] = f"2026-11-02T{when}.000000Z"
+        gone["object"]["metadata"]["resourceVersion"] = "2000" + when[-1]
+        records.append(gone)
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def test_a_deleted_gang_is_not_listed_and_describe_says_when_and_why(tmp_path, capsys) -> None:
+    trace = deleted_trace(tmp_path)
+    status, out, err = run(capsys, "get", "gangs", "--from", trace, "--at", END)
+    assert (status, out, err) == (0, "", "No gangs found.\n")
+    status, out, _ = run(capsys, "get", "gangs", "--from", trace, "--at", END, "--phase",
+                         "deleted")
+    assert [line.split() for line in out.splitlines()[1:]] == [
+        ["nlp", "gpt-distill", "Deleted", "0/?", "0", "0", "<none>"]]
+    # Before the second deletion the gang still has one pod.
+    status, out, _ = run(capsys, "get", "gangs", "--from", trace, "--at",
+                         "2026-11-02T09:10:04Z")
+    assert [line.split()[:4] for line in out.splitlines()[1:]] == [
+        ["nlp", "gpt-distill", "Gathering", "1/2"]]
+    status, out, _ = run(capsys, "describe", "gang", "nlp/gpt-distill", "--from", trace,
+                         "--at", END)
+    assert status == 0
+    assert out.splitlines()[2:4] == [
+        "Phase:          Deleted",
+        "Deleted:        2026-11-02T09:10:05.000000Z: its last pod, nlp/gpt-distill-1, was "
+        "deleted (a gang without a PodGroup ends with its last pod); a new pod of the gang "
+        "starts it again"]
+    assert "Spec from:      <none>\n" in out and section(out, "Pods") == ["<none>"]
+    assert section(out, "Findings") == ["<none>"]
+    assert section(out, "History")[-1].split()[:5] == [
+        "2026-11-02T09:10:05.000000Z", "phase", "Gathering", "->", "Deleted;"]
+    status, out, err = run(capsys, "explain", "pod", "nlp/gpt-distill-1", "--from", trace,
+                           "--at", END)
+    assert (status, err) == (1, "gangstate explain: pod nlp/gpt-distill-1 is not a live member "
+                                "of any known gang\n")

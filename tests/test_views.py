@@ -237,12 +237,12 @@ def test_metrics_scrape_counts_what_the_worker_folded(served) -> None:
     def value(name: str, **labels: str) -> float:
         return got[(name, tuple(sorted(labels.items())))]
 
-    diagnostics = {"GangSpecInvalid": 2, "GangCycleRejected": 3, "GangSpecConflict": 2,
+    diagnostics = {"GangSpecInvalid": 4, "GangCycleRejected": 3, "GangSpecConflict": 2,
                    "GangMembersInsufficient": 1, "GangMembersSatisfied": 2,
                    "GangNotInitialized": 1}
     for reason, n in diagnostics.items():
         assert value("gangstate_diagnostics_total", reason=reason) == n, reason
-    assert sum(v for (n, _), v in got.items() if n == "gangstate_diagnostics_total") == 11
+    assert sum(v for (n, _), v in got.items() if n == "gangstate_diagnostics_total") == 13
     assert value("gangstate_commands_total", type="SwitchRepresentative") == 1
     assert value("gangstate_records_total", schema="gangstate.kube/v1") == 22
     assert value("gangstate_records_total", schema="gangstate.cycle/v1") == 8
@@ -253,6 +253,7 @@ def test_metrics_scrape_counts_what_the_worker_folded(served) -> None:
     assert value("gangstate_gangs", phase="Ready") == 5
     assert value("gangstate_gangs", phase="Scheduling") == 1
     assert value("gangstate_gangs", phase="Gathering") == 0
+    assert value("gangstate_gangs", phase="Deleted") == 0
     assert value("gangstate_pods_held_preenqueue", reason="GangMembersInsufficient") == 0
 
 

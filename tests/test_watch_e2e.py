@@ -49,18 +49,18 @@ def _failed_scheduling(pod: dict[str, Any]) -> dict[str, Any]:
             "lastTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def _diagnostics(settings: Settings, want: set[str], timeout: float) -> dict[str, dict]:
+def _diagnostics(settings: Settings, want: set[str], timeout: float) -> dict[str, list[dict]]:
     consumer = KafkaConsumer(settings.topics.diagnostics, bootstrap_servers=settings.bootstrap,
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              consumer_timeout_ms=500)
-    found: dict[str, dict] = {}
+    found: dict[str, list[dict]] = {}
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and not want <= set(found):
             for message in consumer:
                 record = json.loads(message.value)
                 if record.get("gang") == GANG:
-                    found[record["reason"]] = record  # the latest per reason
+                    found.setdefault(record["reason"], []).append(record)  # in order
     finally:
         consumer.close()
     return found
@@ -91,14 +91,16 @@ def test_test_apiserver_to_kafka_to_worker_diagnostics(kafka_settings: Settings)
         finally:
             watcher.stop()
             publisher.close()
-    assert found["GangSpecInvalid"]["facts"] == {"field": "mode", "value": "nonstrict",
-                                                 "effective": "Strict"}
-    rejected = found["GangCycleRejected"]["facts"]
+    assert [d["facts"] for d in found["GangSpecInvalid"]] == [
+        {"field": "mode", "value": "nonstrict", "effective": "Strict"}] * 2
+    rejected = found["GangCycleRejected"][-1]["facts"]
     assert rejected["failed"] == 1
     assert rejected["reasons"] == {"Insufficient nvidia.com/gpu": 1}
-    # emitted when its facts first hold, i.e. with the first pod (facts do not change after)
-    assert "distill-0" in {i["name"] for i in found["GangSpecInvalid"]["involved"]}
-    assert {i["name"] for i in found["GangCycleRejected"]["involved"]} == {
+    # emitted when its facts first hold, i.e. with the first pod (facts do not change after),
+    # then sent again to the second pod when it joins
+    assert [[i["name"] for i in d["involved"]] for d in found["GangSpecInvalid"]] == [
+        ["distill-0"], ["distill-1"]]
+    assert {i["name"] for i in found["GangCycleRejected"][-1]["involved"]} == {
         "distill-0", "distill-1"}
     assert watcher.metrics.value("gangstate_watch_records_published_total",
                                  schema="gangstate.cycle/v1", resource="") == 1

@@ -10,9 +10,15 @@ and return it: they are only called on the fold's own new copy (``fold.step``,
 ``fold.fire_timers``), never on a state handed out; ``hold``, ``peers_to_ask`` and the other
 readers change nothing.
 
+A warning that still holds with the facts last emitted is sent again to every member that joins
+later (``resend_to_joined``): the sink writes one Event per pod named in a diagnostic, so a pod
+recreated by its controller (new uid) would otherwise never hear of its gang's invalid settings
+or of the hold that keeps it at PreEnqueue.
+
 Must not: read the clock, draw uuids, do I/O or import infrastructure. Ids are derived from the
-log: ``<gang>#<reason>#<sha256(canonical facts)[:12]>`` for diagnostics and
-``<gang group>#<epoch>`` for commands (contracts.md).
+log: ``<gang>#<reason>#<sha256(canonical facts)[:12]>`` for diagnostics (for one sent again to
+joined pods, ``sha256(canonical {"facts": facts, "pods": [uids]})``) and ``<gang group>#<epoch>``
+for commands (contracts.md).
 """
 
 from __future__ import annotations
@@ -168,22 +174,34 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
 _TYPES = {"GangMembersSatisfied": "Normal", "GangScheduled": "Normal"}
 
 
-def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int) -> dict[str, Any]:
+def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
+               pods: tuple[str, ...] = ()) -> dict[str, Any]:
     """Build one ``gangstate.diagnostic/v1`` record (JSON-ready) for ``state``'s gang.
 
-    ``at`` is event time in microseconds; it becomes ``observed_at``.
+    ``at`` is event time in microseconds; it becomes ``observed_at``. ``involved`` names every
+    live member and the PodGroup (``involved``), and the id digests the facts; or, with
+    ``pods`` (member uids), the diagnostic is one sent again to those members only
+    (``resend_to_joined``): ``involved`` names just them and the id digests
+    ``{"facts": facts, "pods": [uids]}``, so each re-send has its own id and a replay the same.
     """
     gang = state.gang
+    if pods:
+        ns = state.namespace
+        digest = _digest({"facts": facts, "pods": list(pods)})
+        named = [{"kind": "Pod", "namespace": ns, "name": state.members[uid].name, "uid": uid}
+                 for uid in pods]
+    else:
+        digest, named = facts_digest(facts), involved(state)
     return {
         "schema": DIAGNOSTIC_SCHEMA,
-        "id": f"{gang}#{reason}#{facts_digest(facts)}",
+        "id": f"{gang}#{reason}#{digest}",
         "observed_at": format_time(at),
         "gang": gang,
         "gang_group": state.gang_group,
         "type": _TYPES.get(reason, "Warning"),
         "reason": reason,
         "message": message(gang, reason, facts),
-        "involved": involved(state),
+        "involved": named,
         "facts": facts,
     }
 
@@ -456,6 +474,66 @@ def _decide_cycle(state: GangState, rec: CycleObserved, out: list[dict[str, Any]
     return _emit(state, "GangCycleRejected", "GangCycleRejected", facts, rec.at, out)
 
 
+def open_warnings(state: GangState) -> list[tuple[str, str, dict[str, Any]]]:
+    """The warnings that hold now with exactly the facts last emitted for them, as
+    ``(emitted key, reason, facts)``: silent fallbacks (``GangSpecInvalid``), disagreements
+    (``GangSpecConflict``) and a warned PreEnqueue hold (``HOLD_KEY``). These are standing
+    conditions, true until someone changes the gang; ``GangCycleRejected`` and
+    ``GangPermitTimeout`` report one cycle's outcome and are not open in this sense (the next
+    cycle reports afresh, to every member it involves)."""
+    emitted = state.emitted
+    out: list[tuple[str, str, dict[str, Any]]] = []
+
+    def still(key: str, reason: str, facts: dict[str, Any]) -> None:
+        if emitted.get(key) == facts_digest({"reason": reason, **facts}):
+            out.append((key, reason, facts))
+
+    if not emitted:
+        return out
+    for fb in state.fallbacks:
+        still(f"GangSpecInvalid:{fb.field}", "GangSpecInvalid",
+              {"field": fb.field, "value": fb.value, "effective": fb.effective})
+    if any(key.startswith("GangSpecConflict:") for key in emitted):
+        for field, by_value in spec_conflicts(state).items():
+            still(f"GangSpecConflict:{field}", "GangSpecConflict",
+                  {"field": field, "values": by_value})
+    if state.warned and HOLD_KEY in emitted:
+        found = hold(state)
+        if found is not None:
+            still(HOLD_KEY, *found)
+    return out
+
+
+def joined(before: GangState, state: GangState, rec: GangRecord) -> tuple[str, ...]:
+    """The uid of the pod that ``rec`` made a member, when that uid was never seen before
+    (not a member of ``before`` and not remembered as deleted); else ``()``."""
+    if not isinstance(rec, PodObserved) or rec.type == "DELETED":
+        return ()
+    uid = rec.uid
+    if uid in before.members or uid in before.tombstones or uid not in state.members:
+        return ()
+    return (uid,)
+
+
+def resend_to_joined(before: GangState, state: GangState, rec: GangRecord, at: int,
+                     out: list[dict[str, Any]]) -> GangState:
+    """Send each open warning (``open_warnings``) again, with the same facts, to the member
+    that ``rec`` brought in (``joined``), unless this record emitted it anyway (then it already
+    names every member). Diagnostics are otherwise emitted only when their facts change, and the
+    sink writes an Event per pod named: without this, a pod that joins after the warning (a
+    late member, or one a Job/JobSet controller recreated with a new uid, same name or not)
+    never gets an Event about its gang's invalid settings or its hold. The re-sent diagnostic
+    names only the new pod (``diagnostic(pods=...)``), so the Events of the other members are
+    not counted up again. Changes nothing in ``state``."""
+    pods = joined(before, state, rec)
+    if not pods:
+        return state
+    for key, reason, facts in open_warnings(state):
+        if state.emitted.get(key) == before.emitted.get(key):
+            out.append(diagnostic(state, reason, facts, at, pods))
+    return state
+
+
 def summary_record(state: GangState, to: str, at: int, wanted_as_of: int | None = None,
                    summary: Summary | None = None) -> dict[str, Any]:
     """A ``gangstate.gang-summary/v1`` record telling gang ``to`` about ``state``'s gang as of
@@ -610,10 +688,11 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
 
     Order of outputs for one record: spec findings (``GangSpecInvalid``, ``GangSpecConflict``),
     the PreEnqueue hold (``GangNotInitialized``/``GangMembersInsufficient`` re-emitted when their
-    facts change after the grace period, ``GangMembersSatisfied`` when the hold ends),
-    ``GangCycleRejected``, commands, ``GangScheduled``, then ``gangstate.gang-summary/v1``
-    records for the other gangs of the group. ``before`` is the state before the record was
-    applied (``before_rep`` its representative).
+    facts change after the grace period, ``GangMembersSatisfied`` when the hold ends), the open
+    warnings sent again to a member that joined (``resend_to_joined``), ``GangCycleRejected``,
+    commands, ``GangScheduled``, then ``gangstate.gang-summary/v1`` records for the other gangs
+    of the group. ``before`` is the state before the record was applied (``before_rep`` its
+    representative).
     """
     out: list[dict[str, Any]] = []
     before = state if before is None else before
@@ -622,6 +701,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     at = max(rec.at, before.clock) if isinstance(rec, GangSummarized) else rec.at
     state = _decide_spec(before, state, rec, at, out)
     state = _decide_hold(state, at, out, settings.refresh_micros)
+    state = resend_to_joined(before, state, rec, at, out)
     state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):
         state = _decide_cycle(state, rec, out)

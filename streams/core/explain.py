@@ -46,6 +46,22 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     return out
 
 
+def deletion(state: GangState) -> str | None:
+    """Why the gang is ``Deleted``, for people (``None`` while it exists): when (RFC 3339), and
+    which deletion removed it, as Koordinator removes it (``fold.gang_deleted``), e.g.
+    ``2026-11-02T09:10:05.000000Z: its last pod, nlp/gpt-distill-1, was deleted (...)``."""
+    if state.deleted_at is None:
+        return None
+    when = format_time(state.deleted_at)
+    kind, _, name = (state.deleted_by or "").partition("/")
+    ns = state.namespace
+    if kind == "PodGroup":
+        return (f"{when}: its PodGroup {ns}/{name} was deleted and no pod of the gang is left; "
+                f"a new PodGroup or pod of the gang starts it again")
+    return (f"{when}: its last pod, {ns}/{name}, was deleted (a gang without a PodGroup ends "
+            f"with its last pod); a new pod of the gang starts it again")
+
+
 def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
     gang = state.gang
     if reason == "GangNotInitialized":

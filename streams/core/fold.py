@@ -92,8 +92,9 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     """Fold a Pod watch event. Stale or duplicate events (resourceVersion not newer for the uid,
     or an event for a recently deleted uid) return ``state`` unchanged; a ``DELETED`` is applied
     unless its resourceVersion is older than the one held. Members are keyed by uid, so a pod
-    recreated with the same name is a new member (Koordinator issue #2148). Any change is made
-    on a copy (``state`` itself is never changed)."""
+    recreated with the same name is a new member (Koordinator issue #2148). A gang without a
+    PodGroup is deleted with its last pod (``gang_deleted``); a pod of a deleted gang brings it
+    back. Any change is made on a copy (``state`` itself is never changed)."""
     tombstones = _pruned_tombstones(state, rec.at, settings)
     member = state.members.get(rec.uid)
     if rec.type == "DELETED":
@@ -112,10 +113,7 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
         if new.representative == f"{rec.namespace}/{rec.name}":
             new.representative = None
         if not new.members and new.podgroup is None:
-            # An annotation-built gang disappears with its last pod; the epoch survives.
-            new.spec_source = new.spec_settings = new.representative = new.last_switch_at = None
-            new.outcomes = {}
-            new.switch_streak = 0
+            gang_deleted(new, rec.at, f"Pod/{rec.name}")
         return new
 
     if member is not None and not rv_newer(rec.resource_version, member.rv):
@@ -136,6 +134,7 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     new = state.copy()
     new.put_member(rec.uid, updated)
     new.tombstones = tombstones
+    new.deleted_at = new.deleted_by = None
     if new.spec_source is None and new.podgroup is None and not rec.waits_for_podgroup:
         spec, _ = parse_spec(new.gang, rec.settings, f"Pod/{rec.name}")
         if spec is not None:
@@ -145,8 +144,9 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
 
 def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
     """Fold a PodGroup watch event: every add or update re-initialises the gang from the
-    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``); a delete drops the spec.
-    Any change is made on a copy."""
+    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``); a delete drops the spec, and
+    deletes the gang when no pod of it is left (``gang_deleted``). Any change is made on a
+    copy."""
     old = state.podgroup
     if rec.type == "DELETED":
         if old is None or old.uid != rec.uid:
@@ -155,10 +155,13 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
         new.podgroup = None
         if new.spec_source and new.spec_source.startswith("PodGroup/"):
             new.spec_source = new.spec_settings = None
+        if not new.members:
+            gang_deleted(new, rec.at, f"PodGroup/{rec.name}")
         return new
     if old is not None and old.uid == rec.uid and not rv_newer(rec.resource_version, old.rv):
         return state
     new = state.copy()
+    new.deleted_at = new.deleted_by = None
     new.podgroup = PodGroupInfo(rec.name, rec.uid, rec.resource_version, rec.settings)
     source = f"PodGroup/{rec.name}"
     spec, _ = spec_and_fallbacks(state.gang, source, rec.settings)
@@ -167,6 +170,26 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
     else:
         new.spec_source, new.spec_settings = source, rec.settings
     return new
+
+
+def gang_deleted(new: GangState, at: int, by: str) -> None:
+    """Mark ``new`` (the fold's own fresh copy, with no live member and no PodGroup left) as
+    deleted at event time ``at`` by the deletion of ``by`` (``Pod/<name>`` or
+    ``PodGroup/<name>``), and forget what belonged to that gang: its spec, representative,
+    latest cycle's outcomes, switch backoff and whether it was ever scheduled.
+
+    Koordinator v1.8.0 removes the gang from its cache then: a gang initialised from pod
+    annotations with its last pod (``pkg/scheduler/plugins/coscheduling/core/gang.go:298-302``,
+    ``core/gang_cache.go:206-220``, rule M3), a PodGroup gang with its PodGroup
+    (``core/gang_cache.go:295-310``, M5); a later pod or PodGroup creates a new gang
+    (``core/gang_cache.go:124-149``). The state is kept as a tombstone (phase ``Deleted``): the
+    epoch of the gang group must never go back (contracts.md, commands) and the diagnostics it
+    emitted stay remembered, so a replay of the same facts is not news."""
+    new.spec_source = new.spec_settings = new.representative = new.last_switch_at = None
+    new.outcomes = {}
+    new.switch_streak = 0
+    new.ever_scheduled = False
+    new.deleted_at, new.deleted_by = at, by
 
 
 def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
@@ -333,7 +356,8 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
             and before.representative == after.representative \
             and before.spec_source == after.spec_source \
             and before.spec_settings is after.spec_settings \
-            and before.ever_scheduled == after.ever_scheduled:
+            and before.ever_scheduled == after.ever_scheduled \
+            and before.deleted_at == after.deleted_at:
         return after  # nothing _facts_view (phase included) depends on has changed
     changes = []
     old, new = _facts_view(before), _facts_view(after)

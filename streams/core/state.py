@@ -22,6 +22,7 @@ from typing import Any, Mapping, NamedTuple
 
 from .records import GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
+from .timefmt import format_time
 
 WIRE_VERSION = 1
 
@@ -122,7 +123,11 @@ class GangState:
     gang decides in event-time order whatever order Kafka delivered them in). ``last_switch_at``/``switch_streak`` time and count the
     consecutive representative switches since the gang last had minMember pods bound. ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
-    emitted for it.
+    emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
+    of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
+    it (``fold.gang_deleted``); both are ``None`` while it exists (``exists``) and once a pod or
+    a PodGroup brings it back. A deleted gang keeps its state (the epoch of its group, the
+    diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
     gang: str
@@ -155,6 +160,8 @@ class GangState:
     last_switch_at: int | None = None
     switch_streak: int = 0
     history: tuple[HistoryEntry, ...] = ()
+    deleted_at: int | None = None
+    deleted_by: str | None = None
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -232,12 +239,20 @@ class GangState:
         new.last_switch_at = self.last_switch_at
         new.switch_streak = self.switch_streak
         new.history = self.history
+        new.deleted_at = self.deleted_at
+        new.deleted_by = self.deleted_by
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
         new.n_in_cycle = self.n_in_cycle
         new._spec_memo = self._spec_memo
         return new
+
+    @property
+    def exists(self) -> bool:
+        """True while the gang has a live member pod or a PodGroup (what Koordinator's gang
+        cache holds a gang for; ``own_summary``'s ``exists``)."""
+        return bool(self.members) or self.podgroup is not None
 
     @property
     def namespace(self) -> str:
@@ -286,7 +301,11 @@ class GangState:
     @property
     def phase(self) -> str:
         """One of ``NotInitialized``, ``Gathering``, ``Ready``, ``Scheduling``, ``Scheduled``,
-        ``Finished`` (contracts.md, ``gangstate fold``)."""
+        ``Finished``, ``Deleted`` (contracts.md, ``gangstate fold``). ``Deleted`` is terminal
+        until a pod or a PodGroup of the gang appears again: the last pod of a gang without a
+        PodGroup, or the PodGroup of a gang without pods, was deleted (``deleted_at``)."""
+        if self.deleted_at is not None:
+            return "Deleted"
         spec = self.spec
         if not self.members and self.ever_scheduled:
             return "Finished"
@@ -343,8 +362,8 @@ def summary(state: GangState) -> dict[str, Any]:
 
     Shape: ``{"phase", "members", "bound", "waiting", "representative", "min_member",
     "total_number", "mode", "waiting_seconds", "match_policy", "gang_group", "spec_source",
-    "epoch", "last_cycle", "pods": {"ns/name": {...}}}``; counts are integers, pods named
-    ``ns/name``. Unknown values are ``None``.
+    "epoch", "last_cycle", "deleted_at", "deleted_by", "pods": {"ns/name": {...}}}``; counts
+    are integers, pods named ``ns/name``, ``deleted_at`` RFC 3339. Unknown values are ``None``.
     """
     spec = state.spec
     ns = state.namespace
@@ -365,6 +384,8 @@ def summary(state: GangState) -> dict[str, Any]:
         "groups": list(spec.groups) if spec else [state.gang],
         "epoch": state.epoch,
         "last_cycle": state.cycle,
+        "deleted_at": None if state.deleted_at is None else format_time(state.deleted_at),
+        "deleted_by": state.deleted_by,
         "pods": {
             f"{ns}/{m.name}": {
                 "uid": uid, "phase": m.phase, "node": m.node, "resource_version": m.rv,
@@ -379,8 +400,7 @@ def own_summary(state: GangState) -> Summary:
     """What this gang tells the other gangs of its group: ``(groups, exists, initialized,
     members, min_member)``; ``groups`` is empty while the gang is not initialised."""
     spec = state.spec
-    exists = bool(state.members) or state.podgroup is not None
-    return (spec.groups if spec else (), exists, spec is not None, len(state.members),
+    return (spec.groups if spec else (), state.exists, spec is not None, len(state.members),
             spec.min_member if spec else None)
 
 
@@ -441,12 +461,16 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "pw": state.permit_warned,
         "ls": state.last_switch_at,
         "sk": state.switch_streak,
+        "da": state.deleted_at,
+        "db": state.deleted_by,
     }
 
 
 def from_wire(data: Mapping[str, Any]) -> GangState:
-    """Decode the dict made by ``to_wire``. Raises ``ValueError`` on an unknown wire version
-    and ``KeyError``/``TypeError`` on a malformed value."""
+    """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
+    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``) are optional, so values stored before
+    them still decode (a gang stored before ``da`` is not deleted). Raises ``ValueError`` on an
+    unknown wire version and ``KeyError``/``TypeError`` on a malformed value."""
     if data.get("v") != WIRE_VERSION:
         raise ValueError(f"unknown gang state wire version {data.get('v')!r}")
     pg = data["pg"]
@@ -492,4 +516,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         permit_warned=data.get("pw", False),
         last_switch_at=data.get("ls"),
         switch_streak=data.get("sk", 0),
+        deleted_at=data.get("da"),
+        deleted_by=data.get("db"),
     )
