@@ -3,10 +3,21 @@
 #   - a Python 3.11+ virtualenv in .venv with gangstate (editable, its core compiled by mypyc)
 #     and its test extras;
 #   - Java 17 and Maven when missing (Debian packages; needs root);
-#   - the Kafka 4 broker jars from Maven Central, cached in ~/.cache/gangstate (or $GANGSTATE_CACHE).
+#   - the Kafka 4 broker jars from Maven Central, cached in ~/.cache/gangstate (or $GANGSTATE_CACHE);
+#   - with --cluster: the local control plane (etcd, kube-apiserver, koord-scheduler v1.8.0) built
+#     with Go from the Go module proxy, cached by version in ~/.cache/gangstate/controlplane
+#     (~5-20 min the first time on 2 cores; seconds once cached). The test tier needs it.
 # Used by both README commands and by .ci/run. Re-running it is fast: each step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+cluster=0
+for arg in "$@"; do
+  case "$arg" in
+    --cluster) cluster=1 ;;
+    *) echo "usage: bash .ci/setup.sh [--cluster]" >&2; exit 2 ;;
+  esac
+done
 
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -57,3 +68,12 @@ if [ "${GANGSTATE_PURE_CORE:-0}" != 1 ] && ! .venv/bin/python -W ignore -c \
 fi
 
 .venv/bin/python deploy/kafka/broker.py fetch >/dev/null
+
+if [ "$cluster" = 1 ]; then
+  if ! command -v go >/dev/null; then
+    echo "the local control plane is built with Go 1.25+ (go not found on PATH); install Go, or" >&2
+    echo "run the tests without the cluster tier: .venv/bin/python -m pytest -m 'not cluster'" >&2
+    exit 1
+  fi
+  .venv/bin/python deploy/cluster/controlplane.py build >/dev/null
+fi

@@ -88,13 +88,11 @@ _COSCHEDULING_POINTS = ("preEnqueue", "preFilter", "postFilter", "preScore", "re
                         "permit", "preBind", "postBind")
 
 
-def scheduler_config(kubeconfig: Path, healthz_port: int) -> dict[str, Any]:
+def scheduler_config(kubeconfig: Path) -> dict[str, Any]:
     """Return the ``KubeSchedulerConfiguration`` (a JSON-ready dict) koord-scheduler runs with.
 
-    Shapes: ``kubeconfig`` is the scheduler user's kubeconfig file; ``healthz_port`` is unused
-    by the config itself (the secure port is a flag) and only documents the pairing.
+    Shape: ``kubeconfig`` is the scheduler user's kubeconfig file.
     """
-    del healthz_port
     plugins: dict[str, Any] = {p: {"enabled": [{"name": "Coscheduling"}]}
                                for p in _COSCHEDULING_POINTS}
     plugins["score"] = {"enabled": [{"name": "Coscheduling", "weight": 1}]}
@@ -707,7 +705,7 @@ class LocalCluster:
         (port,) = _free_ports(1)
         kubeconfig = self.kubeconfig("scheduler")
         config = self._path("scheduler-config.yaml")
-        config.write_text(json.dumps(scheduler_config(kubeconfig, port), indent=1))
+        config.write_text(json.dumps(scheduler_config(kubeconfig), indent=1))
         self._spawn("koord-scheduler", [
             str(self.bindir / "koord-scheduler"), "--config", str(config),
             "--bind-address", _HOST, "--secure-port", str(port),

@@ -37,10 +37,14 @@ def free_port() -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark this folder's tests ``cluster``; when the binaries are not built yet (``bash
+    .ci/setup.sh --cluster`` builds them), the first one may take the cold build's time."""
     here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.cluster)
+    mine = [item for item in items if here in Path(str(item.fspath)).parents]
+    for item in mine:
+        item.add_marker(pytest.mark.cluster)
+    if mine and not controlplane_module().is_built():
+        mine[0].add_marker(pytest.mark.timeout(3600))
 
 
 @pytest.fixture(scope="session")
