@@ -9,7 +9,12 @@ for ``FailedScheduling`` and ``Scheduled``), and publishes:
   is the gang of its involved pod, known from the pods seen);
 - ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.scheduler_events``);
 - ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
-- ``gangstate.dead-letter/v1`` for Events whose involved pod stays unknown.
+- ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name).
+
+An Event whose involved pod is not known is held ``hold_events`` seconds (in a live watch an
+Event can arrive before its pod's ADDED); if the pod does not show up, the pod is gone (a
+re-list returns every stored Event, also those of pods deleted long ago) and the Event is
+dropped and counted (``pod-gone``), never dead-lettered: it is not bad input.
 
 Layout: a functional core (``plan_streams``, ``relist_diff``, ``backoff_delay``, ``GangRouter``:
 pure or deterministic, table-tested) and a thin shell (``Watcher``: one thread per list+watch
@@ -79,7 +84,7 @@ class WatchConfig:
     failed attempts. ``tick_interval``: seconds between ticks (``None``: no ticks).
     ``queue_size``: bound of the records waiting to be published; a full queue stops the
     watches reading (backpressure). ``hold_events``: how long an Event whose pod is not known
-    yet waits for the pod before it is dead-lettered. ``remember_deleted``: how long a deleted
+    yet waits for the pod before it is dropped as ``pod-gone``. ``remember_deleted``: how long a deleted
     pod's gang is kept for late Events. ``crd_recheck``: how often a missing PodGroup CRD is
     looked for again (reported once).
     """
@@ -215,9 +220,11 @@ class Publish:
 
 @dataclass(frozen=True)
 class Drop:
-    """Publish nothing, on purpose; ``reason`` is counted (``no-gang``, ``other-scheduler``...)."""
+    """Publish nothing, on purpose; ``reason`` is counted (``no-gang``, ``other-scheduler``,
+    ``pod-gone``...). ``detail`` says which object, for a DEBUG log line (not compared)."""
 
     reason: str
+    detail: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -244,8 +251,8 @@ class _Held:
 class GangRouter:
     """Turns watch events into actions, remembering which gang each pod uid belongs to.
 
-    ``route(resource, type, obj, prev, at)`` -> actions; ``expire(at)`` -> dead letters for
-    Events held past ``hold_events`` seconds without their pod. ``at`` is event time in
+    ``route(resource, type, obj, prev, at)`` -> actions; ``expire(at)`` -> ``Drop("pod-gone")``
+    for Events held past ``hold_events`` seconds without their pod. ``at`` is event time in
     microseconds (the watcher's clock). Deterministic: same calls, same actions.
     """
 
@@ -258,6 +265,7 @@ class GangRouter:
     podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)  # uid -> forget after (micros)
     held: dict[str, list[_Held]] = field(default_factory=dict)  # "ns/name" -> Events
+    held_due: int | None = None  # no held Event is due before this (micros); None: none held
 
     def route(self, resource: str, type_: str, obj: dict[str, Any],
               prev: dict[str, Any] | None, at: int) -> list[Action]:
@@ -299,7 +307,8 @@ class GangRouter:
         else:
             actions.append(Publish(gang, kube_record("pods", type_, obj, at)))
         for held in self.held.pop(f"{ns}/{meta['name']}", []):
-            actions += self._event(held.type, held.event, held.at)
+            # still unknown (an Event of another uid of this name): held until its own due time
+            actions += self._event(held.type, held.event, held.at, held.due)
         self._forget(at)
         return actions
 
@@ -312,7 +321,8 @@ class GangRouter:
             if self.names.get(name) == uid:
                 del self.names[name]
 
-    def _event(self, type_: str, event: dict[str, Any], at: int) -> list[Action]:
+    def _event(self, type_: str, event: dict[str, Any], at: int,
+               due: int | None = None) -> list[Action]:
         reason = event.get("reason") or ""
         if reason not in self.event_reasons:
             return [Drop("event-reason")]
@@ -322,11 +332,17 @@ class GangRouter:
             return [Drop("other-scheduler")]
         involved = event.get("involvedObject") or {}
         ns, name = involved.get("namespace", ""), involved.get("name", "")
+        if not ns or not name:
+            return [DeadLetter(kube_record("events", type_, event, at),
+                               "a scheduler Event without involvedObject.namespace and "
+                               "involvedObject.name: no pod and no gang can be found for it",
+                               "malformed")]
         uid = involved.get("uid") or self.names.get(f"{ns}/{name}")
         known = self.pods.get(uid) if uid else None
         if known is None:
-            self.held.setdefault(f"{ns}/{name}", []).append(
-                _Held(at + int(self.hold_events * 1e6), type_, event, at))
+            due = at + int(self.hold_events * 1e6) if due is None else due
+            self.held.setdefault(f"{ns}/{name}", []).append(_Held(due, type_, event, at))
+            self.held_due = due if self.held_due is None else min(self.held_due, due)
             return []
         gang, pod = known
         if gang is None:
@@ -357,19 +373,27 @@ class GangRouter:
         return actions
 
     def expire(self, at: int) -> list[Action]:
-        """Dead letters for Events held past their due time (their pod never showed up)."""
+        """``Drop("pod-gone")`` for every Event held past its due time: its pod did not show up
+        in the pods' list or watch, so it is gone (deleted, or forgotten ``remember_deleted``
+        seconds after its deletion). Such Events are no bad input (a relist returns every
+        stored Event, also those of pods deleted long ago): counted, not dead-lettered."""
         actions: list[Action] = []
+        if self.held_due is None or at < self.held_due:
+            self._forget(at)
+            return actions  # nothing due: no scan (expire runs once per watch event)
+        self.held_due = None
         for name in list(self.held):
             keep = []
             for held in self.held[name]:
                 if held.due <= at:
-                    actions.append(DeadLetter(
-                        kube_record("events", held.type, held.event, held.at),
-                        f"involved pod {name} is not a known pod of schedulers "
-                        f"{','.join(self.scheduler_names)}: the Event's gang is unknown",
-                        "unknown-pod"))
+                    involved = held.event.get("involvedObject") or {}
+                    meta = held.event.get("metadata") or {}
+                    actions.append(Drop("pod-gone", f"Event {meta.get('name', '')}: pod {name} "
+                                                    f"(uid {involved.get('uid') or '?'}) is gone"))
                 else:
                     keep.append(held)
+                    self.held_due = held.due if self.held_due is None \
+                        else min(self.held_due, held.due)
             if keep:
                 self.held[name] = keep
             else:
@@ -727,6 +751,8 @@ class Watcher:
                     self.metrics.published.labels(action.record["schema"], resource).inc()
             elif isinstance(action, Drop):
                 self.metrics.dropped.labels(action.reason).inc()
+                if action.detail:
+                    log.debug("dropped (%s): %s", action.reason, action.detail)
             else:
                 letter = {"schema": DEAD_LETTER_SCHEMA,
                           "observed_at": format_time(wall_clock_micros()),
@@ -799,6 +825,9 @@ class Watcher:
                 break
             at = self.clock()
             self._perform(self.router.route(item.resource, item.type, item.obj, item.prev, at))
+        held = sum(len(events) for events in self.router.held.values())
+        if held:  # Events still waiting for their pod: lost with this process, counted
+            self.metrics.dropped.labels("shutdown").inc(held)
         self._flush()
 
     def start(self) -> "Watcher":

@@ -243,7 +243,7 @@ def test_router_event_filters(change: dict[str, Any], expected: list[Any]) -> No
     assert [a if isinstance(a, Drop) else type(a).__name__ for a in got] == expected
 
 
-def test_router_holds_events_of_unseen_pods_then_routes_or_dead_letters() -> None:
+def test_router_holds_events_of_unseen_pods_then_routes_or_drops_them_as_pod_gone() -> None:
     r = GangRouter(hold_events=2.0)
     early = _with_uid(pod("w-2"), "u2")
     assert r.route("events", "ADDED", event("e1", early, "FailedScheduling", "x"), None, T0) == []
@@ -254,12 +254,67 @@ def test_router_holds_events_of_unseen_pods_then_routes_or_dead_letters() -> Non
     ghost = _with_uid(pod("ghost"), "u9")
     assert r.route("events", "ADDED", event("e2", ghost, "FailedScheduling", "x"), None,
                    T0) == []
-    assert r.expire(T0 + 1_000_000) == []
-    letters = r.expire(T0 + 2_000_000)
-    assert len(letters) == 1 and isinstance(letters[0], DeadLetter)
-    assert letters[0].reason == "unknown-pod"
-    assert "team-a/ghost" in letters[0].error
-    assert letters[0].record["object"]["metadata"]["name"] == "e2"
+    assert r.expire(T0 + 1_999_999) == []
+    gone = r.expire(T0 + 2_000_000)
+    assert gone == [Drop("pod-gone")]  # no dead letter: an Event of a gone pod is no bad input
+    assert gone[0].detail == "Event e2: pod team-a/ghost (uid u9) is gone"
+    assert r.held == {} and r.expire(T0 + 10_000_000) == []
+
+
+def test_router_keeps_the_due_time_of_an_event_of_an_older_pod_of_the_same_name() -> None:
+    """A pod recreated under the same name (new uid) does not extend the hold of an Event of
+    the old uid: that Event is dropped when its own hold ends."""
+    r = GangRouter(hold_events=2.0)
+    old = _with_uid(pod("w-0"), "old-uid")
+    assert r.route("events", "SYNC", event("e-old", old, "FailedScheduling", "x"), None,
+                   T0) == []
+    new = _with_uid(pod("w-0"), "new-uid")
+    assert [type(a).__name__ for a in r.route("pods", "ADDED", new, None, T0 + 1_500_000)] == [
+        "Publish"]  # the new pod only; the old uid's Event stays held
+    assert r.expire(T0 + 1_999_999) == []
+    assert r.expire(T0 + 2_000_000) == [Drop("pod-gone")]
+
+
+def test_router_dead_letters_an_event_without_an_involved_pod_name() -> None:
+    r = GangRouter()
+    ev = event("e", _with_uid(pod("w-0"), "u0"), "FailedScheduling", "x")
+    ev["involvedObject"] = {"kind": "Pod", "namespace": "team-a"}
+    [letter] = r.route("events", "ADDED", ev, None, T0)
+    assert isinstance(letter, DeadLetter) and letter.reason == "malformed"
+    assert letter.record["object"]["metadata"]["name"] == "e"
+    assert r.held == {}
+
+
+REAL = Path(__file__).parent / "data" / "koord-v1.8.0-gpu-short-excerpt.json"
+
+
+def real_items(kind: str) -> list[dict[str, Any]]:
+    """Items of one kind from the excerpt of the real koord-scheduler v1.8.0 recording
+    (tests/data/README.md), in recorded order."""
+    return [i for i in json.loads(REAL.read_text())["items"] if i["kind"] == kind]
+
+
+def test_router_relist_of_real_events_drops_those_of_gone_pods() -> None:
+    """A watcher (re)start lists every stored Event. In the real recording 5 of the 47 Events
+    belong to an earlier incarnation of the gang's pods (same names, other uids, deleted): they
+    are dropped as pod-gone when the hold ends, none is dead-lettered; the 42 Events of the
+    live pods each give a kube record and a cycle record."""
+    r = GangRouter(hold_events=10.0)
+    pods, events = real_items("Pod"), real_items("Event")
+    assert (len(pods), len(events)) == (3, 47)
+    actions = [a for p in pods for a in r.route("pods", "SYNC", p, None, T0)]
+    actions += [a for e in events for a in r.route("events", "SYNC", e, None, T0 + 1_000_000)]
+    assert sum(len(v) for v in r.held.values()) == 5
+    actions += r.expire(T0 + 10_999_999)
+    assert sum(len(v) for v in r.held.values()) == 5  # held 10 s from when they were seen
+    actions += r.expire(T0 + 11_000_000)
+    assert r.held == {}
+    kinds = [type(a).__name__ if not isinstance(a, Drop) else a.reason for a in actions]
+    assert kinds.count("DeadLetter") == 0
+    assert kinds.count("pod-gone") == 5
+    published = [a.record["schema"] for a in actions if isinstance(a, Publish)]
+    assert published.count("gangstate.kube/v1") == 3 + 42
+    assert published.count("gangstate.cycle/v1") == 42
 
 
 def test_router_remembers_deleted_pods_for_late_events() -> None:
@@ -272,7 +327,8 @@ def test_router_remembers_deleted_pods_for_late_events() -> None:
     assert [type(a).__name__ for a in late] == ["Publish", "Publish"]
     r.expire(T0 + 62_000_000)
     assert r.route("events", "ADDED", event("e", p, "FailedScheduling", "x"), None,
-                   T0 + 62_000_000) == []  # forgotten: held, later dead-lettered
+                   T0 + 62_000_000) == []  # forgotten: held, then dropped as pod-gone
+    assert r.expire(T0 + 72_000_000) == [Drop("pod-gone")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,9 +495,13 @@ def test_podgroups_are_keyed_by_their_own_name(server: ApiServerDouble) -> None:
         watcher.stop()
 
 
-def test_scheduler_events_become_cycle_records_or_dead_letters(
+def test_scheduler_events_become_cycle_records_or_are_dropped(
         server: ApiServerDouble) -> None:
     member = server.apply(pod("w-0"))
+    # a stored Event of a pod deleted before the watcher started (the list returns it)
+    deleted = server.apply(pod("w-9"))
+    server.apply(event("w-9.fs", deleted, "FailedScheduling", "0/1 nodes are available"))
+    server.delete("pods", "team-a", "w-9")
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher)
     try:
@@ -465,13 +525,22 @@ def test_scheduler_events_become_cycle_records_or_dead_letters(
         assert sorted(cycles()) == [
             ("team-a/train", "Bind", "Bound", "", "gpu-7"),
             ("team-a/train", "Filter", "Unschedulable", "Insufficient nvidia.com/gpu", None)]
+        # the Events of the pod deleted before the start and of the pod never seen: held
+        # hold_events (0.3 s) for their pod, then dropped and counted, never dead-lettered
+        eventually(lambda: watcher.metrics.value("gangstate_watch_records_dropped_total",
+                                                 reason="pod-gone") == 2)
+        no_gang_event = event("x.fs", member, "FailedScheduling", "x")
+        no_gang_event["involvedObject"] = {"kind": "Pod", "namespace": "team-a", "name": ""}
+        server.apply(no_gang_event)
         letters = eventually(lambda: publisher.on(SETTINGS.topics.dead_letters))
-        assert len(letters) == 1
+        assert len(letters) == 1  # only the malformed Event
         key, letter = letters[0]
         assert letter["schema"] == "gangstate.dead-letter/v1"
         assert letter["topic"] == SETTINGS.topics.gang_events
-        assert "team-a/ghost" in letter["error"]
-        assert json.loads(letter["value"])["object"]["metadata"]["name"] == "ghost.fs"
+        assert "involvedObject" in letter["error"]
+        assert json.loads(letter["value"])["object"]["metadata"]["name"] == "x.fs"
+        assert watcher.metrics.value("gangstate_watch_dead_letters_total",
+                                     reason="malformed") == 1
         assert watcher.metrics.value("gangstate_watch_records_dropped_total",
                                      reason="other-scheduler") == 1
     finally:
