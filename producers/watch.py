@@ -20,10 +20,13 @@ Layout: a functional core (``plan_streams``, ``relist_diff``, ``backoff_delay``,
 pure or deterministic, table-tested) and a thin shell (``Watcher``: one thread per list+watch
 stream feeding a bounded queue, one publishing loop). The shell follows client-go's Reflector
 (``tools/cache/reflector.go``): list, then watch from the list's resourceVersion with
-``allowWatchBookmarks``; on a dropped connection resume from the last resourceVersion seen
-(bookmarks included); on 410 Gone relist and publish ``SYNC`` for what exists and ``DELETED``
-(last known object) for what vanished meanwhile. The ``kubernetes`` client's own
-``watch.Watch.stream`` is not used: it retries a 410 once silently and cannot relist.
+``allowWatchBookmarks`` and a server-side ``timeoutSeconds`` shorter than the client's read
+timeout (a quiet watch receives nothing until the server ends it); on a clean end, a read
+timeout (logged at DEBUG only) or a dropped connection (a WARNING, and backoff) resume from the
+last resourceVersion seen (bookmarks included); on 410 Gone relist and publish ``SYNC`` for
+what exists and ``DELETED`` (last known object) for what vanished meanwhile. The
+``kubernetes`` client's own ``watch.Watch.stream`` is not used: it retries a 410 once silently
+and cannot relist.
 
 Must not: decide anything about gangs beyond membership (``streams.core.spec.gang_of_pod``),
 drop a record without counting it, or read the wall clock except through the injected clock.
@@ -39,6 +42,7 @@ import logging
 import queue
 import random
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -58,6 +62,9 @@ log = logging.getLogger(__name__)
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "podgroups"
 DEFAULT_SCHEDULERS = ("koord-scheduler",)
 DEFAULT_EVENT_REASONS = ("FailedScheduling", "Scheduled")
+WATCH_TIMEOUT_MARGIN = 5.0
+"""Seconds by which the server-side ``timeoutSeconds`` of a watch must undercut the client's
+read timeout, so that the API server ends a quiet watch before the client gives up on it."""
 _KINDS = {"pods": ("Pod", "v1"), "events": ("Event", "v1"),
           "podgroups": ("PodGroup", f"{PODGROUP_GROUP}/{PODGROUP_VERSION}")}
 
@@ -77,16 +84,26 @@ class WatchConfig:
 
     ``namespaces``: empty = all namespaces. ``scheduler_names``: pods of these schedulers only
     (one server-side field selector each). ``event_reasons``: Event reasons turned into cycle
-    records. ``watch_timeout``: the server-side ``timeoutSeconds`` of one watch request;
-    ``connect_timeout``/``read_timeout``: the client-side ``_request_timeout`` (a socket idle
-    longer than ``read_timeout`` counts as dead: real API servers send a bookmark about every
-    minute). ``backoff_base``/``backoff_cap``: exponential backoff with full jitter between
-    failed attempts. ``tick_interval``: seconds between ticks (``None``: no ticks).
+    records. ``watch_timeout``: the server-side ``timeoutSeconds`` of one watch request, after
+    which the API server ends it cleanly and the watcher resumes; ``connect_timeout``/
+    ``read_timeout``: the client-side ``_request_timeout`` (a socket idle longer than
+    ``read_timeout`` counts as dead). A watch of a quiet resource receives nothing at all
+    until its ``timeoutSeconds`` (the API server sends bookmarks only as the resource's
+    resourceVersion moves), so ``watch_timeout`` must end it first: ``read_timeout`` must
+    exceed ``watch_timeout`` by ``WATCH_TIMEOUT_MARGIN`` (a ``ValueError`` otherwise), and
+    ``watch_timeout`` must be at least 1 (``timeoutSeconds`` 0 means the server's default,
+    1800-3600 s: ``k8s.io/apiserver`` v0.35.2, the library of kube-apiserver v1.35.2,
+    ``pkg/endpoints/handlers/get.go:255-261``; the watch ends when that timer fires,
+    ``pkg/endpoints/handlers/watch.go:257,291``). client-go v0.35.2's Reflector asks for a
+    random 5-10 min with no read timeout (``tools/cache/reflector.go:53-55,525``); this
+    watcher keeps a read timeout to notice a connection a middlebox dropped silently, hence
+    the shorter default. ``backoff_base``/``backoff_cap``: exponential backoff with full jitter
+    between failed attempts. ``tick_interval``: seconds between ticks (``None``: no ticks).
     ``queue_size``: bound of the records waiting to be published; a full queue stops the
     watches reading (backpressure). ``hold_events``: how long an Event whose pod is not known
-    yet waits for the pod before it is dropped as ``pod-gone``. ``remember_deleted``: how long a deleted
-    pod's gang is kept for late Events. ``crd_recheck``: how often a missing PodGroup CRD is
-    looked for again (reported once).
+    yet waits for the pod before it is dropped as ``pod-gone``. ``remember_deleted``: how long
+    a deleted pod's gang is kept for late Events. ``crd_recheck``: how often a missing
+    PodGroup CRD is looked for again (reported once).
     """
 
     namespaces: tuple[str, ...] = ()
@@ -94,7 +111,7 @@ class WatchConfig:
     event_reasons: tuple[str, ...] = DEFAULT_EVENT_REASONS
     podgroups: bool = True
     page_size: int = 500
-    watch_timeout: int = 300
+    watch_timeout: int = 60
     connect_timeout: float = 10.0
     read_timeout: float = 90.0
     backoff_base: float = 0.5
@@ -105,6 +122,18 @@ class WatchConfig:
     hold_events: float = 10.0
     remember_deleted: float = 600.0
     crd_recheck: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.watch_timeout < 1:
+            raise ValueError(f"the watch timeout (--watch-timeout) must be at least 1 s, not "
+                             f"{self.watch_timeout}: timeoutSeconds 0 lets the API server keep "
+                             f"a quiet watch open 30-60 min, far past the read timeout")
+        if self.read_timeout < self.watch_timeout + WATCH_TIMEOUT_MARGIN:
+            raise ValueError(
+                f"the read timeout (--read-timeout {self.read_timeout:g}) must exceed the watch "
+                f"timeout (--watch-timeout {self.watch_timeout}) by at least "
+                f"{WATCH_TIMEOUT_MARGIN:g} s: the API server sends nothing on a quiet watch until "
+                f"timeoutSeconds ends it, so a shorter read timeout would cut every quiet watch")
 
 
 @dataclass(frozen=True)
@@ -461,6 +490,11 @@ class _Gone(Exception):
     """410 Gone: the resourceVersion is too old; relist."""
 
 
+class _Silent(Exception):
+    """An open watch received nothing for ``read_timeout`` seconds (the client's read timed
+    out): resume it, as after a clean end."""
+
+
 @dataclass
 class _Item:
     resource: str
@@ -564,6 +598,7 @@ class _Stream(threading.Thread):
 
     def _watch(self) -> Iterator[dict[str, Any]]:
         from kubernetes.watch.watch import iter_resp_lines
+        from urllib3.exceptions import ReadTimeoutError
 
         config = self.w.config
         try:
@@ -576,7 +611,14 @@ class _Stream(threading.Thread):
             raise
         self._resp = resp
         try:
-            for line in iter_resp_lines(resp):
+            lines = iter_resp_lines(resp)
+            while True:
+                try:
+                    line = next(lines)
+                except StopIteration:
+                    return
+                except ReadTimeoutError as err:  # only while streaming: the server answered
+                    raise _Silent(str(err)) from None
                 if not line.strip():
                     continue
                 yield json.loads(line)
@@ -647,6 +689,12 @@ class _Stream(threading.Thread):
                 log.info("%s: 410 Gone (%s): relisting", self.spec.name, err)
                 w.metrics.restarts.labels(resource, "gone").inc()
                 need_list = True
+            except _Silent as err:
+                # normal: a server that did not end the watch at timeoutSeconds, or a connection
+                # dropped on the way; resume from the last resourceVersion, no backoff
+                w.metrics.restarts.labels(resource, "read-timeout").inc()
+                log.debug("%s: nothing received for %g s (%s); resuming", self.spec.name,
+                          w.config.read_timeout, err)
             except ApiError as err:
                 if err.code == 404 and resource == "podgroups":
                     if not self._crd_reported:
@@ -875,10 +923,15 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
                    help="serve Prometheus metrics on this port (/metrics)")
     p.add_argument("--tick-interval", type=float, default=1.0, metavar="SECONDS",
                    help="seconds between clock ticks to every partition (default 1)")
-    p.add_argument("--watch-timeout", type=int, default=300, metavar="SECONDS",
-                   help="server-side timeoutSeconds of one watch request (default 300)")
-    p.add_argument("--read-timeout", type=float, default=90.0, metavar="SECONDS",
-                   help="a watch connection silent this long is reconnected (default 90)")
+    p.add_argument("--watch-timeout", type=int, default=WatchConfig.watch_timeout,
+                   metavar="SECONDS",
+                   help="server-side timeoutSeconds of one watch request: the API server ends "
+                        "it then and the watch resumes (default %(default)s; at least "
+                        f"{WATCH_TIMEOUT_MARGIN:g} s below --read-timeout)")
+    p.add_argument("--read-timeout", type=float, default=WatchConfig.read_timeout,
+                   metavar="SECONDS",
+                   help="a watch connection silent this long is reconnected (default "
+                        "%(default)s)")
     p.add_argument("--queue-size", type=int, default=1000,
                    help="watch events buffered before the watches are slowed (default 1000)")
     p.add_argument("--bootstrap", metavar="HOST:PORT",
@@ -901,21 +954,27 @@ def _api_client(args: argparse.Namespace) -> Any:
 
 def run_watch(args: argparse.Namespace) -> int:
     """``gangstate watch``: connect, publish until SIGTERM/SIGINT, flush, exit 0. Returns 2 when
-    Kafka is not configured. Kafka being unreachable at start is retried with backoff."""
+    the timeouts are invalid (``WatchConfig``: the watch timeout must end a quiet watch before
+    the read timeout) or Kafka is not configured. Kafka being unreachable at start is retried
+    with backoff."""
     from producers.publish import Publisher, ensure_topics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        config = WatchConfig(
+            namespaces=tuple(args.namespace), podgroups=not args.no_podgroups,
+            scheduler_names=tuple(args.scheduler_name) or DEFAULT_SCHEDULERS,
+            tick_interval=args.tick_interval or None, watch_timeout=args.watch_timeout,
+            read_timeout=args.read_timeout, queue_size=args.queue_size)
+    except ValueError as err:
+        print(f"gangstate watch: {err}", file=sys.stderr, flush=True)
+        return 2
     settings = Settings.from_env()
     if args.bootstrap:
         settings = replace(settings, bootstrap=args.bootstrap)
     if not settings.bootstrap:
         print("gangstate watch: set KAFKA_BOOTSTRAP_SERVERS or --bootstrap", flush=True)
         return 2
-    config = WatchConfig(
-        namespaces=tuple(args.namespace), podgroups=not args.no_podgroups,
-        scheduler_names=tuple(args.scheduler_name) or DEFAULT_SCHEDULERS,
-        tick_interval=args.tick_interval or None, watch_timeout=args.watch_timeout,
-        read_timeout=args.read_timeout, queue_size=args.queue_size)
     metrics = Metrics()
     if args.metrics_port:
         from prometheus_client import start_http_server

@@ -31,7 +31,8 @@ one's DELETED arrives can be served); list pages after the first read the curren
 keys after the token (a real server serves a consistent snapshot).
 
 Python API for tests: ``apply(obj)``, ``delete(kind, ns, name, uid=None)``, ``compact()``,
-``drop_watches()``, ``pause_watches()``/``resume_watches()``, ``refuse_watches(flag)``,
+``drop_watches()``, ``pause_watches()``/``resume_watches()``, ``stall_watches(flag)``,
+``refuse_watches(flag)``,
 ``objects(kind)``, ``open_watches(kind)``, ``requests`` (a log of ``(method, path, query)``),
 ``fail_next(status, count, method=None, retry_after=None)`` (answer the next requests with an
 error ``Status``, for retry tests).
@@ -235,6 +236,7 @@ class ApiServerDouble:
         self._history: list[_Change] = []
         self._watches: list[_Watch] = []
         self._paused = False
+        self._stalled = False
         self._refused = False
         self._stopping = False
         self._cond = threading.Condition()
@@ -351,6 +353,14 @@ class ApiServerDouble:
         """Deliver again what was held by ``pause_watches``."""
         with self._cond:
             self._paused = False
+            self._cond.notify_all()
+
+    def stall_watches(self, stalled: bool = True) -> None:
+        """While set, open watches send nothing at all and outlive their ``timeoutSeconds``
+        (a hung server, or a connection a middlebox silently dropped): only the client's read
+        timeout ends them. Cleared, they end at once if their timeout has passed."""
+        with self._cond:
+            self._stalled = stalled
             self._cond.notify_all()
 
     def refuse_watches(self, refused: bool = True) -> None:
@@ -639,6 +649,9 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
                             break
                         if w.expired:
                             break
+                        if server._stalled:
+                            server._cond.wait(0.05)
+                            continue
                         if deadline is not None and now >= deadline:
                             break
                         if not server._paused:

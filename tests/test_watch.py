@@ -10,6 +10,10 @@ handed traces folded directly.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,7 +30,7 @@ from tests.apiserver_double import ApiServerDouble, eventually
 
 CASES = Path(__file__).parent / "cases"
 SETTINGS = Settings(bootstrap=None, topics=Topics("test."))
-FAST = WatchConfig(read_timeout=5.0, watch_timeout=30, backoff_base=0.02, backoff_cap=0.2,
+FAST = WatchConfig(read_timeout=35.0, watch_timeout=30, backoff_base=0.02, backoff_cap=0.2,
                    tick_interval=None, flush_interval=0.05, hold_events=0.3, crd_recheck=60.0)
 T0 = parse_time("2026-11-02T09:00:00Z")
 
@@ -605,3 +609,105 @@ def test_trace_through_the_test_apiserver_folds_like_the_trace(case: str) -> Non
     for gang, state in direct.states.items():
         assert set(served.states[gang].members) == set(state.members), gang
         assert served.states[gang].phase == state.phase
+
+
+# ---------------------------------------------------------------------------------------------
+# Quiet watches: the server ends them before the client's read timeout
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("watch_timeout,read_timeout,error", [
+    (300, 90.0, "--read-timeout 90) must exceed the watch timeout (--watch-timeout 300)"),
+    (90, 90.0, "must exceed the watch timeout (--watch-timeout 90) by at least 5 s"),
+    (60, 64.9, "--read-timeout 64.9"),
+    (0, 90.0, "--watch-timeout) must be at least 1 s, not 0"),
+    (60, 65.0, None),
+], ids=["old defaults", "equal", "under the margin", "server default timeout", "at the margin"])
+def test_watch_config_rejects_timeouts_that_cut_quiet_watches(
+        watch_timeout: int, read_timeout: float, error: str | None) -> None:
+    if error is None:
+        assert WatchConfig(watch_timeout=watch_timeout, read_timeout=read_timeout)
+        return
+    with pytest.raises(ValueError) as err:
+        WatchConfig(watch_timeout=watch_timeout, read_timeout=read_timeout)
+    assert error in str(err.value)
+
+
+def test_default_timeouts_let_the_server_end_a_quiet_watch_first() -> None:
+    config = WatchConfig()
+    assert (config.watch_timeout, config.read_timeout) == (60, 90.0)
+
+
+def _watch_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    return subprocess.run([sys.executable, "-m", "streams.cli", "watch", *args],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_watch_command_refuses_a_watch_timeout_above_the_read_timeout() -> None:
+    run = _watch_cli("--watch-timeout", "300")
+    assert run.returncode == 2
+    assert ("gangstate watch: the read timeout (--read-timeout 90) must exceed the watch "
+            "timeout (--watch-timeout 300) by at least 5 s") in run.stderr
+    # the defaults pass: the next complaint is the missing Kafka
+    run = _watch_cli()
+    assert run.returncode == 2 and "KAFKA_BOOTSTRAP_SERVERS" in run.stdout
+    assert "timeout" not in run.stderr
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "producers.watch" and r.levelno >= logging.WARNING]
+
+
+def test_a_quiet_watch_is_ended_by_the_server_and_resumed_without_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="producers.watch")
+    config = WatchConfig(**{**FAST.__dict__, "watch_timeout": 1, "read_timeout": 6.0})
+    with ApiServerDouble(bookmark_interval=3600) as quiet:  # no bookmarks: nothing is sent
+        quiet.apply(pod("w-0"))
+        publisher = MemoryPublisher()
+        watcher = run_watcher(quiet, publisher, config)
+        try:
+            eventually(lambda: watcher.metrics.value("gangstate_watch_restarts_total",
+                                                     resource="pods", cause="closed") >= 2)
+            quiet.apply(pod("w-1"))
+            eventually(lambda: ("team-a/train", "ADDED", "pods", "w-1")
+                       in published_kube(publisher))
+        finally:
+            watcher.stop()
+        assert {q["timeoutSeconds"] for _, _, q in quiet.requests if q.get("watch")} == {"1"}
+    assert watcher.metrics.value("gangstate_watch_restarts_total", resource="pods",
+                                 cause="read-timeout") == 0
+    assert _warnings(caplog) == []
+
+
+def test_a_watch_silent_past_the_read_timeout_resumes_at_debug_level(
+        server: ApiServerDouble, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that does not end the watch at timeoutSeconds (or a connection dropped on the
+    way without a reset): the read times out, the watch resumes from its resourceVersion, and
+    that is logged at DEBUG, not as a warning."""
+    import producers.watch
+
+    monkeypatch.setattr(producers.watch, "WATCH_TIMEOUT_MARGIN", 0.5)  # a quick read timeout
+    caplog.set_level(logging.DEBUG, logger="producers.watch")
+    config = WatchConfig(**{**FAST.__dict__, "watch_timeout": 1, "read_timeout": 1.5})
+    publisher = MemoryPublisher()
+    watcher = run_watcher(server, publisher, config)
+    try:
+        eventually(lambda: server.open_watches("pods") == 1)
+        server.stall_watches(True)
+        eventually(lambda: watcher.metrics.value("gangstate_watch_restarts_total",
+                                                 resource="pods", cause="read-timeout") >= 1)
+        server.stall_watches(False)
+        server.apply(pod("w-0"))
+        eventually(lambda: ("team-a/train", "ADDED", "pods", "w-0")
+                   in published_kube(publisher))
+    finally:
+        watcher.stop()
+    assert watcher.metrics.value("gangstate_watch_relists_total", resource="pods") == 0
+    assert watcher.metrics.value("gangstate_watch_restarts_total", resource="pods",
+                                 cause="connection") == 0
+    assert _warnings(caplog) == []
+    assert any(r.levelno == logging.DEBUG and "nothing received for 1.5 s" in r.getMessage()
+               and "Read timed out" in r.getMessage() for r in caplog.records)
