@@ -7,9 +7,11 @@ PodGroups (when the CRD is installed) and core/v1 Events (``involvedObject.kind=
 for ``FailedScheduling`` and ``Scheduled``), and publishes:
 - ``gangstate.kube/v1`` records keyed by gang id (a PodGroup's own ``ns/name``; an Event's key
   is the gang of its involved pod, known from the pods seen);
-- ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.scheduler_events``);
+- ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.scheduler_events``),
+  with ``cycle`` null (Events carry no cycle number) and ``source`` naming the Event: its uid and
+  count identify the attempt;
 - ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
-- ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name).
+- ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name, no uid).
 
 An Event whose involved pod is not known is held ``hold_events`` seconds (in a live watch an
 Event can arrive before its pod's ADDED); if the pod does not show up, the pod is gone (a
@@ -55,7 +57,7 @@ from streams.config import Settings
 from streams.contracts import CYCLE_SCHEMA, DEAD_LETTER_SCHEMA, KUBE_SCHEMA
 from streams.core.spec import (gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
-from streams.core.timefmt import format_time, parse_time
+from streams.core.timefmt import format_time
 
 log = logging.getLogger(__name__)
 
@@ -193,21 +195,16 @@ def backoff_delay(attempt: int, base: float, cap: float, rand: float) -> float:
     return rand * min(cap, base * (2 ** min(attempt, 30)))
 
 
-def event_time_micros(event: Mapping[str, Any]) -> int | None:
-    """When a core/v1 Event last happened, in microseconds: ``series.lastObservedTime``, else
-    ``lastTimestamp``, ``eventTime``, ``firstTimestamp``, ``metadata.creationTimestamp``
-    (events.k8s.io/v1 Events served as core/v1 fill ``eventTime`` and ``series``). ``None``
-    when none parses. Pure."""
-    series = event.get("series") or {}
-    for value in (series.get("lastObservedTime"), event.get("lastTimestamp"),
-                  event.get("eventTime"), event.get("firstTimestamp"),
-                  (event.get("metadata") or {}).get("creationTimestamp")):
-        if isinstance(value, str) and value:
-            try:
-                return parse_time(value)
-            except ValueError:
-                continue
-    return None
+def event_count(event: Mapping[str, Any]) -> int:
+    """How often a core/v1 Event has happened: ``series.count`` (events.k8s.io/v1 Events, as the
+    scheduler's recorder writes them, count their repeats there: client-go
+    ``tools/events/event_broadcaster.go:178-182``), else ``count`` (the legacy recorder), else 1
+    (``k8s.io/api`` v0.35.2 ``core/v1/types.go:7549-7551,7584-7586``). Values that are not
+    positive integers count as absent. Pure."""
+    for value in ((event.get("series") or {}).get("count"), event.get("count")):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+    return 1
 
 
 def kube_record(resource: str, type_: str, obj: dict[str, Any], at: int) -> dict[str, Any]:
@@ -376,26 +373,31 @@ class GangRouter:
         gang, pod = known
         if gang is None:
             return [Drop("no-gang")]
+        event_meta = event.get("metadata") or {}
+        if not event_meta.get("uid"):
+            return [DeadLetter(kube_record("events", type_, event, at),
+                               "a scheduler Event without metadata.uid: the attempt it reports "
+                               "cannot be told from a repeat", "malformed")]
         actions: list[Action] = [Publish(gang, kube_record("events", type_, event, at))]
         if type_ == "DELETED":
             return actions  # an Event expiring (TTL) says nothing about a cycle
         outcome = parse_scheduler_event(reason, event.get("message") or "", ns, name)
-        when = event_time_micros(event)
         pod_meta = pod.get("metadata") or {}
         pg = self.podgroups.get(gang)
         cycle = {
             "schema": CYCLE_SCHEMA, "observed_at": format_time(at),
             "scheduler": component or (pod.get("spec") or {}).get("schedulerName", ""),
-            # Events carry no cycle counter: the second the Event last happened stands in for
-            # it (monotonic, and a relist re-derives the same number, so the fold dedups).
-            "cycle": max(0, (when if when is not None else at) // 1_000_000),
+            # Events carry no cycle counter (it is only in the scheduler's log): the record's
+            # cycle is unknown, and the Event's uid and count identify the attempt, so that a
+            # relist of the same Event is the same record and a repeat (count + 1) a new one.
+            "cycle": None,
             "pod": {"namespace": ns, "name": name, "uid": pod_meta.get("uid", uid or "")},
             "gang": gang, "gang_group": gang_group_of(gang, pod, pg),
             "stage": outcome.stage, "status": outcome.status, "reason": outcome.reason,
             "message": event.get("message") or "", "representative": None,
             "node": outcome.node,
-            "source": {"event": f"{(event.get('metadata') or {}).get('namespace', '')}/"
-                                f"{(event.get('metadata') or {}).get('name', '')}",
+            "source": {"event": f"{event_meta.get('namespace', '')}/{event_meta.get('name', '')}",
+                       "uid": event_meta["uid"], "count": event_count(event),
                        "parsed": outcome.parsed},
         }
         actions.append(Publish(gang, cycle))

@@ -88,7 +88,7 @@ def event(name: str, pod_obj: dict[str, Any], reason: str, message: str,
           when: str = "2026-11-02T09:00:10Z") -> dict[str, Any]:
     meta = pod_obj["metadata"]
     return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": name, "namespace": meta["namespace"]},
+            "metadata": {"name": name, "namespace": meta["namespace"], "uid": f"uid-{name}"},
             "involvedObject": {"kind": "Pod", "namespace": meta["namespace"],
                                "name": meta["name"], "uid": meta.get("uid", "")},
             "reason": reason, "message": message, "type": "Warning",
@@ -217,12 +217,43 @@ def test_router_failed_scheduling_becomes_a_cycle_record() -> None:
     cycle = actions[1].record
     assert actions[1].key == "team-a/train"
     assert {k: cycle[k] for k in ("schema", "observed_at", "scheduler", "cycle", "pod", "gang",
-                                  "gang_group", "stage", "status", "reason", "node")} == {
+                                  "gang_group", "stage", "status", "reason", "node",
+                                  "source")} == {
         "schema": "gangstate.cycle/v1", "observed_at": "2026-11-02T09:00:05.000000Z",
-        "scheduler": "koord-scheduler", "cycle": parse_time("2026-11-02T09:00:10Z") // 10**6,
+        "scheduler": "koord-scheduler",
+        "cycle": None,  # Events carry no cycle number; the second they happened is none either
         "pod": {"namespace": "team-a", "name": "w-1", "uid": "u1"},
         "gang": "team-a/train", "gang_group": "team-a/train", "stage": "PostFilter",
-        "status": "Rejected", "reason": "GangGroupRejected", "node": None}
+        "status": "Rejected", "reason": "GangGroupRejected", "node": None,
+        "source": {"event": "team-a/w-1.1", "uid": "uid-w-1.1", "count": 1, "parsed": True}}
+
+
+@pytest.mark.parametrize("fields,count", [
+    ({}, 1), ({"count": 3}, 3), ({"series": {"count": 2}}, 2),
+    ({"count": 1, "series": {"count": 5, "lastObservedTime": "2026-11-02T09:00:10.000000Z"}}, 5),
+    ({"count": 0}, 1), ({"count": "4"}, 1), ({"series": None, "count": 2}, 2),
+], ids=["neither", "legacy count", "series", "series wins", "zero", "not a number",
+        "null series"])
+def test_router_cycle_record_counts_the_event_from_series_or_count(
+        fields: dict[str, Any], count: int) -> None:
+    r = GangRouter()
+    p = _with_uid(pod("w-1"), "u1")
+    r.route("pods", "ADDED", p, None, T0)
+    ev = {k: v for k, v in event("e", p, "FailedScheduling", "x").items() if k != "count"}
+    [_, cycle] = r.route("events", "MODIFIED", {**ev, **fields}, None, T0)
+    assert isinstance(cycle, Publish)
+    assert cycle.record["source"]["count"] == count
+
+
+def test_router_dead_letters_an_event_without_a_uid() -> None:
+    r = GangRouter()
+    p = _with_uid(pod("w-1"), "u1")
+    r.route("pods", "ADDED", p, None, T0)
+    ev = event("e", p, "FailedScheduling", "x")
+    del ev["metadata"]["uid"]
+    [letter] = r.route("events", "ADDED", ev, None, T0)
+    assert isinstance(letter, DeadLetter) and letter.reason == "malformed"
+    assert "metadata.uid" in letter.error
 
 
 ROUTED_EVENTS = [
@@ -333,6 +364,88 @@ def test_router_remembers_deleted_pods_for_late_events() -> None:
     assert r.route("events", "ADDED", event("e", p, "FailedScheduling", "x"), None,
                    T0 + 62_000_000) == []  # forgotten: held, then dropped as pod-gone
     assert r.expire(T0 + 72_000_000) == [Drop("pod-gone")]
+
+
+def _route_real(router: GangRouter, type_: str) -> list[tuple[str, dict[str, Any]]]:
+    """The excerpt's Pods (SYNC), then its Events in recorded order, each at its own time, as
+    a live watch would see them; returns the published ``(key, record)``."""
+    pods, events = real_items("Pod"), real_items("Event")
+    actions = [a for p in pods for a in router.route("pods", "SYNC", p, None, T0)]
+    for e in events:
+        actions += router.route("events", type_, e, None, parse_time(e["eventTime"]))
+    return [(a.key, a.record) for a in actions if isinstance(a, Publish)]
+
+
+def _fold(published: list[tuple[str, dict[str, Any]]]) -> Any:
+    return fold_lines(((n, json.dumps(r).encode()) for n, (_, r) in
+                       enumerate(published, start=1)), None)
+
+
+def test_real_events_become_attempts_without_cycle_numbers() -> None:
+    """The real gang sc-b/gb (3 pods, 2 GPUs in the cluster) fails about once per second per
+    pod. Its 42 Events in the excerpt become 42 cycle records without a cycle number, each
+    identified by its Event; 11 Events are events.k8s.io series (count 2). The fold reports
+    the failure once per failing reason, never with a cycle number: the first Event
+    (gb-1, 03:41:27.291286, Insufficient nvidia.com/gpu) and item 3116 (gb-2, 03:41:41.045023,
+    "all pending pods is already been attempted", read as a fit reason); the 26 releases
+    (GangGroupRejected, 25 in items 2754-2793 and item 3126) and the 14 other failures of the
+    same reason (items 2757 ... 2792) add nothing."""
+    published = _route_real(GangRouter(), "ADDED")
+    cycles = [r for _, r in published if r["schema"] == "gangstate.cycle/v1"]
+    assert len(cycles) == 42 and {r["cycle"] for r in cycles} == {None}
+    assert cycles[0]["source"] == {"event": "sc-b/gb-1.18ed043d3353060b",
+                                   "uid": "fea11e49-5f60-482d-9e9d-c78d560d25d0", "count": 2,
+                                   "parsed": True}
+    assert sum(r["source"]["count"] == 2 for r in cycles) == 11
+    outcomes = [(r["status"], r["reason"]) for r in cycles]
+    assert outcomes.count(("Rejected", "GangGroupRejected")) == 26
+    assert outcomes.count(("Unschedulable", "Insufficient nvidia.com/gpu")) == 15
+    result = _fold(published)
+    assert not result.errors
+    assert [(d["observed_at"], d["reason"], d["facts"], d["message"])
+            for d in result.diagnostics] == [
+        ("2026-12-01T03:41:27.291286Z", "GangCycleRejected",
+         {"failed": 1, "rejected_waiting": 0, "reasons": {"Insufficient nvidia.com/gpu": 1}},
+         "gang sc-b/gb: a scheduling attempt failed: 1 member unschedulable "
+         "(1 Insufficient nvidia.com/gpu)"),
+        ("2026-12-01T03:41:41.045023Z", "GangCycleRejected",
+         {"failed": 1, "rejected_waiting": 0,
+          "reasons": {"all pending pods is already been attempted": 1}},
+         "gang sc-b/gb: a scheduling attempt failed: 1 member unschedulable "
+         "(1 all pending pods is already been attempted)")]
+    state = result.states["sc-b/gb"]
+    assert state.cycle is None
+    assert {m.name: (m.status, m.reason) for m in state.members.values()} == {
+        "gb-0": ("Rejected", "GangGroupRejected"),                  # item 2790
+        "gb-1": ("Unschedulable", "Insufficient nvidia.com/gpu"),   # item 2792
+        "gb-2": ("Rejected", "GangGroupRejected")}                  # item 3126, Unreserve
+
+
+def test_a_relist_of_real_events_is_recognised_and_a_repeat_is_not() -> None:
+    """A watcher restart lists the same Events again (SYNC, later): the same attempts, so the
+    fold changes nothing. The same Event listed with one more occurrence (series.count 3) is a
+    new attempt."""
+    first = _route_real(GangRouter(), "ADDED")
+    again = _route_real(GangRouter(), "SYNC")
+    assert [r["source"] for _, r in again if r["schema"] == "gangstate.cycle/v1"] == \
+        [r["source"] for _, r in first if r["schema"] == "gangstate.cycle/v1"]
+    once = _fold(first)
+    twice = _fold(first + again)
+    assert twice.diagnostics == once.diagnostics
+    assert twice.states["sc-b/gb"].members == once.states["sc-b/gb"].members
+    assert twice.states["sc-b/gb"].recent_cycles == once.states["sc-b/gb"].recent_cycles
+    # gb-1's last Event (item 2792, a failure) repeats: series.count 2 -> 3 is a new attempt
+    router = GangRouter()
+    _route_real(router, "ADDED")
+    repeat = next(e for e in real_items("Event")
+                  if e["metadata"]["name"] == "gb-1.18ed043d71a6581d")
+    repeat = {**repeat, "series": {"count": 3,
+                                   "lastObservedTime": "2026-12-01T03:42:00.000000Z"}}
+    more = [(a.key, a.record) for a in router.route("events", "MODIFIED", repeat, None,
+                                                    parse_time("2026-12-01T03:42:00Z"))]
+    thrice = _fold(first + again + more)
+    assert len(thrice.states["sc-b/gb"].recent_cycles) == \
+        len(once.states["sc-b/gb"].recent_cycles) + 1
 
 
 # ---------------------------------------------------------------------------------------------
