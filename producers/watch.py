@@ -943,15 +943,14 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _api_client(args: argparse.Namespace) -> Any:
-    from kubernetes import client, config
+    """The ``kubernetes.client.ApiClient`` of ``--kubeconfig``/``--context`` or
+    ``--in-cluster``; TLS verified as ``streams.kubeconfig`` describes."""
+    from kubernetes import client
 
-    if args.in_cluster:
-        config.load_incluster_config()
-        return client.ApiClient()
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=args.kubeconfig, context=args.context,
-                            client_configuration=configuration)
-    return client.ApiClient(configuration)
+    from streams.kubeconfig import load_configuration
+
+    return client.ApiClient(load_configuration(args.kubeconfig, args.context,
+                                               args.in_cluster))
 
 
 def run_watch(args: argparse.Namespace) -> int:

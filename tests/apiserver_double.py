@@ -223,12 +223,15 @@ class ApiServerDouble:
 
     ``crds``: serve ``podgroups`` (False: 404 as without the CRD). ``bookmark_interval``:
     seconds between BOOKMARK events on watches that allow them. ``first_rv``: the counter's
-    start. Thread-safe; the HTTP server runs in daemon threads on 127.0.0.1.
+    start. ``tls``: ``(certificate file, key file)`` to serve HTTPS with that certificate
+    (``url`` is then ``https://``). Thread-safe; the HTTP server runs in daemon threads on
+    127.0.0.1.
     """
 
     def __init__(self, *, crds: bool = True, bookmark_interval: float = 0.2,
-                 first_rv: int = 100) -> None:
+                 first_rv: int = 100, tls: tuple[str, str] | None = None) -> None:
         self.crds = crds
+        self.tls = tls
         self.bookmark_interval = bookmark_interval
         self._rv = first_rv
         self._compacted = 0
@@ -251,6 +254,12 @@ class ApiServerDouble:
         handler = _make_handler(self)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                         name="apiserver-double", daemon=True)
         self._thread.start()
@@ -273,9 +282,10 @@ class ApiServerDouble:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
+        """``http://127.0.0.1:PORT`` (``https://`` with ``tls``)."""
         assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def configuration(self) -> Any:
         """A ``kubernetes.client.Configuration`` whose host is this double."""
