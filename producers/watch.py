@@ -7,18 +7,28 @@ PodGroups (when the CRD is installed) and core/v1 Events (``involvedObject.kind=
 for ``FailedScheduling`` and ``Scheduled``), and publishes:
 - ``gangstate.kube/v1`` records keyed by gang id (a PodGroup's own ``ns/name``; an Event's key
   is the gang of its involved pod, known from the pods seen);
-- ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.scheduler_events``);
+- ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.scheduler_events``),
+  with ``cycle`` null (Events carry no cycle number) and ``source`` naming the Event: its uid and
+  count identify the attempt;
 - ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
-- ``gangstate.dead-letter/v1`` for Events whose involved pod stays unknown.
+- ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name, no uid).
+
+An Event whose involved pod is not known is held ``hold_events`` seconds (in a live watch an
+Event can arrive before its pod's ADDED); if the pod does not show up, the pod is gone (a
+re-list returns every stored Event, also those of pods deleted long ago) and the Event is
+dropped and counted (``pod-gone``), never dead-lettered: it is not bad input.
 
 Layout: a functional core (``plan_streams``, ``relist_diff``, ``backoff_delay``, ``GangRouter``:
 pure or deterministic, table-tested) and a thin shell (``Watcher``: one thread per list+watch
 stream feeding a bounded queue, one publishing loop). The shell follows client-go's Reflector
 (``tools/cache/reflector.go``): list, then watch from the list's resourceVersion with
-``allowWatchBookmarks``; on a dropped connection resume from the last resourceVersion seen
-(bookmarks included); on 410 Gone relist and publish ``SYNC`` for what exists and ``DELETED``
-(last known object) for what vanished meanwhile. The ``kubernetes`` client's own
-``watch.Watch.stream`` is not used: it retries a 410 once silently and cannot relist.
+``allowWatchBookmarks`` and a server-side ``timeoutSeconds`` shorter than the client's read
+timeout (a quiet watch receives nothing until the server ends it); on a clean end, a read
+timeout (logged at DEBUG only) or a dropped connection (a WARNING, and backoff) resume from the
+last resourceVersion seen (bookmarks included); on 410 Gone relist and publish ``SYNC`` for
+what exists and ``DELETED`` (last known object) for what vanished meanwhile. The
+``kubernetes`` client's own ``watch.Watch.stream`` is not used: it retries a 410 once silently
+and cannot relist.
 
 Must not: decide anything about gangs beyond membership (``streams.core.spec.gang_of_pod``),
 drop a record without counting it, or read the wall clock except through the injected clock.
@@ -34,6 +44,7 @@ import logging
 import queue
 import random
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -46,13 +57,16 @@ from streams.config import Settings
 from streams.contracts import CYCLE_SCHEMA, DEAD_LETTER_SCHEMA, KUBE_SCHEMA
 from streams.core.spec import (gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
-from streams.core.timefmt import format_time, parse_time
+from streams.core.timefmt import format_time
 
 log = logging.getLogger(__name__)
 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "podgroups"
 DEFAULT_SCHEDULERS = ("koord-scheduler",)
 DEFAULT_EVENT_REASONS = ("FailedScheduling", "Scheduled")
+WATCH_TIMEOUT_MARGIN = 5.0
+"""Seconds by which the server-side ``timeoutSeconds`` of a watch must undercut the client's
+read timeout, so that the API server ends a quiet watch before the client gives up on it."""
 _KINDS = {"pods": ("Pod", "v1"), "events": ("Event", "v1"),
           "podgroups": ("PodGroup", f"{PODGROUP_GROUP}/{PODGROUP_VERSION}")}
 
@@ -72,16 +86,26 @@ class WatchConfig:
 
     ``namespaces``: empty = all namespaces. ``scheduler_names``: pods of these schedulers only
     (one server-side field selector each). ``event_reasons``: Event reasons turned into cycle
-    records. ``watch_timeout``: the server-side ``timeoutSeconds`` of one watch request;
-    ``connect_timeout``/``read_timeout``: the client-side ``_request_timeout`` (a socket idle
-    longer than ``read_timeout`` counts as dead: real API servers send a bookmark about every
-    minute). ``backoff_base``/``backoff_cap``: exponential backoff with full jitter between
-    failed attempts. ``tick_interval``: seconds between ticks (``None``: no ticks).
+    records. ``watch_timeout``: the server-side ``timeoutSeconds`` of one watch request, after
+    which the API server ends it cleanly and the watcher resumes; ``connect_timeout``/
+    ``read_timeout``: the client-side ``_request_timeout`` (a socket idle longer than
+    ``read_timeout`` counts as dead). A watch of a quiet resource receives nothing at all
+    until its ``timeoutSeconds`` (the API server sends bookmarks only as the resource's
+    resourceVersion moves), so ``watch_timeout`` must end it first: ``read_timeout`` must
+    exceed ``watch_timeout`` by ``WATCH_TIMEOUT_MARGIN`` (a ``ValueError`` otherwise), and
+    ``watch_timeout`` must be at least 1 (``timeoutSeconds`` 0 means the server's default,
+    1800-3600 s: ``k8s.io/apiserver`` v0.35.2, the library of kube-apiserver v1.35.2,
+    ``pkg/endpoints/handlers/get.go:255-261``; the watch ends when that timer fires,
+    ``pkg/endpoints/handlers/watch.go:257,291``). client-go v0.35.2's Reflector asks for a
+    random 5-10 min with no read timeout (``tools/cache/reflector.go:53-55,525``); this
+    watcher keeps a read timeout to notice a connection a middlebox dropped silently, hence
+    the shorter default. ``backoff_base``/``backoff_cap``: exponential backoff with full jitter
+    between failed attempts. ``tick_interval``: seconds between ticks (``None``: no ticks).
     ``queue_size``: bound of the records waiting to be published; a full queue stops the
     watches reading (backpressure). ``hold_events``: how long an Event whose pod is not known
-    yet waits for the pod before it is dead-lettered. ``remember_deleted``: how long a deleted
-    pod's gang is kept for late Events. ``crd_recheck``: how often a missing PodGroup CRD is
-    looked for again (reported once).
+    yet waits for the pod before it is dropped as ``pod-gone``. ``remember_deleted``: how long
+    a deleted pod's gang is kept for late Events. ``crd_recheck``: how often a missing
+    PodGroup CRD is looked for again (reported once).
     """
 
     namespaces: tuple[str, ...] = ()
@@ -89,7 +113,7 @@ class WatchConfig:
     event_reasons: tuple[str, ...] = DEFAULT_EVENT_REASONS
     podgroups: bool = True
     page_size: int = 500
-    watch_timeout: int = 300
+    watch_timeout: int = 60
     connect_timeout: float = 10.0
     read_timeout: float = 90.0
     backoff_base: float = 0.5
@@ -100,6 +124,18 @@ class WatchConfig:
     hold_events: float = 10.0
     remember_deleted: float = 600.0
     crd_recheck: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.watch_timeout < 1:
+            raise ValueError(f"the watch timeout (--watch-timeout) must be at least 1 s, not "
+                             f"{self.watch_timeout}: timeoutSeconds 0 lets the API server keep "
+                             f"a quiet watch open 30-60 min, far past the read timeout")
+        if self.read_timeout < self.watch_timeout + WATCH_TIMEOUT_MARGIN:
+            raise ValueError(
+                f"the read timeout (--read-timeout {self.read_timeout:g}) must exceed the watch "
+                f"timeout (--watch-timeout {self.watch_timeout}) by at least "
+                f"{WATCH_TIMEOUT_MARGIN:g} s: the API server sends nothing on a quiet watch until "
+                f"timeoutSeconds ends it, so a shorter read timeout would cut every quiet watch")
 
 
 @dataclass(frozen=True)
@@ -159,21 +195,16 @@ def backoff_delay(attempt: int, base: float, cap: float, rand: float) -> float:
     return rand * min(cap, base * (2 ** min(attempt, 30)))
 
 
-def event_time_micros(event: Mapping[str, Any]) -> int | None:
-    """When a core/v1 Event last happened, in microseconds: ``series.lastObservedTime``, else
-    ``lastTimestamp``, ``eventTime``, ``firstTimestamp``, ``metadata.creationTimestamp``
-    (events.k8s.io/v1 Events served as core/v1 fill ``eventTime`` and ``series``). ``None``
-    when none parses. Pure."""
-    series = event.get("series") or {}
-    for value in (series.get("lastObservedTime"), event.get("lastTimestamp"),
-                  event.get("eventTime"), event.get("firstTimestamp"),
-                  (event.get("metadata") or {}).get("creationTimestamp")):
-        if isinstance(value, str) and value:
-            try:
-                return parse_time(value)
-            except ValueError:
-                continue
-    return None
+def event_count(event: Mapping[str, Any]) -> int:
+    """How often a core/v1 Event has happened: ``series.count`` (events.k8s.io/v1 Events, as the
+    scheduler's recorder writes them, count their repeats there: client-go
+    ``tools/events/event_broadcaster.go:178-182``), else ``count`` (the legacy recorder), else 1
+    (``k8s.io/api`` v0.35.2 ``core/v1/types.go:7549-7551,7584-7586``). Values that are not
+    positive integers count as absent. Pure."""
+    for value in ((event.get("series") or {}).get("count"), event.get("count")):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+    return 1
 
 
 def kube_record(resource: str, type_: str, obj: dict[str, Any], at: int) -> dict[str, Any]:
@@ -215,9 +246,11 @@ class Publish:
 
 @dataclass(frozen=True)
 class Drop:
-    """Publish nothing, on purpose; ``reason`` is counted (``no-gang``, ``other-scheduler``...)."""
+    """Publish nothing, on purpose; ``reason`` is counted (``no-gang``, ``other-scheduler``,
+    ``pod-gone``...). ``detail`` says which object, for a DEBUG log line (not compared)."""
 
     reason: str
+    detail: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -244,8 +277,8 @@ class _Held:
 class GangRouter:
     """Turns watch events into actions, remembering which gang each pod uid belongs to.
 
-    ``route(resource, type, obj, prev, at)`` -> actions; ``expire(at)`` -> dead letters for
-    Events held past ``hold_events`` seconds without their pod. ``at`` is event time in
+    ``route(resource, type, obj, prev, at)`` -> actions; ``expire(at)`` -> ``Drop("pod-gone")``
+    for Events held past ``hold_events`` seconds without their pod. ``at`` is event time in
     microseconds (the watcher's clock). Deterministic: same calls, same actions.
     """
 
@@ -258,6 +291,7 @@ class GangRouter:
     podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)  # uid -> forget after (micros)
     held: dict[str, list[_Held]] = field(default_factory=dict)  # "ns/name" -> Events
+    held_due: int | None = None  # no held Event is due before this (micros); None: none held
 
     def route(self, resource: str, type_: str, obj: dict[str, Any],
               prev: dict[str, Any] | None, at: int) -> list[Action]:
@@ -299,7 +333,8 @@ class GangRouter:
         else:
             actions.append(Publish(gang, kube_record("pods", type_, obj, at)))
         for held in self.held.pop(f"{ns}/{meta['name']}", []):
-            actions += self._event(held.type, held.event, held.at)
+            # still unknown (an Event of another uid of this name): held until its own due time
+            actions += self._event(held.type, held.event, held.at, held.due)
         self._forget(at)
         return actions
 
@@ -312,7 +347,8 @@ class GangRouter:
             if self.names.get(name) == uid:
                 del self.names[name]
 
-    def _event(self, type_: str, event: dict[str, Any], at: int) -> list[Action]:
+    def _event(self, type_: str, event: dict[str, Any], at: int,
+               due: int | None = None) -> list[Action]:
         reason = event.get("reason") or ""
         if reason not in self.event_reasons:
             return [Drop("event-reason")]
@@ -322,54 +358,73 @@ class GangRouter:
             return [Drop("other-scheduler")]
         involved = event.get("involvedObject") or {}
         ns, name = involved.get("namespace", ""), involved.get("name", "")
+        if not ns or not name:
+            return [DeadLetter(kube_record("events", type_, event, at),
+                               "a scheduler Event without involvedObject.namespace and "
+                               "involvedObject.name: no pod and no gang can be found for it",
+                               "malformed")]
         uid = involved.get("uid") or self.names.get(f"{ns}/{name}")
         known = self.pods.get(uid) if uid else None
         if known is None:
-            self.held.setdefault(f"{ns}/{name}", []).append(
-                _Held(at + int(self.hold_events * 1e6), type_, event, at))
+            due = at + int(self.hold_events * 1e6) if due is None else due
+            self.held.setdefault(f"{ns}/{name}", []).append(_Held(due, type_, event, at))
+            self.held_due = due if self.held_due is None else min(self.held_due, due)
             return []
         gang, pod = known
         if gang is None:
             return [Drop("no-gang")]
+        event_meta = event.get("metadata") or {}
+        if not event_meta.get("uid"):
+            return [DeadLetter(kube_record("events", type_, event, at),
+                               "a scheduler Event without metadata.uid: the attempt it reports "
+                               "cannot be told from a repeat", "malformed")]
         actions: list[Action] = [Publish(gang, kube_record("events", type_, event, at))]
         if type_ == "DELETED":
             return actions  # an Event expiring (TTL) says nothing about a cycle
         outcome = parse_scheduler_event(reason, event.get("message") or "", ns, name)
-        when = event_time_micros(event)
         pod_meta = pod.get("metadata") or {}
         pg = self.podgroups.get(gang)
         cycle = {
             "schema": CYCLE_SCHEMA, "observed_at": format_time(at),
             "scheduler": component or (pod.get("spec") or {}).get("schedulerName", ""),
-            # Events carry no cycle counter: the second the Event last happened stands in for
-            # it (monotonic, and a relist re-derives the same number, so the fold dedups).
-            "cycle": max(0, (when if when is not None else at) // 1_000_000),
+            # Events carry no cycle counter (it is only in the scheduler's log): the record's
+            # cycle is unknown, and the Event's uid and count identify the attempt, so that a
+            # relist of the same Event is the same record and a repeat (count + 1) a new one.
+            "cycle": None,
             "pod": {"namespace": ns, "name": name, "uid": pod_meta.get("uid", uid or "")},
             "gang": gang, "gang_group": gang_group_of(gang, pod, pg),
             "stage": outcome.stage, "status": outcome.status, "reason": outcome.reason,
             "message": event.get("message") or "", "representative": None,
             "node": outcome.node,
-            "source": {"event": f"{(event.get('metadata') or {}).get('namespace', '')}/"
-                                f"{(event.get('metadata') or {}).get('name', '')}",
+            "source": {"event": f"{event_meta.get('namespace', '')}/{event_meta.get('name', '')}",
+                       "uid": event_meta["uid"], "count": event_count(event),
                        "parsed": outcome.parsed},
         }
         actions.append(Publish(gang, cycle))
         return actions
 
     def expire(self, at: int) -> list[Action]:
-        """Dead letters for Events held past their due time (their pod never showed up)."""
+        """``Drop("pod-gone")`` for every Event held past its due time: its pod did not show up
+        in the pods' list or watch, so it is gone (deleted, or forgotten ``remember_deleted``
+        seconds after its deletion). Such Events are no bad input (a relist returns every
+        stored Event, also those of pods deleted long ago): counted, not dead-lettered."""
         actions: list[Action] = []
+        if self.held_due is None or at < self.held_due:
+            self._forget(at)
+            return actions  # nothing due: no scan (expire runs once per watch event)
+        self.held_due = None
         for name in list(self.held):
             keep = []
             for held in self.held[name]:
                 if held.due <= at:
-                    actions.append(DeadLetter(
-                        kube_record("events", held.type, held.event, held.at),
-                        f"involved pod {name} is not a known pod of schedulers "
-                        f"{','.join(self.scheduler_names)}: the Event's gang is unknown",
-                        "unknown-pod"))
+                    involved = held.event.get("involvedObject") or {}
+                    meta = held.event.get("metadata") or {}
+                    actions.append(Drop("pod-gone", f"Event {meta.get('name', '')}: pod {name} "
+                                                    f"(uid {involved.get('uid') or '?'}) is gone"))
                 else:
                     keep.append(held)
+                    self.held_due = held.due if self.held_due is None \
+                        else min(self.held_due, held.due)
             if keep:
                 self.held[name] = keep
             else:
@@ -435,6 +490,11 @@ class Metrics:
 
 class _Gone(Exception):
     """410 Gone: the resourceVersion is too old; relist."""
+
+
+class _Silent(Exception):
+    """An open watch received nothing for ``read_timeout`` seconds (the client's read timed
+    out): resume it, as after a clean end."""
 
 
 @dataclass
@@ -540,6 +600,7 @@ class _Stream(threading.Thread):
 
     def _watch(self) -> Iterator[dict[str, Any]]:
         from kubernetes.watch.watch import iter_resp_lines
+        from urllib3.exceptions import ReadTimeoutError
 
         config = self.w.config
         try:
@@ -552,7 +613,14 @@ class _Stream(threading.Thread):
             raise
         self._resp = resp
         try:
-            for line in iter_resp_lines(resp):
+            lines = iter_resp_lines(resp)
+            while True:
+                try:
+                    line = next(lines)
+                except StopIteration:
+                    return
+                except ReadTimeoutError as err:  # only while streaming: the server answered
+                    raise _Silent(str(err)) from None
                 if not line.strip():
                     continue
                 yield json.loads(line)
@@ -623,6 +691,12 @@ class _Stream(threading.Thread):
                 log.info("%s: 410 Gone (%s): relisting", self.spec.name, err)
                 w.metrics.restarts.labels(resource, "gone").inc()
                 need_list = True
+            except _Silent as err:
+                # normal: a server that did not end the watch at timeoutSeconds, or a connection
+                # dropped on the way; resume from the last resourceVersion, no backoff
+                w.metrics.restarts.labels(resource, "read-timeout").inc()
+                log.debug("%s: nothing received for %g s (%s); resuming", self.spec.name,
+                          w.config.read_timeout, err)
             except ApiError as err:
                 if err.code == 404 and resource == "podgroups":
                     if not self._crd_reported:
@@ -727,6 +801,8 @@ class Watcher:
                     self.metrics.published.labels(action.record["schema"], resource).inc()
             elif isinstance(action, Drop):
                 self.metrics.dropped.labels(action.reason).inc()
+                if action.detail:
+                    log.debug("dropped (%s): %s", action.reason, action.detail)
             else:
                 letter = {"schema": DEAD_LETTER_SCHEMA,
                           "observed_at": format_time(wall_clock_micros()),
@@ -799,6 +875,9 @@ class Watcher:
                 break
             at = self.clock()
             self._perform(self.router.route(item.resource, item.type, item.obj, item.prev, at))
+        held = sum(len(events) for events in self.router.held.values())
+        if held:  # Events still waiting for their pod: lost with this process, counted
+            self.metrics.dropped.labels("shutdown").inc(held)
         self._flush()
 
     def start(self) -> "Watcher":
@@ -846,10 +925,15 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
                    help="serve Prometheus metrics on this port (/metrics)")
     p.add_argument("--tick-interval", type=float, default=1.0, metavar="SECONDS",
                    help="seconds between clock ticks to every partition (default 1)")
-    p.add_argument("--watch-timeout", type=int, default=300, metavar="SECONDS",
-                   help="server-side timeoutSeconds of one watch request (default 300)")
-    p.add_argument("--read-timeout", type=float, default=90.0, metavar="SECONDS",
-                   help="a watch connection silent this long is reconnected (default 90)")
+    p.add_argument("--watch-timeout", type=int, default=WatchConfig.watch_timeout,
+                   metavar="SECONDS",
+                   help="server-side timeoutSeconds of one watch request: the API server ends "
+                        "it then and the watch resumes (default %(default)s; at least "
+                        f"{WATCH_TIMEOUT_MARGIN:g} s below --read-timeout)")
+    p.add_argument("--read-timeout", type=float, default=WatchConfig.read_timeout,
+                   metavar="SECONDS",
+                   help="a watch connection silent this long is reconnected (default "
+                        "%(default)s)")
     p.add_argument("--queue-size", type=int, default=1000,
                    help="watch events buffered before the watches are slowed (default 1000)")
     p.add_argument("--bootstrap", metavar="HOST:PORT",
@@ -859,34 +943,39 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _api_client(args: argparse.Namespace) -> Any:
-    from kubernetes import client, config
+    """The ``kubernetes.client.ApiClient`` of ``--kubeconfig``/``--context`` or
+    ``--in-cluster``; TLS verified as ``streams.kubeconfig`` describes."""
+    from kubernetes import client
 
-    if args.in_cluster:
-        config.load_incluster_config()
-        return client.ApiClient()
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=args.kubeconfig, context=args.context,
-                            client_configuration=configuration)
-    return client.ApiClient(configuration)
+    from streams.kubeconfig import load_configuration
+
+    return client.ApiClient(load_configuration(args.kubeconfig, args.context,
+                                               args.in_cluster))
 
 
 def run_watch(args: argparse.Namespace) -> int:
     """``gangstate watch``: connect, publish until SIGTERM/SIGINT, flush, exit 0. Returns 2 when
-    Kafka is not configured. Kafka being unreachable at start is retried with backoff."""
+    the timeouts are invalid (``WatchConfig``: the watch timeout must end a quiet watch before
+    the read timeout) or Kafka is not configured. Kafka being unreachable at start is retried
+    with backoff."""
     from producers.publish import Publisher, ensure_topics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        config = WatchConfig(
+            namespaces=tuple(args.namespace), podgroups=not args.no_podgroups,
+            scheduler_names=tuple(args.scheduler_name) or DEFAULT_SCHEDULERS,
+            tick_interval=args.tick_interval or None, watch_timeout=args.watch_timeout,
+            read_timeout=args.read_timeout, queue_size=args.queue_size)
+    except ValueError as err:
+        print(f"gangstate watch: {err}", file=sys.stderr, flush=True)
+        return 2
     settings = Settings.from_env()
     if args.bootstrap:
         settings = replace(settings, bootstrap=args.bootstrap)
     if not settings.bootstrap:
         print("gangstate watch: set KAFKA_BOOTSTRAP_SERVERS or --bootstrap", flush=True)
         return 2
-    config = WatchConfig(
-        namespaces=tuple(args.namespace), podgroups=not args.no_podgroups,
-        scheduler_names=tuple(args.scheduler_name) or DEFAULT_SCHEDULERS,
-        tick_interval=args.tick_interval or None, watch_timeout=args.watch_timeout,
-        read_timeout=args.read_timeout, queue_size=args.queue_size)
     metrics = Metrics()
     if args.metrics_port:
         from prometheus_client import start_http_server

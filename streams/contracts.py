@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Union
 from typing_extensions import NotRequired, Required, TypedDict
 
 from .core.timefmt import format_time, parse_time
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 KUBE_SCHEMA = "gangstate.kube/v1"
 CYCLE_SCHEMA = "gangstate.cycle/v1"
@@ -163,12 +163,35 @@ class PodRef(BaseModel):
     uid: str = ""
 
 
-class CycleRecord(_Timed):
-    """``gangstate.cycle/v1``: what the scheduler did with one gang member in one cycle."""
+class EventSource(BaseModel):
+    """The core/v1 scheduler Event a cycle record was derived from (set by the watch
+    producer). ``uid`` and ``count`` identify the attempt when the record has no cycle number:
+    a relist of the same Event gives the same record, a repeat of an aggregated Event (a
+    higher count) a new one."""
 
+    model_config = ConfigDict(extra="allow", frozen=True)
+    event: str = Field(default="", description="the Event's namespace/name")
+    uid: str = Field(default="", description="the Event's metadata.uid")
+    count: int = Field(default=1, ge=1, description="how often the Event has happened: "
+                                                    "series.count, else count, else 1")
+
+
+class CycleRecord(_Timed):
+    """``gangstate.cycle/v1``: what the scheduler did with one gang member in one cycle.
+
+    ``cycle`` is ``null`` when the scheduler's cycle number is unknown (a record derived from
+    a scheduler Event); such a record must name its ``source`` Event (``source.uid``), which
+    identifies the attempt."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra={
+        "if": {"properties": {"cycle": {"type": "null"}}, "required": ["cycle"]},
+        "then": {"required": ["source"], "properties": {"source": {
+            "type": "object", "required": ["uid"], "properties": {"uid": {"minLength": 1}}}}}})
     schema_: Literal["gangstate.cycle/v1"] = Field(alias="schema")
     scheduler: str = ""
-    cycle: int = Field(ge=0, description="the scheduler's monotonic scheduling-attempt counter")
+    cycle: int | None = Field(ge=0, description="the scheduler's monotonic scheduling-attempt "
+                                                "counter; null when unknown (a record derived "
+                                                "from a scheduler Event, see source)")
     pod: PodRef
     gang: str = Field(pattern=r"^[^/]+/[^/]+$")
     gang_group: str = ""
@@ -178,6 +201,16 @@ class CycleRecord(_Timed):
     message: str = ""
     representative: str | None = None
     node: str | None = None
+    source: EventSource | None = Field(
+        default=None, description="the scheduler Event the record was derived from; required "
+                                  "(with its uid) when cycle is null")
+
+    @model_validator(mode="after")
+    def _identified(self) -> "CycleRecord":
+        if self.cycle is None and (self.source is None or not self.source.uid):
+            raise ValueError("cycle is null (unknown) but no source.uid names the Event that "
+                             "identifies the attempt")
+        return self
 
 
 class AckRecord(_Timed):
@@ -295,10 +328,16 @@ class _PodRefView(TypedDict):
     uid: NotRequired[str]
 
 
+class _EventSourceView(TypedDict, total=False):
+    event: str
+    uid: str
+    count: Annotated[int, Field(ge=1)]
+
+
 class CycleView(_InputView):
     schema: Literal["gangstate.cycle/v1"]
     scheduler: NotRequired[str]
-    cycle: Annotated[int, Field(ge=0)]
+    cycle: Annotated[int, Field(ge=0)] | None
     pod: _PodRefView
     gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
     gang_group: NotRequired[str]
@@ -308,6 +347,7 @@ class CycleView(_InputView):
     message: NotRequired[str]
     representative: NotRequired[str | None]
     node: NotRequired[str | None]
+    source: NotRequired[_EventSourceView | None]
 
 
 class AckView(_InputView):
@@ -345,6 +385,7 @@ VIEWS: dict[type[BaseModel], Any] = {
     KubeRecord: KubeView, CycleRecord: CycleView, AckRecord: AckView,
     GangSummaryRecord: GangSummaryView, TickRecord: TickView,
     ObjectMeta: _MetaView, RawObject: _ObjectView, PodRef: _PodRefView,
+    EventSource: _EventSourceView,
 }
 """Each input model (and nested model) -> its decode view; for the tests."""
 

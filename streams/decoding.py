@@ -102,10 +102,17 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
     pod = rec["pod"]
     gang = rec["gang"]
     get = rec.get
+    cycle = rec["cycle"]
+    attempt = ""
+    if cycle is None:  # identified by its source Event (contracts: CycleRecord)
+        source = get("source") or {}
+        if not source.get("uid"):
+            raise _ByContract
+        attempt = f"{source['uid']}#{source.get('count', 1)}"
     return Decoded(gang, CycleObserved(
-        at, get("scheduler", ""), rec["cycle"], f"{pod['namespace']}/{pod['name']}",
+        at, get("scheduler", ""), cycle, f"{pod['namespace']}/{pod['name']}",
         pod.get("uid", ""), gang, get("gang_group") or gang, rec["stage"], rec["status"],
-        get("reason", ""), get("message", ""), get("representative"), get("node")))
+        get("reason", ""), get("message", ""), get("representative"), get("node"), attempt))
 
 
 def _summary(rec: dict[str, Any], at: int) -> Decoded:

@@ -481,15 +481,10 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
 def _transport(args: argparse.Namespace) -> Transport:
     if args.dry_run:
         return DryRunTransport(lambda line: print(line, flush=True))
-    from kubernetes import client, config
+    from .kubeconfig import load_configuration
 
-    configuration = client.Configuration()
-    if args.in_cluster:
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(config_file=args.kubeconfig, context=args.context,
-                                client_configuration=configuration)
-    return KubeTransport.from_configuration(configuration)
+    return KubeTransport.from_configuration(
+        load_configuration(args.kubeconfig, args.context, args.in_cluster))
 
 
 def run_sink(args: argparse.Namespace) -> int:

@@ -239,6 +239,18 @@ def format_gang(doc: dict[str, Any]) -> str:
     return out
 
 
+def _last_cycle(cycle: dict[str, Any] | None) -> str | None:
+    """``502 Filter Unschedulable (Insufficient cpu)``; an outcome known from a scheduler Event
+    has no cycle number: ``Filter Unschedulable (...), cycle number unknown``."""
+    if cycle is None:
+        return None
+    text = f"{cycle['stage']} {cycle['status']}" + (f" ({cycle['reason']})"
+                                                    if cycle["reason"] else "")
+    if cycle["cycle"] is None:
+        return f"{text}, cycle number unknown"
+    return f"{cycle['cycle']} {text}"
+
+
 def format_why(doc: dict[str, Any]) -> str:
     """``explain pod``: the pod, its gang, where it is held, why, and what would unblock it."""
     g = doc["gang_summary"]
@@ -249,9 +261,7 @@ def format_why(doc: dict[str, Any]) -> str:
         ("Gang", f"{doc['gang']} ({doc['gang_phase']}: {g['members']} of minMember "
                  f"{min_member} pods, {g['bound']} bound, {g['waiting']} waiting at Permit)"),
         ("Representative", g["representative"]),
-        ("Last cycle", None if cycle is None else
-         f"{cycle['cycle']} {cycle['stage']} {cycle['status']}"
-         + (f" ({cycle['reason']})" if cycle["reason"] else "")),
+        ("Last cycle", _last_cycle(cycle)),
         ("Held at", doc["held_at"]),
     ])
     out += "\nWhy it is pending:\n"

@@ -43,7 +43,8 @@ one's DELETED arrives can be served); list pages after the first read the curren
 keys after the token (a real server serves a consistent snapshot).
 
 Python API for tests: ``apply(obj)``, ``delete(kind, ns, name, uid=None)``, ``compact()``,
-``drop_watches()``, ``pause_watches()``/``resume_watches()``, ``refuse_watches(flag)``,
+``drop_watches()``, ``pause_watches()``/``resume_watches()``, ``stall_watches(flag)``,
+``refuse_watches(flag)``,
 ``objects(kind)``, ``open_watches(kind)``, ``requests`` (a log of ``(method, path, query)``),
 ``fail_next(status, count, method=None, retry_after=None)`` (answer the next requests with an
 error ``Status``, for retry tests), ``allow_only(rules, user)`` (authorise requests as RBAC does:
@@ -301,12 +302,15 @@ class ApiServerDouble:
 
     ``crds``: serve ``podgroups`` (False: 404 as without the CRD). ``bookmark_interval``:
     seconds between BOOKMARK events on watches that allow them. ``first_rv``: the counter's
-    start. Thread-safe; the HTTP server runs in daemon threads on 127.0.0.1.
+    start. ``tls``: ``(certificate file, key file)`` to serve HTTPS with that certificate
+    (``url`` is then ``https://``). Thread-safe; the HTTP server runs in daemon threads on
+    127.0.0.1.
     """
 
     def __init__(self, *, crds: bool = True, bookmark_interval: float = 0.2,
-                 first_rv: int = 100) -> None:
+                 first_rv: int = 100, tls: tuple[str, str] | None = None) -> None:
         self.crds = crds
+        self.tls = tls
         self.bookmark_interval = bookmark_interval
         self._rv = first_rv
         self._compacted = 0
@@ -314,6 +318,7 @@ class ApiServerDouble:
         self._history: list[_Change] = []
         self._watches: list[_Watch] = []
         self._paused = False
+        self._stalled = False
         self._refused = False
         self._stopping = False
         self._cond = threading.Condition()
@@ -331,6 +336,12 @@ class ApiServerDouble:
         handler = _make_handler(self)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                         name="apiserver-double", daemon=True)
         self._thread.start()
@@ -353,9 +364,10 @@ class ApiServerDouble:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
+        """``http://127.0.0.1:PORT`` (``https://`` with ``tls``)."""
         assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def configuration(self) -> Any:
         """A ``kubernetes.client.Configuration`` whose host is this double."""
@@ -433,6 +445,14 @@ class ApiServerDouble:
         """Deliver again what was held by ``pause_watches``."""
         with self._cond:
             self._paused = False
+            self._cond.notify_all()
+
+    def stall_watches(self, stalled: bool = True) -> None:
+        """While set, open watches send nothing at all and outlive their ``timeoutSeconds``
+        (a hung server, or a connection a middlebox silently dropped): only the client's read
+        timeout ends them. Cleared, they end at once if their timeout has passed."""
+        with self._cond:
+            self._stalled = stalled
             self._cond.notify_all()
 
     def refuse_watches(self, refused: bool = True) -> None:
@@ -760,6 +780,9 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
                             break
                         if w.expired:
                             break
+                        if server._stalled:
+                            server._cond.wait(0.05)
+                            continue
                         if deadline is not None and now >= deadline:
                             break
                         if not server._paused:

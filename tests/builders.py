@@ -43,3 +43,13 @@ def ack(t: float, epoch: int, outcome: str, representative: str | None,
         group: str = "ns/g") -> AckObserved:
     """A shim ack of command ``<group>#<epoch>``."""
     return AckObserved(at(t), f"{group}#{epoch}", group, epoch, outcome, representative)
+
+
+def attempt(pod_name: str, t: float, event_uid: str, stage: str, status: str, *,
+            count: int = 1, reason: str = "", gang: str = "ns/g") -> CycleObserved:
+    """A cycle record derived from a scheduler Event: no cycle number (``None``), identified by
+    the Event's uid and count (``<uid>#<count>``, as ``streams.decoding`` builds it)."""
+    ns = gang.split("/")[0]
+    return CycleObserved(at(t), "koord-scheduler", None, f"{ns}/{pod_name}", f"uid-{pod_name}",
+                         gang, gang, stage, status, reason, "", None, None,
+                         f"{event_uid}#{count}")

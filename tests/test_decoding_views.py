@@ -46,7 +46,8 @@ def oracle(raw: bytes | str) -> Decoded:
             pod=f"{rec.pod.namespace}/{rec.pod.name}", pod_uid=rec.pod.uid, gang=rec.gang,
             gang_group=rec.gang_group or rec.gang, stage=rec.stage, status=rec.status,
             reason=rec.reason, message=rec.message, representative=rec.representative,
-            node=rec.node))
+            node=rec.node, attempt="" if rec.cycle is not None or rec.source is None
+            else f"{rec.source.uid}#{rec.source.count}"))
     if isinstance(rec, GangSummaryRecord):
         return Decoded(rec.to, GangSummarized(
             parse_time(rec.observed_at), rec.gang, rec.to, tuple(rec.groups), rec.exists,
@@ -150,6 +151,16 @@ def test_a_decoded_cycle_and_ack_have_the_expected_values():
         1793610010000001, "", 501, "a/p", "", "a/g", "a/g", "Filter", "Unschedulable", "",
         "", None, None))
     assert type(decode_input(cycle).record.cycle) is int  # type: ignore[union-attr]
+    from_event = (b'{"schema":"gangstate.cycle/v1","observed_at":"2026-11-02T09:00:10.000001Z",'
+                  b'"cycle":null,"pod":{"namespace":"a","name":"p","uid":"u"},"gang":"a/g",'
+                  b'"stage":"PostFilter","status":"Rejected","reason":"GangGroupRejected",'
+                  b'"source":{"event":"a/p.17","uid":"e-7","count":3,"parsed":true}}')
+    assert decode_input(from_event) == Decoded("a/g", CycleObserved(
+        1793610010000001, "", None, "a/p", "u", "a/g", "a/g", "PostFilter", "Rejected",
+        "GangGroupRejected", "", None, None, "e-7#3"))
+    numbered = json.loads(cycle)
+    numbered["source"] = {"uid": "e-7", "count": 3}  # a cycle number is the identity then
+    assert decode_input(json.dumps(numbered)).record.attempt == ""  # type: ignore[union-attr]
     ack = (b'{"schema":"gangstate.ack/v1","observed_at":"2026-11-02T09:00:10.000001Z",'
            b'"command_id":"a/g#2","gang_group":"a/g","epoch":2.0,"outcome":"Stale"}')
     assert decode_input(ack) == Decoded("a/g", AckObserved(
@@ -192,6 +203,16 @@ REJECTED = [  # (value, reason) as the decoder before the views gave them
      "invalid record: gangstate.cycle/v1.cycle: Input should be greater than or equal to 0; "
      "gangstate.cycle/v1.pod.name: String should have at least 1 character; "
      "gangstate.cycle/v1.gang: String should match pattern '^[^/]+/[^/]+$' (+1 more)"),
+    (('{"schema": "gangstate.cycle/v1", %s, "cycle": null, "pod": {"namespace": "a", "name": '
+      '"p"}, "gang": "a/g", "stage": "Filter", "status": "Unschedulable", "source": {"event": '
+      '"a/p.1"}}' % T).encode(),
+     "invalid record: gangstate.cycle/v1: Value error, cycle is null (unknown) but no "
+     "source.uid names the Event that identifies the attempt"),
+    (('{"schema": "gangstate.cycle/v1", %s, "cycle": null, "pod": {"namespace": "a", "name": '
+      '"p"}, "gang": "a/g", "stage": "Filter", "status": "Unschedulable", "source": {"uid": '
+      '"u", "count": 0}}' % T).encode(),
+     "invalid record: gangstate.cycle/v1.source.count: Input should be greater than or equal "
+     "to 1"),
     (('{"schema": "gangstate.ack/v1", %s, "command_id": "", "gang_group": "a/b", "epoch": 0, '
       '"outcome": "Applied"}' % T).encode(),
      "invalid record: gangstate.ack/v1.command_id: String should have at least 1 character; "
@@ -262,6 +283,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
               "scheduler": "s", "cycle": 5, "pod": {"namespace": "a", "name": "p", "uid": "u"},
               "gang": "a/b", "gang_group": "a/b,a/c", "stage": "Permit", "status": "Wait",
               "reason": "r", "message": "m", "representative": "a/p", "node": "n"},
+    "attempt": {"schema": "gangstate.cycle/v1", "observed_at": "2026-11-02T09:00:00.000001Z",
+                "scheduler": "koord-scheduler", "cycle": None,
+                "pod": {"namespace": "a", "name": "p", "uid": "u"}, "gang": "a/b",
+                "stage": "Filter", "status": "Unschedulable", "reason": "r", "message": "m",
+                "representative": None, "node": None,
+                "source": {"event": "a/p.1", "uid": "e-u", "count": 2, "parsed": True}},
     "ack": {"schema": "gangstate.ack/v1", "observed_at": "2026-11-02T09:00:00.000002Z",
             "command_id": "a/b#1", "gang_group": "a/b", "epoch": 1, "outcome": "Applied",
             "representative": "a/p"},

@@ -10,7 +10,7 @@ from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
 from streams.core.state import from_wire, summary, to_wire
 from streams.core.timefmt import format_time
-from tests.builders import ack, at, cycle, pod, podgroup
+from tests.builders import ack, at, attempt, cycle, pod, podgroup
 
 
 def run(records, end: float | None = None, grace: float = 10.0):
@@ -536,3 +536,79 @@ def test_describe_explains_a_deletion_by_its_last_pod_or_its_podgroup():
         f"a new PodGroup or pod of the gang starts it again")
     _, store = run([pod("p0", 0)])
     assert deletion(store["ns/g"]) is None
+
+
+# -- records without a cycle number (derived from scheduler Events) ----------------------------
+
+GPU = "Insufficient nvidia.com/gpu"
+
+
+def _gang_of_three():
+    return [pod("w0", 0, min_available="3"), pod("w1", 0, min_available="3"),
+            pod("w2", 0, min_available="3")]
+
+
+def test_an_attempt_without_a_cycle_is_reported_without_inventing_a_number():
+    outputs, store = run(_gang_of_three() + [
+        attempt("w1", 1, "e1", "Filter", "Unschedulable", reason=GPU)])
+    assert reasons(outputs) == [("GangCycleRejected", {"failed": 1, "rejected_waiting": 0,
+                                                       "reasons": {GPU: 1}})]
+    assert outputs[0]["message"] == ("gang ns/g: a scheduling attempt failed: 1 member "
+                                     "unschedulable (1 Insufficient nvidia.com/gpu)")
+    state = store["ns/g"]
+    assert state.cycle is None and state.members["uid-w1"].cycle is None
+    assert (state.members["uid-w1"].stage, state.members["uid-w1"].status) == (
+        "Filter", "Unschedulable")
+    assert summary(state)["last_cycle"] is None
+    assert state.history[-1][2] == \
+        "attempt: ns/w1 Filter Unschedulable (Insufficient nvidia.com/gpu)"
+    assert from_wire(to_wire(state)) == state
+
+
+def test_the_same_event_twice_is_one_attempt_and_a_higher_count_is_a_new_one():
+    first = attempt("w1", 1, "e1", "Filter", "Unschedulable", reason=GPU)
+    _, store = run(_gang_of_three() + [first])
+    state = store["ns/g"]
+    fold = PartitionFold(store)
+    # a relist re-derives the same record (same Event uid and count), later
+    assert fold.feed("ns/g", first._replace(at=at(50))) == []
+    assert store["ns/g"] is state
+    # the Event aggregated one more failure (count 2): a new attempt, applied
+    fold.feed("ns/g", attempt("w1", 51, "e1", "PostFilter", "Rejected", count=2,
+                              reason="GangGroupRejected"))
+    assert store["ns/g"].members["uid-w1"].status == "Rejected"
+
+
+def test_attempts_report_a_new_failure_reason_only_and_never_a_release():
+    outputs, _ = run(_gang_of_three() + [
+        attempt("w1", 1.0, "e1", "Filter", "Unschedulable", reason=GPU),
+        attempt("w2", 1.1, "e2", "PostFilter", "Rejected", reason="GangGroupRejected"),
+        attempt("w0", 1.2, "e3", "PostFilter", "Rejected", reason="GangGroupRejected"),
+        attempt("w2", 2.0, "e4", "Filter", "Unschedulable", reason=GPU),  # same facts
+        attempt("w0", 2.1, "e5", "Filter", "Unschedulable", reason="Insufficient cpu"),
+    ])
+    assert [(o["observed_at"], o["facts"]) for o in outputs] == [
+        (format_time(at(1.0)), {"failed": 1, "rejected_waiting": 0, "reasons": {GPU: 1}}),
+        (format_time(at(2.1)), {"failed": 1, "rejected_waiting": 0,
+                                "reasons": {"Insufficient cpu": 1}})]
+
+
+def test_a_numbered_cycle_after_attempts_groups_as_before():
+    outputs, store = run(_gang_of_three() + [
+        attempt("w1", 1, "e1", "Filter", "Unschedulable", reason=GPU),
+        cycle("w0", 2, 40, "PostFilter", "Rejected"),
+        cycle("w1", 2.1, 40, "Filter", "Unschedulable", reason=GPU)])
+    assert [o["facts"] for o in outputs][1:] == [
+        {"cycle": 40, "failed": 0, "rejected_waiting": 1, "reasons": {}},
+        {"cycle": 40, "failed": 1, "rejected_waiting": 1, "reasons": {GPU: 1}}]
+    assert outputs[-1]["message"].startswith("gang ns/g failed scheduling cycle 40: ")
+    assert store["ns/g"].cycle == 40 and store["ns/g"].members["uid-w1"].cycle == 40
+
+
+def test_an_attempt_without_a_cycle_still_switches_a_parked_representative():
+    outputs, store = run(_gang_of_three() + [
+        cycle("w0", 1, 10, "Permit", "Wait", representative="ns/w0"),
+        attempt("w2", 2, "e1", "Filter", "Unschedulable", reason=GPU)])
+    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert [(c["expected_representative"], c["representative"], c["epoch"], c["cycle"])
+            for c in commands] == [("ns/w0", "ns/w2", 1, None)]

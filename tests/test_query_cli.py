@@ -312,3 +312,29 @@ def test_a_deleted_gang_is_not_listed_and_describe_says_when_and_why(tmp_path, c
                            "--at", END)
     assert (status, err) == (1, "gangstate explain: pod nlp/gpt-distill-1 is not a live member "
                                 "of any known gang\n")
+
+
+def test_explain_pod_of_a_gang_known_from_real_scheduler_events(capsys, tmp_path) -> None:
+    """Outcomes from scheduler Events carry no cycle number; explain says so instead of
+    printing one (the real koord-scheduler v1.8.0 excerpt, tests/data/README.md)."""
+    from producers.watch import GangRouter, Publish
+
+    items = json.loads((Path(__file__).parent / "data" /
+                        "koord-v1.8.0-gpu-short-excerpt.json").read_text())["items"]
+    router, lines = GangRouter(), []
+    for item in items:
+        if item["kind"] in ("Pod", "Event"):
+            at = parse_time(item.get("eventTime") or "2026-12-01T03:41:27Z")
+            lines += [json.dumps(a.record) for a in router.route(
+                "pods" if item["kind"] == "Pod" else "events", "SYNC", item, None, at)
+                if isinstance(a, Publish)]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    status, out, _ = run(capsys, "explain", "pod", "sc-b/gb-1", "--from", str(trace))
+    assert status == 0
+    # gb-1's last Event in the excerpt (item 2792): its own fit failure
+    assert ("Last cycle:     Filter Unschedulable (Insufficient nvidia.com/gpu), cycle number "
+            "unknown\n") in out
+    # the gang's latest attempt (item 3126) released gb-2: no cycle number claimed there either
+    assert "gang sc-b/gb: a scheduling attempt failed: 1 waiting member rejected" in out
+    assert "cycle None" not in out and "None Filter" not in out

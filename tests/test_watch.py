@@ -10,6 +10,10 @@ handed traces folded directly.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,7 +30,7 @@ from tests.apiserver_double import ApiServerDouble, eventually
 
 CASES = Path(__file__).parent / "cases"
 SETTINGS = Settings(bootstrap=None, topics=Topics("test."))
-FAST = WatchConfig(read_timeout=5.0, watch_timeout=30, backoff_base=0.02, backoff_cap=0.2,
+FAST = WatchConfig(read_timeout=35.0, watch_timeout=30, backoff_base=0.02, backoff_cap=0.2,
                    tick_interval=None, flush_interval=0.05, hold_events=0.3, crd_recheck=60.0)
 T0 = parse_time("2026-11-02T09:00:00Z")
 
@@ -84,7 +88,7 @@ def event(name: str, pod_obj: dict[str, Any], reason: str, message: str,
           when: str = "2026-11-02T09:00:10Z") -> dict[str, Any]:
     meta = pod_obj["metadata"]
     return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": name, "namespace": meta["namespace"]},
+            "metadata": {"name": name, "namespace": meta["namespace"], "uid": f"uid-{name}"},
             "involvedObject": {"kind": "Pod", "namespace": meta["namespace"],
                                "name": meta["name"], "uid": meta.get("uid", "")},
             "reason": reason, "message": message, "type": "Warning",
@@ -213,12 +217,43 @@ def test_router_failed_scheduling_becomes_a_cycle_record() -> None:
     cycle = actions[1].record
     assert actions[1].key == "team-a/train"
     assert {k: cycle[k] for k in ("schema", "observed_at", "scheduler", "cycle", "pod", "gang",
-                                  "gang_group", "stage", "status", "reason", "node")} == {
+                                  "gang_group", "stage", "status", "reason", "node",
+                                  "source")} == {
         "schema": "gangstate.cycle/v1", "observed_at": "2026-11-02T09:00:05.000000Z",
-        "scheduler": "koord-scheduler", "cycle": parse_time("2026-11-02T09:00:10Z") // 10**6,
+        "scheduler": "koord-scheduler",
+        "cycle": None,  # Events carry no cycle number; the second they happened is none either
         "pod": {"namespace": "team-a", "name": "w-1", "uid": "u1"},
         "gang": "team-a/train", "gang_group": "team-a/train", "stage": "PostFilter",
-        "status": "Rejected", "reason": "GangGroupRejected", "node": None}
+        "status": "Rejected", "reason": "GangGroupRejected", "node": None,
+        "source": {"event": "team-a/w-1.1", "uid": "uid-w-1.1", "count": 1, "parsed": True}}
+
+
+@pytest.mark.parametrize("fields,count", [
+    ({}, 1), ({"count": 3}, 3), ({"series": {"count": 2}}, 2),
+    ({"count": 1, "series": {"count": 5, "lastObservedTime": "2026-11-02T09:00:10.000000Z"}}, 5),
+    ({"count": 0}, 1), ({"count": "4"}, 1), ({"series": None, "count": 2}, 2),
+], ids=["neither", "legacy count", "series", "series wins", "zero", "not a number",
+        "null series"])
+def test_router_cycle_record_counts_the_event_from_series_or_count(
+        fields: dict[str, Any], count: int) -> None:
+    r = GangRouter()
+    p = _with_uid(pod("w-1"), "u1")
+    r.route("pods", "ADDED", p, None, T0)
+    ev = {k: v for k, v in event("e", p, "FailedScheduling", "x").items() if k != "count"}
+    [_, cycle] = r.route("events", "MODIFIED", {**ev, **fields}, None, T0)
+    assert isinstance(cycle, Publish)
+    assert cycle.record["source"]["count"] == count
+
+
+def test_router_dead_letters_an_event_without_a_uid() -> None:
+    r = GangRouter()
+    p = _with_uid(pod("w-1"), "u1")
+    r.route("pods", "ADDED", p, None, T0)
+    ev = event("e", p, "FailedScheduling", "x")
+    del ev["metadata"]["uid"]
+    [letter] = r.route("events", "ADDED", ev, None, T0)
+    assert isinstance(letter, DeadLetter) and letter.reason == "malformed"
+    assert "metadata.uid" in letter.error
 
 
 ROUTED_EVENTS = [
@@ -243,7 +278,7 @@ def test_router_event_filters(change: dict[str, Any], expected: list[Any]) -> No
     assert [a if isinstance(a, Drop) else type(a).__name__ for a in got] == expected
 
 
-def test_router_holds_events_of_unseen_pods_then_routes_or_dead_letters() -> None:
+def test_router_holds_events_of_unseen_pods_then_routes_or_drops_them_as_pod_gone() -> None:
     r = GangRouter(hold_events=2.0)
     early = _with_uid(pod("w-2"), "u2")
     assert r.route("events", "ADDED", event("e1", early, "FailedScheduling", "x"), None, T0) == []
@@ -254,12 +289,67 @@ def test_router_holds_events_of_unseen_pods_then_routes_or_dead_letters() -> Non
     ghost = _with_uid(pod("ghost"), "u9")
     assert r.route("events", "ADDED", event("e2", ghost, "FailedScheduling", "x"), None,
                    T0) == []
-    assert r.expire(T0 + 1_000_000) == []
-    letters = r.expire(T0 + 2_000_000)
-    assert len(letters) == 1 and isinstance(letters[0], DeadLetter)
-    assert letters[0].reason == "unknown-pod"
-    assert "team-a/ghost" in letters[0].error
-    assert letters[0].record["object"]["metadata"]["name"] == "e2"
+    assert r.expire(T0 + 1_999_999) == []
+    gone = r.expire(T0 + 2_000_000)
+    assert gone == [Drop("pod-gone")]  # no dead letter: an Event of a gone pod is no bad input
+    assert gone[0].detail == "Event e2: pod team-a/ghost (uid u9) is gone"
+    assert r.held == {} and r.expire(T0 + 10_000_000) == []
+
+
+def test_router_keeps_the_due_time_of_an_event_of_an_older_pod_of_the_same_name() -> None:
+    """A pod recreated under the same name (new uid) does not extend the hold of an Event of
+    the old uid: that Event is dropped when its own hold ends."""
+    r = GangRouter(hold_events=2.0)
+    old = _with_uid(pod("w-0"), "old-uid")
+    assert r.route("events", "SYNC", event("e-old", old, "FailedScheduling", "x"), None,
+                   T0) == []
+    new = _with_uid(pod("w-0"), "new-uid")
+    assert [type(a).__name__ for a in r.route("pods", "ADDED", new, None, T0 + 1_500_000)] == [
+        "Publish"]  # the new pod only; the old uid's Event stays held
+    assert r.expire(T0 + 1_999_999) == []
+    assert r.expire(T0 + 2_000_000) == [Drop("pod-gone")]
+
+
+def test_router_dead_letters_an_event_without_an_involved_pod_name() -> None:
+    r = GangRouter()
+    ev = event("e", _with_uid(pod("w-0"), "u0"), "FailedScheduling", "x")
+    ev["involvedObject"] = {"kind": "Pod", "namespace": "team-a"}
+    [letter] = r.route("events", "ADDED", ev, None, T0)
+    assert isinstance(letter, DeadLetter) and letter.reason == "malformed"
+    assert letter.record["object"]["metadata"]["name"] == "e"
+    assert r.held == {}
+
+
+REAL = Path(__file__).parent / "data" / "koord-v1.8.0-gpu-short-excerpt.json"
+
+
+def real_items(kind: str) -> list[dict[str, Any]]:
+    """Items of one kind from the excerpt of the real koord-scheduler v1.8.0 recording
+    (tests/data/README.md), in recorded order."""
+    return [i for i in json.loads(REAL.read_text())["items"] if i["kind"] == kind]
+
+
+def test_router_relist_of_real_events_drops_those_of_gone_pods() -> None:
+    """A watcher (re)start lists every stored Event. In the real recording 5 of the 47 Events
+    belong to an earlier incarnation of the gang's pods (same names, other uids, deleted): they
+    are dropped as pod-gone when the hold ends, none is dead-lettered; the 42 Events of the
+    live pods each give a kube record and a cycle record."""
+    r = GangRouter(hold_events=10.0)
+    pods, events = real_items("Pod"), real_items("Event")
+    assert (len(pods), len(events)) == (3, 47)
+    actions = [a for p in pods for a in r.route("pods", "SYNC", p, None, T0)]
+    actions += [a for e in events for a in r.route("events", "SYNC", e, None, T0 + 1_000_000)]
+    assert sum(len(v) for v in r.held.values()) == 5
+    actions += r.expire(T0 + 10_999_999)
+    assert sum(len(v) for v in r.held.values()) == 5  # held 10 s from when they were seen
+    actions += r.expire(T0 + 11_000_000)
+    assert r.held == {}
+    kinds = [type(a).__name__ if not isinstance(a, Drop) else a.reason for a in actions]
+    assert kinds.count("DeadLetter") == 0
+    assert kinds.count("pod-gone") == 5
+    published = [a.record["schema"] for a in actions if isinstance(a, Publish)]
+    assert published.count("gangstate.kube/v1") == 3 + 42
+    assert published.count("gangstate.cycle/v1") == 42
 
 
 def test_router_remembers_deleted_pods_for_late_events() -> None:
@@ -272,7 +362,90 @@ def test_router_remembers_deleted_pods_for_late_events() -> None:
     assert [type(a).__name__ for a in late] == ["Publish", "Publish"]
     r.expire(T0 + 62_000_000)
     assert r.route("events", "ADDED", event("e", p, "FailedScheduling", "x"), None,
-                   T0 + 62_000_000) == []  # forgotten: held, later dead-lettered
+                   T0 + 62_000_000) == []  # forgotten: held, then dropped as pod-gone
+    assert r.expire(T0 + 72_000_000) == [Drop("pod-gone")]
+
+
+def _route_real(router: GangRouter, type_: str) -> list[tuple[str, dict[str, Any]]]:
+    """The excerpt's Pods (SYNC), then its Events in recorded order, each at its own time, as
+    a live watch would see them; returns the published ``(key, record)``."""
+    pods, events = real_items("Pod"), real_items("Event")
+    actions = [a for p in pods for a in router.route("pods", "SYNC", p, None, T0)]
+    for e in events:
+        actions += router.route("events", type_, e, None, parse_time(e["eventTime"]))
+    return [(a.key, a.record) for a in actions if isinstance(a, Publish)]
+
+
+def _fold(published: list[tuple[str, dict[str, Any]]]) -> Any:
+    return fold_lines(((n, json.dumps(r).encode()) for n, (_, r) in
+                       enumerate(published, start=1)), None)
+
+
+def test_real_events_become_attempts_without_cycle_numbers() -> None:
+    """The real gang sc-b/gb (3 pods, 2 GPUs in the cluster) fails about once per second per
+    pod. Its 42 Events in the excerpt become 42 cycle records without a cycle number, each
+    identified by its Event; 11 Events are events.k8s.io series (count 2). The fold reports
+    the failure once per failing reason, never with a cycle number: the first Event
+    (gb-1, 03:41:27.291286, Insufficient nvidia.com/gpu) and item 3116 (gb-2, 03:41:41.045023,
+    "all pending pods is already been attempted", read as a fit reason); the 26 releases
+    (GangGroupRejected, 25 in items 2754-2793 and item 3126) and the 14 other failures of the
+    same reason (items 2757 ... 2792) add nothing."""
+    published = _route_real(GangRouter(), "ADDED")
+    cycles = [r for _, r in published if r["schema"] == "gangstate.cycle/v1"]
+    assert len(cycles) == 42 and {r["cycle"] for r in cycles} == {None}
+    assert cycles[0]["source"] == {"event": "sc-b/gb-1.18ed043d3353060b",
+                                   "uid": "fea11e49-5f60-482d-9e9d-c78d560d25d0", "count": 2,
+                                   "parsed": True}
+    assert sum(r["source"]["count"] == 2 for r in cycles) == 11
+    outcomes = [(r["status"], r["reason"]) for r in cycles]
+    assert outcomes.count(("Rejected", "GangGroupRejected")) == 26
+    assert outcomes.count(("Unschedulable", "Insufficient nvidia.com/gpu")) == 15
+    result = _fold(published)
+    assert not result.errors
+    assert [(d["observed_at"], d["reason"], d["facts"], d["message"])
+            for d in result.diagnostics] == [
+        ("2026-12-01T03:41:27.291286Z", "GangCycleRejected",
+         {"failed": 1, "rejected_waiting": 0, "reasons": {"Insufficient nvidia.com/gpu": 1}},
+         "gang sc-b/gb: a scheduling attempt failed: 1 member unschedulable "
+         "(1 Insufficient nvidia.com/gpu)"),
+        ("2026-12-01T03:41:41.045023Z", "GangCycleRejected",
+         {"failed": 1, "rejected_waiting": 0,
+          "reasons": {"all pending pods is already been attempted": 1}},
+         "gang sc-b/gb: a scheduling attempt failed: 1 member unschedulable "
+         "(1 all pending pods is already been attempted)")]
+    state = result.states["sc-b/gb"]
+    assert state.cycle is None
+    assert {m.name: (m.status, m.reason) for m in state.members.values()} == {
+        "gb-0": ("Rejected", "GangGroupRejected"),                  # item 2790
+        "gb-1": ("Unschedulable", "Insufficient nvidia.com/gpu"),   # item 2792
+        "gb-2": ("Rejected", "GangGroupRejected")}                  # item 3126, Unreserve
+
+
+def test_a_relist_of_real_events_is_recognised_and_a_repeat_is_not() -> None:
+    """A watcher restart lists the same Events again (SYNC, later): the same attempts, so the
+    fold changes nothing. The same Event listed with one more occurrence (series.count 3) is a
+    new attempt."""
+    first = _route_real(GangRouter(), "ADDED")
+    again = _route_real(GangRouter(), "SYNC")
+    assert [r["source"] for _, r in again if r["schema"] == "gangstate.cycle/v1"] == \
+        [r["source"] for _, r in first if r["schema"] == "gangstate.cycle/v1"]
+    once = _fold(first)
+    twice = _fold(first + again)
+    assert twice.diagnostics == once.diagnostics
+    assert twice.states["sc-b/gb"].members == once.states["sc-b/gb"].members
+    assert twice.states["sc-b/gb"].recent_cycles == once.states["sc-b/gb"].recent_cycles
+    # gb-1's last Event (item 2792, a failure) repeats: series.count 2 -> 3 is a new attempt
+    router = GangRouter()
+    _route_real(router, "ADDED")
+    repeat = next(e for e in real_items("Event")
+                  if e["metadata"]["name"] == "gb-1.18ed043d71a6581d")
+    repeat = {**repeat, "series": {"count": 3,
+                                   "lastObservedTime": "2026-12-01T03:42:00.000000Z"}}
+    more = [(a.key, a.record) for a in router.route("events", "MODIFIED", repeat, None,
+                                                    parse_time("2026-12-01T03:42:00Z"))]
+    thrice = _fold(first + again + more)
+    assert len(thrice.states["sc-b/gb"].recent_cycles) == \
+        len(once.states["sc-b/gb"].recent_cycles) + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,9 +612,13 @@ def test_podgroups_are_keyed_by_their_own_name(server: ApiServerDouble) -> None:
         watcher.stop()
 
 
-def test_scheduler_events_become_cycle_records_or_dead_letters(
+def test_scheduler_events_become_cycle_records_or_are_dropped(
         server: ApiServerDouble) -> None:
     member = server.apply(pod("w-0"))
+    # a stored Event of a pod deleted before the watcher started (the list returns it)
+    deleted = server.apply(pod("w-9"))
+    server.apply(event("w-9.fs", deleted, "FailedScheduling", "0/1 nodes are available"))
+    server.delete("pods", "team-a", "w-9")
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher)
     try:
@@ -465,13 +642,22 @@ def test_scheduler_events_become_cycle_records_or_dead_letters(
         assert sorted(cycles()) == [
             ("team-a/train", "Bind", "Bound", "", "gpu-7"),
             ("team-a/train", "Filter", "Unschedulable", "Insufficient nvidia.com/gpu", None)]
+        # the Events of the pod deleted before the start and of the pod never seen: held
+        # hold_events (0.3 s) for their pod, then dropped and counted, never dead-lettered
+        eventually(lambda: watcher.metrics.value("gangstate_watch_records_dropped_total",
+                                                 reason="pod-gone") == 2)
+        no_gang_event = event("x.fs", member, "FailedScheduling", "x")
+        no_gang_event["involvedObject"] = {"kind": "Pod", "namespace": "team-a", "name": ""}
+        server.apply(no_gang_event)
         letters = eventually(lambda: publisher.on(SETTINGS.topics.dead_letters))
-        assert len(letters) == 1
+        assert len(letters) == 1  # only the malformed Event
         key, letter = letters[0]
         assert letter["schema"] == "gangstate.dead-letter/v1"
         assert letter["topic"] == SETTINGS.topics.gang_events
-        assert "team-a/ghost" in letter["error"]
-        assert json.loads(letter["value"])["object"]["metadata"]["name"] == "ghost.fs"
+        assert "involvedObject" in letter["error"]
+        assert json.loads(letter["value"])["object"]["metadata"]["name"] == "x.fs"
+        assert watcher.metrics.value("gangstate_watch_dead_letters_total",
+                                     reason="malformed") == 1
         assert watcher.metrics.value("gangstate_watch_records_dropped_total",
                                      reason="other-scheduler") == 1
     finally:
@@ -536,3 +722,105 @@ def test_trace_through_the_test_apiserver_folds_like_the_trace(case: str) -> Non
     for gang, state in direct.states.items():
         assert set(served.states[gang].members) == set(state.members), gang
         assert served.states[gang].phase == state.phase
+
+
+# ---------------------------------------------------------------------------------------------
+# Quiet watches: the server ends them before the client's read timeout
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("watch_timeout,read_timeout,error", [
+    (300, 90.0, "--read-timeout 90) must exceed the watch timeout (--watch-timeout 300)"),
+    (90, 90.0, "must exceed the watch timeout (--watch-timeout 90) by at least 5 s"),
+    (60, 64.9, "--read-timeout 64.9"),
+    (0, 90.0, "--watch-timeout) must be at least 1 s, not 0"),
+    (60, 65.0, None),
+], ids=["old defaults", "equal", "under the margin", "server default timeout", "at the margin"])
+def test_watch_config_rejects_timeouts_that_cut_quiet_watches(
+        watch_timeout: int, read_timeout: float, error: str | None) -> None:
+    if error is None:
+        assert WatchConfig(watch_timeout=watch_timeout, read_timeout=read_timeout)
+        return
+    with pytest.raises(ValueError) as err:
+        WatchConfig(watch_timeout=watch_timeout, read_timeout=read_timeout)
+    assert error in str(err.value)
+
+
+def test_default_timeouts_let_the_server_end_a_quiet_watch_first() -> None:
+    config = WatchConfig()
+    assert (config.watch_timeout, config.read_timeout) == (60, 90.0)
+
+
+def _watch_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    return subprocess.run([sys.executable, "-m", "streams.cli", "watch", *args],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_watch_command_refuses_a_watch_timeout_above_the_read_timeout() -> None:
+    run = _watch_cli("--watch-timeout", "300")
+    assert run.returncode == 2
+    assert ("gangstate watch: the read timeout (--read-timeout 90) must exceed the watch "
+            "timeout (--watch-timeout 300) by at least 5 s") in run.stderr
+    # the defaults pass: the next complaint is the missing Kafka
+    run = _watch_cli()
+    assert run.returncode == 2 and "KAFKA_BOOTSTRAP_SERVERS" in run.stdout
+    assert "timeout" not in run.stderr
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "producers.watch" and r.levelno >= logging.WARNING]
+
+
+def test_a_quiet_watch_is_ended_by_the_server_and_resumed_without_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="producers.watch")
+    config = WatchConfig(**{**FAST.__dict__, "watch_timeout": 1, "read_timeout": 6.0})
+    with ApiServerDouble(bookmark_interval=3600) as quiet:  # no bookmarks: nothing is sent
+        quiet.apply(pod("w-0"))
+        publisher = MemoryPublisher()
+        watcher = run_watcher(quiet, publisher, config)
+        try:
+            eventually(lambda: watcher.metrics.value("gangstate_watch_restarts_total",
+                                                     resource="pods", cause="closed") >= 2)
+            quiet.apply(pod("w-1"))
+            eventually(lambda: ("team-a/train", "ADDED", "pods", "w-1")
+                       in published_kube(publisher))
+        finally:
+            watcher.stop()
+        assert {q["timeoutSeconds"] for _, _, q in quiet.requests if q.get("watch")} == {"1"}
+    assert watcher.metrics.value("gangstate_watch_restarts_total", resource="pods",
+                                 cause="read-timeout") == 0
+    assert _warnings(caplog) == []
+
+
+def test_a_watch_silent_past_the_read_timeout_resumes_at_debug_level(
+        server: ApiServerDouble, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that does not end the watch at timeoutSeconds (or a connection dropped on the
+    way without a reset): the read times out, the watch resumes from its resourceVersion, and
+    that is logged at DEBUG, not as a warning."""
+    import producers.watch
+
+    monkeypatch.setattr(producers.watch, "WATCH_TIMEOUT_MARGIN", 0.5)  # a quick read timeout
+    caplog.set_level(logging.DEBUG, logger="producers.watch")
+    config = WatchConfig(**{**FAST.__dict__, "watch_timeout": 1, "read_timeout": 1.5})
+    publisher = MemoryPublisher()
+    watcher = run_watcher(server, publisher, config)
+    try:
+        eventually(lambda: server.open_watches("pods") == 1)
+        server.stall_watches(True)
+        eventually(lambda: watcher.metrics.value("gangstate_watch_restarts_total",
+                                                 resource="pods", cause="read-timeout") >= 1)
+        server.stall_watches(False)
+        server.apply(pod("w-0"))
+        eventually(lambda: ("team-a/train", "ADDED", "pods", "w-0")
+                   in published_kube(publisher))
+    finally:
+        watcher.stop()
+    assert watcher.metrics.value("gangstate_watch_relists_total", resource="pods") == 0
+    assert watcher.metrics.value("gangstate_watch_restarts_total", resource="pods",
+                                 cause="connection") == 0
+    assert _warnings(caplog) == []
+    assert any(r.levelno == logging.DEBUG and "nothing received for 1.5 s" in r.getMessage()
+               and "Read timed out" in r.getMessage() for r in caplog.records)

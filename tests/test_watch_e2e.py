@@ -67,7 +67,7 @@ def _diagnostics(settings: Settings, want: set[str], timeout: float) -> dict[str
 
 
 def test_test_apiserver_to_kafka_to_worker_diagnostics(kafka_settings: Settings) -> None:
-    config = WatchConfig(read_timeout=10.0, backoff_base=0.05, backoff_cap=0.5,
+    config = WatchConfig(watch_timeout=5, read_timeout=10.0, backoff_base=0.05, backoff_cap=0.5,
                          tick_interval=1.0, flush_interval=0.2)
     with ApiServerDouble() as server, running_worker(kafka_settings):
         publisher = Publisher(kafka_settings, client_id="gangstate-watch-test")

@@ -160,6 +160,8 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
                           for value, pods in sorted(f["values"].items()))
         return (f"gang {gang}: members disagree on {f['field']} ({parts}); the scheduler "
                 f"keeps the value of the object that initialised the gang")
+    if reason == "GangCycleRejected" and "cycle" not in f:
+        return _attempt_message(gang, f)
     if reason == "GangCycleRejected":
         reasons = ", ".join(f"{n} {r or 'unknown'}" for r, n in sorted(f["reasons"].items()))
         text = (f"gang {gang} failed scheduling cycle {f['cycle']}: {f['failed']} "
@@ -169,6 +171,20 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
         return text + (f", {f['rejected_waiting']} waiting "
                        f"{_plural(f['rejected_waiting'], 'member', 'members')} rejected")
     return f"gang {gang}: {reason} {canonical_json(facts)}"
+
+
+def _attempt_message(gang: str, f: dict[str, Any]) -> str:
+    """``GangCycleRejected`` of an attempt whose cycle number is unknown (from a scheduler
+    Event): it names no cycle, and only the outcomes the attempt had."""
+    parts = []
+    if f["failed"]:
+        reasons = ", ".join(f"{n} {r or 'unknown'}" for r, n in sorted(f["reasons"].items()))
+        parts.append(f"{f['failed']} {_plural(f['failed'], 'member', 'members')} unschedulable"
+                     + (f" ({reasons})" if reasons else ""))
+    if f["rejected_waiting"]:
+        parts.append(f"{f['rejected_waiting']} waiting "
+                     f"{_plural(f['rejected_waiting'], 'member', 'members')} rejected")
+    return f"gang {gang}: a scheduling attempt failed: {', '.join(parts)}"
 
 
 _TYPES = {"GangMembersSatisfied": "Normal", "GangScheduled": "Normal"}
@@ -426,7 +442,8 @@ def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
 
 def cycle_facts(state: GangState) -> dict[str, Any] | None:
     """Facts of the latest cycle's failure (``GangCycleRejected``), or ``None`` when it had no
-    failed or rejected member."""
+    failed or rejected member. When the latest cycle has no number (one attempt derived from a
+    scheduler Event), ``cycle`` is omitted: unknown facts are not guessed."""
     statuses = list(state.outcomes.values())
     failed = [reason for status, reason in statuses if status in FAILED_STATUSES]
     rejected = sum(1 for status, _ in statuses if status == "Rejected")
@@ -435,6 +452,8 @@ def cycle_facts(state: GangState) -> dict[str, Any] | None:
     reasons: dict[str, int] = {}
     for reason in failed:
         reasons[reason] = reasons.get(reason, 0) + 1
+    if state.cycle is None:
+        return {"failed": len(failed), "rejected_waiting": rejected, "reasons": reasons}
     return {"cycle": state.cycle, "failed": len(failed), "rejected_waiting": rejected,
             "reasons": reasons}
 
@@ -466,10 +485,15 @@ def _decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
 
 
 def _decide_cycle(state: GangState, rec: CycleObserved, out: list[dict[str, Any]]) -> GangState:
+    """``GangCycleRejected`` as the latest cycle's records arrive. An attempt without a cycle
+    number (one pod's, from a scheduler Event) is reported only when that pod failed: a waiting
+    member's release says no more than the failing member's own attempt, and the failing
+    member keeps changing while the gang retries (koord-scheduler v1.8.0 writes one Event per
+    pod and attempt, about one per second)."""
     if rec.cycle != state.cycle:
         return state
     facts = cycle_facts(state)
-    if facts is None:
+    if facts is None or (rec.cycle is None and not facts["failed"]):
         return state
     return _emit(state, "GangCycleRejected", "GangCycleRejected", facts, rec.at, out)
 
@@ -626,11 +650,13 @@ def _decide_switch(before_rep: str | None, state: GangState, rec: CycleObserved,
                    out: list[dict[str, Any]], settings: "FoldSettings") -> GangState:
     """SwitchRepresentative: a member other than the representative failed its cycle while the
     representative is parked (waiting at Permit or gated at PreEnqueue). At most one command per
-    cycle; the releases (``Rejected``) that follow a failure issue none; in Strict mode
-    consecutive switches back off (``switch_backoff``). This is the switch that Koordinator did
+    cycle (an attempt without a cycle number is a cycle of its own); the releases
+    (``Rejected``) that follow a failure issue none; in Strict mode consecutive switches back
+    off (``switch_backoff``). This is the switch that Koordinator did
     in PostFilter (PR #2417), moved out of the scheduler so that it always happens and never
     races preemption (contracts.md, ``gangstate.command/v1``)."""
-    if rec.status not in FAILED_STATUSES or state.command_cycle == rec.cycle:
+    if rec.status not in FAILED_STATUSES \
+            or (rec.cycle is not None and state.command_cycle == rec.cycle):
         return state
     if state.last_switch_at is not None \
             and rec.at < state.last_switch_at + switch_backoff(state, settings):

@@ -110,7 +110,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
         return result
     _, member = found
     result.update(phase=member.phase, node=member.node,
-                  last_cycle=None if member.cycle is None else {
+                  last_cycle=None if member.status is None else {
                       "cycle": member.cycle, "stage": member.stage, "status": member.status,
                       "reason": member.reason})
     held_at = None

@@ -195,9 +195,12 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
 def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
     """Fold a scheduler cycle record: the member's last stage/status, the representative the
     scheduler reports, and the outcomes of the latest cycle (for ``GangCycleRejected``). A record
-    already applied (same scheduler, cycle, pod, stage and status) changes nothing. Any change
-    is made on a copy."""
-    key = cycle_key(rec.scheduler, rec.cycle, rec.pod, rec.stage, rec.status)
+    already applied (same scheduler, cycle, pod, stage and status; for a record without a cycle
+    number, its ``attempt`` in place of the cycle) changes nothing. A record without a cycle
+    number is an attempt of its own: it is the latest, and it groups with no other record.
+    Any change is made on a copy."""
+    key = cycle_key(rec.scheduler, rec.attempt if rec.cycle is None else rec.cycle, rec.pod,
+                    rec.stage, rec.status)
     if key in state.recent_cycles:
         return state
     new = state.copy()
@@ -211,12 +214,12 @@ def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
         else state.member_by_name(rec.pod)
     if found is not None:
         uid, m = found
-        if m.cycle is None or rec.cycle >= m.cycle:
+        if m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle:
             new.put_member(uid, Member(m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
                                        m.waits_for_podgroup, rec.stage, rec.status, rec.reason,
                                        rec.cycle))
     latest = state.cycle
-    if latest is None or rec.cycle > latest:
+    if rec.cycle is None or latest is None or rec.cycle > latest:
         new.cycle = rec.cycle
         new.outcomes = {rec.pod: (rec.status, rec.reason)}
         new.representative = rec.representative
@@ -331,7 +334,8 @@ def describe(rec: GangRecord) -> str:
         return f"PodGroup {rec.namespace}/{rec.name} {rec.type} " \
                f"(resourceVersion {rec.resource_version})"
     if isinstance(rec, CycleObserved):
-        text = f"cycle {rec.cycle}: {rec.pod} {rec.stage} {rec.status}"
+        which = "attempt" if rec.cycle is None else f"cycle {rec.cycle}"
+        text = f"{which}: {rec.pod} {rec.stage} {rec.status}"
         return text + (f" ({rec.reason})" if rec.reason else "")
     if isinstance(rec, GangSummarized):
         return f"summary of gang {rec.gang}: {rec.members} pods, minMember {rec.min_member}"

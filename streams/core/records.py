@@ -49,12 +49,15 @@ class PodGroupObserved(NamedTuple):
 class CycleObserved(NamedTuple):
     """One ``gangstate.cycle/v1`` record: one member's outcome in one scheduling cycle.
 
-    ``pod`` and ``representative`` are ``ns/name``; ``cycle`` is the scheduler's attempt counter.
+    ``pod`` and ``representative`` are ``ns/name``; ``cycle`` is the scheduler's attempt counter,
+    or ``None`` when it is unknown (a record derived from a scheduler Event: Events carry no
+    cycle number). Such a record is one attempt of one pod, identified by ``attempt`` (the
+    source Event's uid and count, ``<uid>#<count>``; empty when ``cycle`` is known).
     """
 
     at: int
     scheduler: str
-    cycle: int
+    cycle: int | None
     pod: str
     pod_uid: str
     gang: str
@@ -65,6 +68,7 @@ class CycleObserved(NamedTuple):
     message: str
     representative: str | None
     node: str | None
+    attempt: str = ""
 
 
 class AckObserved(NamedTuple):

@@ -64,12 +64,13 @@ def _tally(m: Member) -> tuple[int, int, int, int]:
     return 0, status == "Wait", pending, status is not None and status != "Gated"
 
 
-def cycle_key(scheduler: str, cycle: int, pod: str, stage: str, status: str) -> int:
+def cycle_key(scheduler: str, cycle: int | str, pod: str, stage: str, status: str) -> int:
     """The key under which an applied cycle record is remembered (``recent_cycles``): a 48-bit
-    BLAKE2b digest of the record's identity (scheduler, cycle, pod, stage, status). Stable
-    across processes (unlike ``hash``), exact in JSON and about a third of the bytes of the
-    5-tuple in the wire form; two different records share a key with odds of about 2**-37
-    within the 64 remembered."""
+    BLAKE2b digest of the record's identity (scheduler, cycle, pod, stage, status); ``cycle``
+    is the attempt identity (``CycleObserved.attempt``, never a number: it holds ``#``) for a
+    record without a cycle number. Stable across processes (unlike ``hash``), exact in JSON
+    and about a third of the bytes of the 5-tuple in the wire form; two different records
+    share a key with odds of about 2**-37 within the 64 remembered."""
     text = f"{scheduler}\x00{cycle}\x00{pod}\x00{stage}\x00{status}".encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=6).digest(), "big")
 
