@@ -709,6 +709,9 @@ class LocalCluster:
         self._spawn("koord-scheduler", [
             str(self.bindir / "koord-scheduler"), "--config", str(config),
             "--bind-address", _HOST, "--secure-port", str(port),
+            # its deprecated plain-HTTP healthz would listen on 0.0.0.0:10251 (Koordinator
+            # v1.8.0 cmd/koord-scheduler/app/options/insecure_serving.go:75-76): off
+            "--port", "0",
             "--authentication-kubeconfig", str(kubeconfig),
             "--authorization-kubeconfig", str(kubeconfig), "--v", "2"])
         ctx = ssl.create_default_context()
