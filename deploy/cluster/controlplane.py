@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import base64
 import contextlib
 import json
 import os

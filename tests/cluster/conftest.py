@@ -12,11 +12,11 @@ deleted namespace would never finish terminating) and vanish with the control pl
 
 from __future__ import annotations
 
+import os
 import socket
-import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
@@ -24,7 +24,7 @@ from kubernetes import client
 from producers.publish import ensure_topics
 from streams.config import Settings, Topics
 from streams.core.fold import FoldSettings
-from streams.localcluster import Chain, controlplane_module, pod_events
+from streams.localcluster import Chain, controlplane_module
 
 GRACE_SECONDS = 10.0
 
@@ -89,25 +89,16 @@ def custom_objects(local_cluster: Any) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(local_cluster.api_client("admin"))
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float, interval: float = 1.0,
-             describe: Callable[[], str] = lambda: "") -> Any:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` (and
-    ``describe()``) after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{describe()}")
-        time.sleep(interval)
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """After the tier: a table of what the scheduler and gangstate wrote per scenario, in the
+    terminal summary (and written to ``$GANGSTATE_CLUSTER_REPORT`` when set)."""
+    from tests.cluster.kube import report_table
 
-
-def gangstate_events(core: client.CoreV1Api, namespace: str, pod: str) -> list[dict[str, Any]]:
-    """The Events ``gangstate`` wrote on a pod, as ``kubectl describe pod`` lists them."""
-    return [e for e in pod_events(core, namespace, pod) if e["from"] == "gangstate"]
-
-
-def scheduler_events(core: client.CoreV1Api, namespace: str, pod: str) -> list[dict[str, Any]]:
-    """The Events koord-scheduler wrote on a pod."""
-    return [e for e in pod_events(core, namespace, pod) if e["from"] == "koord-scheduler"]
+    text = report_table()
+    if not text:
+        return
+    target = os.environ.get("GANGSTATE_CLUSTER_REPORT")
+    if target:
+        Path(target).write_text(text + "\n")
+    terminalreporter.write_sep("-", "cluster tier: Events per scenario")
+    terminalreporter.write_line(text)

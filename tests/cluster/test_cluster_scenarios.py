@@ -19,7 +19,8 @@ import pytest
 from kubernetes import client
 
 from streams.localcluster import Chain
-from tests.cluster.conftest import gangstate_events, scheduler_events, wait_for
+from tests.cluster.kube import (gangstate_events, record_scenario, scheduler_events,
+                                    wait_for)
 
 GANG_NAME = "gang.scheduling.koordinator.sh/name"
 MIN_AVAILABLE = "gang.scheduling.koordinator.sh/min-available"
@@ -179,6 +180,7 @@ def test_too_few_members_warns_every_pod_and_the_scheduler_says_nothing(
     assert fields["Held at"] == "PreEnqueue"
     assert f"GangMembersInsufficient: {text}" in out
     assert "create 1 more pod of gang sc-too-few/train, or lower min-available to 2" in out
+    record_scenario(core_v1, "sc-too-few")
 
 
 def test_no_spec_is_not_initialized(held: Chain, core_v1: client.CoreV1Api) -> None:
@@ -191,6 +193,7 @@ def test_no_spec_is_not_initialized(held: Chain, core_v1: client.CoreV1Api) -> N
     out = explain(held, "sc-no-spec/job-1")
     assert explain_fields(out)["Held at"] == "PreEnqueue"
     assert f"GangNotInitialized: {text}" in out
+    record_scenario(core_v1, "sc-no-spec")
 
 
 def test_podgroup_with_too_few_pods(held: Chain, core_v1: client.CoreV1Api) -> None:
@@ -202,16 +205,15 @@ def test_podgroup_with_too_few_pods(held: Chain, core_v1: client.CoreV1Api) -> N
         assert messages(events, "GangMembersInsufficient") == [text]
         assert scheduler_events(core_v1, "sc-pg-short", name) == []
     assert "Held at:        PreEnqueue" in explain(held, "sc-pg-short/pg-0")
+    record_scenario(core_v1, "sc-pg-short")
 
 
 def test_gang_group_with_one_gang_short(held: Chain, core_v1: client.CoreV1Api) -> None:
-    group = '["sc-group/a", "sc-group/b"]'
     short = ("gang sc-group/b has 1 of minMember 2 pods; scheduling is held at PreEnqueue until "
              "1 more exists")
-    incomplete = (f"gang sc-group/a is complete, but gang sc-group/b of its gang group "
-                  f"sc-group/a,sc-group/b has 1 of minMember 2 pods; scheduling is held at "
-                  f"PreEnqueue until every gang of the group has minMember pods")
-    del group
+    incomplete = ("gang sc-group/a is complete, but gang sc-group/b of its gang group "
+                  "sc-group/a,sc-group/b has 1 of minMember 2 pods; scheduling is held at "
+                  "PreEnqueue until every gang of the group has minMember pods")
     a_events = wait_gangstate_reasons(core_v1, held, "sc-group", "a-0", {"GangGroupIncomplete"})
     assert messages(a_events, "GangGroupIncomplete") == [incomplete]
     b_events = wait_gangstate_reasons(core_v1, held, "sc-group", "b-0",
@@ -220,6 +222,7 @@ def test_gang_group_with_one_gang_short(held: Chain, core_v1: client.CoreV1Api) 
     for name in ("a-0", "b-0"):
         assert scheduler_events(core_v1, "sc-group", name) == []
     assert f"GangGroupIncomplete: {incomplete}" in explain(held, "sc-group/a-0")
+    record_scenario(core_v1, "sc-group")
 
 
 def test_invalid_settings_are_named_and_the_gang_still_schedules(
@@ -240,6 +243,7 @@ def test_invalid_settings_are_named_and_the_gang_still_schedules(
                          lambda: [e for e in scheduler_events(core_v1, "sc-invalid", name)
                                   if e["reason"] == "Scheduled"], SETTLE)
         assert sched[0]["message"].startswith(f"Successfully assigned sc-invalid/{name} to node-")
+    record_scenario(core_v1, "sc-invalid")
 
 
 def test_gang_that_fits_is_scheduled(held: Chain, core_v1: client.CoreV1Api) -> None:
@@ -257,6 +261,7 @@ def test_gang_that_fits_is_scheduled(held: Chain, core_v1: client.CoreV1Api) -> 
     assert fields["Node"].startswith("node-")
     assert fields["Held at"] == "<none>"
     assert fields["Gang"].startswith("sc-fits/ok (Scheduled: 2 of minMember 2 pods, 2 bound")
+    record_scenario(core_v1, "sc-fits")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,6 +296,7 @@ def test_late_member_ends_the_hold(chain: Chain, core_v1: client.CoreV1Api,
         "gang sc-late/late has 2 of minMember 3 pods; scheduling is held at PreEnqueue until "
         "1 more exists"]
     assert explain_fields(explain(chain, "sc-late/late-2"))["Held at"] == "<none>"
+    record_scenario(core_v1, ns)
 
 
 def test_recreated_pods_get_the_open_diagnostics_again(
@@ -316,9 +322,12 @@ def test_recreated_pods_get_the_open_diagnostics_again(
         new_uid = wait_for(f"{name} recreated", lambda n=name: core_v1.read_namespaced_pod(
             n, ns).metadata.uid, 30)
         assert new_uid != old_uids[name]
-        events = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangSpecInvalid"})
         # kubectl describe finds Events by the new uid: these are the new pod's own
+        events = wait_for(f"GangSpecInvalid on the new {name}", lambda n=name, u=new_uid: [
+            e for e in gangstate_events(core_v1, ns, n, u) if e["reason"] == "GangSpecInvalid"],
+            SETTLE, describe=lambda: describe(core_v1, ns, chain))
         assert messages(events, "GangSpecInvalid") == [mode]
+    record_scenario(core_v1, ns)
 
 
 def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1Api,
@@ -341,6 +350,7 @@ def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1A
         out = explain(chain, f"{ns}/gpu-0")
         assert explain_fields(out)["Node"] == "<none>"
         assert "GangCycleRejected" in out
+        record_scenario(core_v1, ns)
     finally:
         delete_pods(core_v1, ns, names)  # end the scheduler's retry storm
 
@@ -360,6 +370,7 @@ def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.Core
         assert any('member Pod "sc-cpu-member/big-1" is unschedulable' in e["message"]
                    for e in sched), sched
         wait_gangstate_reasons(core_v1, chain, ns, "big-0", {"GangCycleRejected"})
+        record_scenario(core_v1, ns)
     finally:
         delete_pods(core_v1, ns, ["big-0", "big-1"])
 
