@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -135,12 +133,8 @@ class Chain:
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.install_rbac()
         ensure_topics(self.settings)
-        env = worker_env(self.settings)
-        env.pop("KUBECONFIG", None)
-        self._spawn("worker", ["worker", "--web-port", str(self.web_port)], env)
-        self._spawn("watch", ["watch", "--kubeconfig", str(self.kubeconfigs["watch"]),
-                              "--scheduler-name", "koord-scheduler"], env)
-        self._spawn("sink", ["sink", "--kubeconfig", str(self.kubeconfigs["sink"])], env)
+        for name in ("worker", "watch", "sink"):
+            self._spawn(name, self._args(name), self._env())
         deadline = time.monotonic() + ready_timeout
         while True:
             for name, proc in self.procs.items():
@@ -155,6 +149,26 @@ class Chain:
                 raise RuntimeError(f"the worker's views did not answer in {ready_timeout} s; "
                                    f"log tail:\n{self.log_tail('worker')}")
             time.sleep(0.5)
+
+    def _env(self) -> dict[str, str]:
+        env = worker_env(self.settings)
+        env.pop("KUBECONFIG", None)
+        return env
+
+    def _args(self, name: str) -> list[str]:
+        if name == "worker":
+            return ["worker", "--web-port", str(self.web_port)]
+        if name == "watch":
+            return ["watch", "--kubeconfig", str(self.kubeconfigs["watch"]),
+                    "--scheduler-name", "koord-scheduler"]
+        return ["sink", "--kubeconfig", str(self.kubeconfigs["sink"])]
+
+    def restart(self, name: str, timeout: float = 20.0) -> None:
+        """Stop component ``name`` (``watch``, ``sink`` or ``worker``: SIGTERM, then SIGKILL)
+        and start it again with the same arguments; its log continues in the same file."""
+        proc = self.procs.pop(name)
+        _stop(proc, timeout)
+        self._spawn(name, self._args(name), self._env())
 
     def log_tail(self, name: str, chars: int = 3000) -> str:
         """The end of a component's log."""
@@ -171,16 +185,8 @@ class Chain:
         """SIGTERM every component (the sink and the watcher first), then SIGKILL stragglers."""
         for name in ("watch", "sink", "worker"):
             proc = self.procs.pop(name, None)
-            if proc is None or proc.poll() is not None:
-                continue
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+            if proc is not None:
+                _stop(proc, timeout)
 
     def __enter__(self) -> "Chain":
         return self.start()
@@ -196,13 +202,15 @@ class Chain:
                               capture_output=True, text=True, timeout=timeout)
 
 
-@contextlib.contextmanager
-def scratch_dir(prefix: str) -> Iterator[Path]:
-    """A temporary folder removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        yield Path(tmp)
-
-
-def to_json(obj: Any) -> str:
-    """Compact JSON of an API object (for logs)."""
-    return json.dumps(obj, separators=(",", ":"), default=str)
+def _stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the process group, SIGKILL it after ``timeout`` seconds."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
