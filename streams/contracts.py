@@ -258,6 +258,7 @@ class _MetaView(TypedDict, total=False):
 
 class _SpecView(TypedDict, total=False):
     nodeName: Any  # Pod
+    schedulingGates: Any  # Pod
     minMember: Any  # PodGroup
     scheduleTimeoutSeconds: Any  # PodGroup
 
