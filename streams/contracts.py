@@ -52,8 +52,8 @@ Resource = Literal["pods", "podgroups", "events"]
 
 DiagnosticReason = Literal[
     "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
-    "GangGroupIncomplete", "GangCycleRejected", "GangPermitTimeout", "GangMembersSatisfied",
-    "GangScheduled",
+    "GangGroupIncomplete", "GangMemberGated", "GangCycleRejected", "GangPermitTimeout",
+    "GangMembersSatisfied", "GangMembersUngated", "GangScheduled",
 ]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
 

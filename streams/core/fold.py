@@ -35,8 +35,9 @@ RECENT_ACKS = 32
 class FoldSettings:
     """Tunables of the fold, all in seconds of event time.
 
-    ``grace_seconds``: how long ``GangNotInitialized``/``GangMembersInsufficient`` conditions
-    must hold before their warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
+    ``grace_seconds``: how long a PreEnqueue hold (``GangNotInitialized``,
+    ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``: ``decide.hold``)
+    must last before its warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
     deleted uid is remembered so that a late, stale ADDED cannot bring it back (default 600 s).
     ``switch_backoff_seconds`` / ``switch_backoff_max_seconds``: in Strict mode, the n-th
     consecutive ``SwitchRepresentative`` of a gang group (no bind in between) waits at least
