@@ -240,7 +240,8 @@ def format_gang(doc: dict[str, Any]) -> str:
 
 
 def format_why(doc: dict[str, Any]) -> str:
-    """``explain pod``: the pod, its gang, where it is held, why, and what would unblock it."""
+    """``explain pod``: the pod, its gang, where it is held (and by what, when ``held_by`` is
+    known: ``PreEnqueue (schedulingGates of ns/name)``), why, and what would unblock it."""
     g = doc["gang_summary"]
     min_member = "?" if g["min_member"] is None else g["min_member"]
     cycle = doc["last_cycle"]
@@ -252,7 +253,8 @@ def format_why(doc: dict[str, Any]) -> str:
         ("Last cycle", None if cycle is None else
          f"{cycle['cycle']} {cycle['stage']} {cycle['status']}"
          + (f" ({cycle['reason']})" if cycle["reason"] else "")),
-        ("Held at", doc["held_at"]),
+        ("Held at", doc["held_at"] if not doc.get("held_by")
+         else f"{doc['held_at']} ({doc['held_by']})"),
     ])
     out += "\nWhy it is pending:\n"
     if doc["node"] is not None:

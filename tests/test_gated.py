@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from streams.core.explain import why_pod
 from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
 from streams.core.state import from_wire, summary, to_wire
@@ -182,6 +183,116 @@ def test_a_state_with_gates_survives_its_wire_form_and_old_values_read_as_ungate
     before = from_wire(old)
     assert before.gated == 0 and all(m.gates == () for m in before.members.values())
     assert before.members["uid-g-1"] == state.members["uid-g-1"]._replace(gates=())
+
+
+def test_why_each_member_of_a_gated_gang_is_pending() -> None:
+    _, store = run([pod("g-0", 0), pod("g-1", 1, gates=Q)], 11)
+    state = store["ns/g"]
+    unblock = ("remove the scheduling gates of ns/g-1, set by the controller that owns them "
+               "(g-1 waits for example.com/quota)")
+    gated_pod = why_pod(state, "ns/g-1")
+    assert (gated_pod["held_at"], gated_pod["held_by"]) == ("PreEnqueue", "schedulingGates of ns/g-1")
+    assert [(r["reason"], r["message"]) for r in gated_pod["reasons"]] == [
+        ("SchedulingGated", "the pod has scheduling gates (example.com/quota): kube-scheduler's "
+                            "SchedulingGates plugin holds it at PreEnqueue until they are removed"),
+        ("GangMemberGated", G1_HELD)]
+    assert gated_pod["unblock"] == [unblock]
+    other = why_pod(state, "ns/g-0")
+    assert (other["held_at"], other["held_by"]) == (
+        "PreEnqueue", "Coscheduling, behind the schedulingGates of ns/g-1")
+    assert [(r["reason"], r["message"]) for r in other["reasons"]] == [("GangMemberGated", G1_HELD)]
+    assert other["unblock"] == [unblock]
+
+
+def test_a_gated_pod_of_a_gang_that_can_go_ahead_is_held_only_by_its_own_gates() -> None:
+    _, store = run([pod("g-0", 0), pod("g-1", 0), pod("g-2", 1, gates=Q)], 11)
+    why = why_pod(store["ns/g"], "ns/g-2")
+    assert (why["held_at"], why["held_by"]) == ("PreEnqueue", "schedulingGates of ns/g-2")
+    assert [r["reason"] for r in why["reasons"]] == ["SchedulingGated"]
+    assert why["unblock"] == ["remove the scheduling gates of ns/g-2, set by the controller that "
+                              "owns them (g-2 waits for example.com/quota)"]
+    free = why_pod(store["ns/g"], "ns/g-0")
+    assert (free["held_at"], free["held_by"], free["reasons"]) == (None, None, [])
+
+
+def test_a_gated_pod_of_a_short_gang_is_told_both() -> None:
+    _, store = run([pod("g-0", 0, min_available="3"), pod("g-1", 1, min_available="3", gates=Q)],
+                   11)
+    why = why_pod(store["ns/g"], "ns/g-1")
+    assert (why["held_at"], why["held_by"]) == ("PreEnqueue", "schedulingGates of ns/g-1")
+    assert [r["reason"] for r in why["reasons"]] == ["SchedulingGated", "GangMembersInsufficient"]
+    assert why["unblock"] == [
+        "remove the scheduling gates of ns/g-1, set by the controller that owns them (g-1 waits "
+        "for example.com/quota)",
+        "create 1 more pod of gang ns/g, or lower min-available to 2"]
+
+
+# -- gangstate explain pod, on the real-cluster case sc-gated/g ----------------------------------
+
+EXPLAINED = {
+    "sc-gated/g-1": """\
+Pod:            sc-gated/g-1
+Phase:          Pending
+Node:           <none>
+Gang:           sc-gated/g (Ready: 2 of minMember 2 pods, 0 bound, 0 waiting at Permit)
+Representative: <none>
+Last cycle:     <none>
+Held at:        PreEnqueue (schedulingGates of sc-gated/g-1)
+
+Why it is pending:
+  SchedulingGated: the pod has scheduling gates (example.com/quota): kube-scheduler's \
+SchedulingGates plugin holds it at PreEnqueue until they are removed
+  GangMemberGated: gang sc-gated/g has 1 of minMember 2 pods free of scheduling gates (g-1 \
+waits for example.com/quota); scheduling is held at PreEnqueue until the gates of 1 more pod are \
+removed (by the controller that set them)
+
+What would unblock it:
+  - remove the scheduling gates of sc-gated/g-1, set by the controller that owns them (g-1 \
+waits for example.com/quota)
+""",
+    "sc-gated/g-0": """\
+Pod:            sc-gated/g-0
+Phase:          Pending
+Node:           <none>
+Gang:           sc-gated/g (Ready: 2 of minMember 2 pods, 0 bound, 0 waiting at Permit)
+Representative: <none>
+Last cycle:     <none>
+Held at:        PreEnqueue (Coscheduling, behind the schedulingGates of sc-gated/g-1)
+
+Why it is pending:
+  GangMemberGated: gang sc-gated/g has 1 of minMember 2 pods free of scheduling gates (g-1 \
+waits for example.com/quota); scheduling is held at PreEnqueue until the gates of 1 more pod are \
+removed (by the controller that set them)
+
+What would unblock it:
+  - remove the scheduling gates of sc-gated/g-1, set by the controller that owns them (g-1 \
+waits for example.com/quota)
+""",
+}
+
+
+@pytest.mark.parametrize("name", list(EXPLAINED))
+def test_explain_pod_names_the_gated_member_its_gates_and_what_holds_the_others(
+        name: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from streams.cli import main
+    from tests import tracegen
+
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join([
+        tracegen.pod("sc-gated", "g-0", 0, 1, gang="g", min_available=2),
+        tracegen.pod("sc-gated", "g-1", 0.04, 2, gang="g", min_available=2, gates=Q),
+    ]) + "\n")
+    assert main(["explain", "pod", name, "--from", str(trace),
+                 "--at", "2026-11-02T09:00:40Z"]) == 0
+    assert capsys.readouterr().out == EXPLAINED[name]
+    # once the gate is lifted nothing holds either pod
+    with trace.open("a") as f:
+        f.write(tracegen.pod("sc-gated", "g-1", 50, 3, gang="g", min_available=2,
+                             type_="MODIFIED") + "\n")
+    assert main(["explain", "pod", name, "--from", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "Held at:        <none>\n" in out
+    assert "  no gang condition known to gangstate holds it\n" in out
 
 
 def test_the_held_pods_gauge_counts_a_gated_gang_under_its_own_reason() -> None:
