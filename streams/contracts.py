@@ -52,8 +52,8 @@ Resource = Literal["pods", "podgroups", "events"]
 
 DiagnosticReason = Literal[
     "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
-    "GangGroupIncomplete", "GangCycleRejected", "GangPermitTimeout", "GangMembersSatisfied",
-    "GangScheduled",
+    "GangGroupIncomplete", "GangMemberGated", "GangCycleRejected", "GangPermitTimeout",
+    "GangMembersSatisfied", "GangMembersUngated", "GangScheduled",
 ]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
 
@@ -291,6 +291,7 @@ class _MetaView(TypedDict, total=False):
 
 class _SpecView(TypedDict, total=False):
     nodeName: Any  # Pod
+    schedulingGates: Any  # Pod
     minMember: Any  # PodGroup
     scheduleTimeoutSeconds: Any  # PodGroup
 

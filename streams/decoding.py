@@ -162,7 +162,21 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
     return Decoded(gang, PodObserved(
         at, rec["type"], gang, namespace, meta["name"], meta["uid"],
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
-        settings_of_pod(labels, annotations), waits_for_podgroup(labels)))
+        settings_of_pod(labels, annotations), waits_for_podgroup(labels),
+        scheduling_gates(spec.get("schedulingGates"))))
+
+
+def scheduling_gates(raw: Any) -> tuple[str, ...]:
+    """The names of a Pod's ``spec.schedulingGates`` (``[{"name": ...}, ...]``), in the order
+    written; ``()`` when the field is absent, ``null`` or empty. Raises ``DecodeError`` when it
+    is not a list of objects with a string ``name`` (the API server never sends that)."""
+    if raw is None:
+        return ()
+    if isinstance(raw, list) and all(isinstance(g, dict) and isinstance(g.get("name"), str)
+                                     for g in raw):
+        return tuple(g["name"] for g in raw)
+    raise DecodeError("invalid record: object.spec.schedulingGates must be a list of objects "
+                      "with a string name")
 
 
 _VIEW = INPUT_VIEW.validator.validate_json

@@ -68,15 +68,17 @@ ANNOTATION_GANG = "gangstate.dev/gang"
 PODGROUP_API_VERSION = "scheduling.sigs.k8s.io/v1alpha1"
 API_VERSIONS = {"Pod": "v1", "PodGroup": PODGROUP_API_VERSION}
 
+_HOLD_WARNINGS = frozenset({"GangNotInitialized", "GangMembersInsufficient",
+                            "GangGroupIncomplete", "GangMemberGated"})
 SERIES_ENDED_BY: dict[str, frozenset[str]] = {
-    "GangMembersSatisfied": frozenset({"GangNotInitialized", "GangMembersInsufficient",
-                                       "GangGroupIncomplete"}),
-    "GangScheduled": frozenset({"GangNotInitialized", "GangMembersInsufficient",
-                                "GangGroupIncomplete", "GangCycleRejected",
-                                "GangPermitTimeout"}),
+    "GangMembersSatisfied": _HOLD_WARNINGS,
+    "GangMembersUngated": frozenset({"GangMemberGated"}),
+    "GangScheduled": _HOLD_WARNINGS | {"GangCycleRejected", "GangPermitTimeout"},
 }
 """Normal reason -> the warning reasons whose series it ends (contracts.md: the Normal one
-"ends that series"). A warning on the same object no newer than the Normal is dropped."""
+"ends that series"). A warning on the same object no newer than the Normal is dropped.
+``GangMembersUngated`` follows a ``GangMemberGated`` only, so it ends that one alone: every
+ender of a reason costs a lookup when that reason's Event is not cached."""
 
 Api = Literal["core/v1", "events.k8s.io/v1"]
 

@@ -252,7 +252,8 @@ def _last_cycle(cycle: dict[str, Any] | None) -> str | None:
 
 
 def format_why(doc: dict[str, Any]) -> str:
-    """``explain pod``: the pod, its gang, where it is held, why, and what would unblock it."""
+    """``explain pod``: the pod, its gang, where it is held (and by what, when ``held_by`` is
+    known: ``PreEnqueue (schedulingGates of ns/name)``), why, and what would unblock it."""
     g = doc["gang_summary"]
     min_member = "?" if g["min_member"] is None else g["min_member"]
     cycle = doc["last_cycle"]
@@ -262,7 +263,8 @@ def format_why(doc: dict[str, Any]) -> str:
                  f"{min_member} pods, {g['bound']} bound, {g['waiting']} waiting at Permit)"),
         ("Representative", g["representative"]),
         ("Last cycle", _last_cycle(cycle)),
-        ("Held at", doc["held_at"]),
+        ("Held at", doc["held_at"] if not doc.get("held_by")
+         else f"{doc['held_at']} ({doc['held_by']})"),
     ])
     out += "\nWhy it is pending:\n"
     if doc["node"] is not None:

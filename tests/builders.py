@@ -15,11 +15,14 @@ def at(seconds: float) -> int:
 
 def pod(name: str, t: float, *, uid: str | None = None, rv: str = "1", type_: str = "ADDED",
         gang: str = "ns/g", min_available: str | None = "2", node: str | None = None,
-        phase: str = "Pending", waits_for_podgroup: bool = False, **settings: str) -> PodObserved:
-    """A gang member pod event; ``settings`` are other RawSettings fields as written."""
+        phase: str = "Pending", waits_for_podgroup: bool = False, gates: tuple[str, ...] = (),
+        **settings: str) -> PodObserved:
+    """A gang member pod event; ``gates`` are its scheduling gates' names, ``settings`` other
+    RawSettings fields as written."""
     ns = gang.split("/")[0]
     return PodObserved(at(t), type_, gang, ns, name, uid or f"uid-{name}", rv, node, phase, False,
-                       RawSettings(min_available=min_available, **settings), waits_for_podgroup)
+                       RawSettings(min_available=min_available, **settings), waits_for_podgroup,
+                       gates)
 
 
 def podgroup(t: float, min_member: int | None = 2, *, name: str = "g", rv: str = "1",

@@ -25,7 +25,7 @@ from streams.core.records import (AckObserved, CycleObserved, GangSummarized, Po
                                   PodObserved, Tick)
 from streams.core.spec import (RawSettings, gang_of_pod, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
-from streams.decoding import Decoded, DecodeError, _short, decode_input
+from streams.decoding import Decoded, DecodeError, _short, decode_input, scheduling_gates
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -82,7 +82,7 @@ def oracle(raw: bytes | str) -> Decoded:
     return Decoded(gang, PodObserved(
         at, rec.type, gang, meta.namespace, meta.name, meta.uid, meta.resourceVersion, node,
         phase, meta.deletionTimestamp is not None, settings_of_pod(meta.labels, meta.annotations),
-        waits_for_podgroup(meta.labels)))
+        waits_for_podgroup(meta.labels), scheduling_gates(obj.spec.get("schedulingGates"))))
 
 
 def outcome(decode: Any, raw: bytes | str) -> tuple[str, str]:
@@ -125,11 +125,33 @@ def test_a_decoded_pod_has_the_expected_values():
            b'"annotations":{"gang.scheduling.koordinator.sh/name":"moe",'
            b'"gang.scheduling.koordinator.sh/min-available":"3",'
            b'"gang.scheduling.koordinator.sh/waiting-time":"1h30"},"ownerReferences":[{}]},'
-           b'"spec":{"nodeName":"gpu-7","containers":[{"name":"c"}]},'
+           b'"spec":{"nodeName":"gpu-7","containers":[{"name":"c"}],'
+           b'"schedulingGates":[{"name":"kueue.x-k8s.io/admission"},{"name":"example.com/q"}]},'
            b'"status":{"phase":"Running","conditions":[]}}}')
     assert decode_input(raw) == Decoded("team-b/moe", PodObserved(
         1793610010400000, "MODIFIED", "team-b/moe", "team-b", "w-1", "u-1", "12", "gpu-7",
-        "Running", True, RawSettings("3", None, None, "1h30"), False))
+        "Running", True, RawSettings("3", None, None, "1h30"), False,
+        ("kueue.x-k8s.io/admission", "example.com/q")))
+
+
+@pytest.mark.parametrize("raw,gates", [
+    (None, ()),                                    # absent (``spec.get``) or null
+    ([], ()),
+    ([{"name": "example.com/quota"}], ("example.com/quota",)),
+    ([{"name": "b"}, {"name": "a", "other": 1}], ("b", "a")),  # order as written
+], ids=lambda v: repr(v))
+def test_the_names_of_the_scheduling_gates_are_decoded_in_order(raw, gates):
+    assert scheduling_gates(raw) == gates
+
+
+@pytest.mark.parametrize("raw", ["example.com/quota", {}, {"name": "a"}, 0, ["a"], [{}],
+                                 [{"name": None}], [{"name": 5}], [{"name": "a"}, None]],
+                         ids=lambda v: repr(v))
+def test_scheduling_gates_of_another_shape_are_rejected(raw):
+    with pytest.raises(DecodeError) as err:
+        scheduling_gates(raw)
+    assert str(err.value) == ("invalid record: object.spec.schedulingGates must be a list of "
+                              "objects with a string name")
 
 
 def test_a_decoded_podgroup_keeps_spec_values_as_written():
@@ -230,6 +252,8 @@ REJECTED = [  # (value, reason) as the decoder before the views gave them
      "invalid record: object.spec.nodeName and object.status.phase must be strings"),
     ((POD % ', "status": {"phase": ["Running"]}').encode(),
      "invalid record: object.spec.nodeName and object.status.phase must be strings"),
+    ((POD % ', "spec": {"schedulingGates": [{"name": 5}]}').encode(),
+     "invalid record: object.spec.schedulingGates must be a list of objects with a string name"),
     ((POD % ', "spec": []').encode(),
      "invalid record: gangstate.kube/v1.object.spec: Input should be an object"),
     ((POD % "").replace('"annotations": {', '"labels": {"a": 1}, "annotations": {').encode(),
@@ -268,7 +292,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
                 "labels": {"pod-group.scheduling.sigs.k8s.io": "g"},
                 "annotations": {"gang.scheduling.koordinator.sh/min-available": "2"},
                 "deletionTimestamp": None, "ownerReferences": [{"uid": "o"}]},
-                "spec": {"nodeName": "n1", "containers": []},
+                "spec": {"nodeName": "n1", "containers": [],
+                         "schedulingGates": [{"name": "example.com/quota"}]},
                 "status": {"phase": "Running"}}},
     "podgroup": {"schema": "gangstate.kube/v1", "observed_at": "2026-11-02T09:00:00.000000Z",
                  "resource": "podgroups", "type": "MODIFIED",

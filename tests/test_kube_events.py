@@ -126,10 +126,14 @@ def test_ids_kept_per_instant_are_bounded() -> None:
 @pytest.mark.parametrize("reason,enders", [
     ("GangMembersInsufficient", ["GangMembersSatisfied", "GangScheduled"]),
     ("GangNotInitialized", ["GangMembersSatisfied", "GangScheduled"]),
+    ("GangGroupIncomplete", ["GangMembersSatisfied", "GangScheduled"]),
+    ("GangMemberGated", ["GangMembersSatisfied", "GangMembersUngated", "GangScheduled"]),
     ("GangCycleRejected", ["GangScheduled"]),
+    ("GangPermitTimeout", ["GangScheduled"]),
     ("GangSpecInvalid", []),
     ("GangSpecConflict", []),
     ("GangMembersSatisfied", []),
+    ("GangMembersUngated", []),
 ], ids=lambda v: str(v))
 def test_which_normal_events_end_a_warning_series(reason: str, enders: list[str]) -> None:
     keys = ender_keys(EventKey(POD, "Warning", reason))

@@ -18,8 +18,9 @@ def ts(seconds: float) -> str:
 
 def pod(ns: str, name: str, t: float, rv: int, *, gang: str, min_available: int | None = None,
         groups: list[str] | None = None, type_: str = "ADDED", node: str | None = None,
-        uid: str | None = None, extra: dict[str, str] | None = None) -> str:
-    """One pod watch event line."""
+        uid: str | None = None, extra: dict[str, str] | None = None,
+        gates: tuple[str, ...] = ()) -> str:
+    """One pod watch event line; ``gates`` become its ``spec.schedulingGates``."""
     ann: dict[str, str] = {P + "name": gang}
     if min_available is not None:
         ann[P + "min-available"] = str(min_available)
@@ -34,7 +35,8 @@ def pod(ns: str, name: str, t: float, rv: int, *, gang: str, min_available: int 
         "spec": {"schedulerName": "koord-scheduler",
                  "containers": [{"name": "c", "image": "i",
                                  "resources": {"requests": {"nvidia.com/gpu": "1"}}}],
-                 **({"nodeName": node} if node else {})},
+                 **({"nodeName": node} if node else {}),
+                 **({"schedulingGates": [{"name": g} for g in gates]} if gates else {})},
         "status": {"phase": "Pending"},
     }
     return json.dumps({"schema": "gangstate.kube/v1", "observed_at": ts(t), "resource": "pods",

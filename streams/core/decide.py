@@ -39,11 +39,21 @@ from .state import GangState, Summary, own_summary
 if TYPE_CHECKING:
     from .fold import FoldSettings, Output
 
-HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete")
+HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete",
+                "GangMemberGated")
 """The reasons of a PreEnqueue hold (``hold``), e.g. for the held-pods gauge."""
 HOLD_KEY = "hold"
 """The ``emitted`` key of the PreEnqueue hold series: its reason may change within one hold
 (``GangNotInitialized`` -> ``GangMembersInsufficient``), and each change of facts is news."""
+GATED_KEY = "GangMemberGated"
+"""The ``emitted`` key under which the hold series also keeps the digest of the last
+``GangMemberGated`` it sent (``_emit_hold``): while it equals ``emitted[HOLD_KEY]``, the hold's
+last word was about scheduling gates, and its end is told by ``GangMembersUngated`` rather
+than ``GangMembersSatisfied``."""
+_HOLD_SERIES_KEYS = (HOLD_KEY, GATED_KEY, "GangMembersSatisfied", "GangMembersUngated")
+"""``emitted`` keys forgotten when a hold ends: the next hold is news again."""
+GATED_NAMES_SHOWN = 3
+"""How many pods a ``GangMemberGated`` message names per set of gates (the facts name all)."""
 WAITING_STATUSES = ("Wait", "Gated")
 """A representative in one of these statuses is parked: waiting at Permit or held at PreEnqueue."""
 
@@ -116,6 +126,30 @@ def _plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
+def gated_members(state: GangState) -> dict[str, list[str]]:
+    """The members the scheduler cannot bind until their scheduling gates are removed
+    (``Member.gated``), as ``{pod name: [gate names as written]}`` in arrival order."""
+    return {m.name: list(m.gates) for m in state.members.values() if m.gated}
+
+
+def gated_text(gated: dict[str, list[str]]) -> str:
+    """Who waits for which gates, for people: pods with the same gates share a clause,
+    clauses ordered by their first pod name (names sorted as strings), at most
+    ``GATED_NAMES_SHOWN`` names each, e.g. ``g-1 waits for example.com/quota`` or
+    ``p-0, p-1, p-10 and 7 more wait for kueue.x-k8s.io/admission; q-0 waits for a, b``."""
+    by_gates: dict[tuple[str, ...], list[str]] = {}
+    for name in sorted(gated):
+        by_gates.setdefault(tuple(gated[name]), []).append(name)
+    clauses = []
+    for gates, names in by_gates.items():
+        shown = ", ".join(names[:GATED_NAMES_SHOWN])
+        more = len(names) - GATED_NAMES_SHOWN
+        if more > 0:
+            shown += f" and {more} more"
+        clauses.append(f"{shown} {_plural(len(names), 'waits', 'wait')} for {', '.join(gates)}")
+    return "; ".join(clauses)
+
+
 def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
     """The human message of a diagnostic: a deterministic function of gang, reason and facts."""
     f = facts
@@ -147,6 +181,15 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
     if reason == "GangMembersSatisfied":
         return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods; "
                 f"no longer held at PreEnqueue")
+    if reason == "GangMemberGated":
+        missing = f["min_member"] - f["ungated"]
+        return (f"gang {gang} has {f['ungated']} of minMember {f['min_member']} pods free of "
+                f"scheduling gates ({gated_text(f['gated'])}); scheduling is held at "
+                f"PreEnqueue until the gates of {missing} more {_plural(missing, 'pod', 'pods')}"
+                f" are removed (by the controller that set them)")
+    if reason == "GangMembersUngated":
+        return (f"gang {gang} has {f['ungated']} of minMember {f['min_member']} pods free of "
+                f"scheduling gates; no longer held at PreEnqueue")
     if reason == "GangScheduled":
         return f"gang {gang} is scheduled: {f['bound']} of minMember {f['min_member']} pods bound"
     if reason == "GangSpecInvalid" and f["field"] == "groups" and f["value"] == f["effective"]:
@@ -187,7 +230,8 @@ def _attempt_message(gang: str, f: dict[str, Any]) -> str:
     return f"gang {gang}: a scheduling attempt failed: {', '.join(parts)}"
 
 
-_TYPES = {"GangMembersSatisfied": "Normal", "GangScheduled": "Normal"}
+_TYPES = {"GangMembersSatisfied": "Normal", "GangMembersUngated": "Normal",
+          "GangScheduled": "Normal"}
 
 
 def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
@@ -233,6 +277,17 @@ def _emit(state: GangState, key: str, reason: str, facts: dict[str, Any], at: in
     return state
 
 
+def _emit_hold(state: GangState, reason: str, facts: dict[str, Any], at: int,
+               out: list[dict[str, Any]]) -> GangState:
+    """``_emit`` under ``HOLD_KEY``; a ``GangMemberGated`` sent is also remembered under
+    ``GATED_KEY`` (so the end of the hold knows which Normal reason tells it)."""
+    count = len(out)
+    state = _emit(state, HOLD_KEY, reason, facts, at, out)
+    if len(out) > count and reason == "GangMemberGated":
+        state.emitted = {**state.emitted, GATED_KEY: state.emitted[HOLD_KEY]}
+    return state
+
+
 def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     """Why the gang's pending pods are held at PreEnqueue, as ``(reason, facts)``, or ``None``.
 
@@ -243,6 +298,33 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     blocking_gang, members, min_member when known]; the first such gang in sorted order).
     This is Koordinator's PreEnqueue basic check (``core/core.go`` ``PreEnqueue``,
     ``GangBasicCheckUnsatisfied``; every gang of the group must have min-available members).
+
+    Otherwise, held means fewer than minMember members are free of scheduling gates
+    (``GangMemberGated`` [members, ungated, min_member, gated: {pod name: [gates]}]; bound
+    members count as free). Koordinator v1.8.0 (``pkg/scheduler/plugins/coscheduling/``, K) with
+    kube-scheduler v1.35.2 (``pkg/scheduler/``, KS):
+
+    - a gated pod is a gang child like any other (K ``core/gang_cache.go:149``, ``setChild`` in
+      ``core/gang.go:396-414`` reads no gates), so the basic check above passes;
+    - the ``SchedulingGates`` PreEnqueue plugin refuses it while ``spec.schedulingGates`` is
+      not empty (KS ``framework/plugins/schedulinggates/scheduling_gates.go:48-57``); a
+      refused pod's next PreEnqueue runs that plugin first (KS
+      ``backend/queue/scheduling_queue.go:576-584``). The PreEnqueue plugins sit in a map
+      (KS ``scheduler.go:386-394``, ``scheduling_queue.go:586``), so on the gated pod's first
+      PreEnqueue Coscheduling may run before SchedulingGates and make it the gang group's
+      representative (K ``core/core.go:240``, ``core/gang.go:572-586``), which it stays while
+      gated; the other members are then refused with ``representative pod ... already
+      exists``;
+    - an ungated member refused at PreEnqueue before the gang had minMember children stays
+      refused: the gang cache re-activates only the pod being added (K
+      ``core/gang_cache.go:153-165``), here the gated one, and Coscheduling registers no
+      events (K ``coscheduling.go:109-112``; KS ``scheduler.go:477-487``), so neither a
+      cluster event nor the 5-minute flush of unschedulable pods moves it (KS
+      ``backend/queue/scheduling_queue.go:948-956``, ``1225-1229``);
+    - when a gang round runs anyway, NextPod hands out pending children gated or not (K
+      ``core/core.go:165-183``), and the API server refuses to bind a gated pod (kubernetes
+      ``pkg/registry/core/pod/storage/storage.go:241-244``): minMember members can only be
+      bound together once minMember of them are free of gates (K ``core/gang.go:554-569``).
     """
     if not state.n_pending:
         return None
@@ -265,6 +347,11 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
         if peer.members < peer.min_member:
             return "GangGroupIncomplete", {**facts, "members": peer.members,
                                            "min_member": peer.min_member}
+    gated = state.n_gated
+    if gated and members - gated < spec.min_member:
+        return "GangMemberGated", {"members": members, "ungated": members - gated,
+                                   "min_member": spec.min_member,
+                                   "gated": gated_members(state)}
     return None
 
 
@@ -330,7 +417,7 @@ def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
             state.asked_as_of = at
             return state, out
     reason, facts = found
-    state = _emit(state, HOLD_KEY, reason, facts, at, out)
+    state = _emit_hold(state, reason, facts, at, out)
     state.warned, state.asked_as_of, state.hold_emitted_at = True, None, at
     return state, out
 
@@ -402,7 +489,7 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
                     state.asked_as_of = wanted
                     return state
             count = len(out)
-            state = _emit(state, HOLD_KEY, found[0], found[1], at, out)
+            state = _emit_hold(state, found[0], found[1], at, out)
             if len(out) > count:
                 state.hold_emitted_at = at
             state.asked_as_of = None
@@ -411,11 +498,19 @@ def _decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
     if state.held_since is None:
         return state
     spec = state.spec
-    if state.warned and spec is not None and len(state.members) >= spec.min_member:
+    members = len(state.members)
+    emitted = state.emitted
+    if state.warned and spec is not None and GATED_KEY in emitted \
+            and emitted[GATED_KEY] == emitted.get(HOLD_KEY):
+        ungated = members - state.n_gated
+        if ungated >= spec.min_member:
+            state = _emit(state, "GangMembersUngated", "GangMembersUngated",
+                          {"members": members, "ungated": ungated,
+                           "min_member": spec.min_member}, at, out)
+    elif state.warned and spec is not None and members >= spec.min_member:
         state = _emit(state, "GangMembersSatisfied", "GangMembersSatisfied",
-                      {"members": len(state.members), "min_member": spec.min_member}, at, out)
-    state.emitted = {k: v for k, v in state.emitted.items()
-                     if k != HOLD_KEY and k != "GangMembersSatisfied"}
+                      {"members": members, "min_member": spec.min_member}, at, out)
+    state.emitted = {k: v for k, v in state.emitted.items() if k not in _HOLD_SERIES_KEYS}
     state.held_since, state.warned, state.asked_as_of, state.hold_emitted_at = \
         None, False, None, None
     return state
@@ -713,8 +808,10 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     """Decide the outputs of the state reached by applying ``rec``.
 
     Order of outputs for one record: spec findings (``GangSpecInvalid``, ``GangSpecConflict``),
-    the PreEnqueue hold (``GangNotInitialized``/``GangMembersInsufficient`` re-emitted when their
-    facts change after the grace period, ``GangMembersSatisfied`` when the hold ends), the open
+    the PreEnqueue hold (``GangNotInitialized``/``GangMembersInsufficient``/
+    ``GangGroupIncomplete``/``GangMemberGated`` re-emitted when their facts change after the
+    grace period, ``GangMembersSatisfied`` when the hold ends, or ``GangMembersUngated`` when
+    it ends after a ``GangMemberGated``), the open
     warnings sent again to a member that joined (``resend_to_joined``), ``GangCycleRejected``,
     commands, ``GangScheduled``, then ``gangstate.gang-summary/v1`` records for the other gangs
     of the group. ``before`` is the state before the record was applied (``before_rep`` its

@@ -18,7 +18,7 @@ from .timefmt import format_time
 def findings(state: GangState) -> list[dict[str, Any]]:
     """The conditions that hold for the gang now, as ``{"reason", "type", "message", "facts"}``
     (plus ``"since"`` for a PreEnqueue hold): the hold (``GangNotInitialized``,
-    ``GangMembersInsufficient``, ``GangGroupIncomplete``), silent fallbacks
+    ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``), silent fallbacks
     (``GangSpecInvalid``), disagreements (``GangSpecConflict``), the latest failed cycle
     (``GangCycleRejected``) while the gang is not scheduled, and ``GangScheduled``."""
     out: list[dict[str, Any]] = []
@@ -62,6 +62,21 @@ def deletion(state: GangState) -> str | None:
             f"with its last pod); a new pod of the gang starts it again")
 
 
+def _unblock_gates(state: GangState, gated: dict[str, list[str]], missing: int) -> str:
+    """Which scheduling gates to remove: those of the one gated pod, of all of them, or of at
+    least ``missing`` of them; e.g. ``remove the scheduling gates of sc-gated/g-1, set by the
+    controller that owns them (g-1 waits for example.com/quota)``."""
+    ns = state.namespace
+    if len(gated) == 1:
+        who = f"{ns}/{next(iter(gated))}"
+    elif missing >= len(gated):
+        who = f"all {len(gated)} gated pods"
+    else:
+        who = f"at least {missing} of the {len(gated)} gated pods"
+    return (f"remove the scheduling gates of {who}, set by the controller that owns them "
+            f"({decide.gated_text(gated)})")
+
+
 def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
     gang = state.gang
     if reason == "GangNotInitialized":
@@ -85,6 +100,8 @@ def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
         if facts["members"]:
             return f"give gang {blocking} a spec (PodGroup or min-available)"
         return f"create the pods of gang {blocking}, or remove it from the groups annotation"
+    if reason == "GangMemberGated":
+        return _unblock_gates(state, facts["gated"], facts["min_member"] - facts["ungated"])
     if reason == "GangCycleRejected":
         reasons = ", ".join(sorted(facts["reasons"])) or "the reported reasons"
         return (f"free capacity for the failing members ({reasons}); the gang is retried as a "
@@ -92,12 +109,29 @@ def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
     return ""
 
 
+def _behind_gates(state: GangState, gated: dict[str, list[str]]) -> str:
+    """``held_by`` of an ungated member of a gang held by its gated members (``hold``'s
+    ``GangMemberGated``): Coscheduling keeps it at PreEnqueue, behind the gated pods, e.g.
+    ``Coscheduling, behind the schedulingGates of sc-gated/g-1``."""
+    ns = state.namespace
+    names = [f"{ns}/{name}" for name in sorted(gated)]
+    shown = ", ".join(names[:decide.GATED_NAMES_SHOWN])
+    more = len(names) - decide.GATED_NAMES_SHOWN
+    return f"Coscheduling, behind the schedulingGates of {shown}" \
+        + (f" and {more} more" if more > 0 else "")
+
+
 def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     """Why pod ``ns/name`` of this gang is pending: ``{"pod", "gang", "member", "phase",
-    "node", "last_cycle", "gang_phase", "held_at", "reasons": [{reason, message, facts}],
-    "unblock": [str]}``. ``held_at`` is ``PreEnqueue`` when the gang's basic check holds the
-    pod, ``Permit`` when it waits for the rest of the gang, ``Filter`` when its last cycle
-    failed, or ``None``. Raises nothing; a pod that is not a live member has ``member`` false.
+    "node", "last_cycle", "gang_phase", "held_at", "held_by", "reasons": [{reason, message,
+    facts}], "unblock": [str]}``. ``held_at`` is ``PreEnqueue`` when the pod's scheduling gates
+    or the gang's hold (``decide.hold``) keep it there, ``Permit`` when it waits for the rest of
+    the gang, ``Filter`` when its last cycle failed, or ``None``. ``held_by`` says which plugin
+    holds it where that is known: ``schedulingGates of ns/name`` for a pod with scheduling
+    gates (kube-scheduler's SchedulingGates PreEnqueue plugin), ``Coscheduling, behind the
+    schedulingGates of ...`` for the other members of a gang held by gated members; else
+    ``None``. A pod with gates also gets the reason ``SchedulingGated`` (facts ``gates``).
+    Raises nothing; a pod that is not a live member has ``member`` false.
     """
     found = state.member_by_name(pod)
     result: dict[str, Any] = {"pod": pod, "gang": state.gang, "member": found is not None,
@@ -106,21 +140,38 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     result["gang_summary"] = {k: info[k] for k in ("members", "bound", "waiting", "min_member",
                                                    "representative", "gang_group")}
     if found is None:
-        result.update(phase=None, node=None, last_cycle=None, held_at=None)
+        result.update(phase=None, node=None, last_cycle=None, held_at=None, held_by=None)
         return result
     _, member = found
     result.update(phase=member.phase, node=member.node,
                   last_cycle=None if member.status is None else {
                       "cycle": member.cycle, "stage": member.stage, "status": member.status,
                       "reason": member.reason})
-    held_at = None
+    held_at = held_by = None
     if member.node is None:
         held = decide.hold(state)
+        gated_hold = held is not None and held[0] == "GangMemberGated"
+        if member.gated:
+            held_at, held_by = "PreEnqueue", f"schedulingGates of {pod}"
+            gates = ", ".join(member.gates)
+            result["reasons"].append({
+                "reason": "SchedulingGated", "facts": {"gates": list(member.gates)},
+                "message": (f"the pod has scheduling gates ({gates}): kube-scheduler's "
+                            f"SchedulingGates plugin holds it at PreEnqueue until they are "
+                            f"removed")})
+            if not gated_hold:
+                result["unblock"].append(_unblock_gates(state, {member.name: list(member.gates)},
+                                                        1))
         if held is not None:
             held_at = "PreEnqueue"
+            if gated_hold and not member.gated:
+                held_by = _behind_gates(state, held[1]["gated"])
             result["reasons"].append({"reason": held[0], "facts": held[1],
                                       "message": decide.message(state.gang, *held)})
             result["unblock"].append(_unblock(state, *held))
+        elif member.gated:
+            pass  # its gates hold it at PreEnqueue whatever its last cycle said (a gated pod
+            # that NextPod handed out fails to bind and goes back to the queue)
         elif member.status == "Wait":
             held_at = "Permit"
             spec = state.spec
@@ -157,6 +208,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
                                                                     rejected)})
                 result["unblock"].append(_unblock(state, "GangCycleRejected", rejected))
     result["held_at"] = held_at
+    result["held_by"] = held_by
     for item in findings(state):
         if item["reason"] in ("GangSpecInvalid", "GangSpecConflict"):
             result["reasons"].append({k: item[k] for k in ("reason", "facts", "message")})

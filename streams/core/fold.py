@@ -35,8 +35,9 @@ RECENT_ACKS = 32
 class FoldSettings:
     """Tunables of the fold, all in seconds of event time.
 
-    ``grace_seconds``: how long ``GangNotInitialized``/``GangMembersInsufficient`` conditions
-    must hold before their warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
+    ``grace_seconds``: how long a PreEnqueue hold (``GangNotInitialized``,
+    ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``: ``decide.hold``)
+    must last before its warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
     deleted uid is remembered so that a late, stale ADDED cannot bring it back (default 600 s).
     ``switch_backoff_seconds`` / ``switch_backoff_max_seconds``: in Strict mode, the n-th
     consecutive ``SwitchRepresentative`` of a gang group (no bind in between) waits at least
@@ -94,7 +95,8 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     unless its resourceVersion is older than the one held. Members are keyed by uid, so a pod
     recreated with the same name is a new member (Koordinator issue #2148). A gang without a
     PodGroup is deleted with its last pod (``gang_deleted``); a pod of a deleted gang brings it
-    back. Any change is made on a copy (``state`` itself is never changed)."""
+    back. A member keeps the names of its scheduling gates (``PodObserved.gates``). Any change
+    is made on a copy (``state`` itself is never changed)."""
     tombstones = _pruned_tombstones(state, rec.at, settings)
     member = state.members.get(rec.uid)
     if rec.type == "DELETED":
@@ -125,12 +127,12 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
         tombstones = {uid: v for uid, v in tombstones.items() if uid != rec.uid}
     if member is None:
         updated = Member(rec.name, rec.resource_version, rec.node, rec.phase, rec.terminating,
-                         rec.settings, rec.waits_for_podgroup)
+                         rec.settings, rec.waits_for_podgroup, gates=rec.gates)
     else:
         updated = Member(rec.name, rec.resource_version, rec.node, rec.phase, rec.terminating,
                          member.settings if member.settings == rec.settings else rec.settings,
                          rec.waits_for_podgroup, member.stage, member.status, member.reason,
-                         member.cycle)
+                         member.cycle, member.gates if member.gates == rec.gates else rec.gates)
     new = state.copy()
     new.put_member(rec.uid, updated)
     new.tombstones = tombstones
@@ -217,7 +219,7 @@ def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
         if m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle:
             new.put_member(uid, Member(m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
                                        m.waits_for_podgroup, rec.stage, rec.status, rec.reason,
-                                       rec.cycle))
+                                       rec.cycle, m.gates))
     latest = state.cycle
     if rec.cycle is None or latest is None or rec.cycle > latest:
         new.cycle = rec.cycle

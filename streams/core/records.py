@@ -16,7 +16,12 @@ from .spec import RawSettings
 
 
 class PodObserved(NamedTuple):
-    """A watch event (``ADDED``/``MODIFIED``/``DELETED``/``SYNC``) of a gang member Pod."""
+    """A watch event (``ADDED``/``MODIFIED``/``DELETED``/``SYNC``) of a gang member Pod.
+
+    ``gates`` are the names of the Pod's ``spec.schedulingGates`` in the order written (empty
+    for a Pod without gates); kube-scheduler keeps a gated Pod out of scheduling
+    (``SchedulingGates`` PreEnqueue plugin) until its controller removes every gate.
+    """
 
     at: int
     type: str
@@ -30,6 +35,7 @@ class PodObserved(NamedTuple):
     terminating: bool
     settings: RawSettings
     waits_for_podgroup: bool
+    gates: tuple[str, ...] = ()
 
 
 class PodGroupObserved(NamedTuple):

@@ -31,7 +31,8 @@ class Member(NamedTuple):
     """One live member pod of a gang, identified by uid in ``GangState.members``.
 
     ``rv`` is the last applied resourceVersion; ``node`` is ``spec.nodeName`` (bound when set);
-    ``stage``/``status``/``reason``/``cycle`` are the pod's last scheduling-cycle outcome.
+    ``stage``/``status``/``reason``/``cycle`` are the pod's last scheduling-cycle outcome;
+    ``gates`` the names of its ``spec.schedulingGates`` (``PodObserved.gates``).
     """
 
     name: str
@@ -45,6 +46,7 @@ class Member(NamedTuple):
     status: str | None = None
     reason: str = ""
     cycle: int | None = None
+    gates: tuple[str, ...] = ()
 
     @property
     def pending(self) -> bool:
@@ -52,16 +54,26 @@ class Member(NamedTuple):
         phase ``Pending`` (or no phase yet)."""
         return self.node is None and not self.terminating and self.phase in ("Pending", "")
 
+    @property
+    def gated(self) -> bool:
+        """True for an unbound pod with scheduling gates: the scheduler cannot bind it until its
+        gates are removed (kube-apiserver refuses the binding of a pod with
+        ``spec.schedulingGates``, kubernetes v1.35.2 ``pkg/registry/core/pod/storage/
+        storage.go:241-244``)."""
+        return self.node is None and bool(self.gates)
 
-def _tally(m: Member) -> tuple[int, int, int, int]:
-    """A member's contribution to ``(bound, waiting, pending, in a cycle)``: bound = has a
-    node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``; in a cycle =
-    unbound with a cycle status other than ``Gated`` (for ``GangState.phase``)."""
+
+def _tally(m: Member) -> tuple[int, int, int, int, int]:
+    """A member's contribution to ``(bound, waiting, pending, in a cycle, gated)``: bound = has
+    a node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``; in a cycle
+    = unbound with a cycle status other than ``Gated`` (for ``GangState.phase``); gated =
+    ``Member.gated``."""
     if m.node is not None:
-        return 1, 0, 0, 0
+        return 1, 0, 0, 0, 0
     pending = 0 if m.terminating or m.phase not in ("Pending", "") else 1
     status = m.status
-    return 0, status == "Wait", pending, status is not None and status != "Gated"
+    return (0, status == "Wait", pending, status is not None and status != "Gated",
+            1 if m.gates else 0)
 
 
 def cycle_key(scheduler: str, cycle: int | str, pod: str, stage: str, status: str) -> int:
@@ -169,6 +181,7 @@ class GangState:
     n_waiting: int = field(default=0, compare=False, repr=False)
     n_pending: int = field(default=0, compare=False, repr=False)
     n_in_cycle: int = field(default=0, compare=False, repr=False)
+    n_gated: int = field(default=0, compare=False, repr=False)
     _spec_memo: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -176,11 +189,12 @@ class GangState:
 
     def recount(self) -> None:
         """Recompute the member counters from ``members`` (after building a state by hand)."""
-        b = w = p = c = 0
+        b = w = p = c = g = 0
         for m in self.members.values():
-            mb, mw, mp, mc = _tally(m)
-            b, w, p, c = b + mb, w + mw, p + mp, c + mc
+            mb, mw, mp, mc, mg = _tally(m)
+            b, w, p, c, g = b + mb, w + mw, p + mp, c + mc, g + mg
         self.n_bound, self.n_waiting, self.n_pending, self.n_in_cycle = b, w, p, c
+        self.n_gated = g
 
     def put_member(self, uid: str, member: Member) -> None:
         """Add or replace member ``uid`` (a new ``members`` mapping; the old one is shared with
@@ -199,11 +213,12 @@ class GangState:
         self._count(old, -1)
 
     def _count(self, m: Member, sign: int) -> None:
-        b, w, p, c = _tally(m)
+        b, w, p, c, g = _tally(m)
         self.n_bound += sign * b
         self.n_waiting += sign * w
         self.n_pending += sign * p
         self.n_in_cycle += sign * c
+        self.n_gated += sign * g
 
     def copy(self) -> "GangState":
         """A shallow copy (containers shared): the fold copies a state once per record that
@@ -246,6 +261,7 @@ class GangState:
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
         new.n_in_cycle = self.n_in_cycle
+        new.n_gated = self.n_gated
         new._spec_memo = self._spec_memo
         return new
 
@@ -292,6 +308,11 @@ class GangState:
     def pending(self) -> int:
         """Members the scheduler still has to place (``Member.pending``)."""
         return self.n_pending
+
+    @property
+    def gated(self) -> int:
+        """Unbound members with scheduling gates (``Member.gated``)."""
+        return self.n_gated
 
     @property
     def gang_group(self) -> str:
@@ -364,7 +385,8 @@ def summary(state: GangState) -> dict[str, Any]:
     Shape: ``{"phase", "members", "bound", "waiting", "representative", "min_member",
     "total_number", "mode", "waiting_seconds", "match_policy", "gang_group", "spec_source",
     "epoch", "last_cycle", "deleted_at", "deleted_by", "pods": {"ns/name": {...}}}``; counts
-    are integers, pods named ``ns/name``, ``deleted_at`` RFC 3339. Unknown values are ``None``.
+    are integers, pods named ``ns/name`` (each with ``gates``, the names of its scheduling
+    gates), ``deleted_at`` RFC 3339. Unknown values are ``None``.
     """
     spec = state.spec
     ns = state.namespace
@@ -391,6 +413,7 @@ def summary(state: GangState) -> dict[str, Any]:
             f"{ns}/{m.name}": {
                 "uid": uid, "phase": m.phase, "node": m.node, "resource_version": m.rv,
                 "stage": m.stage, "status": m.status, "reason": m.reason, "cycle": m.cycle,
+                "gates": list(m.gates),
             }
             for uid, m in state.members.items()
         },
@@ -418,10 +441,23 @@ def _settings_in(v: list[str | None] | None) -> RawSettings | None:
     return None if v is None else RawSettings(*v)
 
 
+def _member_out(uid: str, m: Member) -> list[Any]:
+    row = [uid, m.name, m.rv, m.node, m.phase, m.terminating, _settings_out(m.settings),
+           m.waits_for_podgroup, m.stage, m.status, m.reason, m.cycle]
+    return row if not m.gates else row + [list(m.gates)]
+
+
+def _member_in(row: list[Any]) -> Member:
+    return Member(row[1], row[2], row[3], row[4], row[5], _settings_in(row[6]) or RawSettings(),
+                  row[7], row[8], row[9], row[10], row[11],
+                  tuple(row[12]) if len(row) > 12 else ())
+
+
 def to_wire(state: GangState) -> dict[str, Any]:
     """Encode a ``GangState`` as a compact JSON-ready dict (``{"v": 1, ...}``).
 
-    Members become lists; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
+    Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
+    member with gates; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
     """
     return {
         "v": WIRE_VERSION,
@@ -432,9 +468,7 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "pg": None if state.podgroup is None else [
             state.podgroup.name, state.podgroup.uid, state.podgroup.rv,
             _settings_out(state.podgroup.settings)],
-        "m": [[uid, m.name, m.rv, m.node, m.phase, m.terminating, _settings_out(m.settings),
-               m.waits_for_podgroup, m.stage, m.status, m.reason, m.cycle]
-              for uid, m in state.members.items()],
+        "m": [_member_out(uid, m) for uid, m in state.members.items()],
         "t": [[uid, rv, at] for uid, (rv, at) in state.tombstones.items()],
         "r": state.representative,
         "cy": state.cycle,
@@ -470,7 +504,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
     release (``p``, ``pa``, ``sl``, ... ``da``, ``db``) are optional, so values stored before
-    them still decode (a gang stored before ``da`` is not deleted). Raises ``ValueError`` on an
+    them still decode (a gang stored before ``da`` is not deleted); so is a member row's 13th
+    value (its scheduling gates: a row of 12 is a member without gates). Raises ``ValueError`` on an
     unknown wire version and ``KeyError``/``TypeError`` on a malformed value."""
     if data.get("v") != WIRE_VERSION:
         raise ValueError(f"unknown gang state wire version {data.get('v')!r}")
@@ -482,10 +517,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         spec_settings=_settings_in(data["st"]),
         podgroup=None if pg is None else PodGroupInfo(pg[0], pg[1], pg[2], _settings_in(pg[3])
                                                       or RawSettings()),
-        members={row[0]: Member(row[1], row[2], row[3], row[4], row[5],
-                                _settings_in(row[6]) or RawSettings(), row[7], row[8], row[9],
-                                row[10], row[11])
-                 for row in data["m"]},
+        members={row[0]: _member_in(row) for row in data["m"]},
         tombstones={uid: (rv, at) for uid, rv, at in data["t"]},
         representative=data["r"],
         cycle=data["cy"],

@@ -377,14 +377,40 @@ def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.Core
 
 def test_member_held_by_scheduling_gates(chain: Chain, core_v1: client.CoreV1Api,
                                          custom_objects: client.CustomObjectsApi) -> None:
+    """min-available 2; ``g-0`` free, ``g-1`` created with the gate ``example.com/quota`` (a
+    queue waiting for quota): the scheduler keeps both Pending and writes nothing
+    (docs/contracts.md, "Scheduling gates"); gangstate warns both pods, says what holds each,
+    and ends the warning once the gate's controller lifts it and the gang is scheduled."""
     ns = "sc-gated"
     create_namespace(core_v1, ns)
     create(core_v1, custom_objects, [pod(ns, "g-0", gang="g", min_available=2),
                                      pod(ns, "g-1", gang="g", min_available=2,
                                          gates=("example.com/quota",))])
-    import time
-    time.sleep(40)
-    print(describe(core_v1, ns, chain))
-    print(explain(chain, f"{ns}/g-0"))
-    print(explain(chain, f"{ns}/g-1"))
-    assert False
+    gated = ("gang sc-gated/g has 1 of minMember 2 pods free of scheduling gates (g-1 waits for "
+             "example.com/quota); scheduling is held at PreEnqueue until the gates of 1 more "
+             "pod are removed (by the controller that set them)")
+    unblock = ("- remove the scheduling gates of sc-gated/g-1, set by the controller that owns "
+               "them (g-1 waits for example.com/quota)")
+    try:
+        for name in ("g-0", "g-1"):
+            events = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangMemberGated"})
+            assert messages(events, "GangMemberGated") == [gated]
+            assert scheduler_events(core_v1, ns, name) == []
+        out = explain(chain, f"{ns}/g-1")
+        assert explain_fields(out)["Held at"] == "PreEnqueue (schedulingGates of sc-gated/g-1)"
+        assert f"GangMemberGated: {gated}" in out and unblock in out
+        out = explain(chain, f"{ns}/g-0")
+        assert explain_fields(out)["Held at"] == \
+            "PreEnqueue (Coscheduling, behind the schedulingGates of sc-gated/g-1)"
+        assert f"GangMemberGated: {gated}" in out and unblock in out
+        # the gate's controller lifts it: the scheduler places both pods
+        core_v1.patch_namespaced_pod("g-1", ns, {"spec": {"schedulingGates": None}})
+        ungated = ("gang sc-gated/g has 2 of minMember 2 pods free of scheduling gates; no "
+                   "longer held at PreEnqueue")
+        for name in ("g-0", "g-1"):
+            events = wait_gangstate_reasons(core_v1, chain, ns, name,
+                                            {"GangMembersUngated", "GangScheduled"})
+            assert messages(events, "GangMembersUngated") == [ungated]
+            assert "Scheduled" in reasons(scheduler_events(core_v1, ns, name))
+    finally:
+        delete_pods(core_v1, ns, ["g-0", "g-1"])
