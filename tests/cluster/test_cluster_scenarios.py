@@ -412,5 +412,6 @@ def test_member_held_by_scheduling_gates(chain: Chain, core_v1: client.CoreV1Api
                                             {"GangMembersUngated", "GangScheduled"})
             assert messages(events, "GangMembersUngated") == [ungated]
             assert "Scheduled" in reasons(scheduler_events(core_v1, ns, name))
+        record_scenario(core_v1, ns)
     finally:
         delete_pods(core_v1, ns, ["g-0", "g-1"])
