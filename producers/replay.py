@@ -23,7 +23,7 @@ from streams.config import Settings
 from streams.contracts import parse_time
 from streams.core.records import PodObserved
 from streams.decoding import DecodeError, decode_input
-from streams.offline import read_lines
+from producers.dump import trace_lines
 
 from .publish import Publisher, ensure_topics
 
@@ -48,9 +48,11 @@ def _event_pod(raw: bytes) -> str | None:
 
 
 def file_lines(paths: Iterable[Path]) -> Iterator[tuple[str, int, bytes]]:
-    """``(file, line number, raw line)`` of each trace, file after file."""
+    """``(file, line number, raw line)`` of each trace, file after file; a cluster dump
+    (``kubectl get ... -o json``, ``producers.dump``) gives the records a watch would have
+    published, numbered in event-time order. Raises ``producers.dump.DumpError``."""
     for path in paths:
-        for number, raw in read_lines(path):
+        for number, raw in trace_lines(path):
             yield str(path), number, raw
 
 

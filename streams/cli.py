@@ -79,14 +79,19 @@ def format_text(result: Any) -> str:
 
 def cmd_fold(args: argparse.Namespace) -> int:
     """``gangstate fold TRACE``: fold a trace offline and print outputs and final state."""
+    from producers.dump import DumpError, trace_lines
+
     from .core.fold import FoldSettings
-    from .offline import fold_trace
+    from .offline import fold_lines
 
     settings = FoldSettings(grace_seconds=args.grace)
     try:
-        result = fold_trace(Path(args.trace), _at(args.at), settings)
+        result = fold_lines(list(trace_lines(Path(args.trace))), _at(args.at), settings)
     except OSError as err:
         print(f"gangstate fold: cannot read {args.trace}: {err.strerror}", file=sys.stderr)
+        return 2
+    except DumpError as err:
+        print(f"gangstate fold: {err}", file=sys.stderr)
         return 2
     for number, error in result.errors:
         print(f"{args.trace}:{number}: skipped malformed record: {error}", file=sys.stderr)
@@ -126,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "The clock is the records' observed_at; the fold ends with a "
                                    "tick at --at. Malformed lines are reported on stderr with "
                                    "their line number and skipped.")
-    p.add_argument("trace", help="path of a JSON-lines trace")
+    p.add_argument("trace", help="path of a JSON-lines trace, or of a `kubectl get "
+                                 "nodes,pods,podgroups,events -o json` dump (gzipped or not)")
     p.add_argument("--output", "-o", choices=("json", "text"), default="text",
                    help="json: one object {diagnostics, commands, gangs}; text: for people")
     p.add_argument("--at", default=None,

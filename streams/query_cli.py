@@ -138,10 +138,14 @@ def _lines_until(paths: list[Path], at: int) -> list[tuple[str, int, bytes]]:
 
     from .core.timefmt import parse_time
 
+    from producers.dump import DumpError
+
     try:
         lines = merged_by_time(paths)
     except OSError as err:
         raise QueryError(f"cannot read {err.filename}: {err.strerror}", 2) from None
+    except DumpError as err:
+        raise QueryError(str(err), 2) from None
 
     def due(raw: bytes) -> bool:
         try:
@@ -331,7 +335,8 @@ def _source_flags(p: argparse.ArgumentParser) -> None:
                         f"$GANGSTATE_SERVER or {DEFAULT_SERVER}")
     p.add_argument("--from", dest="traces", action="append", metavar="TRACE",
                    help="answer from the offline fold of this trace instead of a worker "
-                        "(repeatable: traces are merged by observed_at)")
+                        "(repeatable: traces are merged by observed_at); a `kubectl get "
+                        "nodes,pods,podgroups,events -o json` dump (gzipped or not) works too")
     p.add_argument("--at", default=None,
                    help="with --from: the state as of this RFC 3339 time (records after it are "
                         "left out; default: now)")
