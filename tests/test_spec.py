@@ -113,3 +113,113 @@ def test_a_waiting_time_annotation_on_a_podgroup_is_reported_as_ignored():
     spec, fallbacks = parse_spec("ns/g", settings, "PodGroup/g", from_podgroup=True)
     assert spec.waiting_seconds == 300
     assert fallbacks == (Fallback("waiting-time", "1h", "300s"),)
+
+
+# -- Koordinator v1.8.0 rules S14, S16, S23, S26, S27 (shared brief koordinator-v1.8.md) --------
+
+def spec_of(**annotations: str):
+    """parse_spec of a pod with min-available 2 and these gang annotations (names after the
+    ``gang.scheduling.koordinator.sh/`` prefix, ``-`` written as ``_``)."""
+    written = {P + "min-available": "2"}
+    written.update({P + k.replace("_", "-"): v for k, v in annotations.items()})
+    return parse_spec("ns/a", settings_of_pod({}, written), "Pod/a-0")
+
+
+def test_s14_an_empty_mode_is_strict_without_a_word():
+    """core/gang.go:130-133: mode "" becomes Strict before the validity check (no klog)."""
+    spec, fallbacks = spec_of(mode="")
+    assert spec.mode == "Strict" and fallbacks == ()
+    spec, fallbacks = spec_of(mode="strict")
+    assert fallbacks == (Fallback("mode", "strict", "Strict"),)
+
+
+def test_s16_match_policy_alias_annotation():
+    """apis/extension/coscheduling.go:100-106: the Koordinator annotation when non-empty, else
+    ``pod-group.scheduling.sigs.k8s.io/match-policy``; pods and PodGroups alike."""
+    alias = "pod-group.scheduling.sigs.k8s.io/match-policy"
+    s = settings_of_pod({}, {P + "min-available": "1", alias: "only-waiting"})
+    assert parse_spec("ns/a", s, "Pod/a")[0].match_policy == "only-waiting"
+    s = settings_of_pod({}, {P + "min-available": "1", P + "match-policy": "",
+                             alias: "waiting-and-running"})
+    assert parse_spec("ns/a", s, "Pod/a")[0].match_policy == "waiting-and-running"
+    s = settings_of_pod({}, {P + "min-available": "1", P + "match-policy": "only-waiting",
+                             alias: "waiting-and-running"})
+    assert parse_spec("ns/a", s, "Pod/a")[0].match_policy == "only-waiting"
+    s = settings_of_podgroup({"minMember": 1}, {alias: "only-waiting"})
+    assert parse_spec("ns/a", s, "PodGroup/a", from_podgroup=True)[0].match_policy == \
+        "only-waiting"
+
+
+@pytest.mark.parametrize("groups,ids,effective", [
+    # null elements: "" without an error (Go leaves the zero value)
+    ('[null, "ns/a"]', ("", "ns/a"), '["", "ns/a"]'),
+    # a number: UnmarshalTypeError, decoding goes on, the slice is kept
+    ('["ns/a", 7, "ns/b"]', ("", "ns/a", "ns/b"), '["ns/a", "", "ns/b"]'),
+    ('[{"x": 1}, "ns/a"]', ("", "ns/a"), '["", "ns/a"]'),
+])
+def test_s23_groups_with_null_or_non_string_elements_keep_their_length(groups, ids, effective):
+    """util/gang_helper.go:91-101 and core/gang.go:167-176 (verified in Go): the group keeps an
+    empty gang id "", so its id starts with a comma and a gang "" that never exists blocks it."""
+    spec, fallbacks = spec_of(groups=groups)
+    assert spec.groups == ids
+    assert spec.gang_group == ",".join(ids)
+    assert fallbacks == (Fallback("groups", groups, effective),)
+
+
+@pytest.mark.parametrize("groups", ["null", "[]", '"ns/a"', '{"a": 1}', "[ns/a]"])
+def test_s22_groups_that_leave_the_gang_alone(groups):
+    spec, fallbacks = spec_of(groups=groups)
+    assert spec.groups == ("ns/a",)
+    assert fallbacks == (Fallback("groups", groups, '["ns/a"]'),)
+
+
+@pytest.mark.parametrize("value,valid", [
+    ('{"gatherStrategy": [{"layer": "spineLayer", "strategy": "MustGather", '
+     '"podCountMultiple": 8}]}', True),
+    ('{"gatherStrategy": null, "unknown": 1}', True),
+    ("null", True),
+    ('{"gatherStrategy": [{"layer": 1}]}', False),        # a number into a string
+    ('{"gatherStrategy": [{"podCountMultiple": 2.5}]}', False),  # not an integer
+    ('{"gatherStrategy": {"layer": "x"}}', False),        # an object into a slice
+    ('["x"]', False),                                       # an array into a struct
+    ("{not json", False),
+])
+def test_s26_network_topology_spec(value, valid):
+    """apis/extension/network_topology.go:43-53,60-70; core/gang.go:178-182: an invalid spec
+    is dropped (klog only) and the gang has no topology requirement."""
+    spec, fallbacks = spec_of(network_topology_spec=value)
+    assert spec is not None
+    assert fallbacks == (() if valid else (Fallback("network-topology-spec", value, "none"),))
+
+
+def test_s27_a_podgroup_without_min_member_is_a_gang_of_minimum_zero():
+    """scheduling/v1alpha1 types.go:141-144 (minMember omitempty) and core/gang.go:193-197: the
+    scheduler takes 0 and the gang is initialised, so nothing holds it at PreEnqueue."""
+    s = settings_of_podgroup({}, {})
+    assert s.min_available == "0"
+    spec, fallbacks = parse_spec("ns/pg", s, "PodGroup/pg", from_podgroup=True)
+    assert (spec.min_member, spec.total_number, fallbacks) == (0, 0, ())
+
+
+def test_a_network_topology_spec_survives_the_table_and_old_rows_still_read():
+    from streams.core.fold import PartitionFold
+    from streams.core.state import from_wire, to_wire
+    from tests.builders import pod
+
+    store: dict = {}
+    fold = PartitionFold(store)
+    outputs = fold.feed("ns/g", pod("p0", 0, network_topology_spec='{"gatherStrategy": 1}'))
+    state = store["ns/g"]
+    assert state.members["uid-p0"].settings.network_topology_spec == '{"gatherStrategy": 1}'
+    assert from_wire(to_wire(state)) == state
+    assert [(o["reason"], o["facts"]["field"]) for o in outputs] == [
+        ("GangSpecInvalid", "network-topology-spec")]
+    # a row written before the field existed (6 settings values) reads with no topology spec
+    wire = to_wire(state)
+    (row,) = [r for rows in wire.values() if isinstance(rows, list) for r in rows
+              if isinstance(r, list) and r[:1] == ["uid-p0"]]
+    assert row[6][-1] == '{"gatherStrategy": 1}' and len(row[6]) == 8
+    row[6] = row[6][:6]
+    old = from_wire(wire)
+    assert old.members["uid-p0"].settings.network_topology_spec is None
+    assert old.members["uid-p0"].settings.min_available == "2"

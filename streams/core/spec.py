@@ -25,6 +25,13 @@ LABEL_POD_GROUP_NAME_DEPRECATED = "pod-group.scheduling.sigs.k8s.io/name"
 LABEL_MIN_AVAILABLE_DEPRECATED = "pod-group.scheduling.sigs.k8s.io/min-available"
 PREFIX = "gang.scheduling.koordinator.sh/"
 ANNOTATION_NAME = PREFIX + "name"
+ANNOTATION_MATCH_POLICY_ALIAS = "pod-group.scheduling.sigs.k8s.io/match-policy"
+"""The alias of ``gang.scheduling.koordinator.sh/match-policy``, read when that one is absent or
+empty (Koordinator v1.8.0 ``apis/extension/coscheduling.go:64-66,100-106``
+``GetGangMatchPolicy``)."""
+ANNOTATION_NETWORK_TOPOLOGY_SPEC = PREFIX + "network-topology-spec"
+"""The gang group's network-topology requirements, JSON (Koordinator v1.8.0
+``apis/extension/network_topology.go:37-38``)."""
 
 DEFAULT_WAITING_SECONDS = 600
 """Koordinator Coscheduling plugin default waiting time (``DefaultWaitTime``), seconds."""
@@ -56,6 +63,7 @@ class RawSettings(NamedTuple):
     groups: str | None = None
     match_policy: str | None = None
     ignored_waiting_time: str | None = None
+    network_topology_spec: str | None = None
 
     def as_written(self) -> tuple[tuple[str, str | None], ...]:
         """Pairs of (annotation field name, value as written) in ``SPEC_FIELDS`` order."""
@@ -125,26 +133,38 @@ def settings_of_pod(labels: Mapping[str, str], annotations: Mapping[str, str]) -
     get = annotations.get
     return RawSettings(min_available, get(PREFIX + "total-number"), get(PREFIX + "mode"),
                        get(PREFIX + "waiting-time"), get(PREFIX + "groups"),
-                       get(PREFIX + "match-policy"))
+                       _match_policy(annotations), None,
+                       get(ANNOTATION_NETWORK_TOPOLOGY_SPEC))
+
+
+def _match_policy(annotations: Mapping[str, str]) -> str | None:
+    """``match-policy`` as the scheduler reads it: the Koordinator annotation when non-empty,
+    else its ``pod-group.scheduling.sigs.k8s.io/match-policy`` alias (Koordinator v1.8.0
+    ``apis/extension/coscheduling.go:100-106``)."""
+    return (annotations.get(PREFIX + "match-policy")
+            or annotations.get(ANNOTATION_MATCH_POLICY_ALIAS))
 
 
 def settings_of_podgroup(spec: Mapping[str, object],
                          annotations: Mapping[str, str]) -> RawSettings:
     """Read a PodGroup's gang settings (``scheduling.sigs.k8s.io/v1alpha1``) as written.
 
-    ``spec.minMember`` becomes ``min_available`` and ``spec.scheduleTimeoutSeconds`` becomes
-    ``waiting_time`` as ``"<n>s"``; a waiting-time annotation on a PodGroup is ignored, as in
-    Koordinator (``core/gang.go`` ``tryInitByPodGroup``).
+    ``spec.minMember`` becomes ``min_available``: an absent ``minMember`` is 0 (the field is
+    ``omitempty``; the scheduler takes it as is and initialisation never fails: Koordinator
+    v1.8.0 ``apis/thirdparty/scheduler-plugins/pkg/apis/scheduling/v1alpha1/types.go:141-144``,
+    ``core/gang.go:193-197``). ``spec.scheduleTimeoutSeconds`` becomes ``waiting_time`` as
+    ``"<n>s"``; a waiting-time annotation on a PodGroup is ignored, as in Koordinator
+    (``core/gang.go`` ``tryInitByPodGroup``).
     """
     min_member = spec.get("minMember")
     timeout = spec.get("scheduleTimeoutSeconds")
     get = annotations.get
     return RawSettings(
-        None if min_member is None else str(min_member),
+        "0" if min_member is None else str(min_member),
         get(PREFIX + "total-number"), get(PREFIX + "mode"),
         None if timeout is None else f"{timeout}s",
-        get(PREFIX + "groups"), get(PREFIX + "match-policy"),
-        get(PREFIX + "waiting-time"),
+        get(PREFIX + "groups"), _match_policy(annotations),
+        get(PREFIX + "waiting-time"), get(ANNOTATION_NETWORK_TOPOLOGY_SPEC),
     )
 
 
@@ -231,7 +251,8 @@ def parse_spec(gang: str, settings: RawSettings, source: str, *,
             total = parsed
 
     mode: Mode = "Strict"
-    if settings.mode is not None:
+    # an empty mode is Strict without a word (Koordinator v1.8.0 core/gang.go:130-133)
+    if settings.mode not in (None, ""):
         if settings.mode in ("Strict", "NonStrict"):
             mode = settings.mode  # type: ignore[assignment]
         else:
@@ -252,12 +273,14 @@ def parse_spec(gang: str, settings: RawSettings, source: str, *,
 
     groups: tuple[str, ...] = (gang,)
     if settings.groups not in (None, ""):
-        listed = _json_string_list(settings.groups)
+        listed, all_strings = go_string_slice(settings.groups)
         if not listed:
             fallbacks.append(Fallback("groups", settings.groups, json.dumps([gang])))
         else:
             groups = tuple(sorted(listed))
-            if gang not in listed:
+            if not all_strings:
+                fallbacks.append(Fallback("groups", settings.groups, json.dumps(listed)))
+            elif gang not in listed:
                 fallbacks.append(Fallback("groups", settings.groups, settings.groups))
 
     policy = "once-satisfied"
@@ -267,15 +290,61 @@ def parse_spec(gang: str, settings: RawSettings, source: str, *,
         else:
             fallbacks.append(Fallback("match-policy", settings.match_policy, "once-satisfied"))
 
+    if settings.network_topology_spec not in (None, "") and \
+            not valid_network_topology_spec(settings.network_topology_spec):
+        fallbacks.append(Fallback("network-topology-spec", settings.network_topology_spec,
+                                  "none"))
+
     spec = GangSpec(source, min_member, total, mode, waiting, groups, ",".join(groups), policy)
     return spec, tuple(fallbacks)
 
 
-def _json_string_list(text: str) -> list[str] | None:
+def go_string_slice(text: str) -> tuple[list[str], bool]:
+    """``json.Unmarshal(text, &[]string{})`` as Go's encoding/json does it: a JSON array keeps
+    its length, ``null`` elements become ``""`` without an error, elements of another type
+    become ``""`` with an error (decoding goes on and the slice is kept); ``null`` or anything
+    but an array (or invalid JSON) leaves the slice empty. Koordinator v1.8.0
+    ``util/gang_helper.go:91-101`` ``StringToGangGroupSlice`` returns that slice even on error
+    and ``core/gang.go:167-176`` uses it when it is not empty. Returns ``(slice, all_strings)``:
+    ``all_strings`` is false when an element was replaced by ``""``."""
     try:
         value = json.loads(text)
     except ValueError:
-        return None
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        return None
-    return value
+        return [], False
+    if not isinstance(value, list):
+        return [], False
+    return [v if isinstance(v, str) else "" for v in value], all(isinstance(v, str)
+                                                                 for v in value)
+
+
+def valid_network_topology_spec(text: str) -> bool:
+    """Whether Go's encoding/json accepts ``text`` as Koordinator's ``NetworkTopologySpec``
+    (``{"gatherStrategy": [{"layer": str, "strategy": str, "podCountMultiple": int}]}``;
+    unknown fields ignored, ``null`` anywhere allowed). Koordinator v1.8.0
+    ``apis/extension/network_topology.go:43-53,60-70``: an invalid one is dropped with a klog
+    line (``core/gang.go:178-182``) and the gang has no topology requirement."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    if value is None:
+        return True
+    if not isinstance(value, dict):
+        return False
+    rules = value.get("gatherStrategy")
+    if rules is None:
+        return True
+    if not isinstance(rules, list):
+        return False
+    for rule in rules:
+        if rule is None:
+            continue
+        if not isinstance(rule, dict):
+            return False
+        for key in ("layer", "strategy"):
+            if rule.get(key) is not None and not isinstance(rule.get(key), str):
+                return False
+        count = rule.get("podCountMultiple")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+            return False
+    return True

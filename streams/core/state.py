@@ -434,6 +434,8 @@ def _settings_out(s: RawSettings | None) -> list[str | None] | None:
     if s is None:
         return None
     out = [s.min_available, s.total_number, s.mode, s.waiting_time, s.groups, s.match_policy]
+    if s.network_topology_spec is not None:
+        return out + [s.ignored_waiting_time, s.network_topology_spec]
     return out if s.ignored_waiting_time is None else out + [s.ignored_waiting_time]
 
 
