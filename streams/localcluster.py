@@ -16,9 +16,6 @@ Public API: :func:`controlplane_module`, :class:`Chain`, :func:`service_account_
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -30,7 +27,7 @@ from typing import Any
 import yaml
 
 from .config import Settings
-from .localkafka import repo_root
+from .localkafka import load_script, repo_root
 from .worker_process import worker_env
 
 MANIFESTS = ("rbac.yaml",)
@@ -38,18 +35,7 @@ MANIFESTS = ("rbac.yaml",)
 
 def controlplane_module() -> ModuleType:
     """Import ``deploy/cluster/controlplane.py`` from the checkout (once) and return it."""
-    name = "gangstate_local_controlplane"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = repo_root() / "deploy" / "cluster" / "controlplane.py"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: set GANGSTATE_HOME to a gangstate checkout")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gangstate_local_controlplane", "deploy", "cluster", "controlplane.py")
 
 
 def service_account_of(manifest: Path) -> tuple[str, str]:
@@ -167,7 +153,7 @@ class Chain:
         """Stop component ``name`` (``watch``, ``sink`` or ``worker``: SIGTERM, then SIGKILL)
         and start it again with the same arguments; its log continues in the same file."""
         proc = self.procs.pop(name)
-        _stop(proc, timeout)
+        controlplane_module().terminate(proc, timeout)
         self._spawn(name, self._args(name), self._env())
 
     def log_tail(self, name: str, chars: int = 3000) -> str:
@@ -186,7 +172,7 @@ class Chain:
         for name in ("watch", "sink", "worker"):
             proc = self.procs.pop(name, None)
             if proc is not None:
-                _stop(proc, timeout)
+                controlplane_module().terminate(proc, timeout)
 
     def __enter__(self) -> "Chain":
         return self.start()
@@ -200,17 +186,3 @@ class Chain:
         env = worker_env(self.settings)
         return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
                               capture_output=True, text=True, timeout=timeout)
-
-
-def _stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGTERM the process group, SIGKILL it after ``timeout`` seconds."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)

@@ -21,20 +21,25 @@ def repo_root() -> Path:
     return Path(home) if home else Path(__file__).resolve().parents[1]
 
 
-def broker_module() -> ModuleType:
-    """Import ``deploy/kafka/broker.py`` (once) and return it. Raises ``FileNotFoundError`` when
-    the checkout has no ``deploy/kafka/broker.py`` (a non-editable install: set
-    ``GANGSTATE_HOME`` or ``KAFKA_BOOTSTRAP_SERVERS``)."""
-    name = "gangstate_local_kafka"
+def load_script(name: str, *parts: str) -> ModuleType:
+    """Import the standard-library script at ``<checkout>/<parts...>`` (once) as module
+    ``name`` and return it. Raises ``FileNotFoundError`` when the checkout lacks it (a
+    non-editable install: set ``GANGSTATE_HOME``)."""
     if name in sys.modules:
         return sys.modules[name]
-    path = repo_root() / "deploy" / "kafka" / "broker.py"
+    path = repo_root().joinpath(*parts)
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: set GANGSTATE_HOME to a gangstate checkout "
-                                f"or KAFKA_BOOTSTRAP_SERVERS to a running Kafka")
+        raise FileNotFoundError(f"{path} not found: set GANGSTATE_HOME to a gangstate checkout")
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def broker_module() -> ModuleType:
+    """Import ``deploy/kafka/broker.py`` (once) and return it. Raises ``FileNotFoundError`` when
+    the checkout has no ``deploy/kafka/broker.py`` (a non-editable install: set
+    ``GANGSTATE_HOME`` or ``KAFKA_BOOTSTRAP_SERVERS``)."""
+    return load_script("gangstate_local_kafka", "deploy", "kafka", "broker.py")

@@ -25,7 +25,7 @@ What it must not do: listen on anything but loopback, download anything but Go m
 leave processes or files behind after :meth:`LocalCluster.stop`.
 
 Public API: :func:`build`, :class:`LocalCluster`, :class:`NodeSpec`, :class:`ClusterError`,
-:data:`VERSIONS`, :func:`cache_root`.
+:func:`terminate`, :data:`VERSIONS`, :func:`cache_root`.
 """
 
 from __future__ import annotations
@@ -560,7 +560,7 @@ class LocalCluster:
         for name in ("koord-scheduler", "kube-apiserver", "etcd"):
             proc = self._procs.pop(name, None)
             if proc is not None:
-                _terminate(proc, timeout)
+                terminate(proc, timeout)
         _LIVE.discard(self)
         if self.workdir is not None and self._given_workdir is None:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -582,7 +582,7 @@ class LocalCluster:
         with self._lock:
             proc = self._procs.pop("koord-scheduler", None)
             if proc is not None:
-                _terminate(proc, 20.0)
+                terminate(proc, 20.0)
 
     def start_scheduler(self, timeout: float = 60.0) -> None:
         """(Re)start koord-scheduler against the running API server."""
@@ -758,7 +758,8 @@ def _openssl(args: list[str]) -> None:
         raise ClusterError(f"openssl {' '.join(args)} failed:\n{_tail(out.stderr)}")
 
 
-def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+def terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM ``proc``'s process group, SIGKILL it after ``timeout`` seconds; wait for it."""
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
