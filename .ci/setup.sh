@@ -6,7 +6,7 @@
 #   - the Kafka 4 broker jars from Maven Central, cached in ~/.cache/gangstate (or $GANGSTATE_CACHE);
 #   - with --cluster: the local control plane (etcd, kube-apiserver, koord-scheduler v1.8.0) built
 #     with Go from the Go module proxy, cached by version in ~/.cache/gangstate/controlplane
-#     (~5-20 min the first time on 2 cores; seconds once cached). The test tier needs it.
+#     (~7 min the first time on 2 cores here; under a second once cached). The tests need it.
 # Used by both README commands and by .ci/run. Re-running it is fast: each step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,6 +6,7 @@ build would). The real build and the running control plane are tested by the clu
 from __future__ import annotations
 
 import json
+import re
 import os
 import stat
 import threading
@@ -193,3 +194,39 @@ def test_scheduler_config_enables_coscheduling_everywhere_it_acts(tmp_path: Path
         "preBind", "postBind"])
     for point, plugins in profile["plugins"].items():
         assert [p["name"] for p in plugins["enabled"]] == ["Coscheduling"], point
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"name": "a", "cpu": "lots"}, "cpu 'lots' is not a Kubernetes quantity"),
+    ({"name": "a", "gpu": -1}, "gpu must be a whole number of at least 0, not -1"),
+    ({"name": "a", "taints": [{"key": "x", "effect": "Sometimes"}]},
+     "a taint is {key, value, effect} with effect NoSchedule"),
+    ({"name": "a", "taints": [{"key": "x", "effect": "NoSchedule", "extra": 1}]},
+     "a taint is {key, value, effect}"),
+])
+def test_node_spec_values_are_checked_before_the_api_server_sees_them(raw, message) -> None:
+    with pytest.raises(cp.ClusterError, match=re.escape(message)):
+        cp.NodeSpec.from_mapping(raw)
+
+
+def test_a_missing_or_broken_nodes_file_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(cp.ClusterError, match="cannot read the nodes spec"):
+        cp.load_nodes(tmp_path / "absent.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("- {name: a\n")
+    with pytest.raises(cp.ClusterError, match="not YAML"):
+        cp.load_nodes(broken)
+
+
+def test_a_waiting_build_says_so(fake_env) -> None:
+    root = fake_env()
+    cache = root / "cache"
+    lock = cp.binaries_dir(cache).parent / ".lock"
+    lines: list[str] = []
+    with cp._file_lock(lock):
+        waiter = threading.Thread(target=lambda: cp.build(cache, progress=lines.append))
+        waiter.start()
+        waiter.join(1.0)
+        assert waiter.is_alive()  # blocked behind the held lock
+    waiter.join(30)
+    assert lines[0].startswith("waiting for another build of the control plane (lock ")
