@@ -708,3 +708,14 @@ def test_an_attempt_without_a_cycle_still_switches_a_parked_representative():
     commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
     assert [(c["expected_representative"], c["representative"], c["epoch"], c["cycle"])
             for c in commands] == [("ns/w0", "ns/w2", 1, None)]
+
+
+def test_one_member_fitting_is_told_in_the_singular():
+    """2 members, min 2; b1 never fits, b0 waited once when b1 failed (alreadyWaitForBound 1)."""
+    records = [pod("b0", 0, min_available="2"), pod("b1", 0, min_available="2"),
+               own("b1", 1, "f1", CPU_FIT), released("b0", 1.01, "r1", "b1", 1, CPU_FIT)]
+    outputs, _ = run(records, end=20)
+    assert [m for _, _, m in unschedulable(outputs)] == [
+        "gang ns/g cannot be scheduled: b1 did not fit (Insufficient cpu on 2 of 2 nodes); at "
+        "most 1 of minMember 2 members fits at once; the scheduler rejects the whole gang and "
+        "retries it"]

@@ -207,8 +207,8 @@ def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
     if fit == 0:
         fitting = f"none of minMember {min_member} members fit"
     else:
-        fitting = f"at most {fit} of minMember {min_member} " \
-                  f"{'member' if fit == 1 else 'members'} fit at once"
+        fitting = f"at most {fit} of minMember {min_member} members " \
+                  f"{'fits' if fit == 1 else 'fit'} at once"
     return (f"gang {gang} cannot be scheduled: {'; '.join(clauses)}; {fitting}; the scheduler "
             f"rejects the whole gang and retries it")
 
