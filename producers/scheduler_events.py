@@ -315,8 +315,9 @@ def parse_scheduler_event(event_reason: str, message: str, namespace: str,
     ``event_reason`` is the Event's ``reason`` (``FailedScheduling`` or ``Scheduled``),
     ``message`` its ``message`` (``note`` in events.k8s.io/v1). The rows of ``CATALOGUE`` are
     tried in order; the first that matches gives the outcome (``form`` names it). Rows that name
-    another member (``B2``, ``F3``, ``F5``, ``U1``) give its ``ns/name`` as ``culprit``, with its
-    fit error and ``alreadyWaitForBound`` where written; ``F3`` naming the pod itself is its own
+    the member that did not fit (``B2``, ``F3``, ``F5``) give its ``ns/name`` as ``culprit``,
+    with its fit error and ``alreadyWaitForBound`` where written (``U1`` names a member that was
+    unreserved, no culprit); ``F3`` naming the pod itself is its own
     failure (``Filter``/``Unschedulable``, older releases wrote it). A message cut at 1024 bytes
     (``F4``) is read as far as it goes (``truncated``). Anything else: ``Filter``/
     ``Unschedulable`` with ``event_reason`` as the reason and ``parsed=False``. Raises nothing.
@@ -340,11 +341,12 @@ def parse_scheduler_event(event_reason: str, message: str, namespace: str,
         return _form("F5", truncated, culprit=_qualified(_unquote(found.group(1)), namespace))
     found = _U1.search(message)
     if found:
-        culprit = _qualified(_unquote(found.group(2)), namespace)
-        if culprit == f"{namespace}/{name}":
+        # the pod named was unreserved (its own wait was rejected): it is no culprit that did
+        # not fit, so no ``culprit`` is set (K core/core.go:456-475)
+        if _qualified(_unquote(found.group(2)), namespace) == f"{namespace}/{name}":
             return Outcome("Unreserve", "Unschedulable", REASON_UNRESERVE, form="U1",
                            truncated=truncated)
-        return _form("U1", truncated, culprit=culprit)
+        return _form("U1", truncated)
     for form_id, pattern in (("N1", _N1), ("N2", _N2), ("T1", _T1), ("T4", _T4),
                              ("F7a", _F7A), ("F7b", _F7B)):
         if pattern.search(message):

@@ -243,8 +243,8 @@ def format_gang(doc: dict[str, Any]) -> str:
 
 
 def _failing(failing: dict[str, Any] | None) -> str | None:
-    """The gang's last failure episode in one line: ``since 2026-12-01T03:41:27.291286Z, 537
-    rounds, last failure 2026-12-01T03:42:29.618420Z``; ``None`` without one."""
+    """The gang's last failure episode in one line: ``since 2026-12-01T03:41:27.291286Z, 16
+    rounds, last failure 2026-12-01T03:41:28.355863Z``; ``None`` without one."""
     if failing is None:
         return None
     return (f"since {failing['since']}, {failing['rounds']} "
