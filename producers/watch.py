@@ -382,6 +382,10 @@ class GangRouter:
         if type_ == "DELETED":
             return actions  # an Event expiring (TTL) says nothing about a cycle
         outcome = parse_scheduler_event(reason, event.get("message") or "", ns, name)
+        if not outcome.attempt:
+            # "skip schedule deleting pod" (kube-scheduler v1.35.2 schedule_one.go:399-404):
+            # the pod is being deleted and was not attempted; the Event is still published
+            return actions + [Drop("not-an-attempt")]
         pod_meta = pod.get("metadata") or {}
         pg = self.podgroups.get(gang)
         cycle = {
@@ -398,8 +402,17 @@ class GangRouter:
             "node": outcome.node,
             "source": {"event": f"{event_meta.get('namespace', '')}/{event_meta.get('name', '')}",
                        "uid": event_meta["uid"], "count": event_count(event),
-                       "parsed": outcome.parsed},
+                       "parsed": outcome.parsed, "form": outcome.form},
         }
+        # optional fields (contracts.md, cycle/v1 "culprit"): only what the message says
+        if outcome.culprit is not None:
+            cycle["culprit"] = outcome.culprit
+        if outcome.fit_error is not None:
+            cycle["fit_error"] = outcome.fit_error
+        if outcome.already_wait_for_bound is not None:
+            cycle["already_wait_for_bound"] = outcome.already_wait_for_bound
+        if outcome.truncated:
+            cycle["source"]["truncated"] = True
         actions.append(Publish(gang, cycle))
         return actions
 

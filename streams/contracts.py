@@ -53,7 +53,7 @@ Resource = Literal["pods", "podgroups", "events"]
 DiagnosticReason = Literal[
     "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
     "GangGroupIncomplete", "GangMemberGated", "GangCycleRejected", "GangPermitTimeout",
-    "GangMembersSatisfied", "GangMembersUngated", "GangScheduled",
+    "GangMembersSatisfied", "GangMembersUngated", "GangScheduled", "GangUnschedulable",
 ]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
 
@@ -174,6 +174,11 @@ class EventSource(BaseModel):
     uid: str = Field(default="", description="the Event's metadata.uid")
     count: int = Field(default=1, ge=1, description="how often the Event has happened: "
                                                     "series.count, else count, else 1")
+    form: str = Field(default="", description="the row of the scheduler message catalogue "
+                                              "(producers.scheduler_events.CATALOGUE) the "
+                                              "message matched; empty when none did")
+    truncated: bool = Field(default=False, description="the message was cut at 1024 bytes "
+                                                       "by kube-scheduler")
 
 
 class CycleRecord(_Timed):
@@ -204,6 +209,20 @@ class CycleRecord(_Timed):
     source: EventSource | None = Field(
         default=None, description="the scheduler Event the record was derived from; required "
                                   "(with its uid) when cycle is null")
+    culprit: str | None = Field(
+        default=None, pattern=r"^[^/]+/[^/]+$",
+        description="ns/name of the member whose failure to fit this outcome reports: the pod "
+                    "itself for its own fit error, another member for a refusal or release "
+                    "naming it; absent when unknown (optional since the catalogue of "
+                    "scheduler messages)")
+    fit_error: str | None = Field(
+        default=None, description="the culprit's fit error as the scheduler wrote it, without "
+                                  "PostFilter text (0/N nodes are available: ...); absent when "
+                                  "unknown")
+    already_wait_for_bound: int | None = Field(
+        default=None, ge=0, description="members of the gang group that waited at Permit when "
+                                        "the culprit failed (Koordinator's alreadyWaitForBound);"
+                                        " absent when the message does not say")
 
     @model_validator(mode="after")
     def _identified(self) -> "CycleRecord":
@@ -333,6 +352,8 @@ class _EventSourceView(TypedDict, total=False):
     event: str
     uid: str
     count: Annotated[int, Field(ge=1)]
+    form: str
+    truncated: bool
 
 
 class CycleView(_InputView):
@@ -349,6 +370,9 @@ class CycleView(_InputView):
     representative: NotRequired[str | None]
     node: NotRequired[str | None]
     source: NotRequired[_EventSourceView | None]
+    culprit: NotRequired[Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")] | None]
+    fit_error: NotRequired[str | None]
+    already_wait_for_bound: NotRequired[Annotated[int, Field(ge=0)] | None]
 
 
 class AckView(_InputView):

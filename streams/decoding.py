@@ -112,7 +112,8 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
     return Decoded(gang, CycleObserved(
         at, get("scheduler", ""), cycle, f"{pod['namespace']}/{pod['name']}",
         pod.get("uid", ""), gang, get("gang_group") or gang, rec["stage"], rec["status"],
-        get("reason", ""), get("message", ""), get("representative"), get("node"), attempt))
+        get("reason", ""), get("message", ""), get("representative"), get("node"), attempt,
+        get("culprit"), get("fit_error"), get("already_wait_for_bound")))
 
 
 def _summary(rec: dict[str, Any], at: int) -> Decoded:

@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .contracts import ACK_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA
-from .core import decide
+from .core import decide, episode
 from .core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
                            PodObserved, Tick)
 from .core.state import GangState
@@ -50,14 +50,17 @@ class TableCollector(Collector):
     ``gangstate_gangs{phase}``: gangs per phase (every phase, zero included).
     ``gangstate_pods_held_preenqueue{reason}``: pending members of gangs that
     ``streams.core.decide.hold`` holds, by hold reason (every reason, zero included).
-    Raises nothing for a key that vanishes during a scrape.
+    ``gangstate_scheduler_failed_events_per_minute{gang}``: the scheduler's FailedScheduling
+    Events about the gang's pods in the last 60 s of the gang's event time
+    (``streams.core.episode.per_minute``), for gangs with at least one (a gang without any has
+    no series). Raises nothing for a key that vanishes during a scrape.
     """
 
     def __init__(self, states: Mapping[str, GangState]) -> None:
         self.states = states
 
     def describe(self) -> Iterable[Metric]:
-        """The two families with no samples (lets the registry check names without reading
+        """The three families with no samples (lets the registry check names without reading
         the table)."""
         return self._families()
 
@@ -66,12 +69,16 @@ class TableCollector(Collector):
                                   labels=["phase"]),
                 GaugeMetricFamily("gangstate_pods_held_preenqueue",
                                   "Pending pods of gangs held at PreEnqueue, by hold reason",
-                                  labels=["reason"])]
+                                  labels=["reason"]),
+                GaugeMetricFamily("gangstate_scheduler_failed_events_per_minute",
+                                  "FailedScheduling Events of the gang's pods in the last 60 s "
+                                  "of event time", labels=["gang"])]
 
     def collect(self) -> Iterator[Metric]:
-        """Read every gang once and yield both gauges."""
+        """Read every gang once and yield the three gauges."""
         phases = dict.fromkeys(PHASES, 0)
         held = dict.fromkeys(decide.HELD_REASONS, 0)
+        storms: list[tuple[str, int]] = []
         for key in list(self.states):
             state = self.states.get(key)
             if state is None:
@@ -80,13 +87,20 @@ class TableCollector(Collector):
             found = decide.hold(state)
             if found is not None:
                 held[found[0]] = held.get(found[0], 0) + state.pending
-        gangs, pods = self._families()
+            if state.storm:
+                rate = episode.per_minute(state.storm, state.clock)
+                if rate:
+                    storms.append((state.gang, rate))
+        gangs, pods, storm = self._families()
         for phase, n in phases.items():
             gangs.add_metric([phase], n)
         for reason, n in held.items():
             pods.add_metric([reason], n)
+        for gang, rate in sorted(storms):
+            storm.add_metric([gang], rate)
         yield gangs
         yield pods
+        yield storm
 
 
 class WorkerMetrics:

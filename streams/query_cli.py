@@ -223,6 +223,9 @@ def format_gang(doc: dict[str, Any]) -> str:
                     f"Permit)"),
         ("Representative", doc["representative"]), ("Epoch", doc["epoch"]),
         ("Last cycle", doc["last_cycle"]),
+        ("Failing", _failing(doc.get("failing"))),
+        ("Storm", f"{doc.get('failed_attempts_per_minute', 0)} FailedScheduling "
+                  f"Events per minute (the last 60 s of event time)"),
     ])
     out += "Pods:\n"
     pods = doc["pods"]
@@ -241,6 +244,16 @@ def format_gang(doc: dict[str, Any]) -> str:
                  ([h["at"], h["change"], h["cause"]] for h in hist),
                  indent="  ") if hist else "  <none>\n"
     return out
+
+
+def _failing(failing: dict[str, Any] | None) -> str | None:
+    """The gang's last failure episode in one line: ``since 2026-12-01T03:41:27.291286Z, 16
+    rounds, last failure 2026-12-01T03:41:28.355863Z``; ``None`` without one."""
+    if failing is None:
+        return None
+    return (f"since {failing['since']}, {failing['rounds']} "
+            f"{'round' if failing['rounds'] == 1 else 'rounds'}, last failure "
+            f"{failing['last_failed_at']}")
 
 
 def _last_cycle(cycle: dict[str, Any] | None) -> str | None:

@@ -49,10 +49,14 @@ def ack(t: float, epoch: int, outcome: str, representative: str | None,
 
 
 def attempt(pod_name: str, t: float, event_uid: str, stage: str, status: str, *,
-            count: int = 1, reason: str = "", gang: str = "ns/g") -> CycleObserved:
+            count: int = 1, reason: str = "", gang: str = "ns/g", culprit: str | None = None,
+            fit_error: str | None = None, waited: int | None = None) -> CycleObserved:
     """A cycle record derived from a scheduler Event: no cycle number (``None``), identified by
-    the Event's uid and count (``<uid>#<count>``, as ``streams.decoding`` builds it)."""
+    the Event's uid and count (``<uid>#<count>``, as ``streams.decoding`` builds it);
+    ``culprit`` (a pod name of the gang's namespace), ``fit_error`` and ``waited``
+    (alreadyWaitForBound) as the scheduler message catalogue reads them."""
     ns = gang.split("/")[0]
     return CycleObserved(at(t), "koord-scheduler", None, f"{ns}/{pod_name}", f"uid-{pod_name}",
                          gang, gang, stage, status, reason, "", None, None,
-                         f"{event_uid}#{count}")
+                         f"{event_uid}#{count}", None if culprit is None else f"{ns}/{culprit}",
+                         fit_error, waited)

@@ -548,21 +548,65 @@ def _gang_of_three():
             pod("w2", 0, min_available="3")]
 
 
+GPU_FIT = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+CPU_FIT = "0/2 nodes are available: 2 Insufficient cpu."
+
+
+def own(name: str, t: float, uid: str, fit: str = GPU_FIT):
+    """A member's own fit error (catalogue row FIT): it is the culprit."""
+    reason = "Insufficient cpu" if fit == CPU_FIT else GPU
+    return attempt(name, t, uid, "Filter", "Unschedulable", reason=reason, culprit=name,
+                   fit_error=fit)
+
+
+def released(name: str, t: float, uid: str, culprit: str, waited: int, fit: str = GPU_FIT):
+    """A waiting member released by the culprit's failure (row F3)."""
+    return attempt(name, t, uid, "PostFilter", "Rejected", reason="GangGroupRejected",
+                   culprit=culprit, fit_error=fit, waited=waited)
+
+
+def failed_round(t: float, culprit: str = "w2", fit: str = GPU_FIT):
+    """One failed round of koord-scheduler v1.8.0 (episode.py): the two other members fit and
+    wait, the culprit fails, they are released (3 Events)."""
+    others = [n for n in ("w0", "w1", "w2") if n != culprit]
+    tag = f"{t}"
+    return [own(culprit, t, f"f{tag}", fit),
+            released(others[0], t + 0.01, f"r{tag}a", culprit, 2, fit),
+            released(others[1], t + 0.02, f"r{tag}b", culprit, 2, fit)]
+
+
+MESSAGE_W2 = ("gang ns/g cannot be scheduled: w2 did not fit (Insufficient nvidia.com/gpu on 2 "
+              "of 2 nodes); at most 2 of minMember 3 members fit at once; the scheduler rejects "
+              "the whole gang and retries it")
+
+
+def unschedulable(outputs):
+    return [(o["observed_at"], o["facts"], o["message"]) for o in outputs
+            if o.get("reason") == "GangUnschedulable"]
+
+
 def test_an_attempt_without_a_cycle_is_reported_without_inventing_a_number():
-    outputs, store = run(_gang_of_three() + [
-        attempt("w1", 1, "e1", "Filter", "Unschedulable", reason=GPU)])
-    assert reasons(outputs) == [("GangCycleRejected", {"failed": 1, "rejected_waiting": 0,
-                                                       "reasons": {GPU: 1}})]
-    assert outputs[0]["message"] == ("gang ns/g: a scheduling attempt failed: 1 member "
-                                     "unschedulable (1 Insufficient nvidia.com/gpu)")
+    """One failed attempt: no GangCycleRejected (that is for numbered cycles); the episode's
+    GangUnschedulable is due 10 s (episode_settle_seconds) after it."""
+    outputs, store = run(_gang_of_three() + [own("w1", 1, "e1")], end=11)
+    assert reasons(outputs) == [("GangUnschedulable", {
+        "unfit": {"w1": GPU_FIT}, "fit": 0, "min_member": 3,
+        "since": format_time(at(1)), "rounds": 1, "attempts_per_minute": 1})]
+    assert outputs[0]["observed_at"] == format_time(at(11))
+    assert outputs[0]["message"] == (
+        "gang ns/g cannot be scheduled: w1 did not fit (Insufficient nvidia.com/gpu on 2 of 2 "
+        "nodes); none of minMember 3 members fit; the scheduler rejects the whole gang and "
+        "retries it")
     state = store["ns/g"]
     assert state.cycle is None and state.members["uid-w1"].cycle is None
     assert (state.members["uid-w1"].stage, state.members["uid-w1"].status) == (
         "Filter", "Unschedulable")
     assert summary(state)["last_cycle"] is None
-    assert state.history[-1][2] == \
-        "attempt: ns/w1 Filter Unschedulable (Insufficient nvidia.com/gpu)"
+    assert state.history[-1][1:] == ("emitted GangUnschedulable", "failure episode settled")
     assert from_wire(to_wire(state)) == state
+    # a table value stored before episodes were kept (no "ep", no "sw") reads as none
+    old = {k: v for k, v in to_wire(state).items() if k not in ("ep", "sw")}
+    assert (from_wire(old).episode, from_wire(old).storm) == (None, ())
 
 
 def test_the_same_event_twice_is_one_attempt_and_a_higher_count_is_a_new_one():
@@ -579,18 +623,70 @@ def test_the_same_event_twice_is_one_attempt_and_a_higher_count_is_a_new_one():
     assert store["ns/g"].members["uid-w1"].status == "Rejected"
 
 
-def test_attempts_report_a_new_failure_reason_only_and_never_a_release():
-    outputs, _ = run(_gang_of_three() + [
-        attempt("w1", 1.0, "e1", "Filter", "Unschedulable", reason=GPU),
-        attempt("w2", 1.1, "e2", "PostFilter", "Rejected", reason="GangGroupRejected"),
-        attempt("w0", 1.2, "e3", "PostFilter", "Rejected", reason="GangGroupRejected"),
-        attempt("w2", 2.0, "e4", "Filter", "Unschedulable", reason=GPU),  # same facts
-        attempt("w0", 2.1, "e5", "Filter", "Unschedulable", reason="Insufficient cpu"),
-    ])
-    assert [(o["observed_at"], o["facts"]) for o in outputs] == [
-        (format_time(at(1.0)), {"failed": 1, "rejected_waiting": 0, "reasons": {GPU: 1}}),
-        (format_time(at(2.1)), {"failed": 1, "rejected_waiting": 0,
-                                "reasons": {"Insufficient cpu": 1}})]
+def test_an_episode_is_one_diagnostic_over_many_rounds():
+    """60 failed rounds, one per second, w2 the culprit each time: one GangUnschedulable at
+    t=11 (the first failure at t=1 + 10 s), with the rounds (t=1..10) and attempts (30) as they
+    were then; the 50 rounds after it change no fact."""
+    records = _gang_of_three()
+    for t in range(1, 61):
+        records += failed_round(t)
+    outputs, store = run(records, end=120)
+    assert unschedulable(outputs) == [(format_time(at(11)), {
+        "unfit": {"w2": GPU_FIT}, "fit": 2, "min_member": 3, "since": format_time(at(1)),
+        "rounds": 10, "attempts_per_minute": 30}, MESSAGE_W2)]
+    assert [o["reason"] for o in outputs] == ["GangUnschedulable"]
+    ep = store["ns/g"].episode
+    assert (ep.since, ep.last_at, ep.rounds, ep.fit) == (at(1), at(60.02), 60, 2)
+
+
+def test_an_episode_is_told_again_when_the_culprit_changes_and_ends_when_a_member_binds():
+    """t=1-20: w2 fails on GPUs (diagnostic at 11). t=30: w1 fails on cpu instead: another
+    culprit, told at once (the last was 19 s earlier, more than refresh_seconds). t=31-35: the
+    same facts, nothing. t=40: w0 is bound: the episode ends. t=50: a new failure starts a new
+    episode (since t=50), told at t=60."""
+    records = _gang_of_three()
+    for t in range(1, 21):
+        records += failed_round(t)
+    for t in range(30, 36):
+        records += failed_round(t, "w1", CPU_FIT)
+    records += [pod("w0", 40, rv="2", min_available="3", node="n1")]
+    records += failed_round(50)
+    outputs, store = run(records, end=100)
+    both = {"w1": CPU_FIT, "w2": GPU_FIT}
+    assert [(when, facts["unfit"], facts["fit"], facts["since"], facts["rounds"])
+            for when, facts, _ in unschedulable(outputs)] == [
+        (format_time(at(11)), {"w2": GPU_FIT}, 2, format_time(at(1)), 10),
+        (format_time(at(30)), both, 2, format_time(at(1)), 21),
+        (format_time(at(60)), {"w2": GPU_FIT}, 2, format_time(at(50)), 1)]
+    assert unschedulable(outputs)[1][2] == (
+        "gang ns/g cannot be scheduled: w1 did not fit (Insufficient cpu on 2 of 2 nodes); w2 "
+        "did not fit (Insufficient nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 "
+        "members fit at once; the scheduler rejects the whole gang and retries it")
+    assert store["ns/g"].episode.since == at(50)
+
+
+def test_an_episode_ends_after_ten_quiet_minutes():
+    """Failed rounds at t=1, t=300 (299 s later: the same episode, nothing new to tell) and
+    t=1000 (700 s after the last failure, more than episode_quiet_seconds): a new episode, a
+    new diagnostic."""
+    outputs, store = run(_gang_of_three() + failed_round(1) + failed_round(300)
+                         + failed_round(1000), end=1100)
+    assert [(when, facts["since"], facts["rounds"]) for when, facts, _ in
+            unschedulable(outputs)] == [(format_time(at(11)), format_time(at(1)), 1),
+                                        (format_time(at(1010)), format_time(at(1000)), 1)]
+
+
+def test_a_round_that_ends_without_a_failure_counts_once_and_shows_who_fit():
+    """A failed round (w2), then a round where w2 was not handed out and w0, w1 both fit and
+    were released together with ``all pending pods is already been attempted`` (row N1): one
+    more round, and 2 members fit at once; a round end alone starts no episode."""
+    end_of_round = [attempt(n, 5 + i / 100, f"n{n}", "Permit", "Rejected",
+                            reason="GangRoundEnded") for i, n in enumerate(("w0", "w1"))]
+    outputs, store = run(_gang_of_three() + end_of_round)
+    assert store["ns/g"].episode is None and outputs == []
+    outputs, store = run(_gang_of_three() + [own("w2", 1, "f1")] + end_of_round, end=20)
+    assert [(facts["rounds"], facts["fit"]) for _, facts, _ in unschedulable(outputs)] == [
+        (2, 2)]
 
 
 def test_a_numbered_cycle_after_attempts_groups_as_before():
@@ -598,7 +694,7 @@ def test_a_numbered_cycle_after_attempts_groups_as_before():
         attempt("w1", 1, "e1", "Filter", "Unschedulable", reason=GPU),
         cycle("w0", 2, 40, "PostFilter", "Rejected"),
         cycle("w1", 2.1, 40, "Filter", "Unschedulable", reason=GPU)])
-    assert [o["facts"] for o in outputs][1:] == [
+    assert [o["facts"] for o in outputs] == [
         {"cycle": 40, "failed": 0, "rejected_waiting": 1, "reasons": {}},
         {"cycle": 40, "failed": 1, "rejected_waiting": 1, "reasons": {GPU: 1}}]
     assert outputs[-1]["message"].startswith("gang ns/g failed scheduling cycle 40: ")
@@ -612,3 +708,14 @@ def test_an_attempt_without_a_cycle_still_switches_a_parked_representative():
     commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
     assert [(c["expected_representative"], c["representative"], c["epoch"], c["cycle"])
             for c in commands] == [("ns/w0", "ns/w2", 1, None)]
+
+
+def test_one_member_fitting_is_told_in_the_singular():
+    """2 members, min 2; b1 never fits, b0 waited once when b1 failed (alreadyWaitForBound 1)."""
+    records = [pod("b0", 0, min_available="2"), pod("b1", 0, min_available="2"),
+               own("b1", 1, "f1", CPU_FIT), released("b0", 1.01, "r1", "b1", 1, CPU_FIT)]
+    outputs, _ = run(records, end=20)
+    assert [m for _, _, m in unschedulable(outputs)] == [
+        "gang ns/g cannot be scheduled: b1 did not fit (Insufficient cpu on 2 of 2 nodes); at "
+        "most 1 of minMember 2 members fits at once; the scheduler rejects the whole gang and "
+        "retries it"]

@@ -316,7 +316,8 @@ def test_a_deleted_gang_is_not_listed_and_describe_says_when_and_why(tmp_path, c
 
 def test_explain_pod_of_a_gang_known_from_real_scheduler_events(capsys, tmp_path) -> None:
     """Outcomes from scheduler Events carry no cycle number; explain says so instead of
-    printing one (the real koord-scheduler v1.8.0 excerpt, tests/data/README.md)."""
+    printing one (the real koord-scheduler v1.8.0 excerpt, tests/data/README.md). Every member
+    gets the same answer: the gang's failure episode, naming who did not fit and why."""
     from producers.watch import GangRouter, Publish
 
     items = json.loads((Path(__file__).parent / "data" /
@@ -330,11 +331,33 @@ def test_explain_pod_of_a_gang_known_from_real_scheduler_events(capsys, tmp_path
                 if isinstance(a, Publish)]
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join(lines) + "\n")
+    answers = {}
+    for name in ("gb-0", "gb-1", "gb-2"):
+        status, out, _ = run(capsys, "explain", "pod", f"sc-b/{name}", "--from", str(trace))
+        assert status == 0
+        assert "cycle None" not in out and "None Filter" not in out
+        answers[name] = out.split("Held at:", 1)[1]
+    assert answers["gb-0"] == answers["gb-1"] == answers["gb-2"] == (
+        "        Filter (Coscheduling)\n"
+        "\n"
+        "Why it is pending:\n"
+        "  GangUnschedulable: gang sc-b/gb cannot be scheduled: gb-0, gb-1 and gb-2 did not fit "
+        "(Insufficient nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members fit at "
+        "once; the scheduler rejects the whole gang and retries it\n"
+        "\n"
+        "What would unblock it:\n"
+        "  - free capacity so that 1 more member fits alongside the 2 that fit (Insufficient "
+        "nvidia.com/gpu on 2 of 2 nodes), or lower minMember to 2; the gang is retried as a "
+        "whole\n")
     status, out, _ = run(capsys, "explain", "pod", "sc-b/gb-1", "--from", str(trace))
-    assert status == 0
-    # gb-1's last Event in the excerpt (item 2792): its own fit failure
     assert ("Last cycle:     Filter Unschedulable (Insufficient nvidia.com/gpu), cycle number "
             "unknown\n") in out
-    # the gang's latest attempt (item 3126) released gb-2: no cycle number claimed there either
-    assert "gang sc-b/gb: a scheduling attempt failed: 1 waiting member rejected" in out
-    assert "cycle None" not in out and "None Filter" not in out
+    # describe gang: the episode (15 own fit errors + 1 round end = 16 rounds) and the storm
+    # (all 42 attempts of the excerpt fall within the last 60 s of the gang's clock)
+    status, out, _ = run(capsys, "describe", "gang", "sc-b/gb", "--from", str(trace))
+    # the last failure: item 2793 (a release naming gb-1); item 3126, an Unreserve release,
+    # names a member that was unreserved, not one that did not fit
+    assert ("Failing:        since 2026-12-01T03:41:27.291286Z, 16 rounds, last failure "
+            "2026-12-01T03:41:28.355863Z\n") in out
+    assert ("Storm:          42 FailedScheduling Events per minute (the last 60 s of event "
+            "time)\n") in out

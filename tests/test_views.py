@@ -74,6 +74,30 @@ def test_table_collector_counts_gangs_by_phase_and_held_pods(case, at, phase, re
     assert sum(v for (n, _), v in got.items() if n == "gangstate_pods_held_preenqueue") == held
 
 
+def test_the_scheduler_storm_is_a_gauge_per_gang() -> None:
+    """The real excerpt (tests/data/README.md): its 42 FailedScheduling Events of gang sc-b/gb
+    all fall within the last 60 s of the gang's event time; a gang without any has no series."""
+    from producers.watch import GangRouter, Publish
+    from prometheus_client import generate_latest
+
+    items = json.loads((Path(__file__).parent / "data" /
+                        "koord-v1.8.0-gpu-short-excerpt.json").read_text())["items"]
+    router, lines = GangRouter(), []
+    for item in items:
+        at = parse_time(item.get("eventTime") or "2026-12-01T03:41:27Z")
+        lines += [(len(lines), json.dumps(a.record).encode()) for a in router.route(
+            "pods" if item["kind"] == "Pod" else "events", "SYNC", item, None, at)
+            if isinstance(a, Publish)]
+    states = fold_lines(lines, None).states
+    states.update(fold_trace(CASES / "insufficient-members" / "trace.jsonl", None).states)
+    metrics = WorkerMetrics()
+    metrics.registry.register(TableCollector(states))
+    got = samples(generate_latest(metrics.registry).decode())
+    storm = {labels: v for (n, labels), v in got.items()
+             if n == "gangstate_scheduler_failed_events_per_minute"}
+    assert storm == {(("gang", "sc-b/gb"),): 42}
+
+
 def test_worker_metrics_count_acks_records_and_outputs() -> None:
     metrics = WorkerMetrics()
     ack = AckObserved(at=1, command_id="team-b/moe-finetune#1", gang_group="team-b/moe-finetune",

@@ -225,7 +225,24 @@ def test_router_failed_scheduling_becomes_a_cycle_record() -> None:
         "pod": {"namespace": "team-a", "name": "w-1", "uid": "u1"},
         "gang": "team-a/train", "gang_group": "team-a/train", "stage": "PostFilter",
         "status": "Rejected", "reason": "GangGroupRejected", "node": None,
-        "source": {"event": "team-a/w-1.1", "uid": "uid-w-1.1", "count": 1, "parsed": True}}
+        "source": {"event": "team-a/w-1.1", "uid": "uid-w-1.1", "count": 1, "parsed": True,
+                   "form": "F3"}}
+    # the culprit, its fit error and Koordinator's count of waiting members (catalogue row F3)
+    assert (cycle["culprit"], cycle["fit_error"], cycle["already_wait_for_bound"]) == (
+        "team-a/w-0", "0/2 nodes are available: 2 Insufficient cpu.", 1)
+
+
+def test_router_drops_an_event_that_reports_no_attempt() -> None:
+    """``skip schedule deleting pod`` (kube-scheduler v1.35.2 schedule_one.go:399-404): the
+    Event is published, no cycle record is derived from it."""
+    r = GangRouter()
+    p = _with_uid(pod("w-1"), "u1")
+    r.route("pods", "ADDED", p, None, T0)
+    actions = r.route("events", "ADDED", event("w-1.2", p, "FailedScheduling",
+                                               "skip schedule deleting pod: team-a/w-1"),
+                      None, T0)
+    assert [type(a).__name__ for a in actions] == ["Publish", "Drop"]
+    assert actions[1] == Drop("not-an-attempt")
 
 
 @pytest.mark.parametrize("fields,count", [
@@ -385,40 +402,117 @@ def test_real_events_become_attempts_without_cycle_numbers() -> None:
     """The real gang sc-b/gb (3 pods, 2 GPUs in the cluster) fails about once per second per
     pod. Its 42 Events in the excerpt become 42 cycle records without a cycle number, each
     identified by its Event; 11 Events are events.k8s.io series (count 2). The fold reports
-    the failure once per failing reason, never with a cycle number: the first Event
-    (gb-1, 03:41:27.291286, Insufficient nvidia.com/gpu) and item 3116 (gb-2, 03:41:41.045023,
-    "all pending pods is already been attempted", read as a fit reason); the 26 releases
-    (GangGroupRejected, 25 in items 2754-2793 and item 3126) and the 14 other failures of the
-    same reason (items 2757 ... 2792) add nothing."""
+    its failure episode once, never with a cycle number: the episode starts with the first
+    Event (gb-1, 03:41:27.291286, its own fit error) and its GangUnschedulable is due 10 s later
+    (03:41:37.291286, fired before item 3116 applies): by then gb-1 (item 2754), gb-2 (2757) and
+    gb-0 (2759) have each failed on their own with Insufficient nvidia.com/gpu on 2 of 2 nodes,
+    at most 2 members waited at once (alreadyWaitForBound 2, item 2755), 15 own fit errors =
+    15 failed rounds, 40 attempts in the minute. Item 3116 (a round end, no longer read as a fit
+    reason) and 3126 (an Unreserve release) change no fact."""
     published = _route_real(GangRouter(), "ADDED")
     cycles = [r for _, r in published if r["schema"] == "gangstate.cycle/v1"]
     assert len(cycles) == 42 and {r["cycle"] for r in cycles} == {None}
     assert cycles[0]["source"] == {"event": "sc-b/gb-1.18ed043d3353060b",
                                    "uid": "fea11e49-5f60-482d-9e9d-c78d560d25d0", "count": 2,
-                                   "parsed": True}
+                                   "parsed": True, "form": "FIT"}
     assert sum(r["source"]["count"] == 2 for r in cycles) == 11
     outcomes = [(r["status"], r["reason"]) for r in cycles]
-    assert outcomes.count(("Rejected", "GangGroupRejected")) == 26
-    assert outcomes.count(("Unschedulable", "Insufficient nvidia.com/gpu")) == 15
+    # by catalogue row: 15 own fit errors (FIT), 16 releases (F3) and 1 in Unreserve (U1),
+    # 9 PreFilter refusals (B2), 1 round end (N1)
+    assert {o: outcomes.count(o) for o in set(outcomes)} == {
+        ("Unschedulable", "Insufficient nvidia.com/gpu"): 15,
+        ("Rejected", "GangGroupRejected"): 17,
+        ("UnschedulableAndUnresolvable", "GangGroupRejected"): 9,
+        ("Rejected", "GangRoundEnded"): 1}
     result = _fold(published)
     assert not result.errors
+    gpu = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
     assert [(d["observed_at"], d["reason"], d["facts"], d["message"])
             for d in result.diagnostics] == [
-        ("2026-12-01T03:41:27.291286Z", "GangCycleRejected",
-         {"failed": 1, "rejected_waiting": 0, "reasons": {"Insufficient nvidia.com/gpu": 1}},
-         "gang sc-b/gb: a scheduling attempt failed: 1 member unschedulable "
-         "(1 Insufficient nvidia.com/gpu)"),
-        ("2026-12-01T03:41:41.045023Z", "GangCycleRejected",
-         {"failed": 1, "rejected_waiting": 0,
-          "reasons": {"all pending pods is already been attempted": 1}},
-         "gang sc-b/gb: a scheduling attempt failed: 1 member unschedulable "
-         "(1 all pending pods is already been attempted)")]
+        ("2026-12-01T03:41:37.291286Z", "GangUnschedulable",
+         {"unfit": {"gb-0": gpu, "gb-1": gpu, "gb-2": gpu}, "fit": 2, "min_member": 3,
+          "since": "2026-12-01T03:41:27.291286Z", "rounds": 15, "attempts_per_minute": 40},
+         "gang sc-b/gb cannot be scheduled: gb-0, gb-1 and gb-2 did not fit (Insufficient "
+         "nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members fit at once; the "
+         "scheduler rejects the whole gang and retries it")]
     state = result.states["sc-b/gb"]
     assert state.cycle is None
     assert {m.name: (m.status, m.reason) for m in state.members.values()} == {
         "gb-0": ("Rejected", "GangGroupRejected"),                  # item 2790
         "gb-1": ("Unschedulable", "Insufficient nvidia.com/gpu"),   # item 2792
         "gb-2": ("Rejected", "GangGroupRejected")}                  # item 3126, Unreserve
+
+
+RECORDING = Path("/work/shared/data/koord-v1.8.0/gpu-short.json.gz")
+GPU_FIT = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+RECORDING_MESSAGE = (
+    "gang sc-b/gb cannot be scheduled: gb-0, gb-1 and gb-2 did not fit (Insufficient "
+    "nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members fit at once; the "
+    "scheduler rejects the whole gang and retries it")
+
+
+def _recording() -> list[dict[str, Any]]:
+    if not RECORDING.exists():
+        pytest.skip(f"{RECORDING} is not on this machine")
+    import gzip
+    return json.loads(gzip.decompress(RECORDING.read_bytes()))["items"]
+
+
+def _route_recording(items: list[dict[str, Any]], repeats: int = 1
+                     ) -> list[tuple[str, dict[str, Any]]]:
+    """The recording's Pods (SYNC), then its Events at their own times; with ``repeats`` > 1
+    the Events of the current pods are played again after the end, shifted by the span they
+    cover plus 1 s each time (new Event uids), as a longer storm of the same gang."""
+    router = GangRouter()
+    pods = [i for i in items if i["kind"] == "Pod"]
+    events = [i for i in items if i["kind"] == "Event"]
+    actions = [a for p in pods for a in router.route("pods", "SYNC", p, None, T0)]
+    for e in events:
+        actions += router.route("events", "ADDED", e, None, parse_time(e["eventTime"]))
+    current = {p["metadata"]["uid"] for p in pods}
+    mine = [e for e in events if e["involvedObject"]["uid"] in current]
+    first, last = parse_time(mine[0]["eventTime"]), parse_time(mine[-1]["eventTime"])
+    for n in range(1, repeats):
+        shift = n * (last - first + 1_000_000)
+        for e in mine:
+            copy = {**e, "metadata": {**e["metadata"], "uid": f"{e['metadata']['uid']}-{n}"}}
+            actions += router.route("events", "ADDED", copy, None,
+                                    parse_time(e["eventTime"]) + shift)
+    return [(a.key, a.record) for a in actions if isinstance(a, Publish)]
+
+
+def test_the_whole_real_recording_is_one_diagnostic() -> None:
+    """All 4,441 Events of the recording: those of the deleted first pods (items 0-2753,
+    their uids are not among the listed Pods) are held and never become records; the 1,687
+    Events of the current pods (items 2754-4440) become 1,687 attempts, read without one
+    unparsed, and one GangUnschedulable (before the message catalogue: three GangCycleRejected,
+    one calling "all pending pods is already been attempted" a fit reason). The episode counts
+    every own fit error as a round and the one round end (item 3116) as one more."""
+    published = _route_recording(_recording())
+    cycles = [r for _, r in published if r["schema"] == "gangstate.cycle/v1"]
+    assert len(cycles) == 1687 and all(r["source"]["parsed"] for r in cycles)
+    result = _fold(published)
+    assert [(d["observed_at"], d["reason"], d["message"]) for d in result.diagnostics] == [
+        ("2026-12-01T03:41:37.291286Z", "GangUnschedulable", RECORDING_MESSAGE)]
+    facts = result.diagnostics[0]["facts"]
+    assert {k: facts[k] for k in ("unfit", "fit", "min_member", "since")} == {
+        "unfit": {"gb-0": GPU_FIT, "gb-1": GPU_FIT, "gb-2": GPU_FIT}, "fit": 2,
+        "min_member": 3, "since": "2026-12-01T03:41:27.291286Z"}
+    ep = result.states["sc-b/gb"].episode
+    own = sum(r["source"]["form"] == "FIT" for r in cycles)
+    assert (ep.rounds, own) == (own + 1, 536)
+
+
+def test_five_minutes_of_the_real_storm_are_one_diagnostic() -> None:
+    """issue 14's Done-when: the current pods' Events played 6 times over (about 6 minutes of
+    a gang that can never fit, ~10,000 attempts): still the one diagnostic, at most 3."""
+    published = _route_recording(_recording(), repeats=6)
+    cycles = [r for _, r in published if r["schema"] == "gangstate.cycle/v1"]
+    span = parse_time(cycles[-1]["observed_at"]) - parse_time(cycles[0]["observed_at"])
+    assert span > 300_000_000 and len(cycles) == 6 * 1687
+    result = _fold(published)
+    assert [(d["reason"], d["message"]) for d in result.diagnostics] == [
+        ("GangUnschedulable", RECORDING_MESSAGE)]
 
 
 def test_a_relist_of_real_events_is_recognised_and_a_repeat_is_not() -> None:

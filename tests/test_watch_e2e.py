@@ -86,21 +86,24 @@ def test_test_apiserver_to_kafka_to_worker_diagnostics(kafka_settings: Settings)
                 assert time.monotonic() < deadline, "the two pods were never published"
                 time.sleep(0.05)
             server.apply(_failed_scheduling(pods[0]))
-            found = _diagnostics(kafka_settings, {"GangSpecInvalid", "GangCycleRejected"},
+            # the failure episode's GangUnschedulable is due 10 s of event time after the
+            # failure: the watcher's ticks (1 s) move the worker's clock there
+            found = _diagnostics(kafka_settings, {"GangSpecInvalid", "GangUnschedulable"},
                                  timeout=90)
         finally:
             watcher.stop()
             publisher.close()
     assert [d["facts"] for d in found["GangSpecInvalid"]] == [
         {"field": "mode", "value": "nonstrict", "effective": "Strict"}] * 2
-    rejected = found["GangCycleRejected"][-1]["facts"]
-    assert rejected["failed"] == 1
-    assert rejected["reasons"] == {"Insufficient nvidia.com/gpu": 1}
+    [unschedulable] = found["GangUnschedulable"]
+    assert {k: unschedulable["facts"][k] for k in ("unfit", "fit", "rounds")} == {
+        "unfit": {"distill-0": "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."},
+        "fit": 0, "rounds": 1}
     # emitted when its facts first hold, i.e. with the first pod (facts do not change after),
     # then sent again to the second pod when it joins
     assert [[i["name"] for i in d["involved"]] for d in found["GangSpecInvalid"]] == [
         ["distill-0"], ["distill-1"]]
-    assert {i["name"] for i in found["GangCycleRejected"][-1]["involved"]} == {
+    assert {i["name"] for i in unschedulable["involved"]} == {
         "distill-0", "distill-1"}
     assert watcher.metrics.value("gangstate_watch_records_published_total",
                                  schema="gangstate.cycle/v1", resource="") == 1

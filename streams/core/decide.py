@@ -27,6 +27,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from . import episode as episodes
 from .timefmt import format_time
 
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
@@ -203,6 +204,8 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
                           for value, pods in sorted(f["values"].items()))
         return (f"gang {gang}: members disagree on {f['field']} ({parts}); the scheduler "
                 f"keeps the value of the object that initialised the gang")
+    if reason == "GangUnschedulable":
+        return episodes.unschedulable_message(gang, f)
     if reason == "GangCycleRejected" and "cycle" not in f:
         return _attempt_message(gang, f)
     if reason == "GangCycleRejected":
@@ -580,17 +583,84 @@ def _decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
 
 
 def _decide_cycle(state: GangState, rec: CycleObserved, out: list[dict[str, Any]]) -> GangState:
-    """``GangCycleRejected`` as the latest cycle's records arrive. An attempt without a cycle
-    number (one pod's, from a scheduler Event) is reported only when that pod failed: a waiting
-    member's release says no more than the failing member's own attempt, and the failing
-    member keeps changing while the gang retries (koord-scheduler v1.8.0 writes one Event per
-    pod and attempt, about one per second)."""
-    if rec.cycle != state.cycle:
+    """``GangCycleRejected`` as the latest cycle's records arrive, for records with a cycle
+    number (the scheduler shim, the simulator). An attempt without one (one pod's, from a
+    scheduler Event) is told by its failure episode instead (``GangUnschedulable``,
+    ``_decide_unschedulable``): koord-scheduler v1.8.0 writes one Event per pod and attempt,
+    about one per second, and the member that fails changes from round to round."""
+    if rec.cycle is None or rec.cycle != state.cycle:
         return state
     facts = cycle_facts(state)
-    if facts is None or (rec.cycle is None and not facts["failed"]):
+    if facts is None:
         return state
     return _emit(state, "GangCycleRejected", "GangCycleRejected", facts, rec.at, out)
+
+
+UNSCHEDULABLE_KEY = "GangUnschedulable"
+"""The ``emitted`` key of a failure episode's diagnostic (digest of ``material`` facts)."""
+
+
+def unschedulable_facts(state: GangState) -> dict[str, Any] | None:
+    """The facts of the gang's failure episode that make its ``GangUnschedulable`` (``episode.
+    episode_facts``: ``unfit``, ``fit``, ``min_member``, ``since`` in microseconds), or ``None``
+    without an episode naming a member, or once the gang is scheduled."""
+    ep = state.episode
+    if ep is None or not ep.unfit:
+        return None
+    spec = state.spec
+    if spec is not None and state.members and state.bound >= max(spec.min_member, 1):
+        return None
+    return episodes.episode_facts(ep, spec.min_member if spec else None)
+
+
+def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:
+    """When the episode's ``GangUnschedulable`` is due (microseconds of event time): its
+    settling time (``since`` + ``episode_settle_seconds``) before the first one, then, when the
+    facts differ from those last emitted, ``refresh_seconds`` after the last; else ``None``."""
+    facts = unschedulable_facts(state)
+    ep = state.episode
+    if facts is None or ep is None:
+        return None
+    if ep.emitted_at is None:
+        return ep.since + settings.settle_micros
+    if state.emitted.get(UNSCHEDULABLE_KEY) == facts_digest(facts):
+        return None
+    return ep.emitted_at + settings.refresh_micros
+
+
+def warn_unschedulable(state: GangState, at: int, settings: "FoldSettings",
+                       ) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit the failure episode's ``GangUnschedulable`` at event time ``at`` (its timer, or a
+    record at or after it): facts ``unfit`` (member name -> fit error as written), ``fit``,
+    ``min_member``, ``since`` (RFC 3339), and ``rounds`` and ``attempts_per_minute`` as they are
+    then (not compared: the diagnostic is not emitted again for them). Assigns the state's
+    fields (the fold's own copy) and returns it with the outputs."""
+    out: list[dict[str, Any]] = []
+    facts = unschedulable_facts(state)
+    ep = state.episode
+    if facts is None or ep is None:
+        return state, out
+    digest = facts_digest(facts)
+    state.episode = ep._replace(emitted_at=at)
+    if state.emitted.get(UNSCHEDULABLE_KEY) == digest:
+        return state, out
+    shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
+             "attempts_per_minute": episodes.per_minute(state.storm, at)}
+    out.append(diagnostic(state, "GangUnschedulable", shown, at))
+    state.emitted = {**state.emitted, UNSCHEDULABLE_KEY: digest}
+    return state, out
+
+
+def _decide_unschedulable(state: GangState, rec: CycleObserved, settings: "FoldSettings",
+                          out: list[dict[str, Any]]) -> GangState:
+    """``GangUnschedulable`` when a record arrives at or after its due time (``PartitionFold``
+    fires the timer first; this covers a fold stepped record by record)."""
+    due = unschedulable_due(state, settings)
+    if due is None or rec.at < due:
+        return state
+    state, fired = warn_unschedulable(state, rec.at, settings)
+    out.extend(fired)
+    return state
 
 
 def open_warnings(state: GangState) -> list[tuple[str, str, dict[str, Any]]]:
@@ -812,8 +882,8 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     ``GangGroupIncomplete``/``GangMemberGated`` re-emitted when their facts change after the
     grace period, ``GangMembersSatisfied`` when the hold ends, or ``GangMembersUngated`` when
     it ends after a ``GangMemberGated``), the open
-    warnings sent again to a member that joined (``resend_to_joined``), ``GangCycleRejected``,
-    commands, ``GangScheduled``, then ``gangstate.gang-summary/v1`` records for the other gangs
+    warnings sent again to a member that joined (``resend_to_joined``), ``GangCycleRejected``
+    (numbered cycles), ``GangUnschedulable`` (a failure episode's, when due), commands, ``GangScheduled``, then ``gangstate.gang-summary/v1`` records for the other gangs
     of the group. ``before`` is the state before the record was applied (``before_rep`` its
     representative).
     """
@@ -828,6 +898,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):
         state = _decide_cycle(state, rec, out)
+        state = _decide_unschedulable(state, rec, settings, out)
         state = _decide_switch(before_rep, state, rec, out, settings)
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)

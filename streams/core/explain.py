@@ -11,16 +11,39 @@ from __future__ import annotations
 from typing import Any
 
 from . import decide
+from . import episode as episodes
 from .state import GangState, summary
 from .timefmt import format_time
 
 
+def unschedulable(state: GangState) -> dict[str, Any] | None:
+    """The gang's open failure episode as a finding (``GangUnschedulable``), or ``None``: the
+    facts of its diagnostic (``decide.unschedulable_facts``, ``since`` as RFC 3339) with the
+    live figures ``rounds``, ``attempts_per_minute`` (``episode.per_minute`` at the gang's
+    clock) and ``last_failed_at``. Open means: a member named as not fitting, the last failure
+    at most ``episode.QUIET_SECONDS`` before the gang's clock, the gang not scheduled. The same
+    for every member of the gang."""
+    facts = decide.unschedulable_facts(state)
+    ep = state.episode
+    if facts is None or ep is None \
+            or not episodes.is_open(ep, state.clock, int(episodes.QUIET_SECONDS * 1_000_000)):
+        return None
+    shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
+             "attempts_per_minute": episodes.per_minute(state.storm, state.clock),
+             "last_failed_at": format_time(ep.last_at)}
+    return {"reason": "GangUnschedulable", "type": "Warning",
+            "message": decide.message(state.gang, "GangUnschedulable", facts), "facts": shown,
+            "since": shown["since"]}
+
+
 def findings(state: GangState) -> list[dict[str, Any]]:
     """The conditions that hold for the gang now, as ``{"reason", "type", "message", "facts"}``
-    (plus ``"since"`` for a PreEnqueue hold): the hold (``GangNotInitialized``,
-    ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``), silent fallbacks
-    (``GangSpecInvalid``), disagreements (``GangSpecConflict``), the latest failed cycle
-    (``GangCycleRejected``) while the gang is not scheduled, and ``GangScheduled``."""
+    (plus ``"since"`` for a PreEnqueue hold and a failure episode): the hold
+    (``GangNotInitialized``, ``GangMembersInsufficient``, ``GangGroupIncomplete``,
+    ``GangMemberGated``), silent fallbacks (``GangSpecInvalid``), disagreements
+    (``GangSpecConflict``), the open failure episode (``GangUnschedulable``, ``unschedulable``)
+    or else the latest failed numbered cycle (``GangCycleRejected``) while the gang is not
+    scheduled, and ``GangScheduled``."""
     out: list[dict[str, Any]] = []
 
     def add(reason: str, facts: dict[str, Any], **extra: Any) -> None:
@@ -38,8 +61,11 @@ def findings(state: GangState) -> list[dict[str, Any]]:
         add("GangSpecConflict", {"field": field, "values": values})
     spec = state.spec
     scheduled = spec is not None and state.members and state.bound >= spec.min_member
-    cycle = decide.cycle_facts(state)
-    if cycle is not None and not scheduled:
+    episode = unschedulable(state)
+    cycle = decide.cycle_facts(state) if state.cycle is not None else None
+    if episode is not None:
+        out.append(episode)
+    elif cycle is not None and not scheduled:
         add("GangCycleRejected", cycle)
     if scheduled and spec is not None:
         add("GangScheduled", {"bound": state.bound, "min_member": spec.min_member})
@@ -102,6 +128,8 @@ def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
         return f"create the pods of gang {blocking}, or remove it from the groups annotation"
     if reason == "GangMemberGated":
         return _unblock_gates(state, facts["gated"], facts["min_member"] - facts["ungated"])
+    if reason == "GangUnschedulable":
+        return episodes.unblock_text(facts)
     if reason == "GangCycleRejected":
         reasons = ", ".join(sorted(facts["reasons"])) or "the reported reasons"
         return (f"free capacity for the failing members ({reasons}); the gang is retried as a "
@@ -126,7 +154,10 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     "node", "last_cycle", "gang_phase", "held_at", "held_by", "reasons": [{reason, message,
     facts}], "unblock": [str]}``. ``held_at`` is ``PreEnqueue`` when the pod's scheduling gates
     or the gang's hold (``decide.hold``) keep it there, ``Permit`` when it waits for the rest of
-    the gang, ``Filter`` when its last cycle failed, or ``None``. ``held_by`` says which plugin
+    the gang, ``Filter`` when its last cycle failed or its gang has an open failure episode
+    (then every member gets the same answer: the episode's ``GangUnschedulable``, held by
+    ``Coscheduling``, whatever the pod's own last Event said), or ``None``. ``held_by`` says
+    which plugin
     holds it where that is known: ``schedulingGates of ns/name`` for a pod with scheduling
     gates (kube-scheduler's SchedulingGates PreEnqueue plugin), ``Coscheduling, behind the
     schedulingGates of ...`` for the other members of a gang held by gated members; else
@@ -172,6 +203,12 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
         elif member.gated:
             pass  # its gates hold it at PreEnqueue whatever its last cycle said (a gated pod
             # that NextPod handed out fails to bind and goes back to the queue)
+        elif (episode := unschedulable(state)) is not None:
+            # koord-scheduler v1.8.0 rejects the whole gang group when one member does not
+            # fit (K core/core.go:376-378,336-339): every member is held by the same failure
+            held_at, held_by = "Filter", "Coscheduling"
+            result["reasons"].append({k: episode[k] for k in ("reason", "facts", "message")})
+            result["unblock"].append(_unblock(state, "GangUnschedulable", episode["facts"]))
         elif member.status == "Wait":
             held_at = "Permit"
             spec = state.spec

@@ -17,7 +17,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, MutableMapping
 
-from . import decide
+from . import decide, episode
 from .records import (AckObserved, CycleObserved, GangRecord, GangSummarized, PodGroupObserved,
                       PodObserved, Record, Tick)
 from .spec import parse_spec
@@ -44,7 +44,17 @@ class FoldSettings:
     ``base * 2**(n-2)`` seconds after the previous one, capped (defaults 10 s and 300 s); see
     ``decide._decide_switch``. ``refresh_seconds``: a warned PreEnqueue hold whose facts keep
     changing (pods of a large gang arriving one by one) is re-emitted at most once per this
-    interval, with the latest facts (default 10 s), so one Event is not rewritten per pod.
+    interval, with the latest facts (default 10 s), so one Event is not rewritten per pod; a
+    ``GangUnschedulable`` whose facts changed is re-emitted at most once per this interval too.
+    ``episode_settle_seconds``: how long after its first failed attempt a failure episode's
+    ``GangUnschedulable`` is first emitted (default 10 s: koord-scheduler v1.8.0 retries a gang
+    about once per second, and in its first rounds each member in turn is the one that does not
+    fit, so the facts settle within a few rounds). ``episode_quiet_seconds``: event time
+    without a failed attempt after which the episode has ended (default 600 s: longer than
+    kube-scheduler v1.35.2 keeps an unschedulable pod before retrying it anyway,
+    ``DefaultPodMaxInUnschedulablePodsDuration`` 5 min plus the 10 s maximum backoff,
+    ``pkg/scheduler/backend/queue/scheduling_queue.go:66,83``, so a gang retried only that
+    rarely is still one episode; docs/contracts.md, "Failure episodes").
     """
 
     grace_seconds: float = 10.0
@@ -52,6 +62,18 @@ class FoldSettings:
     switch_backoff_seconds: float = 10.0
     switch_backoff_max_seconds: float = 300.0
     refresh_seconds: float = 10.0
+    episode_settle_seconds: float = 10.0
+    episode_quiet_seconds: float = episode.QUIET_SECONDS
+
+    @property
+    def settle_micros(self) -> int:
+        """``episode_settle_seconds`` in microseconds."""
+        return int(self.episode_settle_seconds * 1_000_000)
+
+    @property
+    def quiet_micros(self) -> int:
+        """``episode_quiet_seconds`` in microseconds."""
+        return int(self.episode_quiet_seconds * 1_000_000)
 
     @property
     def refresh_micros(self) -> int:
@@ -137,6 +159,8 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     new.put_member(rec.uid, updated)
     new.tombstones = tombstones
     new.deleted_at = new.deleted_by = None
+    if updated.node is not None and (member is None or member.node is None):
+        new.episode = None  # a member bound: the failure episode has ended
     if new.spec_source is None and new.podgroup is None and not rec.waits_for_podgroup:
         spec, _ = parse_spec(new.gang, rec.settings, f"Pod/{rec.name}")
         if spec is not None:
@@ -189,18 +213,23 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
     emitted stay remembered, so a replay of the same facts is not news."""
     new.spec_source = new.spec_settings = new.representative = new.last_switch_at = None
     new.outcomes = {}
+    new.episode = None
+    new.storm = ()
     new.switch_streak = 0
     new.ever_scheduled = False
     new.deleted_at, new.deleted_by = at, by
 
 
-def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
+def apply_cycle(state: GangState, rec: CycleObserved,
+                settings: FoldSettings = FoldSettings()) -> GangState:
     """Fold a scheduler cycle record: the member's last stage/status, the representative the
     scheduler reports, and the outcomes of the latest cycle (for ``GangCycleRejected``). A record
     already applied (same scheduler, cycle, pod, stage and status; for a record without a cycle
     number, its ``attempt`` in place of the cycle) changes nothing. A record without a cycle
-    number is an attempt of its own: it is the latest, and it groups with no other record.
-    Any change is made on a copy."""
+    number is an attempt of its own: it is the latest, and it groups with no other record;
+    it also counts in the gang's storm window when it failed (``episode.count_attempt``) and
+    folds into its failure episode (``episode.fold_attempt``); a ``Bind``/``Bound`` ends the
+    episode. Any change is made on a copy."""
     key = cycle_key(rec.scheduler, rec.attempt if rec.cycle is None else rec.cycle, rec.pod,
                     rec.stage, rec.status)
     if key in state.recent_cycles:
@@ -220,6 +249,12 @@ def apply_cycle(state: GangState, rec: CycleObserved) -> GangState:
             new.put_member(uid, Member(m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
                                        m.waits_for_podgroup, rec.stage, rec.status, rec.reason,
                                        rec.cycle, m.gates))
+    if rec.cycle is None:
+        if rec.status == "Bound":
+            new.episode = None
+        else:
+            new.storm = episode.count_attempt(state.storm, rec.at)
+            new.episode = episode.fold_attempt(state.episode, rec, settings.quiet_micros)
     latest = state.cycle
     if rec.cycle is None or latest is None or rec.cycle > latest:
         new.cycle = rec.cycle
@@ -286,7 +321,7 @@ def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangStat
     if isinstance(rec, PodObserved):
         after = apply_pod(state, rec, settings)
     elif isinstance(rec, CycleObserved):
-        after = apply_cycle(state, rec)
+        after = apply_cycle(state, rec, settings)
     elif isinstance(rec, PodGroupObserved):
         after = apply_podgroup(state, rec)
     elif isinstance(rec, GangSummarized):
@@ -392,7 +427,8 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
 def next_due(state: GangState, settings: FoldSettings) -> int | None:
     """The event time (microseconds) of the gang's next timer, or ``None``.
 
-    Timers: the grace period of a PreEnqueue hold whose warning has not been emitted yet (none
+    Timers: the settling of a failure episode's ``GangUnschedulable`` (``decide.
+    unschedulable_due``); the grace period of a PreEnqueue hold whose warning has not been emitted yet (none
     while the gang waits for its peers' answers, see ``decide.peers_to_ask``); the Permit
     waiting time of members waiting at Permit (``GangPermitTimeout``); and answers this gang
     owes to peers that asked for its summary as of some event time. Timers are not stored:
@@ -410,6 +446,9 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
     if state.hold_emitted_at is not None and not decide.awaiting_answers(state) \
             and decide.hold_update_pending(state):
         due.append(state.hold_emitted_at + settings.refresh_micros)
+    unschedulable = decide.unschedulable_due(state, settings)
+    if unschedulable is not None:
+        due.append(unschedulable)
     return min(due) if due else None
 
 
@@ -452,6 +491,9 @@ def fire_timers(state: GangState, now: int,
                 state, fired = _apply_deferred(state, settings)
                 before, state = state, state.copy()
                 cause = "peers' later summaries"
+        elif decide.unschedulable_due(state, settings) == due:
+            state, fired = decide.warn_unschedulable(state, due, settings)
+            cause = "failure episode settled"
         elif state.hold_emitted_at is not None and not decide.awaiting_answers(state) \
                 and decide.hold_update_pending(state) \
                 and state.hold_emitted_at + settings.refresh_micros == due:

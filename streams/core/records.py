@@ -59,6 +59,12 @@ class CycleObserved(NamedTuple):
     or ``None`` when it is unknown (a record derived from a scheduler Event: Events carry no
     cycle number). Such a record is one attempt of one pod, identified by ``attempt`` (the
     source Event's uid and count, ``<uid>#<count>``; empty when ``cycle`` is known).
+    ``culprit`` (``ns/name``) is the member whose failure to fit the attempt reports (the pod
+    itself for its own fit error, another member for a refusal or release naming it),
+    ``fit_error`` that member's fit error as the scheduler wrote it (``0/2 nodes are available:
+    2 Insufficient nvidia.com/gpu.``) and ``already_wait_for_bound`` how many members of the
+    gang group waited at Permit then (Koordinator's count); each ``None`` when the message does
+    not say (contracts.md, ``gangstate.cycle/v1``).
     """
 
     at: int
@@ -75,6 +81,9 @@ class CycleObserved(NamedTuple):
     representative: str | None
     node: str | None
     attempt: str = ""
+    culprit: str | None = None
+    fit_error: str | None = None
+    already_wait_for_bound: int | None = None
 
 
 class AckObserved(NamedTuple):

@@ -20,6 +20,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
+from .episode import Episode, per_minute
 from .records import GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
 from .timefmt import format_time
@@ -139,7 +140,10 @@ class GangState:
     emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
     of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
     it (``fold.gang_deleted``); both are ``None`` while it exists (``exists``) and once a pod or
-    a PodGroup brings it back. A deleted gang keeps its state (the epoch of its group, the
+    a PodGroup brings it back. ``episode`` is the gang's current or last failure episode
+    (``streams.core.episode``, from scheduler Events), ``None`` when it had none since it was
+    last bound or deleted; ``storm`` counts its failed attempts per second of event time over
+    the last minute (``episode.count_attempt``). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -175,6 +179,8 @@ class GangState:
     history: tuple[HistoryEntry, ...] = ()
     deleted_at: int | None = None
     deleted_by: str | None = None
+    episode: Episode | None = None
+    storm: tuple[tuple[int, int], ...] = ()
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -257,6 +263,8 @@ class GangState:
         new.history = self.history
         new.deleted_at = self.deleted_at
         new.deleted_by = self.deleted_by
+        new.episode = self.episode
+        new.storm = self.storm
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
@@ -384,9 +392,13 @@ def summary(state: GangState) -> dict[str, Any]:
 
     Shape: ``{"phase", "members", "bound", "waiting", "representative", "min_member",
     "total_number", "mode", "waiting_seconds", "match_policy", "gang_group", "spec_source",
-    "epoch", "last_cycle", "deleted_at", "deleted_by", "pods": {"ns/name": {...}}}``; counts
-    are integers, pods named ``ns/name`` (each with ``gates``, the names of its scheduling
-    gates), ``deleted_at`` RFC 3339. Unknown values are ``None``.
+    "epoch", "last_cycle", "deleted_at", "deleted_by", "failing", "failed_attempts_per_minute",
+    "pods": {"ns/name": {...}}}``; counts are integers, pods named ``ns/name`` (each with
+    ``gates``, the names of its scheduling gates), ``deleted_at`` RFC 3339. ``failing`` is the
+    gang's last failure episode, ``{"since", "last_failed_at"`` (RFC 3339), ``"rounds",
+    "unfit": {member name: fit error}, "fit"}``, or ``None`` (none since it was last bound or
+    deleted); ``failed_attempts_per_minute`` the FailedScheduling Events of the gang in the last
+    60 s of event time up to its clock (``episode.per_minute``). Unknown values are ``None``.
     """
     spec = state.spec
     ns = state.namespace
@@ -409,6 +421,12 @@ def summary(state: GangState) -> dict[str, Any]:
         "last_cycle": state.cycle,
         "deleted_at": None if state.deleted_at is None else format_time(state.deleted_at),
         "deleted_by": state.deleted_by,
+        "failing": None if state.episode is None else {
+            "since": format_time(state.episode.since),
+            "last_failed_at": format_time(state.episode.last_at),
+            "rounds": state.episode.rounds, "unfit": dict(state.episode.unfit),
+            "fit": state.episode.fit},
+        "failed_attempts_per_minute": per_minute(state.storm, state.clock),
         "pods": {
             f"{ns}/{m.name}": {
                 "uid": uid, "phase": m.phase, "node": m.node, "resource_version": m.rv,
@@ -500,12 +518,26 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "sk": state.switch_streak,
         "da": state.deleted_at,
         "db": state.deleted_by,
+        **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
+        **({} if not state.storm else {"sw": [list(s) for s in state.storm]}),
     }
+
+
+def _episode_out(ep: Episode) -> list[Any]:
+    return [ep.since, ep.last_at, ep.rounds, [list(u) for u in ep.unfit], ep.fit, ep.released,
+            ep.emitted_at]
+
+
+def _episode_in(row: list[Any] | None) -> Episode | None:
+    if row is None:
+        return None
+    return Episode(row[0], row[1], row[2], tuple((a, b) for a, b in row[3]), row[4], row[5],
+                   row[6])
 
 
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
-    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``) are optional, so values stored before
+    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``) are optional, so values stored before
     them still decode (a gang stored before ``da`` is not deleted); so is a member row's 13th
     value (its scheduling gates: a row of 12 is a member without gates). Raises ``ValueError`` on an
     unknown wire version and ``KeyError``/``TypeError`` on a malformed value."""
@@ -553,4 +585,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         switch_streak=data.get("sk", 0),
         deleted_at=data.get("da"),
         deleted_by=data.get("db"),
+        episode=_episode_in(data.get("ep")),
+        storm=tuple((a, b) for a, b in data.get("sw", [])),
     )

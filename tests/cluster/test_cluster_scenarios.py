@@ -330,26 +330,56 @@ def test_recreated_pods_get_the_open_diagnostics_again(
     record_scenario(core_v1, ns)
 
 
+def wait_message(core: client.CoreV1Api, chain: Chain, namespace: str, pod_name: str,
+                 reason: str, message: str) -> list[dict[str, Any]]:
+    """Wait until gangstate's Events on the pod hold exactly one of ``reason``, with
+    ``message`` (read back from the API server); returns the pod's gangstate Events."""
+    return wait_for(f"gangstate {reason} on {namespace}/{pod_name}: {message}",
+                    lambda: (lambda evs: evs if messages(evs, reason) == [message] else None)(
+                        gangstate_events(core, namespace, pod_name)),
+                    SETTLE, describe=lambda: describe(core, namespace, chain))
+
+
+def assert_same_explanation(chain: Chain, namespace: str, names: list[str], message: str,
+                            unblock: str) -> None:
+    """``explain pod`` of every member: held at Filter by Coscheduling, the same
+    GangUnschedulable message and the same way out."""
+    answers = []
+    for name in names:
+        out = explain(chain, f"{namespace}/{name}")
+        assert explain_fields(out)["Node"] == "<none>"
+        assert explain_fields(out)["Held at"] == "Filter (Coscheduling)", out
+        assert f"  GangUnschedulable: {message}\n" in out, out
+        assert f"  - {unblock}\n" in out, out
+        answers.append(out.split("Held at:", 1)[1])
+    assert len(set(answers)) == 1, answers
+
+
 def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1Api,
                                            custom_objects: client.CustomObjectsApi) -> None:
     """3 pods of 1 ``nvidia.com/gpu`` each, min-available 3, on 2 nodes of 1 GPU: never fits.
-    The scheduler retries about once per second per pod; gangstate names the shortage."""
+    The scheduler retries about once per second per pod, and in its first rounds each member in
+    turn is the one that does not fit; gangstate tells the failure episode once, on every pod,
+    the same message: all three failed to fit on GPUs, at most 2 fit at once."""
     ns = "sc-gpu-short"
     create_namespace(core_v1, ns)
     names = [f"gpu-{i}" for i in range(3)]
     create(core_v1, custom_objects, [pod(ns, n, gang="gpu", min_available=3, gpu=1)
                                      for n in names])
+    message = ("gang sc-gpu-short/gpu cannot be scheduled: gpu-0, gpu-1 and gpu-2 did not fit "
+               "(Insufficient nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members "
+               "fit at once; the scheduler rejects the whole gang and retries it")
+    unblock = ("free capacity so that 1 more member fits alongside the 2 that fit (Insufficient "
+               "nvidia.com/gpu on 2 of 2 nodes), or lower minMember to 2; the gang is retried as "
+               "a whole")
     try:
         for name in names:
-            events = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangCycleRejected"})
-            assert any("Insufficient nvidia.com/gpu" in m
-                       for m in messages(events, "GangCycleRejected")), events
+            events = wait_message(core_v1, chain, ns, name, "GangUnschedulable", message)
             assert all(e["type"] == "Warning" for e in events)
-            # what the scheduler itself says: FailedScheduling only
+            assert "GangCycleRejected" not in reasons(events)
+            # what the scheduler itself says: FailedScheduling only, many of them
             assert set(reasons(scheduler_events(core_v1, ns, name))) == {"FailedScheduling"}
-        out = explain(chain, f"{ns}/gpu-0")
-        assert explain_fields(out)["Node"] == "<none>"
-        assert "GangCycleRejected" in out
+        assert_same_explanation(chain, ns, names, message, unblock)
         record_scenario(core_v1, ns)
     finally:
         delete_pods(core_v1, ns, names)  # end the scheduler's retry storm
@@ -358,18 +388,28 @@ def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1A
 def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.CoreV1Api,
                                               custom_objects: client.CustomObjectsApi) -> None:
     """2 pods, min-available 2; ``big-1`` asks 100 cpu of 8-cpu nodes: the gang never fits,
-    and it is ``big-1``'s fit error that the scheduler reports for the group."""
+    and it is ``big-1``'s fit error (with kube-scheduler v1.35's ``no new claims to
+    deallocate,`` clause before the preemption text) that the scheduler reports for the group;
+    gangstate names big-1 and its reason on both pods, and that big-0 fits."""
     ns = "sc-cpu-member"
     create_namespace(core_v1, ns)
     create(core_v1, custom_objects, [pod(ns, "big-0", gang="big", min_available=2),
                                      pod(ns, "big-1", gang="big", min_available=2, cpu="100")])
+    message = ("gang sc-cpu-member/big cannot be scheduled: big-1 did not fit (Insufficient cpu "
+               "on 2 of 2 nodes); at most 1 of minMember 2 members fits at once; the scheduler "
+               "rejects the whole gang and retries it")
+    unblock = ("free capacity so that 1 more member fits alongside the 1 that fits "
+               "(Insufficient cpu on 2 of 2 nodes), or lower minMember to 1; the gang is "
+               "retried as a whole")
     try:
-        events = wait_gangstate_reasons(core_v1, chain, ns, "big-1", {"GangCycleRejected"})
-        assert any("Insufficient cpu" in m for m in messages(events, "GangCycleRejected")), events
+        for name in ("big-0", "big-1"):
+            wait_message(core_v1, chain, ns, name, "GangUnschedulable", message)
         sched = scheduler_events(core_v1, ns, "big-0")
         assert any('member Pod "sc-cpu-member/big-1" is unschedulable' in e["message"]
                    for e in sched), sched
-        wait_gangstate_reasons(core_v1, chain, ns, "big-0", {"GangCycleRejected"})
+        assert any(e["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
+                   for e in scheduler_events(core_v1, ns, "big-1"))
+        assert_same_explanation(chain, ns, ["big-0", "big-1"], message, unblock)
         record_scenario(core_v1, ns)
     finally:
         delete_pods(core_v1, ns, ["big-0", "big-1"])

@@ -1,0 +1,229 @@
+"""Failure episodes: a gang that keeps failing to fit, told once (pure rules).
+
+Where it sits: the functional core. ``streams.core.fold.apply_cycle`` folds every attempt
+derived from a scheduler Event (a cycle record without a cycle number) into the gang's
+``Episode`` and its storm window (``count_attempt``); ``streams.core.decide`` emits one
+``GangUnschedulable`` per episode from ``episode_facts``, again only when those facts change;
+``streams.core.explain`` answers from the same facts.
+
+Why: koord-scheduler v1.8.0 retries a gang that cannot fit in rounds, about one per second, for
+as long as the gang exists. ``NextPod`` hands out every pending member of the gang group, one
+per cycle (K = ``koordinator@v1.8.0/pkg/scheduler/plugins/coscheduling/``,
+``core/core.go:150-187``); the first member that does not fit writes its own fit error
+(kube-scheduler v1.35.2 ``pkg/scheduler/framework/types.go:806-857``), its PostFilter rejects
+the members waiting at Permit with ``GangGroup %q gets rejected due to member Pod %q is
+unschedulable with reason %q, alreadyWaitForBound: %d`` (``core/core.go:376-378,414,489-503``)
+and the rest of the round is refused at PreFilter with the same text (``core/core.go:336-339``);
+a round without a failure ends with ``all pending pods is already been attempted`` to every
+waiting member (``core/core.go:186-187``). Each of these is one Event: thousands per gang.
+
+An episode starts with the first attempt that reports a member not fitting (its own fit error,
+or a refusal or release naming it) while the gang had no open episode; it ends when a member is
+bound (Koordinator then treats the group as once satisfied, ``core/core.go:506-517``), when the
+gang is deleted, or when no such attempt came for ``quiet`` microseconds of event time (then
+the next one starts a new episode).
+
+Must not: read the clock, do I/O or import infrastructure. Values are immutable.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple
+
+from .records import CycleObserved
+
+ROUND_ENDED = "GangRoundEnded"
+"""Reason of a release at the end of a round without a failure (``all pending pods is already
+been attempted``, K ``core/core.go:186-187``, ``core/gang_context.go:35``)."""
+STORM_WINDOW_SECONDS = 60
+"""The storm figure counts the failed attempts of the last 60 seconds of event time."""
+QUIET_SECONDS = 600.0
+"""Default event time without a failed attempt after which an episode has ended
+(``FoldSettings.episode_quiet_seconds``; why 600 s: ``streams.core.fold.FoldSettings``)."""
+NAMES_SHOWN = 3
+"""How many member names a ``GangUnschedulable`` message lists per fit error."""
+
+_FIT_ERROR = re.compile(r"0/(\d+) nodes are available: (.*?)(?:\.(?:\s|$)|$)", re.S)
+_FIT_ENTRY = re.compile(r"(\d+) (.+)", re.S)
+
+
+class Episode(NamedTuple):
+    """One failure episode of a gang (event time in microseconds).
+
+    ``since``: the first failed attempt; ``last_at``: the latest; ``rounds``: the rounds the
+    records show (``count_round``); ``unfit``: ``(member name, its latest fit error or "")``
+    for every member reported not fitting in the episode, sorted by name; ``fit``: the most
+    members seen fitting and waiting at Permit at once (the largest ``alreadyWaitForBound``,
+    or the number of members released together at the end of a round); ``released``: members
+    released in the current run of round-end releases; ``emitted_at``: when its diagnostic was
+    last emitted (``None``: not yet)."""
+
+    since: int
+    last_at: int
+    rounds: int = 0
+    unfit: tuple[tuple[str, str], ...] = ()
+    fit: int = 0
+    released: int = 0
+    emitted_at: int | None = None
+
+
+def fit_phrase(fit_error: str) -> str:
+    """A fit error for people: ``0/2 nodes are available: 2 Insufficient nvidia.com/gpu.`` ->
+    ``Insufficient nvidia.com/gpu on 2 of 2 nodes``; several reasons joined by ``, `` in the
+    order written (kube-scheduler sorts them as strings, ``framework/types.go:836-846``); an
+    entry cut short by the 1024-byte truncation is left out; ``fit error not known`` when none
+    is readable. Pure."""
+    match = _FIT_ERROR.search(fit_error)
+    parts = []
+    if match:
+        nodes = int(match.group(1))
+        for entry in re.split(r", (?=\d+ )", match.group(2)):
+            found = _FIT_ENTRY.fullmatch(entry.strip())
+            if found and not entry.rstrip().endswith("..."):
+                count = int(found.group(1))
+                parts.append(f"{found.group(2).strip().rstrip('.')} on {count} of {nodes} "
+                             f"{'node' if nodes == 1 else 'nodes'}")
+    return ", ".join(parts) if parts else "fit error not known"
+
+
+def is_failure(rec: CycleObserved) -> bool:
+    """True for an attempt that reports a member not fitting: its own fit error or a refusal
+    or release that names the culprit (``rec.culprit``, set by the scheduler message catalogue
+    for the forms ``FIT``, ``B2``, ``F3``, ``F5``)."""
+    return rec.cycle is None and rec.culprit is not None and rec.status != "Bound"
+
+
+def _name(pod: str) -> str:
+    return pod.split("/", 1)[1] if "/" in pod else pod
+
+
+def count_round(ep: Episode, rec: CycleObserved) -> Episode:
+    """The rounds the records show: a member's own fit error is one failed round (exactly one
+    member per round fails on its own: the round's failure is cached in the gang scheduling
+    context and the later members are refused with it, K ``core/core.go:336-339``); a run of
+    ``all pending pods is already been attempted`` releases (written to every waiting member at
+    once, ``core/core.go:186-187``) with no other attempt in between is one round that ended
+    without a failure. Releases in ``Unreserve`` come within a round already counted and count
+    nothing. Also keeps ``fit`` (the largest number of members seen waiting at once)."""
+    if rec.reason == ROUND_ENDED:
+        released = ep.released + 1
+        return ep._replace(rounds=ep.rounds + (1 if ep.released == 0 else 0),
+                           released=released, fit=max(ep.fit, released))
+    rounds = ep.rounds + (1 if rec.culprit == rec.pod and rec.status != "Rejected"
+                          and rec.stage == "Filter" else 0)
+    fit = ep.fit if rec.already_wait_for_bound is None \
+        else max(ep.fit, rec.already_wait_for_bound)
+    return ep._replace(rounds=rounds, released=0, fit=fit)
+
+
+def fold_attempt(ep: Episode | None, rec: CycleObserved, quiet: int) -> Episode | None:
+    """The episode after attempt ``rec`` (a cycle record without a cycle number), ``quiet``
+    microseconds of event time without a failure ending an episode. A failure (``is_failure``)
+    opens an episode when none is open or the open one has been quiet for longer than
+    ``quiet``, and names its culprit with its fit error (the latest readable one; a cut one
+    never replaces a readable one); round ends update an open episode only. Returns ``ep``
+    itself when nothing changes. Pure."""
+    if rec.cycle is not None:
+        return ep
+    if is_failure(rec):
+        if ep is None or rec.at > ep.last_at + quiet:
+            ep = Episode(since=rec.at, last_at=rec.at)
+        unfit = dict(ep.unfit)
+        culprit = _name(rec.culprit or "")
+        fit_error = rec.fit_error or ""
+        known = unfit.get(culprit)
+        if known is None or (fit_error and fit_phrase(fit_error) != "fit error not known"):
+            unfit[culprit] = fit_error if fit_error or known is None else known
+        ep = count_round(ep._replace(last_at=max(ep.last_at, rec.at),
+                                     unfit=tuple(sorted(unfit.items()))), rec)
+        return ep
+    if ep is not None and rec.reason == ROUND_ENDED and rec.at <= ep.last_at + quiet:
+        return count_round(ep, rec)
+    return ep
+
+
+def is_open(ep: Episode | None, now: int, quiet: int) -> bool:
+    """True while episode ``ep`` is open at event time ``now`` (its last failure at most
+    ``quiet`` microseconds before)."""
+    return ep is not None and bool(ep.unfit) and now <= ep.last_at + quiet
+
+
+def count_attempt(window: tuple[tuple[int, int], ...], at: int) -> tuple[tuple[int, int], ...]:
+    """Add one failed attempt at event time ``at`` (microseconds) to the storm window: counts
+    per second of event time, ``((second, attempts), ...)`` ascending, keeping the seconds of
+    the last ``STORM_WINDOW_SECONDS`` up to the newest. Pure."""
+    second = at // 1_000_000
+    if window and window[-1][0] == second:
+        return window[:-1] + ((second, window[-1][1] + 1),)
+    if window and window[-1][0] > second:  # late record: count it where it belongs
+        counts = dict(window)
+        counts[second] = counts.get(second, 0) + 1
+        items = sorted(counts.items())
+    else:
+        items = list(window) + [(second, 1)]
+    newest = items[-1][0]
+    return tuple((s, n) for s, n in items if s > newest - STORM_WINDOW_SECONDS)
+
+
+def per_minute(window: tuple[tuple[int, int], ...], now: int) -> int:
+    """FailedScheduling Events (attempts) per minute: those of the window in the
+    ``STORM_WINDOW_SECONDS`` seconds of event time up to ``now`` (microseconds). Pure."""
+    second = now // 1_000_000
+    return sum(n for s, n in window if second - STORM_WINDOW_SECONDS < s <= second)
+
+
+def episode_facts(ep: Episode, min_member: int | None) -> dict[str, Any]:
+    """The facts of a ``GangUnschedulable`` diagnostic: ``unfit`` ``{member name: fit error as
+    written}``, ``fit`` (members that fit and waited at once, at most), ``min_member`` and
+    ``since`` (microseconds of event time; RFC 3339 in the diagnostic). Rounds and attempts
+    are not among them: they grow while the facts stay true (``material_facts``)."""
+    return {"unfit": dict(ep.unfit), "fit": ep.fit, "min_member": min_member,
+            "since": ep.since}
+
+
+def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
+    """The message of ``GangUnschedulable``: who did not fit and why, how many fit at once.
+
+    e.g. ``gang sc-b/gb cannot be scheduled: gb-0, gb-1 and gb-2 did not fit (Insufficient
+    nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members fit at once; the
+    scheduler rejects the whole gang and retries it``. Members with the same fit error share a
+    clause, clauses ordered by their first name, at most ``NAMES_SHOWN`` names each. Pure."""
+    by_phrase: dict[str, list[str]] = {}
+    for name in sorted(facts["unfit"]):
+        by_phrase.setdefault(fit_phrase(facts["unfit"][name]), []).append(name)
+    clauses = []
+    for phrase, names in by_phrase.items():
+        shown = names[:NAMES_SHOWN]
+        more = len(names) - len(shown)
+        if more > 0:
+            who = f"{', '.join(shown)} and {more} more"
+        elif len(shown) > 1:
+            who = f"{', '.join(shown[:-1])} and {shown[-1]}"
+        else:
+            who = shown[0]
+        clauses.append(f"{who} did not fit ({phrase})")
+    fit, min_member = facts["fit"], facts["min_member"]
+    if fit == 0:
+        fitting = f"none of minMember {min_member} members fit"
+    else:
+        fitting = f"at most {fit} of minMember {min_member} members " \
+                  f"{'fits' if fit == 1 else 'fit'} at once"
+    return (f"gang {gang} cannot be scheduled: {'; '.join(clauses)}; {fitting}; the scheduler "
+            f"rejects the whole gang and retries it")
+
+
+def unblock_text(facts: dict[str, Any]) -> str:
+    """What would let a gang with a failure episode be scheduled, for people: room for the
+    members that did not fit, or a smaller minMember when some fit, e.g. ``free capacity so
+    that 1 more member fits alongside the 2 that fit (Insufficient nvidia.com/gpu on 2 of 2
+    nodes), or lower minMember to 2; the gang is retried as a whole``. Pure."""
+    phrases = "; ".join(sorted({fit_phrase(f) for f in facts["unfit"].values()}))
+    fit, min_member = facts["fit"], facts["min_member"]
+    if fit and min_member is not None and fit < min_member:
+        more = min_member - fit
+        return (f"free capacity so that {more} more {'member fits' if more == 1 else 'members fit'}"
+                f" alongside the {fit} that {'fits' if fit == 1 else 'fit'} ({phrases}), or "
+                f"lower minMember to {fit}; the gang is retried as a whole")
+    return (f"free capacity for the members that did not fit ({phrases}); the gang is retried "
+            f"as a whole")
