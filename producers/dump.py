@@ -51,8 +51,9 @@ class DumpRecords:
 
 
 def read_dump(path: Path) -> dict[str, Any] | None:
-    """The Kubernetes ``List`` in ``path`` (gzipped or not, detected by content), or ``None``
-    when the file is a JSON-lines trace (its first non-blank line is a whole JSON object).
+    """The Kubernetes ``List`` in ``path`` (gzipped or not, pretty or on one line, detected by
+    content), or ``None`` when the file is a JSON-lines trace (its first non-blank line is a
+    whole JSON object that is not a ``List``).
     Raises ``DumpError`` for a file that is neither, ``OSError`` when unreadable."""
     raw = Path(path).read_bytes()
     if raw[:2] == _GZIP_MAGIC:
@@ -63,8 +64,9 @@ def read_dump(path: Path) -> dict[str, Any] | None:
     else:
         first = next((line for line in raw.splitlines() if line.strip()), b"")
         try:
-            if isinstance(json.loads(first), dict):
-                return None  # a JSON-lines trace
+            head = json.loads(first)
+            if isinstance(head, dict) and not _is_list(head):
+                return None  # a JSON-lines trace (a compact List on one line is a dump)
         except ValueError:
             pass
     try:
@@ -72,12 +74,17 @@ def read_dump(path: Path) -> dict[str, Any] | None:
     except ValueError as err:
         raise DumpError(f"{path}: neither a JSON-lines trace nor a Kubernetes List "
                         f"(JSON: {err})") from None
-    if not (isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List")
-            and isinstance(doc.get("items"), list)):
+    if not _is_list(doc):
         raise DumpError(f"{path}: a JSON document, but not a Kubernetes List (kind "
                         f"{doc.get('kind') if isinstance(doc, dict) else type(doc).__name__!r}"
                         f"); give `kubectl get nodes,pods,podgroups,events -o json` output")
     return doc
+
+
+def _is_list(doc: Any) -> bool:
+    """A Kubernetes ``List`` (``kind`` ending in ``List``, with ``items``)."""
+    return (isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List")
+            and isinstance(doc.get("items"), list))
 
 
 def _when(obj: dict[str, Any]) -> int | None:
