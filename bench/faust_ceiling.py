@@ -38,9 +38,9 @@ def agent_process() -> None:
     writes ``{"records", "seconds", "cpu_seconds"}`` (wall and process CPU time) to ``CEILING_OUT`` once ``CEILING_RECORDS`` are read."""
     import faust
 
-    from streams.app import BATCH, BATCH_SECONDS
+    from streams.worker.app import BATCH, BATCH_SECONDS
     from streams.core.fold import PartitionFold
-    from streams.decoding import decode_input
+    from streams.wire.decoding import decode_input
 
     mode, want = os.environ["CEILING_MODE"], int(os.environ["CEILING_RECORDS"])
     out = Path(os.environ["CEILING_OUT"])
@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     import run  # bench/run.py: the same synthetic topic and local Kafka as the main benchmark
     import synthetic
 
-    from producers.publish import ensure_topics
-    from streams.localkafka import broker_module
+    from streams.kafka.publishing import ensure_topics
+    from streams.dev.localkafka import broker_module
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     broker = None if bootstrap else broker_module().LocalKafka(heap="1g")

@@ -14,7 +14,7 @@ import queue
 import time
 from typing import Iterable
 
-from streams.app import partition_of
+from streams.worker.app import partition_of
 
 PROBE_NS = "probe"
 

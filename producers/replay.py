@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from streams.config import Settings
-from streams.contracts import parse_time
+from streams.kafka.settings import Settings
+from streams.wire.contracts import parse_time
 from streams.core.records import PodObserved
-from streams.decoding import DecodeError, decode_input
-from streams.offline import read_lines
+from streams.wire.decoding import DecodeError, decode_input
+from streams.wire.traces import read_lines
 
-from .publish import Publisher, ensure_topics
+from streams.kafka.publishing import Publisher, ensure_topics
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A TEST API SERVER: an in-process test double that speaks the Kubernetes list/watch protocol.
 
-Where it sits: test infrastructure only. The watch producer (``producers.watch``) and, next, the
+Where it sits: test infrastructure only. The watch producer (``producers.watch.watching``) and, next, the
 Event-writing sink are driven against it with the real ``kubernetes`` Python client
 (``ApiServerDouble.configuration()`` gives a ``kubernetes.client.Configuration`` pointing at
 ``http://127.0.0.1:PORT``). It is not a cluster and must never be called one: there is no

@@ -51,7 +51,7 @@ def ack(t: float, epoch: int, outcome: str, representative: str | None,
 def attempt(pod_name: str, t: float, event_uid: str, stage: str, status: str, *,
             count: int = 1, reason: str = "", gang: str = "ns/g") -> CycleObserved:
     """A cycle record derived from a scheduler Event: no cycle number (``None``), identified by
-    the Event's uid and count (``<uid>#<count>``, as ``streams.decoding`` builds it)."""
+    the Event's uid and count (``<uid>#<count>``, as ``streams.wire.decoding`` builds it)."""
     ns = gang.split("/")[0]
     return CycleObserved(at(t), "koord-scheduler", None, f"{ns}/{pod_name}", f"uid-{pod_name}",
                          gang, gang, stage, status, reason, "", None, None,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.offline import fold_trace
+from streams.wire.traces import fold_trace
 from tests.casecheck import case_dirs, problems
 
 AT = "2026-11-29T00:00:00Z"
@@ -30,7 +30,7 @@ def test_there_are_cases() -> None:
 
 def test_the_fold_is_deterministic() -> None:
     case = case_dirs()[0]
-    from streams.contracts import parse_time
+    from streams.wire.contracts import parse_time
     first = fold_trace(case / "trace.jsonl", parse_time(AT)).to_json()
     second = fold_trace(case / "trace.jsonl", parse_time(AT)).to_json()
     assert first == second and first["diagnostics"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.contracts import json_schemas
-from streams.decoding import DecodeError, decode_input
+from streams.wire.contracts import json_schemas
+from streams.wire.decoding import DecodeError, decode_input
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.localcluster import controlplane_module
+from streams.dev.localcluster import controlplane_module
 
 cp = controlplane_module()
 

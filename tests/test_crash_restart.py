@@ -5,7 +5,7 @@ diagnostic and command id of the offline fold is in the output topics (at least 
 after the last committed offset are processed again, so repeats are allowed).
 
 The worker writes changed gangs to the table's changelog only when Faust starts an offset commit
-(``streams.app._FlushBeforeCommit``). A committed offset whose gangs never reached the changelog
+(``streams.worker.app._FlushBeforeCommit``). A committed offset whose gangs never reached the changelog
 loses those records' effects for good (they are not processed again), and the final table
 differs from the offline fold. Each kill comes after the worker's first commit, at a random
 moment of a commit interval, while input is still arriving (the seed is in failure messages).
@@ -31,12 +31,12 @@ from kafka.errors import KafkaError
 
 from bench.synthetic import trace
 from producers.replay import merged_by_time, replay
-from streams.config import Settings
-from streams.contracts import parse_time
+from streams.kafka.settings import Settings
+from streams.wire.contracts import parse_time
 from streams.core.state import from_wire, summary
-from streams.offline import fold_lines
-from streams.tap import read_all, read_table, wait_caught_up
-from streams.worker_process import running_worker
+from streams.wire.traces import fold_lines
+from streams.kafka.reading import read_all, read_table, wait_caught_up
+from streams.dev.worker_process import running_worker
 from tests.casecheck import case_dirs
 
 pytestmark = pytest.mark.kafka

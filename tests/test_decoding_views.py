@@ -18,14 +18,14 @@ from typing import Any, Iterator
 import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from streams import contracts
-from streams.contracts import (INPUT_ADAPTER, AckRecord, CycleRecord, GangSummaryRecord,
+from streams.wire import contracts
+from streams.wire.contracts import (INPUT_ADAPTER, AckRecord, CycleRecord, GangSummaryRecord,
                                KubeRecord, TickRecord, event_time, parse_time)
 from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
                                   PodObserved, Tick)
 from streams.core.spec import (RawSettings, gang_of_pod, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
-from streams.decoding import Decoded, DecodeError, _short, decode_input, scheduling_gates
+from streams.wire.decoding import Decoded, DecodeError, _short, decode_input, scheduling_gates
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -1,4 +1,4 @@
-"""The Event sink (``streams.event_sink``) against the TEST API SERVER double, driven through the
+"""The Event sink (``streams.events.sink``) against the TEST API SERVER double, driven through the
 real ``kubernetes`` client: the exact Events of every handed case, idempotency across repeats,
 restarts and replays, the spam filter, retries and give-ups, and one end-to-end run through real
 Kafka and the worker."""
@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from streams.config import Settings, Topics
+from streams.kafka.settings import Settings, Topics
 from streams.core.timefmt import parse_time
-from streams.event_sink import (EventSink, GivenUp, KubeTransport, RetryPolicy, consume,
+from streams.events.sink import (EventSink, GivenUp, KubeTransport, RetryPolicy, consume,
                                 group_id)
-from streams.kube_events import (ANNOTATION_LAST_ID, Create, Drop, Patch, Recorder, Skip,
+from streams.events.recorder import (ANNOTATION_LAST_ID, Create, Drop, Patch, Recorder, Skip,
                                  SpamFilter)
-from streams.offline import fold_trace
+from streams.wire.traces import fold_trace
 from tests.apiserver_double import ApiServerDouble, eventually
 
 AT = parse_time("2026-11-29T00:00:00Z")
@@ -343,10 +343,10 @@ def test_replay_through_kafka_worker_and_sink(kafka_bootstrap: str, server: ApiS
                                               tmp_path: Path) -> None:
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
-    from producers.publish import Publisher, ensure_topics
+    from streams.kafka.publishing import Publisher, ensure_topics
     from producers.replay import merged_by_time, replay
-    from streams.tap import wait_caught_up
-    from streams.worker_process import running_worker
+    from streams.kafka.reading import wait_caught_up
+    from streams.dev.worker_process import running_worker
 
     run = uuid.uuid4().hex[:10]
     settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"sink-{run}."),

@@ -3,9 +3,9 @@ handed case (the pod's gang as the fold leaves it at the end of the trace, or ea
 
 from __future__ import annotations
 
-from streams.contracts import parse_time
+from streams.wire.contracts import parse_time
 from streams.core.explain import findings, why_pod
-from streams.offline import fold_lines, fold_trace
+from streams.wire.traces import fold_lines, fold_trace
 from tests.casecheck import CASES
 from tests.tracegen import pod
 

@@ -298,7 +298,7 @@ def test_explain_pod_names_the_gated_member_its_gates_and_what_holds_the_others(
 def test_the_held_pods_gauge_counts_a_gated_gang_under_its_own_reason() -> None:
     from prometheus_client import generate_latest
 
-    from streams.metrics import TableCollector, WorkerMetrics
+    from streams.worker.metrics import TableCollector, WorkerMetrics
     from tests.test_views import samples
 
     _, store = run([pod("g-0", 0), pod("g-1", 1, gates=Q)], 11)

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from streams.contracts import parse_time
-from streams.offline import fold_lines
+from streams.wire.contracts import parse_time
+from streams.wire.traces import fold_lines
 from tests.tracegen import pod
 
 GROUPS = ["ml/a", "ml/b"]
@@ -131,8 +131,8 @@ def test_kafka_and_the_offline_fold_agree_on_gang_groups(kafka_settings):
     """Regression: summaries reach the other gang's partition late, so a hold by the group
     must wait for fresh news instead of calling a gang that is on its way missing."""
     from producers.replay import replay
-    from streams.tap import read_all, wait_caught_up
-    from streams.worker_process import running_worker
+    from streams.kafka.reading import read_all, wait_caught_up
+    from streams.dev.worker_process import running_worker
 
     group = ["ml/ps", "ml/worker"]
     lines = [pod("ml", "ps-0", 0, 1, gang="ps", min_available=1, groups=group)]

@@ -1,4 +1,4 @@
-"""The Event recorder's core (``streams.kube_events``) as tables of named scenarios: names,
+"""The Event recorder's core (``streams.events.recorder``) as tables of named scenarios: names,
 truncation, correlation, series ending, the spam filter, rendering and reading back. Values
 are worked out by hand; nothing here talks to an API."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from streams.core.timefmt import parse_time
-from streams.kube_events import (ANNOTATION_IDS, ANNOTATION_LAST_AT, ANNOTATION_LAST_ID,
+from streams.events.recorder import (ANNOTATION_IDS, ANNOTATION_LAST_AT, ANNOTATION_LAST_ID,
                                  Create, Drop, EventKey, LruCache, ObjectRef, Occurrence,
                                  Patch, Recorder, Skip, SpamFilter, Written, correlate,
                                  core_v1_event, core_v1_patch, ender_keys, event_name,

@@ -1,5 +1,5 @@
 """``gangstate watch`` and ``gangstate sink`` verify the API server's certificate against the
-kubeconfig's certificate-authority (``streams.kubeconfig``).
+kubeconfig's certificate-authority (``streams.kube.kubeconfig``).
 
 The TEST API SERVER serves HTTPS with a certificate signed by a throw-away CA made with the
 ``openssl`` command (skipped without it). With the kubeconfig naming that CA, both commands'
@@ -19,8 +19,8 @@ from typing import Iterator
 import pytest
 from kubernetes import client
 
-from producers.watch import _api_client
-from streams.event_sink import _transport
+from producers.watch.watching import _api_client
+from streams.events.sink import _transport
 from tests.apiserver_double import ApiServerDouble
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
@@ -122,7 +122,7 @@ def test_the_sink_verifies_the_api_server_against_the_kubeconfig_ca_data(
 
 def test_a_kubeconfig_that_skips_verification_is_obeyed_with_a_warning(
         tmp_path: Path, server: ApiServerDouble, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="streams.kubeconfig")
+    caplog.set_level(logging.WARNING, logger="streams.kube.kubeconfig")
     path = kubeconfig(tmp_path, server, "    insecure-skip-tls-verify: true")
     assert _api_client(args(path)).configuration.verify_ssl is False
     assert [r.getMessage() for r in caplog.records] == [

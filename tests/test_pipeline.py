@@ -11,14 +11,14 @@ import json
 
 import pytest
 
-from producers.publish import Publisher
+from streams.kafka.publishing import Publisher
 from producers.replay import merged_by_time, replay
-from streams.config import Settings
-from streams.contracts import parse_time
+from streams.kafka.settings import Settings
+from streams.wire.contracts import parse_time
 from streams.core.state import from_wire, summary
-from streams.offline import fold_lines
-from streams.tap import read_all, read_table, wait_caught_up
-from streams.worker_process import running_worker
+from streams.wire.traces import fold_lines
+from streams.kafka.reading import read_all, read_table, wait_caught_up
+from streams.dev.worker_process import running_worker
 from tests.casecheck import case_dirs, problems
 
 pytestmark = pytest.mark.kafka
@@ -38,8 +38,8 @@ def pipeline_run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory)
     fold of the same log."""
     import uuid
 
-    from producers.publish import ensure_topics
-    from streams.config import Topics
+    from streams.kafka.publishing import ensure_topics
+    from streams.kafka.settings import Topics
 
     run = uuid.uuid4().hex[:10]
     settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"pipeline-{run}."),

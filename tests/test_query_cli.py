@@ -17,8 +17,8 @@ import pytest
 
 from streams.cli import main
 from streams.core.timefmt import parse_time
-from streams.offline import fold_trace
-from streams.views import gang_detail
+from streams.wire.traces import fold_trace
+from streams.worker.web import gang_detail
 
 CASES = Path(__file__).parent / "cases"
 END = "2026-11-29T00:00:00Z"
@@ -317,7 +317,7 @@ def test_a_deleted_gang_is_not_listed_and_describe_says_when_and_why(tmp_path, c
 def test_explain_pod_of_a_gang_known_from_real_scheduler_events(capsys, tmp_path) -> None:
     """Outcomes from scheduler Events carry no cycle number; explain says so instead of
     printing one (the real koord-scheduler v1.8.0 excerpt, tests/data/README.md)."""
-    from producers.watch import GangRouter, Publish
+    from producers.watch.watching import GangRouter, Publish
 
     items = json.loads((Path(__file__).parent / "data" /
                         "koord-v1.8.0-gpu-short-excerpt.json").read_text())["items"]

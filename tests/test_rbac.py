@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from streams.event_sink import Forbidden, GivenUp, request_attributes
+from streams.events.sink import Forbidden, GivenUp, request_attributes
 from tests.apiserver_double import ApiServerDouble, RequestAttributes, eventually
 from tests.apiserver_double import request_attributes as server_request_attributes
 from tests.test_event_sink import diagnostics_of, make_sink
@@ -129,7 +129,7 @@ def test_the_sink_wrote_nothing_with_the_old_rbac(server: ApiServerDouble,
     name, which the old rules refuse."""
     server.allow_only(OLD_RULES, user("sink"))
     sink = make_sink(server)
-    with caplog.at_level(logging.DEBUG, logger="streams.event_sink"):
+    with caplog.at_level(logging.DEBUG, logger="streams.events.sink"):
         results = [r for d in diagnostics_of("member-fails-switch") for r in sink.write(d)]
     assert server.objects("events") == []
     assert {r.reason for r in results if isinstance(r, GivenUp)} == {"api-403"}
@@ -199,7 +199,7 @@ def test_a_forbidden_verb_is_logged_once_and_counted(server: ApiServerDouble,
              for r in rules_for(*service_account("sink"))]
     server.allow_only(rules, user("sink"))
     sink = make_sink(server)
-    with caplog.at_level(logging.DEBUG, logger="streams.event_sink"):
+    with caplog.at_level(logging.DEBUG, logger="streams.events.sink"):
         for diagnostic in diagnostics_of("member-fails-switch"):
             sink.write(diagnostic)
     assert len(server.objects("events")) == written

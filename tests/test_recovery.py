@@ -1,6 +1,6 @@
 """Worker start-up on an existing table: the bulk changelog load, the timer hint in stored
 values, records waiting in gang-events while the table recovers, and Faust's flow control
-(``streams.app``)."""
+(``streams.worker.app``)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from mode.utils.queues import FlowControlQueue
 
 from producers.replay import merged_by_time, replay
-from streams.app import (NO_TIMER, BulkRecoveryStore, _FlowControl, _legacy_key, create_app,
+from streams.worker.app import (NO_TIMER, BulkRecoveryStore, _FlowControl, _legacy_key, create_app,
                          encode_state, partition_of)
-from streams.contracts import parse_time
+from streams.wire.contracts import parse_time
 from streams.core.fold import FoldSettings, PartitionFold, next_due
 from streams.core.state import from_wire, summary
-from streams.offline import fold_lines
-from streams.tap import read_all, read_table, wait_caught_up
-from streams.worker_process import running_worker
+from streams.wire.traces import fold_lines
+from streams.kafka.reading import read_all, read_table, wait_caught_up
+from streams.dev.worker_process import running_worker
 from tests.casecheck import case_dirs
 
 AT = parse_time("2026-11-29T00:00:00Z")
@@ -48,7 +48,7 @@ def test_stored_value_says_whether_the_gang_has_a_timer():
     store: dict = {}
     fold = PartitionFold(store)
     lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
-    from streams.decoding import decode_input
+    from streams.wire.decoding import decode_input
 
     seen = {True: 0, False: 0}
     for _, _n, raw in lines:
@@ -76,7 +76,7 @@ def test_bulk_load_reads_the_active_changelog_partitions(kafka_settings):
     remove) and reports the last offset read, so Faust's recovery has nothing left."""
     from kafka import KafkaProducer
 
-    from streams.tap import changelog_topic
+    from streams.kafka.reading import changelog_topic
 
     app = create_app(kafka_settings)
     store = app.gangstate_store.table.data

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from producers.replay import merged_by_time, replay
-from streams.contracts import parse_time
+from streams.wire.contracts import parse_time
 from streams.core.state import from_wire, summary
-from streams.offline import fold_lines
-from streams.tap import read_all, read_table, wait_caught_up
-from streams.worker_process import running_worker
+from streams.wire.traces import fold_lines
+from streams.kafka.reading import read_all, read_table, wait_caught_up
+from streams.dev.worker_process import running_worker
 from tests.casecheck import case_dirs
 
 pytestmark = pytest.mark.kafka

@@ -1,4 +1,4 @@
-"""Table of named scenarios for ``producers.scheduler_events``: scheduler Event text -> outcome.
+"""Table of named scenarios for ``producers.watch.scheduler_events``: scheduler Event text -> outcome.
 
 Messages are the formats of Koordinator's Coscheduling plugin and kube-scheduler (see the module
 docstring for their sources); expected values are worked out by hand.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from producers.scheduler_events import Outcome, dominant_fit_reason, parse_scheduler_event
+from producers.watch.scheduler_events import Outcome, dominant_fit_reason, parse_scheduler_event
 
 NS, POD = "team-b", "moe-w-0"
 

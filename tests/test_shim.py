@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from producers.shim import (ShimState, apply_command, apply_pending, buffer_command, make_ack,
+from producers.shim.shim import (ShimState, apply_command, apply_pending, buffer_command, make_ack,
                             recover)
 
 G = "team-a/llm"
@@ -199,7 +199,7 @@ def _wait(predicate, timeout=20.0):
 
 @pytest.mark.kafka
 def test_shim_restart_recovers_fences_from_its_acks(kafka_settings):
-    from producers.shim import Shim, read_acks
+    from producers.shim.shim import Shim, read_acks
 
     group = f"team-a/llm-{uuid.uuid4().hex[:6]}"
     w0, w3 = f"{group}-w-0", f"{group}-w-3"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from producers.shim import read_acks
+from producers.shim.shim import read_acks
 from producers.simulate.run import run_live
 from producers.simulate.scenario import scenario_from_dict
 from tests.worker_process import running_worker

@@ -14,7 +14,7 @@ import pytest
 from producers.simulate.run import percentile, run_in_process
 from producers.simulate.scenario import (ScenarioError, load_scenario, plan_workload,
                                          scenario_from_dict)
-from streams.offline import fold_lines
+from streams.wire.traces import fold_lines
 
 
 def two_node(mode: str) -> dict:

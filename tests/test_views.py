@@ -1,4 +1,4 @@
-"""The worker's HTTP views and metrics (``streams.views``, ``streams.metrics``).
+"""The worker's HTTP views and metrics (``streams.worker.web``, ``streams.worker.metrics``).
 
 The Kafka tests start one worker with ``--web-port`` (module-scoped), replay every handed case
 into it merged by event time (as ``tests/test_pipeline.py`` does), wait until it has caught up,
@@ -19,18 +19,18 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from producers.publish import Publisher, ensure_topics
+from streams.kafka.publishing import Publisher, ensure_topics
 from producers.replay import merged_by_time, replay
 from streams.cli import main
-from streams.config import Settings, Topics
-from streams.contracts import parse_time
+from streams.kafka.settings import Settings, Topics
+from streams.wire.contracts import parse_time
 from streams.core.records import AckObserved
-from streams.decoding import Decoded
-from streams.metrics import TableCollector, WorkerMetrics
-from streams.offline import fold_lines, fold_trace
-from streams.tap import wait_caught_up
-from streams.views import gang_detail, gang_rows
-from streams.worker_process import running_worker
+from streams.wire.decoding import Decoded
+from streams.worker.metrics import TableCollector, WorkerMetrics
+from streams.wire.traces import fold_lines, fold_trace
+from streams.kafka.reading import wait_caught_up
+from streams.worker.web import gang_detail, gang_rows
+from streams.dev.worker_process import running_worker
 from tests.casecheck import case_dirs
 
 AT = parse_time("2026-11-29T00:00:00Z")

@@ -1,9 +1,9 @@
-"""Tests of the watch producer (``producers.watch``).
+"""Tests of the watch producer (``producers.watch.watching``).
 
 Pure parts (stream plan, relist diff, backoff, routing) are tables of named scenarios. The shell
 runs against the TEST API SERVER (``tests.apiserver_double``, a test double driven through the
 real ``kubernetes`` client) with an in-memory publisher; the published stream is folded with
-``streams.offline.fold_lines`` and compared with the test API server's final state, or with the
+``streams.wire.traces.fold_lines`` and compared with the test API server's final state, or with the
 handed traces folded directly.
 """
 
@@ -20,12 +20,12 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client
 
-from producers.watch import (DeadLetter, Drop, GangRouter, Publish, StreamSpec, WatchConfig,
+from producers.watch.watching import (DeadLetter, Drop, GangRouter, Publish, StreamSpec, WatchConfig,
                              Watcher, backoff_delay, plan_streams, relist_diff)
-from streams.config import Settings, Topics
+from streams.kafka.settings import Settings, Topics
 from streams.core.spec import gang_of_pod
 from streams.core.timefmt import parse_time
-from streams.offline import fold_lines
+from streams.wire.traces import fold_lines
 from tests.apiserver_double import ApiServerDouble, eventually
 
 CASES = Path(__file__).parent / "cases"
@@ -36,7 +36,7 @@ T0 = parse_time("2026-11-02T09:00:00Z")
 
 
 class MemoryPublisher:
-    """An in-memory stand-in for ``producers.publish.Publisher``: ``send``/``send_json``/
+    """An in-memory stand-in for ``streams.kafka.publishing.Publisher``: ``send``/``send_json``/
     ``flush``; keeps ``(topic, key, record)`` in order. ``fail_next`` makes that many sends
     raise, as kafka-python does when the broker is down."""
 
@@ -769,12 +769,12 @@ def test_watch_command_refuses_a_watch_timeout_above_the_read_timeout() -> None:
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records
-            if r.name == "producers.watch" and r.levelno >= logging.WARNING]
+            if r.name == "producers.watch.watching" and r.levelno >= logging.WARNING]
 
 
 def test_a_quiet_watch_is_ended_by_the_server_and_resumed_without_a_warning(
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="producers.watch")
+    caplog.set_level(logging.DEBUG, logger="producers.watch.watching")
     config = WatchConfig(**{**FAST.__dict__, "watch_timeout": 1, "read_timeout": 6.0})
     with ApiServerDouble(bookmark_interval=3600) as quiet:  # no bookmarks: nothing is sent
         quiet.apply(pod("w-0"))
@@ -800,10 +800,10 @@ def test_a_watch_silent_past_the_read_timeout_resumes_at_debug_level(
     """A server that does not end the watch at timeoutSeconds (or a connection dropped on the
     way without a reset): the read times out, the watch resumes from its resourceVersion, and
     that is logged at DEBUG, not as a warning."""
-    import producers.watch
+    import producers.watch.watching
 
-    monkeypatch.setattr(producers.watch, "WATCH_TIMEOUT_MARGIN", 0.5)  # a quick read timeout
-    caplog.set_level(logging.DEBUG, logger="producers.watch")
+    monkeypatch.setattr(producers.watch.watching, "WATCH_TIMEOUT_MARGIN", 0.5)  # a quick read timeout
+    caplog.set_level(logging.DEBUG, logger="producers.watch.watching")
     config = WatchConfig(**{**FAST.__dict__, "watch_timeout": 1, "read_timeout": 1.5})
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, config)

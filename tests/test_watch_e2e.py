@@ -3,7 +3,7 @@ the expected diagnostics on the ``diagnostics`` topic.
 
 The test API server is ``tests.apiserver_double`` (a test double, not a cluster). The broker and
 the settings come from ``tests/conftest.py`` (``kafka_settings``: unique topic prefix and app
-id, topics created); the worker runs as a child process (``streams.worker_process``).
+id, topics created); the worker runs as a child process (``streams.dev.worker_process``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from kafka import KafkaConsumer
 from kubernetes import client
 
-from producers.publish import Publisher
-from producers.watch import WatchConfig, Watcher
-from streams.config import Settings
-from streams.worker_process import running_worker
+from streams.kafka.publishing import Publisher
+from producers.watch.watching import WatchConfig, Watcher
+from streams.kafka.settings import Settings
+from streams.dev.worker_process import running_worker
 from tests.apiserver_double import ApiServerDouble
 
 pytestmark = pytest.mark.kafka

@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
-from streams.contracts import ACK_SCHEMA, AckRecord, Command, CycleRecord
+from streams.wire.contracts import ACK_SCHEMA, AckRecord, Command, CycleRecord
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ def _now_rfc3339() -> str:
 class Shim:
     """A scheduler's connection to gangstate over Kafka (kafka-python), never blocking a cycle.
 
-    ``settings``: a ``streams.config.Settings`` (bootstrap, topic names). ``gang_groups``: the
+    ``settings``: a ``streams.kafka.settings.Settings`` (bootstrap, topic names). ``gang_groups``: the
     gang group ids this scheduler owns (``None`` = every group). ``shim_id``: stable identity
     written into acks and used as the consumer group suffix; keep it across restarts so that
     ``start`` finds its own acks. ``inbox_size``: bound of the command queue between the Kafka

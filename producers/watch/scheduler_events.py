@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from streams.contracts import CycleStatus, Stage
+from streams.wire.contracts import CycleStatus, Stage
 
 REASON_GANG_GROUP_REJECTED = "GangGroupRejected"
 """Reason of a waiting member released because another member of its gang group failed."""

@@ -7,7 +7,7 @@ PodGroups (when the CRD is installed) and core/v1 Events (``involvedObject.kind=
 for ``FailedScheduling`` and ``Scheduled``), and publishes:
 - ``gangstate.kube/v1`` records keyed by gang id (a PodGroup's own ``ns/name``; an Event's key
   is the gang of its involved pod, known from the pods seen);
-- ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.scheduler_events``),
+- ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.watch.scheduler_events``),
   with ``cycle`` null (Events carry no cycle number) and ``source`` naming the Event: its uid and
   count identify the attempt;
 - ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
@@ -52,9 +52,9 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequenc
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from producers.scheduler_events import parse_scheduler_event
-from streams.config import Settings
-from streams.contracts import CYCLE_SCHEMA, DEAD_LETTER_SCHEMA, KUBE_SCHEMA
+from producers.watch.scheduler_events import parse_scheduler_event
+from streams.kafka.settings import Settings
+from streams.wire.contracts import CYCLE_SCHEMA, DEAD_LETTER_SCHEMA, KUBE_SCHEMA
 from streams.core.spec import (gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
 from streams.core.timefmt import format_time
@@ -438,7 +438,7 @@ class GangRouter:
 # ---------------------------------------------------------------------------------------------
 
 class RecordSink(Protocol):
-    """What the watcher publishes through (``producers.publish.Publisher`` or a test double)."""
+    """What the watcher publishes through (``streams.kafka.publishing.Publisher`` or a test double)."""
 
     def send_json(self, topic: str, key: str | None, record: dict[str, Any],
                   partition: int | None = None) -> None: ...
@@ -944,10 +944,10 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
 
 def _api_client(args: argparse.Namespace) -> Any:
     """The ``kubernetes.client.ApiClient`` of ``--kubeconfig``/``--context`` or
-    ``--in-cluster``; TLS verified as ``streams.kubeconfig`` describes."""
+    ``--in-cluster``; TLS verified as ``streams.kube.kubeconfig`` describes."""
     from kubernetes import client
 
-    from streams.kubeconfig import load_configuration
+    from streams.kube.kubeconfig import load_configuration
 
     return client.ApiClient(load_configuration(args.kubeconfig, args.context,
                                                args.in_cluster))
@@ -958,7 +958,7 @@ def run_watch(args: argparse.Namespace) -> int:
     the timeouts are invalid (``WatchConfig``: the watch timeout must end a quiet watch before
     the read timeout) or Kafka is not configured. Kafka being unreachable at start is retried
     with backoff."""
-    from producers.publish import Publisher, ensure_topics
+    from streams.kafka.publishing import Publisher, ensure_topics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:

@@ -1,9 +1,9 @@
 """The ``gangstate`` command line (argparse).
 
 Where it sits: the outermost shell. Each subcommand parses its arguments and calls the module
-that does the work: ``fold`` (``streams.offline``), ``schema`` (``streams.contracts``),
-``replay`` (``producers.replay``), ``tap`` (``streams.tap``), ``worker`` (``streams.app``),
-``demo`` (``streams.demo``). Heavy imports (Faust, Kafka clients) happen inside the subcommand
+that does the work: ``fold`` (``streams.wire.traces``), ``schema`` (``streams.wire.contracts``),
+``replay`` (``producers.replay``), ``tap`` (``streams.kafka.reading``), ``worker`` (``streams.worker.app``),
+``demo`` (``streams.dev.demo``). Heavy imports (Faust, Kafka clients) happen inside the subcommand
 so that ``gangstate fold`` starts fast and needs no broker.
 """
 
@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from .contracts import parse_time
+from streams.wire.contracts import parse_time
 
 
 def _now_micros() -> int:
@@ -52,7 +52,7 @@ def _seconds(text: str) -> float:
 
 def format_text(result: Any) -> str:
     """Render a ``FoldResult`` for people: one block per gang, its diagnostics and commands."""
-    from .core.state import summary
+    from streams.core.state import summary
 
     lines: list[str] = []
     by_gang: dict[str, list[dict[str, Any]]] = {}
@@ -79,8 +79,8 @@ def format_text(result: Any) -> str:
 
 def cmd_fold(args: argparse.Namespace) -> int:
     """``gangstate fold TRACE``: fold a trace offline and print outputs and final state."""
-    from .core.fold import FoldSettings
-    from .offline import fold_trace
+    from streams.core.fold import FoldSettings
+    from streams.wire.traces import fold_trace
 
     settings = FoldSettings(grace_seconds=args.grace)
     try:
@@ -103,7 +103,7 @@ def cmd_fold(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """``gangstate schema``: write the contracts' JSON Schemas to a folder."""
-    from .contracts import json_schemas
+    from streams.wire.contracts import json_schemas
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_kafka_commands(sub: Any) -> None:
     """Subcommands that talk to Kafka (defined in their own modules, imported lazily)."""
-    from . import kafka_cli
+    from streams.cli import pipeline as kafka_cli
 
     kafka_cli.add_commands(sub)
 

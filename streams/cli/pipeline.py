@@ -3,7 +3,7 @@ producers register: watch, simulate).
 
 Where it sits: the CLI shell; each handler parses flags and calls the module that does the work.
 Kafka is found with ``KAFKA_BOOTSTRAP_SERVERS`` (or ``--bootstrap``), topics with
-``GANGSTATE_TOPIC_PREFIX`` (``streams.config``).
+``GANGSTATE_TOPIC_PREFIX`` (``streams.kafka.settings``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import Settings, Topics
+from streams.kafka.settings import Settings, Topics
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -36,7 +36,7 @@ def _need_kafka(settings: Settings, command: str) -> bool:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """``gangstate worker``: run the Faust worker until SIGINT/SIGTERM."""
-    from .app import run_worker
+    from streams.worker.app import run_worker
 
     settings = _settings(args)
     if not _need_kafka(settings, "worker"):
@@ -49,7 +49,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """``gangstate replay TRACE...``: publish traces into gang-events."""
     from producers.replay import file_lines, merged_by_time, replay
 
-    from .cli import _at
+    from streams.cli import _at
 
     settings = _settings(args)
     if not _need_kafka(settings, "replay"):
@@ -72,7 +72,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_tap(args: argparse.Namespace) -> int:
     """``gangstate tap TOPIC``: print a topic's records as JSON lines."""
-    from .tap import NoSuchTopic, tap
+    from streams.kafka.reading import NoSuchTopic, tap
 
     settings = _settings(args)
     if not _need_kafka(settings, "tap"):
@@ -91,7 +91,7 @@ def cmd_tap(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``gangstate demo``: local Kafka + worker + replay of the bundled traces."""
-    from .demo import run_demo
+    from streams.dev.demo import run_demo
 
     traces = [Path(p) for p in args.trace] if args.trace else None
     try:
@@ -99,8 +99,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if traces:
                 print("gangstate demo: --cluster takes no traces", file=sys.stderr)
                 return 2
-            from .cluster_demo import run_cluster_demo
-            from .localcluster import controlplane_module
+            from streams.dev.cluster_demo import run_cluster_demo
+            from streams.dev.localcluster import controlplane_module
 
             try:
                 return run_cluster_demo(settings=_settings(args))
@@ -173,8 +173,8 @@ def add_commands(sub: Any) -> None:
     _kafka_flags(p)
     p.set_defaults(func=cmd_tap)
 
-    for module in ("producers.watch", "producers.simulate", "streams.event_sink",
-                   "streams.query_cli"):
+    for module in ("producers.watch.watching", "producers.simulate", "streams.events.sink",
+                   "streams.cli.query"):
         try:
             mod = __import__(module, fromlist=["add_command"])
         except ImportError:

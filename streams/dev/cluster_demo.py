@@ -24,9 +24,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from .config import Settings, Topics
-from .localcluster import Chain, controlplane_module, pod_events
-from .localkafka import broker_module
+from streams.kafka.settings import Settings, Topics
+from streams.dev.localcluster import Chain, controlplane_module, pod_events
+from streams.dev.localkafka import broker_module
 
 NAMESPACE = "gangstate-demo"
 GANG = "gang.scheduling.koordinator.sh/"

@@ -16,13 +16,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from .config import Settings, Topics
-from .contracts import parse_time
-from .core.state import from_wire
-from .localkafka import broker_module, repo_root
-from .offline import FoldResult, fold_lines
-from .tap import read_all, read_table, wait_caught_up
-from .worker_process import running_worker
+from streams.kafka.settings import Settings, Topics
+from streams.wire.contracts import parse_time
+from streams.core.state import from_wire
+from streams.dev.localkafka import broker_module, repo_root
+from streams.wire.traces import FoldResult, fold_lines
+from streams.kafka.reading import read_all, read_table, wait_caught_up
+from streams.dev.worker_process import running_worker
 
 
 def bundled_traces() -> list[Path]:
@@ -74,7 +74,7 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
     """
     from producers.replay import merged_by_time, replay
 
-    from .cli import format_text
+    from streams.cli import format_text
 
     base = settings or Settings.from_env()
     traces = traces or bundled_traces()

@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
-from .config import Settings
-from .localkafka import repo_root
-from .worker_process import worker_env
+from streams.kafka.settings import Settings
+from streams.dev.localkafka import repo_root
+from streams.dev.worker_process import worker_env
 
 MANIFESTS = ("rbac.yaml",)
 
@@ -128,7 +128,7 @@ class Chain:
     def start(self, ready_timeout: float = 120.0) -> "Chain":
         """Start worker, watch and sink; return once the worker's views answer and the
         watcher has published its first tick. Raises ``RuntimeError`` with a log tail."""
-        from producers.publish import ensure_topics
+        from streams.kafka.publishing import ensure_topics
 
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.install_rbac()

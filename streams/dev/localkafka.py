@@ -18,7 +18,7 @@ from types import ModuleType
 def repo_root() -> Path:
     """The gangstate checkout: ``GANGSTATE_HOME`` or the folder above this package."""
     home = os.environ.get("GANGSTATE_HOME")
-    return Path(home) if home else Path(__file__).resolve().parents[1]
+    return Path(home) if home else Path(__file__).resolve().parents[2]
 
 
 def broker_module() -> ModuleType:

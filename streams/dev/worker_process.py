@@ -2,7 +2,7 @@
 
 Where it sits: the shell. The worker runs in its own process, as in production, so the demo and
 the end-to-end tests exercise exactly the command a user runs. Settings travel as environment
-variables (``streams.config``).
+variables (``streams.kafka.settings``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from .config import Settings
+from streams.kafka.settings import Settings
 
 
 def worker_env(settings: Settings, datadir: str | None = None) -> dict[str, str]:
@@ -43,7 +43,7 @@ def running_worker(settings: Settings, log_path: Path | None = None,
     and stop it (SIGTERM, then SIGKILL after 20 s) on exit. The worker's output goes to
     ``log_path`` (a temporary file when ``None``). Raises ``RuntimeError`` if the worker exits
     early or is not ready in time."""
-    from .tap import wait_group_stable
+    from streams.kafka.reading import wait_group_stable
 
     with contextlib.ExitStack() as stack:
         datadir = stack.enter_context(tempfile.TemporaryDirectory(prefix="gangstate-worker-"))

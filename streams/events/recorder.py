@@ -1,6 +1,6 @@
 """The Event recorder's core: diagnostics -> decisions about Kubernetes Events (pure).
 
-Where it sits: between the ``diagnostics`` topic and the Event sink (``streams.event_sink``).
+Where it sits: between the ``diagnostics`` topic and the Event sink (``streams.events.sink``).
 It turns one ``gangstate.diagnostic/v1`` into one *occurrence* per involved object (each member
 Pod and the PodGroup), correlates each occurrence with what was written before, and returns a
 decision value that the sink applies: ``Create``, ``Patch``, ``Skip`` (nothing new: a repeat) or
@@ -37,7 +37,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Generic, Hashable, Iterable, Literal, Mapping, TypeVar, Union
 
-from .core.timefmt import format_time, parse_time
+from streams.core.timefmt import format_time, parse_time
 
 COMPONENT = "gangstate"
 """``source.component`` and ``reportingComponent`` / ``reportingController`` of every Event."""

@@ -6,7 +6,7 @@ after the Events of a batch are written) and writes one Event per (involved obje
 ``field``) through the Kubernetes API, as client-go's event recorder does (``tools/record``):
 
     diagnostics --KafkaConsumer--> EventSink.write(diagnostic)
-        streams.kube_events.occurrences   one occurrence per Pod / PodGroup
+        streams.events.recorder.occurrences   one occurrence per Pod / PodGroup
         Recorder.decide                   cache + GET on a miss -> Create | Patch | Skip | Drop
         EventSink._apply                  POST / strategic-merge PATCH (create on 404)
         EventSink._call                   the one function that talks to the API
@@ -24,7 +24,7 @@ API calls, all namespaced and all through ``_call`` (the RBAC the sink needs, pe
 ``GET`` (get) an Event by name on a cache miss, ``POST`` (create), strategic-merge ``PATCH``
 (patch), on ``events`` in API group ``""`` (core/v1) or ``events.k8s.io``.
 
-Must not: decide anything itself (the decisions come from ``streams.kube_events``), crash on a
+Must not: decide anything itself (the decisions come from ``streams.events.recorder``), crash on a
 bad record or an API failure, or read the wall clock except through the injected ``clock`` and
 ``sleep``.
 """
@@ -47,9 +47,9 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
-from .config import Settings, Topics
-from .contracts import Diagnostic
-from .kube_events import (Api, Create, Decision, EventKey, Occurrence, Patch, Recorder,
+from streams.kafka.settings import Settings, Topics
+from streams.wire.contracts import Diagnostic
+from streams.events.recorder import (Api, Create, Decision, EventKey, Occurrence, Patch, Recorder,
                           SpamFilter, Written, occurrences, outcome, render, written_from_event)
 
 log = logging.getLogger(__name__)
@@ -481,7 +481,7 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
 def _transport(args: argparse.Namespace) -> Transport:
     if args.dry_run:
         return DryRunTransport(lambda line: print(line, flush=True))
-    from .kubeconfig import load_configuration
+    from streams.kube.kubeconfig import load_configuration
 
     return KubeTransport.from_configuration(
         load_configuration(args.kubeconfig, args.context, args.in_cluster))
@@ -512,7 +512,7 @@ def run_sink(args: argparse.Namespace) -> int:
     if args.input:
         from pydantic import ValidationError
 
-        from .contracts import Diagnostic
+        from streams.wire.contracts import Diagnostic
 
         try:
             diagnostics = list(read_input(args.input))

@@ -18,8 +18,8 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from streams.config import Settings
-from streams.contracts import TICK_SCHEMA
+from streams.kafka.settings import Settings
+from streams.wire.contracts import TICK_SCHEMA
 from streams.core.timefmt import format_time
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .core.fold import FoldSettings
+from streams.core.fold import FoldSettings
 
 
 @dataclass(frozen=True)

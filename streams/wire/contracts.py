@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import NotRequired, Required, TypedDict
 
-from .core.timefmt import format_time, parse_time
+from streams.core.timefmt import format_time, parse_time
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 KUBE_SCHEMA = "gangstate.kube/v1"
@@ -269,7 +269,7 @@ INPUT_ADAPTER: TypeAdapter[
 
 
 # -- Decode views of the input models ------------------------------------------------------------
-# ``streams.decoding`` validates every input value first against these views: plain dicts with
+# ``streams.wire.decoding`` validates every input value first against these views: plain dicts with
 # the same fields, types and constraints as the models above, except that what the models keep
 # without checking (unknown fields, everything in a Kubernetes ``spec``/``status`` but the few
 # fields the fold reads) is skipped instead of being built into Python objects, and the

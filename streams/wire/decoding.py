@@ -2,7 +2,7 @@
 
 Where it sits: between the wire and the core. The worker, ``gangstate fold`` and
 ``gangstate replay`` all decode through ``decode_input``, so the three paths accept and reject
-exactly the same records. Validation is the contract's (``streams.contracts``): the envelope and
+exactly the same records. Validation is the contract's (``streams.wire.contracts``): the envelope and
 the object metadata the fold reads; a record that fails raises ``DecodeError`` with the reason,
 which the caller sends to the dead-letter topic (or reports with its line number).
 
@@ -21,10 +21,10 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from .contracts import INPUT_ADAPTER, INPUT_VIEW, event_time
-from .core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
+from streams.wire.contracts import INPUT_ADAPTER, INPUT_VIEW, event_time
+from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
                            PodObserved, Record, Tick)
-from .core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
+from streams.core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
 
 
 class DecodeError(ValueError):

@@ -1,7 +1,7 @@
 """The offline fold: a trace file through the core with no broker (``gangstate fold``).
 
 Where it sits: a thin shell like the worker, but over a file. It decodes each line with
-``streams.decoding``, feeds one ``PartitionFold`` (one event-time clock for the whole trace) and
+``streams.wire.decoding``, feeds one ``PartitionFold`` (one event-time clock for the whole trace) and
 ends with a tick at ``at``. Malformed lines are reported with their line number and skipped;
 nothing else is lost. The Kafka path gives the same diagnostics and commands per gang
 (``tests/test_pipeline.py`` checks it).
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .core.fold import FoldSettings, Output, PartitionFold
-from .core.records import Tick
-from .core.state import GangState, summary
-from .decoding import DecodeError, decode_input
+from streams.core.fold import FoldSettings, Output, PartitionFold
+from streams.core.records import Tick
+from streams.core.state import GangState, summary
+from streams.wire.decoding import DecodeError, decode_input
 
 
 @dataclass

@@ -18,8 +18,8 @@ outputs; it takes records in small batches, and each changed gang is written to 
 its changelog once per offset commit (before the commit, so the changelog is never behind a
 committed offset). ``gangstate.gang-summary/v1`` outputs (one gang telling the other gangs of its gang
 group about itself) go back into ``gang-events`` keyed by the receiving gang. The agent counts
-what it folds in the app's own Prometheus registry (``streams.metrics``). Faust's web server is
-off; with ``web_port`` it serves only gangstate's views (``streams.views``: ``/gangs``, ``/pods/…
+what it folds in the app's own Prometheus registry (``streams.worker.metrics``). Faust's web server is
+off; with ``web_port`` it serves only gangstate's views (``streams.worker.web``: ``/gangs``, ``/pods/…
 /why``, ``/metrics``); its built-in ``/table``, ``/router``, ``/graph`` and stats views stay off.
 
 Must not: decide anything about gangs (that is ``streams.core``), or read the wall clock for
@@ -46,12 +46,12 @@ from faust.types import TP
 from mode.utils.objects import cached_property
 from mode.utils.queues import FlowControlEvent
 
-from .config import Settings
-from .contracts import DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
-from .core.fold import FoldSettings, Output, PartitionFold, next_due
-from .core.state import GangState, from_wire, to_wire
-from .decoding import DecodeError, decode_input
-from .metrics import WorkerMetrics
+from streams.kafka.settings import Settings
+from streams.wire.contracts import DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
+from streams.core.fold import FoldSettings, Output, PartitionFold, next_due
+from streams.core.state import GangState, from_wire, to_wire
+from streams.wire.decoding import DecodeError, decode_input
+from streams.worker.metrics import WorkerMetrics
 
 log = logging.getLogger("gangstate.worker")
 
@@ -398,7 +398,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     """Build the Faust application for ``settings`` (nothing connects until it runs).
 
     ``datadir``: Faust's data folder (default ``GANGSTATE_DATA_DIR`` or
-    ``~/.cache/gangstate/worker``). ``web_port``: serve gangstate's views (``streams.views``) on
+    ``~/.cache/gangstate/worker``). ``web_port``: serve gangstate's views (``streams.worker.web``) on
     127.0.0.1 at that port (Faust's built-in ``/table``, ``/router``, ``/graph`` and stats views
     stay off); ``None`` turns the web server off. ``app.gangstate_metrics`` is the app's
     ``WorkerMetrics``.
@@ -530,7 +530,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                 topic.send_soon(key=key, value=value)
 
     if web_port is not None:
-        from . import views
+        from streams.worker import web as views
 
         views.register(app, store, settings, metrics=metrics)
     app.gangstate_store = store  # type: ignore[attr-defined]
@@ -541,7 +541,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
 def run_worker(settings: Settings, *, web_port: int | None = None, loglevel: str = "warning"
                ) -> None:
     """Run the worker in the foreground until SIGINT/SIGTERM (``gangstate worker``)."""
-    from producers.publish import ensure_topics
+    from streams.kafka.publishing import ensure_topics
 
     ensure_topics(settings)
     app = create_app(settings, web_port=web_port)

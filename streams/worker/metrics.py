@@ -1,10 +1,10 @@
 """Prometheus metrics of the worker (``gangstate_*``, documented in docs/metrics.md).
 
-Where it sits: the streaming shell. The agent in ``streams.app`` counts what it folds
+Where it sits: the streaming shell. The agent in ``streams.worker.app`` counts what it folds
 (``WorkerMetrics.folded``, ``dead_lettered``, ``fold_seconds``); the gauges of the gang table are
 computed at scrape time by ``TableCollector`` from the table itself, so they can never drift from
 it. Each app has its own ``CollectorRegistry`` (tests build several apps in one process); the
-views in ``streams.views`` serve it at ``GET /metrics``.
+views in ``streams.worker.web`` serve it at ``GET /metrics``.
 
 Must not: decide anything about gangs (phases and holds come from ``streams.core``), or register
 in prometheus-client's global default registry.
@@ -19,13 +19,13 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .contracts import ACK_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA
-from .core import decide
-from .core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
+from streams.wire.contracts import ACK_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA
+from streams.core import decide
+from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
                            PodObserved, Tick)
-from .core.state import GangState
-from .decoding import Decoded
-from .views import PHASES
+from streams.core.state import GangState
+from streams.wire.decoding import Decoded
+from streams.worker.web import PHASES
 
 FOLD_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)

@@ -9,7 +9,7 @@ the views on Faust's web server (on only with ``gangstate worker --web-port PORT
 | ``GET /gangs?namespace=NS&phase=PHASE`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs, sorted by gang id; ``Deleted`` gangs only with ``phase=Deleted`` |
 | ``GET /gangs/{namespace}/{name}`` | ``gang_detail``: ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner) |
 | ``GET /pods/{namespace}/{name}/why?gang=NS/NAME`` | ``why_pod`` (routed to the owner of ``gang``; without it, the local gang that has the pod) |
-| ``GET /metrics`` | Prometheus text (``streams.metrics``) |
+| ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
 
 The document builders (``gang_row``, ``gang_detail``, ``find_gang_of_pod``) are plain functions
 of ``GangState`` values so that ``gangstate get/describe/explain --from TRACE`` prints exactly
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from .core.explain import deletion, findings, why_pod
-from .core.state import GangState, summary
-from .core.timefmt import format_time
+from streams.core.explain import deletion, findings, why_pod
+from streams.core.state import GangState, summary
+from streams.core.timefmt import format_time
 
 if TYPE_CHECKING:  # pragma: no cover
     import faust
 
-    from .config import Settings
-    from .metrics import WorkerMetrics
+    from streams.kafka.settings import Settings
+    from streams.worker.metrics import WorkerMetrics
 
 PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Finished",
           "Deleted")
@@ -141,7 +141,7 @@ class OwnedStates(Mapping[str, GangState]):
 def active_owner(app: "faust.App", settings: "Settings") -> Callable[[str], bool]:
     """``owned(gang id) -> bool``: true when the key's ``gang-events`` partition is actively
     assigned to this worker now (false for every key before the first assignment)."""
-    from .app import partition_of
+    from streams.worker.app import partition_of
 
     topic = settings.topics.gang_events
 
@@ -171,7 +171,7 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
     from faust.exceptions import SameNode
     from faust.web import Request, Response, View
 
-    from .metrics import TableCollector, WorkerMetrics
+    from streams.worker.metrics import TableCollector, WorkerMetrics
 
     table = getattr(store, "table")
     owned = active_owner(app, settings)
