@@ -34,18 +34,18 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import synthetic  # noqa: E402
-from kafkabench import (Watcher, bare_consumer, create_compacted_topic, probe_gangs,  # noqa: E402
+from kafkabench import (PARTITIONS, Watcher, bare_consumer, create_compacted_topic,  # noqa: E402
+                        make_settings, preload, probe_gangs,
                         proc_memory, produce)
 
-from streams.worker.app import partition_of  # noqa: E402
-from streams.kafka.settings import Settings, Topics  # noqa: E402
+from streams.kafka.partitions import partition_of  # noqa: E402
+from streams.kafka.settings import Settings  # noqa: E402
 from streams.core.fold import PartitionFold  # noqa: E402
 from streams.core.state import to_wire  # noqa: E402
 from streams.wire.decoding import decode_input  # noqa: E402
 from streams.dev.worker_process import running_worker  # noqa: E402
 
 PROFILES = HERE / "profiles"
-PARTITIONS = 8
 
 FULL = dict(fold_gangs=10_000, mem_gangs=1_000, profile_gangs=1_000, sat_gangs=1_000,
             lat=((2_000, 10), (10_000, 5)), drain_timeout=240, recovery_gangs=100_000,
@@ -196,27 +196,6 @@ def profile_core(gangs: int) -> dict:
 
 
 # -- 2./3. end to end, latency, limit ------------------------------------------------------------
-
-def make_settings(bootstrap: str, tag: str) -> Settings:
-    run = f"{tag}-{uuid.uuid4().hex[:8]}"
-    return Settings(bootstrap=bootstrap, topics=Topics(f"bench-{run}."), partitions=PARTITIONS,
-                    app_id=f"gangstate-bench-{run}")
-
-
-def preload(settings: Settings, items: list[tuple[str, bytes]]) -> dict:
-    from streams.kafka.publishing import Publisher
-
-    pub = Publisher(settings, client_id="gangstate-bench-preload", linger_ms=20,
-                    batch_size=512 * 1024)
-    t = time.perf_counter()
-    topic = settings.topics.gang_events
-    for key, value in items:
-        pub.send(topic, key, value)
-    pub.close()
-    dt = time.perf_counter() - t
-    return {"records": len(items), "seconds": round(dt, 2),
-            "records_per_s": round(len(items) / dt)}
-
 
 def probe_at(value: bytes) -> int:
     from streams.core.timefmt import parse_time

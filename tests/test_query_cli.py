@@ -18,7 +18,7 @@ import pytest
 from streams.cli import main
 from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_trace
-from streams.worker.web import gang_detail
+from streams.query.answers import gang_detail
 
 CASES = Path(__file__).parent / "cases"
 END = "2026-11-29T00:00:00Z"

@@ -11,8 +11,9 @@ import pytest
 from mode.utils.queues import FlowControlQueue
 
 from producers.replay import merged_by_time, replay
+from streams.kafka.partitions import partition_of
 from streams.worker.app import (NO_TIMER, BulkRecoveryStore, _FlowControl, _legacy_key, create_app,
-                         encode_state, partition_of)
+                                encode_state)
 from streams.wire.contracts import parse_time
 from streams.core.fold import FoldSettings, PartitionFold, next_due
 from streams.core.state import from_wire, summary

@@ -29,7 +29,7 @@ from streams.wire.decoding import Decoded
 from streams.worker.metrics import TableCollector, WorkerMetrics
 from streams.wire.traces import fold_lines, fold_trace
 from streams.kafka.reading import wait_caught_up
-from streams.worker.web import gang_detail, gang_rows
+from streams.query.answers import gang_detail, gang_rows
 from streams.dev.worker_process import running_worker
 from tests.casecheck import case_dirs
 

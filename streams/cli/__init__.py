@@ -13,68 +13,11 @@ import argparse
 import json
 import os
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from streams.wire.contracts import parse_time
-
-
-def _now_micros() -> int:
-    return parse_time(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
-
-
-def _at(text: str | None) -> int:
-    """``--at``: RFC 3339 (or ``now``/unset) -> microseconds. A bad value ends the command
-    with exit status 2 and a one-line message, like any other usage error."""
-    if text is None or text == "now":
-        return _now_micros()
-    try:
-        return parse_time(text)
-    except ValueError:
-        print(f"gangstate: --at: not an RFC 3339 time (e.g. 2026-11-02T09:00:00Z): {text!r}",
-              file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-def _seconds(text: str) -> float:
-    """argparse type: a finite, non-negative number of seconds."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
-    return value
-
-
-def format_text(result: Any) -> str:
-    """Render a ``FoldResult`` for people: one block per gang, its diagnostics and commands."""
-    from streams.core.state import summary
-
-    lines: list[str] = []
-    by_gang: dict[str, list[dict[str, Any]]] = {}
-    for d in result.diagnostics:
-        by_gang.setdefault(d["gang"], []).append(d)
-    for gang, state in sorted(result.states.items()):
-        s = summary(state)
-        lines.append(f"gang {gang}  phase={s['phase']}  members={s['members']}"
-                     f"/{s['min_member'] if s['min_member'] is not None else '?'}"
-                     f"  bound={s['bound']}  waiting={s['waiting']}"
-                     f"  representative={s['representative'] or '-'}")
-        for d in by_gang.get(gang, []):
-            lines.append(f"  {d['observed_at']}  {d['type']:<7} {d['reason']}: {d['message']}")
-        for c in result.commands:
-            if c["gang_group"] != s["gang_group"]:
-                continue
-            cycle = f", cycle {c['cycle']}" if c.get("cycle") is not None else ""
-            lines.append(f"  {c['issued_at']}  Command {c['type']} epoch {c['epoch']}: "
-                         f"{c['expected_representative'] or '-'} -> {c['representative']}"
-                         f" ({c['reason']}{cycle})")
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+from streams.cli.options import _at, _seconds  # noqa: F401  (used by the commands below)
+from streams.wire.traces import format_text
 
 
 def cmd_fold(args: argparse.Namespace) -> int:

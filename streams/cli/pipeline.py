@@ -49,7 +49,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """``gangstate replay TRACE...``: publish traces into gang-events."""
     from producers.replay import file_lines, merged_by_time, replay
 
-    from streams.cli import _at
+    from streams.cli.options import _at
 
     settings = _settings(args)
     if not _need_kafka(settings, "replay"):
@@ -121,7 +121,7 @@ def _kafka_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    """Register worker, replay, tap, demo (and watch/simulate when present) on ``sub``."""
+    """Register demo, worker, replay, tap, watch, simulate, sink, get, describe and explain."""
     p = sub.add_parser("demo", help="the main job: local Kafka, a worker, the bundled traces",
                        description="Start the local single-node Kafka (unless "
                                    "KAFKA_BOOTSTRAP_SERVERS is set) and a worker, replay the "
@@ -173,11 +173,12 @@ def add_commands(sub: Any) -> None:
     _kafka_flags(p)
     p.set_defaults(func=cmd_tap)
 
-    for module in ("producers.watch.watching", "producers.simulate", "streams.events.sink",
-                   "streams.cli.query"):
-        try:
-            mod = __import__(module, fromlist=["add_command"])
-        except ImportError:
-            continue
-        if hasattr(mod, "add_command"):
-            mod.add_command(sub)
+    # imported here, not at module level, so that ``gangstate fold`` starts without them; a
+    # broken import fails every command loudly instead of silently removing one
+    from producers.simulate import add_command as add_simulate
+    from producers.watch.watching import add_command as add_watch
+    from streams.cli.query import add_command as add_query
+    from streams.events.sink import add_command as add_sink
+
+    for add in (add_watch, add_simulate, add_sink, add_query):
+        add(sub)

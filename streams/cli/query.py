@@ -6,7 +6,7 @@ running worker's HTTP views (``--server URL``, default ``$GANGSTATE_SERVER`` or
 ``http://127.0.0.1:6066``; see ``streams.worker.web``) or from the offline fold of traces
 (``--from TRACE``, repeatable, state as of ``--at``), and prints them as aligned tables and
 sections for people or, with ``-o json``, exactly as the worker serves them. The documents come
-from ``streams.worker.web``' builders over ``streams.core`` (``summary``, ``findings``,
+from ``streams.query.answers``' builders over ``streams.core`` (``summary``, ``findings``,
 ``why_pod``); this module only formats.
 
 Exit status: 0 on success, 1 when the gang or pod is unknown, 2 when the worker cannot be
@@ -75,11 +75,11 @@ class ServerSource:
         return body
 
     def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
-        """``GET /gangs``: rows of ``streams.worker.web.gang_row``."""
+        """``GET /gangs``: rows of ``streams.query.answers.gang_row``."""
         return self._get("/gangs", {"namespace": namespace or "", "phase": phase or ""})["gangs"]
 
     def gang(self, gang: str) -> dict[str, Any]:
-        """``GET /gangs/{ns}/{name}``: ``streams.worker.web.gang_detail``."""
+        """``GET /gangs/{ns}/{name}``: ``streams.query.answers.gang_detail``."""
         ns, name = _split(gang)
         return self._get(f"/gangs/{quote(ns, safe='')}/{quote(name, safe='')}")
 
@@ -106,8 +106,8 @@ class TraceSource:
         self.states = result.states
 
     def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
-        """``streams.worker.web.gang_rows`` of the folded gangs; a bad phase is ``QueryError`` 2."""
-        from streams.worker.web import gang_rows
+        """``streams.query.answers.gang_rows`` of the folded gangs; a bad phase is ``QueryError`` 2."""
+        from streams.query.answers import gang_rows
 
         try:
             return gang_rows(self.states.values(), namespace, phase)
@@ -115,8 +115,8 @@ class TraceSource:
             raise QueryError(str(err), 2) from None
 
     def gang(self, gang: str) -> dict[str, Any]:
-        """``streams.worker.web.gang_detail``; an unknown gang is ``QueryError`` 1."""
-        from streams.worker.web import gang_detail
+        """``streams.query.answers.gang_detail``; an unknown gang is ``QueryError`` 1."""
+        from streams.query.answers import gang_detail
 
         state = self.states.get(gang)
         if state is None:
@@ -124,8 +124,8 @@ class TraceSource:
         return gang_detail(state)
 
     def why(self, pod: str, gang: str | None) -> dict[str, Any]:
-        """``streams.worker.web.explain_pod``; an unknown gang or pod is ``QueryError`` 1."""
-        from streams.worker.web import NotFound, explain_pod
+        """``streams.query.answers.explain_pod``; an unknown gang or pod is ``QueryError`` 1."""
+        from streams.query.answers import NotFound, explain_pod
 
         try:
             return explain_pod(self.states, pod, gang)
@@ -169,7 +169,7 @@ def _ref(text: str) -> str:
 
 def _source(args: argparse.Namespace) -> ServerSource | TraceSource:
     if args.traces:
-        from streams.cli import _at
+        from streams.cli.options import _at
 
         return TraceSource(args.traces, _at(args.at))
     return ServerSource(args.server or os.environ.get("GANGSTATE_SERVER") or DEFAULT_SERVER)

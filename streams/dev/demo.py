@@ -74,7 +74,7 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
     """
     from producers.replay import merged_by_time, replay
 
-    from streams.cli import format_text
+    from streams.wire.traces import format_text
 
     base = settings or Settings.from_env()
     traces = traces or bundled_traces()

@@ -89,3 +89,28 @@ def fold_lines(lines: Iterable[tuple[int, bytes]], at: int | None,
 def fold_trace(path: Path, at: int | None, settings: FoldSettings = FoldSettings()) -> FoldResult:
     """Fold a trace file (``gangstate.*/v1`` JSON lines). Raises ``OSError`` if unreadable."""
     return fold_lines(read_lines(path), at, settings)
+
+
+def format_text(result: Any) -> str:
+    """Render a ``FoldResult`` for people: one block per gang, its diagnostics and commands."""
+    lines: list[str] = []
+    by_gang: dict[str, list[dict[str, Any]]] = {}
+    for d in result.diagnostics:
+        by_gang.setdefault(d["gang"], []).append(d)
+    for gang, state in sorted(result.states.items()):
+        s = summary(state)
+        lines.append(f"gang {gang}  phase={s['phase']}  members={s['members']}"
+                     f"/{s['min_member'] if s['min_member'] is not None else '?'}"
+                     f"  bound={s['bound']}  waiting={s['waiting']}"
+                     f"  representative={s['representative'] or '-'}")
+        for d in by_gang.get(gang, []):
+            lines.append(f"  {d['observed_at']}  {d['type']:<7} {d['reason']}: {d['message']}")
+        for c in result.commands:
+            if c["gang_group"] != s["gang_group"]:
+                continue
+            cycle = f", cycle {c['cycle']}" if c.get("cycle") is not None else ""
+            lines.append(f"  {c['issued_at']}  Command {c['type']} epoch {c['epoch']}: "
+                         f"{c['expected_representative'] or '-'} -> {c['representative']}"
+                         f" ({c['reason']}{cycle})")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

@@ -39,7 +39,6 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, MutableMapping
 
 import faust
-from kafka.partitioner.default import murmur2
 from faust.stores.memory import Store as MemoryStore
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
@@ -76,12 +75,6 @@ FETCH_MAX_WAIT_MS = 100
 """Longest a fetch waits at the broker for new data, ms (Faust's own consumer: 1500)."""
 LOAD_FETCH_BYTES = 16 * 1024 * 1024
 """Bytes per partition per fetch when the table loads its changelog (``BulkRecoveryStore``)."""
-
-
-def partition_of(key: str, partitions: int) -> int:
-    """Kafka's default partition of a UTF-8 key (murmur2, as kafka-python's and aiokafka's
-    default partitioners compute it)."""
-    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
 
 
 NO_TIMER = b'{"tm":0,'

@@ -25,7 +25,7 @@ from streams.core.records import (AckObserved, CycleObserved, GangSummarized, Po
                            PodObserved, Tick)
 from streams.core.state import GangState
 from streams.wire.decoding import Decoded
-from streams.worker.web import PHASES
+from streams.query.answers import PHASES
 
 FOLD_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
