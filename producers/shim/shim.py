@@ -15,7 +15,7 @@ Two layers, as the rest of gangstate:
 
 - the **fencing core** (``ShimState``, ``buffer_command``, ``apply_command``, ``apply_pending``,
   ``recover``): pure functions over frozen values, no clock, no I/O. It is what the simulator
-  uses in-process and what the tables in ``tests/test_shim.py`` exercise;
+  uses in-process and what the tables in ``tests/unit/test_shim.py`` exercise;
 - the **Kafka shell** (``Shim``): a kafka-python consumer/producer in one background thread
   with a bounded inbox. Scheduler calls never touch Kafka: they drain the inbox without
   blocking, call the core, and hand acks to the background thread.

@@ -9,7 +9,7 @@ which the caller sends to the dead-letter topic (or reports with its line number
 Every value is first validated against the narrow decode views (``contracts.INPUT_VIEW``: the
 same fields and constraints as the models, unknown fields skipped rather than built), about 2x
 faster than the models; a value the views reject, or cannot vouch for, is decoded by the
-contract models, which give the same record or the reason (tests/test_decoding_views.py).
+contract models, which give the same record or the reason (tests/unit/test_decoding_views.py).
 
 Must not: hold gang logic (membership rules live in ``streams.core.spec``).
 """

@@ -4,7 +4,7 @@ Where it sits: a thin shell like the worker, but over a file. It decodes each li
 ``streams.wire.decoding``, feeds one ``PartitionFold`` (one event-time clock for the whole trace) and
 ends with a tick at ``at``. Malformed lines are reported with their line number and skipped;
 nothing else is lost. The Kafka path gives the same diagnostics and commands per gang
-(``tests/test_pipeline.py`` checks it).
+(``tests/kafka/test_pipeline.py`` checks it).
 
 Must not: read the wall clock itself (the caller passes ``at``).
 """

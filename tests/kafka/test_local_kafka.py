@@ -22,7 +22,7 @@ from kafka.admin import NewTopic
 
 pytestmark = pytest.mark.kafka
 
-BROKER_PY = Path(__file__).resolve().parents[1] / "deploy" / "kafka" / "broker.py"
+BROKER_PY = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "broker.py"
 
 
 def _load_broker_module():

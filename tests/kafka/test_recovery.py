@@ -20,7 +20,7 @@ from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
-from tests.casecheck import case_dirs
+from tests.fixtures.casecheck import case_dirs
 
 AT = parse_time("2026-11-29T00:00:00Z")
 

@@ -14,7 +14,7 @@ import pytest
 from producers.shim.shim import read_acks
 from producers.simulate.run import run_live
 from producers.simulate.scenario import scenario_from_dict
-from tests.worker_process import running_worker
+from streams.dev.worker_process import running_worker
 
 pytestmark = pytest.mark.kafka
 

@@ -1,7 +1,7 @@
 """End to end: TEST API SERVER -> ``gangstate watch`` -> real Kafka -> ``gangstate worker`` ->
 the expected diagnostics on the ``diagnostics`` topic.
 
-The test API server is ``tests.apiserver_double`` (a test double, not a cluster). The broker and
+The test API server is ``tests.doubles.apiserver`` (a test double, not a cluster). The broker and
 the settings come from ``tests/conftest.py`` (``kafka_settings``: unique topic prefix and app
 id, topics created); the worker runs as a child process (``streams.dev.worker_process``).
 """
@@ -20,7 +20,7 @@ from streams.kafka.publishing import Publisher
 from producers.watch.watching import WatchConfig, Watcher
 from streams.kafka.settings import Settings
 from streams.dev.worker_process import running_worker
-from tests.apiserver_double import ApiServerDouble
+from tests.doubles.apiserver import ApiServerDouble
 
 pytestmark = pytest.mark.kafka
 

@@ -1,7 +1,7 @@
 """The worker's HTTP views and metrics (``streams.worker.web``, ``streams.worker.metrics``).
 
 The Kafka tests start one worker with ``--web-port`` (module-scoped), replay every handed case
-into it merged by event time (as ``tests/test_pipeline.py`` does), wait until it has caught up,
+into it merged by event time (as ``tests/kafka/test_pipeline.py`` does), wait until it has caught up,
 and then read the views, run the CLI against ``--server``, and scrape ``/metrics``. What the
 views serve is compared with the offline fold of the same log and with values worked out by
 hand. The collector and counters are also tested without Kafka, on offline states.
@@ -31,10 +31,10 @@ from streams.wire.traces import fold_lines, fold_trace
 from streams.kafka.reading import wait_caught_up
 from streams.query.answers import gang_detail, gang_rows
 from streams.dev.worker_process import running_worker
-from tests.casecheck import case_dirs
+from tests.fixtures.casecheck import case_dirs
 
 AT = parse_time("2026-11-29T00:00:00Z")
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).resolve().parents[1] / "cases"
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -1,4 +1,4 @@
-"""Contract tests of the TEST API SERVER (``tests.apiserver_double``), driven with the real
+"""Contract tests of the TEST API SERVER (``tests.doubles.apiserver``), driven with the real
 ``kubernetes`` client: the protocol details the watch producer and the Event sink rely on."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from tests.apiserver_double import ApiServerDouble, json_patch, merge_patch
+from tests.doubles.apiserver import ApiServerDouble, json_patch, merge_patch
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_too_old_watch_is_410_and_expire_sends_error_event(server: ApiServerDoub
     lines = iter_resp_lines(resp)
     server.pause_watches()
     server.apply(pod("c"))  # never delivered: the watch expires first
-    from tests.apiserver_double import eventually
+    from tests.doubles.apiserver import eventually
     eventually(lambda: server.open_watches("pods") == 1)
     server.compact(expire_watches=True)
     events = [json.loads(line) for line in lines if line]
@@ -143,7 +143,7 @@ def test_too_old_watch_is_410_and_expire_sends_error_event(server: ApiServerDoub
 
 
 def test_dropped_watch_breaks_the_stream(server: ApiServerDouble) -> None:
-    from tests.apiserver_double import eventually
+    from tests.doubles.apiserver import eventually
 
     api = core(server)
     resp = api.list_namespaced_pod("ns", watch=True, resource_version="0",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streams.wire.traces import fold_trace
-from tests.casecheck import case_dirs, problems
+from tests.fixtures.casecheck import case_dirs, problems
 
 AT = "2026-11-29T00:00:00Z"
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).resolve().parents[1] / "cases"
 
 
 def fold(*args: str) -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,7 @@ import pytest
 
 import streams.core
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CASES = sorted((ROOT / "tests" / "cases").glob("*/trace.jsonl"))
 END = "2026-12-01T00:00:00Z"
 PURE = os.environ.get("GANGSTATE_PURE_CORE") == "1"

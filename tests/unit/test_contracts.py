@@ -13,7 +13,7 @@ import pytest
 from streams.wire.contracts import json_schemas
 from streams.wire.decoding import DecodeError, decode_input
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_schemas_match_the_models():

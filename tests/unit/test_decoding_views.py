@@ -27,7 +27,7 @@ from streams.core.spec import (RawSettings, gang_of_pod, settings_of_pod, settin
                                waits_for_podgroup)
 from streams.wire.decoding import Decoded, DecodeError, _short, decode_input, scheduling_gates
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 

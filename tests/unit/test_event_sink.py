@@ -19,10 +19,10 @@ from streams.events.sink import (EventSink, GivenUp, KubeTransport, RetryPolicy,
 from streams.events.recorder import (ANNOTATION_LAST_ID, Create, Drop, Patch, Recorder, Skip,
                                  SpamFilter)
 from streams.wire.traces import fold_trace
-from tests.apiserver_double import ApiServerDouble, eventually
+from tests.doubles.apiserver import ApiServerDouble, eventually
 
 AT = parse_time("2026-11-29T00:00:00Z")
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).resolve().parents[1] / "cases"
 
 MSG = {
     "insufficient": "gang team-a/llm-pretrain has 3 of minMember 4 pods; scheduling is held at "
@@ -217,10 +217,10 @@ def test_a_patch_of_a_vanished_event_creates_it(server: ApiServerDouble) -> None
 def test_recreated_pods_of_a_gang_with_invalid_settings_get_their_own_events(
         server: ApiServerDouble) -> None:
     """Issue 11: the pods of a `mode: nonstrict` gang are deleted and recreated with new uids
-    (tests/test_fold.py works out the diagnostics): each pod, old and new, has its Event once,
+    (tests/unit/test_fold.py works out the diagnostics): each pod, old and new, has its Event once,
     and a replay of the same diagnostics writes nothing."""
     from streams.core.fold import PartitionFold
-    from tests.builders import pod
+    from tests.fixtures.builders import pod
 
     trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
              pod("p0", 20, rv="2", type_="DELETED", mode="nonstrict"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 from streams.wire.contracts import parse_time
 from streams.core.explain import findings, why_pod
 from streams.wire.traces import fold_lines, fold_trace
-from tests.casecheck import CASES
-from tests.tracegen import pod
+from tests.fixtures.casecheck import CASES
+from tests.fixtures.tracegen import pod
 
 AT = parse_time("2026-11-29T00:00:00Z")
 
@@ -66,7 +66,7 @@ def test_an_unknown_pod_is_not_a_member():
 
 
 def test_a_pod_waiting_at_permit_while_another_member_fails():
-    from tests.tracegen import cycle
+    from tests.fixtures.tracegen import cycle
     lines = [pod("t", f"j-{i}", i, 10 + i, gang="j", min_available=3,
                  extra={"gang.scheduling.koordinator.sh/mode": "NonStrict"}) for i in range(3)]
     lines += [cycle("t", "j-0", 5, 100, "Permit", "Wait", gang="t/j", representative="t/j-0"),

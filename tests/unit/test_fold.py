@@ -10,7 +10,7 @@ from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
 from streams.core.state import from_wire, summary, to_wire
 from streams.core.timefmt import format_time
-from tests.builders import ack, at, attempt, cycle, pod, podgroup
+from tests.fixtures.builders import ack, at, attempt, cycle, pod, podgroup
 
 
 def run(records, end: float | None = None, grace: float = 10.0):

@@ -21,7 +21,7 @@ from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
 from streams.core.state import from_wire, summary, to_wire
 from streams.core.timefmt import format_time
-from tests.builders import at, pod, podgroup
+from tests.fixtures.builders import at, pod, podgroup
 
 Q = ("example.com/quota",)
 K = ("kueue.x-k8s.io/admission",)
@@ -157,7 +157,7 @@ def test_a_gated_member_of_a_podgroup_gang_tells_the_podgroup_too() -> None:
 
 
 def test_the_gates_are_kept_on_the_member_and_through_cycle_records() -> None:
-    from tests.builders import cycle
+    from tests.fixtures.builders import cycle
 
     _, store = run([pod("g-0", 0), pod("g-1", 1, gates=K + Q),
                     cycle("g-1", 2, 7, "Bind", "Error", reason="binding refused")])
@@ -275,7 +275,7 @@ waits for example.com/quota)
 def test_explain_pod_names_the_gated_member_its_gates_and_what_holds_the_others(
         name: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     from streams.cli import main
-    from tests import tracegen
+    from tests.fixtures import tracegen
 
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join([
@@ -299,7 +299,7 @@ def test_the_held_pods_gauge_counts_a_gated_gang_under_its_own_reason() -> None:
     from prometheus_client import generate_latest
 
     from streams.worker.metrics import TableCollector, WorkerMetrics
-    from tests.test_views import samples
+    from tests.kafka.test_worker_web import samples
 
     _, store = run([pod("g-0", 0), pod("g-1", 1, gates=Q)], 11)
     metrics = WorkerMetrics()

@@ -11,7 +11,7 @@ import pytest
 
 from streams.wire.contracts import parse_time
 from streams.wire.traces import fold_lines
-from tests.tracegen import pod
+from tests.fixtures.tracegen import pod
 
 GROUPS = ["ml/a", "ml/b"]
 END = parse_time("2026-11-02T10:00:00Z")
@@ -116,7 +116,7 @@ def test_history_explains_how_the_gang_got_here():
 
 
 def test_commands_of_a_multi_gang_group_take_the_cycle_number_as_epoch():
-    from tests.tracegen import cycle
+    from tests.fixtures.tracegen import cycle
     lines = gang_a() + gang_b(late=3) + [
         cycle("ml", "a-0", 5, 700, "Permit", "Wait", gang="ml/a", representative="ml/a-0"),
         cycle("ml", "a-1", 6, 701, "Filter", "Unschedulable", gang="ml/a",

@@ -21,7 +21,7 @@ from kubernetes import client
 
 from producers.watch.watching import _api_client
 from streams.events.sink import _transport
-from tests.apiserver_double import ApiServerDouble
+from tests.doubles.apiserver import ApiServerDouble
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 

@@ -3,7 +3,7 @@
 
 Each case is a named scenario: the trace, the time the state is taken at, and what a person must
 read, worked out by hand from the trace (tests/cases/*/trace.jsonl). The server path is tested
-against a real worker in tests/test_views.py.
+against a real worker in tests/kafka/test_worker_web.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_trace
 from streams.query.answers import gang_detail
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).resolve().parents[1] / "cases"
 END = "2026-11-29T00:00:00Z"
 
 
@@ -319,7 +319,7 @@ def test_explain_pod_of_a_gang_known_from_real_scheduler_events(capsys, tmp_path
     printing one (the real koord-scheduler v1.8.0 excerpt, tests/data/README.md)."""
     from producers.watch.watching import GangRouter, Publish
 
-    items = json.loads((Path(__file__).parent / "data" /
+    items = json.loads((Path(__file__).resolve().parents[1] / "data" /
                         "koord-v1.8.0-gpu-short-excerpt.json").read_text())["items"]
     router, lines = GangRouter(), []
     for item in items:

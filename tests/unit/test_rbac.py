@@ -19,12 +19,12 @@ import pytest
 import yaml
 
 from streams.events.sink import Forbidden, GivenUp, request_attributes
-from tests.apiserver_double import ApiServerDouble, RequestAttributes, eventually
-from tests.apiserver_double import request_attributes as server_request_attributes
-from tests.test_event_sink import diagnostics_of, make_sink
-from tests.test_watch import MemoryPublisher, SETTINGS, pod, run_watcher
+from tests.doubles.apiserver import ApiServerDouble, RequestAttributes, eventually
+from tests.doubles.apiserver import request_attributes as server_request_attributes
+from tests.unit.test_event_sink import diagnostics_of, make_sink
+from tests.unit.test_watch import MemoryPublisher, SETTINGS, pod, run_watcher
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes"
+MANIFESTS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 
 OLD_RULES = [  # rbac.yaml at commit 77fec44: no get on events in either API group
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},

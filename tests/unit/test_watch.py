@@ -1,7 +1,7 @@
 """Tests of the watch producer (``producers.watch.watching``).
 
 Pure parts (stream plan, relist diff, backoff, routing) are tables of named scenarios. The shell
-runs against the TEST API SERVER (``tests.apiserver_double``, a test double driven through the
+runs against the TEST API SERVER (``tests.doubles.apiserver``, a test double driven through the
 real ``kubernetes`` client) with an in-memory publisher; the published stream is folded with
 ``streams.wire.traces.fold_lines`` and compared with the test API server's final state, or with the
 handed traces folded directly.
@@ -26,9 +26,9 @@ from streams.kafka.settings import Settings, Topics
 from streams.core.spec import gang_of_pod
 from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_lines
-from tests.apiserver_double import ApiServerDouble, eventually
+from tests.doubles.apiserver import ApiServerDouble, eventually
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).resolve().parents[1] / "cases"
 SETTINGS = Settings(bootstrap=None, topics=Topics("test."))
 FAST = WatchConfig(read_timeout=35.0, watch_timeout=30, backoff_base=0.02, backoff_cap=0.2,
                    tick_interval=None, flush_interval=0.05, hold_events=0.3, crd_recheck=60.0)
@@ -320,7 +320,7 @@ def test_router_dead_letters_an_event_without_an_involved_pod_name() -> None:
     assert r.held == {}
 
 
-REAL = Path(__file__).parent / "data" / "koord-v1.8.0-gpu-short-excerpt.json"
+REAL = Path(__file__).resolve().parents[1] / "data" / "koord-v1.8.0-gpu-short-excerpt.json"
 
 
 def real_items(kind: str) -> list[dict[str, Any]]:
