@@ -470,14 +470,14 @@ def profile_worker(settings: Settings, watcher: Watcher, worker, first: int, gan
 def write_changelog(settings: Settings, gangs: int) -> dict:
     """Fill ``<app id>-gangs-changelog`` (created compacted, 8 partitions, as Faust creates it)
     with ``gangs`` gangs of 8 members, one record per gang, exactly as the worker writes them:
-    key = the UTF-8 gang id, value = ``streams.worker.app.encode_state`` of the final state of a
+    key = the UTF-8 gang id, value = ``streams.worker.table.encode_state`` of the final state of a
     folded synthetic gang (renamed per gang), in the gang's partition. Returns the first gang
     of each partition (the probes go there), the byte count and the time taken."""
     import re
 
     from streams.kafka.publishing import ensure_topics
 
-    from streams.worker.app import encode_state
+    from streams.worker.table import encode_state
     from streams.core.fold import next_due
 
     bootstrap = settings.bootstrap or ""

@@ -22,6 +22,9 @@ what it folds in the app's own Prometheus registry (``streams.worker.metrics``).
 off; with ``web_port`` it serves only gangstate's views (``streams.worker.web``: ``/gangs``, ``/pods/…
 /why``, ``/metrics``); its built-in ``/table``, ``/router``, ``/graph`` and stats views stay off.
 
+The gang table and its bulk recovery are in ``streams.worker.table``; every change made to Faust
+and aiokafka is in ``streams.worker.faust_patches``; this module only wires them.
+
 Must not: decide anything about gangs (that is ``streams.core``), or read the wall clock for
 anything but dead letters' ``observed_at``.
 """
@@ -29,28 +32,22 @@ anything but dead letters' ``observed_at``.
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import logging
 import os
-from pathlib import Path
-from time import monotonic as time_monotonic
 from datetime import datetime, timezone
-from typing import Any, Iterator, MutableMapping
+from pathlib import Path
+from typing import Any
 
 import faust
-from faust.stores.memory import Store as MemoryStore
-from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP
-from mode.utils.objects import cached_property
-from mode.utils.queues import FlowControlEvent
 
+from streams.core.fold import Output, PartitionFold
 from streams.kafka.settings import Settings
 from streams.wire.contracts import DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
-from streams.core.fold import FoldSettings, Output, PartitionFold, next_due
-from streams.core.state import GangState, from_wire, to_wire
 from streams.wire.decoding import DecodeError, decode_input
+from streams.worker.faust_patches import PatchedApp
 from streams.worker.metrics import WorkerMetrics
+from streams.worker.table import GangTable, TableStore
 
 log = logging.getLogger("gangstate.worker")
 
@@ -64,304 +61,10 @@ PRODUCER_BATCH_BYTES = 1024 * 1024
 """Bytes of one partition's batch in the producer (Faust's default: 16 KiB)."""
 PRODUCER_LINGER_MS = 2
 """How long the producer waits for more messages before it sends a batch, ms."""
-CACHE_GANGS = 50_000
-"""Decoded gang states kept in memory at most; beyond it the least recently written clean ones
-are dropped (their stored bytes stay; the next record of such a gang decodes it again)."""
 QUIET_LOGGERS = ("aiokafka", "kafka", "faust", "mode")
 """Libraries whose DEBUG/INFO records the worker never builds: aiokafka alone creates one log
 record per message produced (filtered out later by the handler, but built: ~2 % of the worker's
 time at saturation, bench/profiles/worker.txt)."""
-FETCH_MAX_WAIT_MS = 100
-"""Longest a fetch waits at the broker for new data, ms (Faust's own consumer: 1500)."""
-LOAD_FETCH_BYTES = 16 * 1024 * 1024
-"""Bytes per partition per fetch when the table loads its changelog (``BulkRecoveryStore``)."""
-
-
-NO_TIMER = b'{"tm":0,'
-"""How a stored gang value starts when the gang had no pending timer when it was written."""
-
-
-def encode_state(state: GangState, has_timer: bool) -> bytes:
-    """The table value of a gang: the JSON of ``to_wire(state)`` with one more member in front,
-    ``"tm"`` (1 when the gang has a pending timer, i.e. ``next_due`` is not ``None``; else 0).
-
-    ``from_wire`` ignores the extra member, so readers of the changelog see the wire form. The
-    worker uses it after a restart: a value that starts with ``NO_TIMER`` has no timer, so
-    rebuilding the timer index does not decode it (whether a gang has a timer depends on its
-    state only; the fold settings move the due time, not its existence)."""
-    data = {"tm": int(has_timer), **to_wire(state)}
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-class BulkRecoveryStore(MemoryStore):
-    """Faust's memory store that recovers its table itself, in bulk, before Faust's recovery.
-
-    Faust recovers a table by passing every changelog record through its consumer, conductor,
-    changelog queue and recovery loop, one record at a time (several tasks and queue hand-offs
-    per record): about 1.5k records/s here, so a 100k-gang changelog took over a minute, while
-    a plain consumer reads the same 600 MiB in 3 s. On every rebalance this store reads its
-    active changelog partitions itself (a separate aiokafka consumer without a group, from the
-    beginning to the end offsets taken when it starts) straight into the table's dict, and
-    reports the last offset it read as the persisted offset (what a RocksDB store reports):
-    Faust's recovery then only reads what was written after that, if anything. Standby
-    partitions are left to Faust (the memory store keeps no standby data anyway).
-
-    Keys written by Faust's JSON key serializer (before the table stored raw bytes:
-    ``b'"ns/name"'``, quotes included) are loaded as the gang id; a later record of the gang
-    under its raw key (same partition, higher offset) replaces it.
-    """
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._loaded: dict[TP, int] = {}
-
-    def persisted_offset(self, tp: TP) -> int | None:
-        """The offset of the last changelog record loaded for ``tp`` (``None``: none)."""
-        return self._loaded.get(tp)
-
-    def put(self, key: bytes, value: bytes, partition: int) -> None:
-        """Store ``value`` under ``key``, remembering its changelog partition."""
-        self.data[key] = value
-        self._key_partition[key] = partition
-
-    def partition_items(self, partition: int) -> Iterator[tuple[bytes, bytes]]:
-        """``(key, value)`` of the gangs stored in changelog ``partition``."""
-        data = self.data
-        for key, p in list(self._key_partition.items()):
-            if p == partition:
-                value = data.get(key)
-                if value is not None:
-                    yield key, value
-
-    async def on_rebalance(self, assigned: Any, revoked: Any, newly_assigned: Any,
-                           generation_id: int = 0) -> None:
-        """Reload the table from its active changelog partitions (from scratch: Faust
-        flushed the producer when the previous assignment was revoked)."""
-        changelog = self.table.changelog_topic.get_topic_name()
-        actives = {tp for tp in self.app.assignor.assigned_actives() if tp.topic == changelog}
-        started = time_monotonic()
-        self._loaded = await self._load(sorted(actives))
-        log.info("loaded %d gangs from %d changelog partitions in %.1f s", len(self.data),
-                 len(actives), time_monotonic() - started)
-
-    async def _load(self, tps: list[TP]) -> dict[TP, int]:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
-
-        self.data.clear()
-        self._key_partition.clear()
-        if not tps:
-            return {}
-        servers = [f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker]
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=servers, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="earliest", client_id=f"{self.app.conf.id}-table-loader",
-            max_partition_fetch_bytes=LOAD_FETCH_BYTES, fetch_max_bytes=LOAD_FETCH_BYTES * 4)
-        await consumer.start()
-        try:
-            parts = [TopicPartition(tp.topic, tp.partition) for tp in tps]
-            consumer.assign(parts)
-            end = await consumer.end_offsets(parts)
-            await consumer.seek_to_beginning(*parts)
-            todo = set()
-            for tp in parts:
-                if await consumer.position(tp) < end[tp]:
-                    todo.add(tp)
-            data = self.data
-            key_partition = self._key_partition
-            while todo:
-                batch = await consumer.getmany(*todo, timeout_ms=1000)
-                for tp, records in batch.items():
-                    last = end[tp]
-                    for record in records:
-                        if record.offset >= last:
-                            break  # written after the load began: Faust's recovery reads it
-                        key = record.key
-                        if key is None:
-                            continue
-                        if key[:1] == b'"':
-                            key = _legacy_key(key)
-                        if record.value is None:
-                            data.pop(key, None)
-                            key_partition.pop(key, None)
-                        else:
-                            data[key] = record.value
-                            key_partition[key] = tp.partition
-                for tp in list(todo):
-                    if await consumer.position(tp) >= end[tp]:
-                        todo.discard(tp)
-        finally:
-            await consumer.stop()
-        return {TP(tp.topic, tp.partition): end[tp] - 1 for tp in parts if end[tp] > 0}
-
-
-def _legacy_key(key: bytes) -> bytes:
-    """The gang id of a table key written by Faust's JSON key serializer (``b'"ns/name"'``)."""
-    try:
-        decoded = json.loads(key)
-    except ValueError:
-        return key
-    return decoded.encode("utf-8") if isinstance(decoded, str) else key
-
-
-class _GangTable(faust.Table):
-    """``faust.Table`` whose store is a ``BulkRecoveryStore``."""
-
-    def _new_store(self) -> Any:
-        return BulkRecoveryStore("memory://", self.app, self, table_name=self.name,
-                                 key_type=self.key_type, key_serializer=self.key_serializer,
-                                 value_serializer=self.value_serializer,
-                                 value_type=self.value_type, loop=self.loop,
-                                 options=self.options)
-
-
-class TableStore(MutableMapping[str, GangState]):
-    """The gang table seen as ``gang id -> GangState`` for the core's ``PartitionFold``.
-
-    The Faust table (a ``_GangTable``: raw bytes keys and values, so its changelog holds the
-    UTF-8 gang id and the JSON bytes) holds each gang's compact wire form
-    (``streams.core.state.to_wire``, stored by ``encode_state``); decoded states are cached per
-    key, so a gang is decoded once, not on every record. Writes are batched: ``__setitem__``
-    only updates the cache and marks the key dirty with the partition being processed
-    (``partition``); ``flush()`` then writes each dirty gang once to the table and its
-    changelog, in that partition (the changelog stays co-partitioned with ``gang-events``). The
-    worker flushes when Faust starts an offset commit, before it flushes its producer and
-    commits, and before partitions are revoked. At most ``cache_gangs`` decoded states are
-    kept (``flush`` drops the oldest written ones). ``timer_keys(partition)`` lists the gangs of a
-    partition that may have a pending timer, without decoding the others.
-    """
-
-    def __init__(self, table: Any, fold_settings: FoldSettings,
-                 cache_gangs: int = CACHE_GANGS) -> None:
-        self.table = table
-        self.fold_settings = fold_settings
-        self.cache: dict[str, GangState] = {}
-        self.dirty: dict[str, int] = {}
-        self.partition: int | None = None
-        self.cache_gangs = cache_gangs
-
-    def __getitem__(self, key: str) -> GangState:
-        state = self.cache.get(key)
-        if state is None:
-            raw = self.table.data.get(key.encode("utf-8"))
-            if raw is None:
-                raise KeyError(key)
-            state = from_wire(json.loads(raw))
-            self.cache[key] = state
-        return state
-
-    def __setitem__(self, key: str, state: GangState) -> None:
-        if self.partition is None:
-            raise RuntimeError("TableStore.partition must name the partition being processed")
-        self.cache[key] = state
-        self.dirty[key] = self.partition
-
-    def __delitem__(self, key: str) -> None:
-        raise NotImplementedError("gang states are never deleted (the epoch is kept)")
-
-    def _stored(self) -> set[str]:
-        return {k.decode("utf-8") for k in self.table.data.keys()}
-
-    def __iter__(self) -> Iterator[str]:
-        stored = self._stored()
-        return iter(sorted(stored | set(self.dirty)))
-
-    def __len__(self) -> int:
-        return len(self._stored() | set(self.dirty))
-
-    def timer_keys(self, partition: int) -> list[str]:
-        """Gang ids of ``partition`` whose state may have a pending timer: every stored value
-        not written with ``NO_TIMER`` in front (e.g. by an older worker), and the dirty ones."""
-        out = {k for k, p in self.dirty.items() if p == partition}
-        for key, raw in self.table.data.partition_items(partition):
-            if not raw.startswith(NO_TIMER):
-                out.add(key.decode("utf-8"))
-        return sorted(out)
-
-    def flush(self) -> int:
-        """Write every dirty gang once to the table and its changelog; returns how many. Then,
-        when more than ``cache_gangs`` states are decoded, drop the oldest written ones
-        (insertion order) down to 90 % of it."""
-        dirty, self.dirty = self.dirty, {}
-        settings = self.fold_settings
-        data = self.table.data
-        cache = self.cache
-        for key, partition in dirty.items():
-            state = cache.pop(key)
-            cache[key] = state  # most recently written last: the last to be dropped
-            raw = encode_state(state, next_due(state, settings) is not None)
-            k = key.encode("utf-8")
-            data.put(k, raw, partition)
-            self.table.send_changelog(partition, k, raw)
-        if len(cache) > self.cache_gangs:  # every cached state is clean at this point
-            excess = len(cache) - int(self.cache_gangs * 0.9)
-            for key in list(itertools.islice(cache, excess)):
-                del cache[key]
-        return len(dirty)
-
-
-class _FlowControl(FlowControlEvent):
-    """Faust's flow control, except that ``resume()`` clears the stream buffers only when the
-    flow was suspended.
-
-    Faust clears every stream's input queue on ``resume()``. At the end of a table recovery
-    (``Recovery.on_recovery_completed``) it resumes the stream partitions, waits for the seek to
-    the committed offsets (broker round trips, during which the fetcher already hands records
-    of those partitions to the agent's queue) and then calls ``resume()`` again although the
-    flow is already running: the records queued in between are dropped. The consumer's
-    position is already past them, so they are not fetched again; once a later record of the
-    partition is committed they are lost for good, and a partition with nothing later (the
-    recovery benchmark's single probe) gets no output at all. The buffers hold records of a
-    previous assignment only after a suspension (a rebalance suspends the flow and clears them
-    itself), so clearing on the suspended -> running transition only keeps Faust's guarantee
-    and loses nothing.
-    """
-
-    def resume(self) -> None:
-        """Resume the flow; clear the stream buffers only if it was suspended."""
-        was_suspended = not self.is_active()
-        self._suspend.clear()
-        self._resume.set()
-        if was_suspended:
-            self.clear()
-
-
-class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's aiokafka consumer with a shorter fetch long-poll (``FETCH_MAX_WAIT_MS``).
-
-    Faust fixes ``fetch_max_wait_ms`` at 1500 ms. A fetch that finds no new data waits that long
-    at the broker, and the other requests on the same connection (the end and start offsets
-    that Faust's table recovery asks for) queue behind it: about 1.5 s each, twice per
-    rebalance, 3 of the 8 s a worker took to serve again after recovering 100k gangs."""
-
-    def _create_worker_consumer(self, transport: Any) -> Any:
-        consumer = super()._create_worker_consumer(transport)
-        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by consumer.start()
-        return consumer
-
-
-class _Consumer(faust_aiokafka.Consumer):
-    def _new_consumer_thread(self) -> Any:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
-
-class _Transport(faust_aiokafka.Transport):
-    Consumer = _Consumer
-
-
-class _App(faust.App):
-    """``faust.App`` with ``_FlowControl`` (records fetched while a recovery ends are kept)
-    and a ``_ConsumerThread`` (shorter fetch long-poll)."""
-
-    @cached_property
-    def flow_control(self) -> FlowControlEvent:
-        """Flow control of streams (``_FlowControl``)."""
-        return _FlowControl(loop=self.loop)
-
-    def _new_transport(self) -> Any:
-        url = self.conf.broker_consumer[0]
-        if url.scheme not in ("kafka", "aiokafka"):
-            return super()._new_transport()
-        return _Transport(self.conf.broker_consumer, self)
 
 
 def dead_letter(topic: str, partition: int | None, offset: int | None, key: bytes | None,
@@ -399,7 +102,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     """
     assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
     brokers = ";".join(f"kafka://{b.strip()}" for b in settings.bootstrap.split(","))
-    app = _App(
+    app = PatchedApp(
         settings.app_id,
         broker=brokers,
         store="memory://",
@@ -438,7 +141,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     commands = raw_topic(topics.commands)
     dead_letters = raw_topic(topics.dead_letters)
 
-    gangs = app.tables.add(_GangTable(
+    gangs = app.tables.add(GangTable(
         app, name="gangs", default=None, beacon=app.tables.beacon,
         partitions=settings.partitions, key_type=bytes, value_type=bytes,
         help="gang id -> gang state (streams.core.state wire form)"))

@@ -12,8 +12,9 @@ from mode.utils.queues import FlowControlQueue
 
 from producers.replay import merged_by_time, replay
 from streams.kafka.partitions import partition_of
-from streams.worker.app import (NO_TIMER, BulkRecoveryStore, _FlowControl, _legacy_key, create_app,
-                                encode_state)
+from streams.worker.app import create_app
+from streams.worker.faust_patches import FlowControl
+from streams.worker.table import NO_TIMER, BulkRecoveryStore, encode_state, legacy_key
 from streams.wire.contracts import parse_time
 from streams.core.fold import FoldSettings, PartitionFold, next_due
 from streams.core.state import from_wire, summary
@@ -30,7 +31,7 @@ def test_resume_of_a_running_flow_keeps_the_queued_records():
     partitions are already fetching; that call must not drop what they queued."""
 
     async def run() -> None:
-        flow = _FlowControl()
+        flow = FlowControl()
         queue: FlowControlQueue = FlowControlQueue(flow_control=flow, clear_on_resume=True)
         queue.put_nowait("stale")
         flow.resume()  # suspended -> running: records of the old assignment go
@@ -67,8 +68,8 @@ def test_stored_value_says_whether_the_gang_has_a_timer():
 
 
 def test_legacy_json_keys_read_as_gang_ids():
-    assert _legacy_key(b'"team-a/llm"') == b"team-a/llm"
-    assert _legacy_key(b'"broken') == b'"broken'
+    assert legacy_key(b'"team-a/llm"') == b"team-a/llm"
+    assert legacy_key(b'"broken') == b'"broken'
 
 
 @pytest.mark.kafka
