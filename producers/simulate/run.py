@@ -297,35 +297,3 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_metrics(result))
     return 0
-
-
-def add_command(subparsers: Any) -> None:
-    """Register ``gangstate simulate`` on an argparse ``subparsers`` object."""
-    p = subparsers.add_parser(
-        "simulate", help="simulate a Koordinator-like gang scheduler with gangstate in the loop",
-        description="Discrete-event simulation, in virtual time, of a Koordinator v1.7+ gang "
-                    "scheduler (PreEnqueue with one representative per gang group, NextPod, "
-                    "Filter, Permit, Strict/NonStrict, binding, completion). In-process by "
-                    "default: its records feed the fold directly and the fold's commands are "
-                    "applied through the shim's fencing core. With --bootstrap (or "
-                    "KAFKA_BOOTSTRAP_SERVERS) it runs live against Kafka and a gangstate "
-                    "worker, paced to the wall clock.")
-    p.add_argument("scenario", help="a scenario YAML file or the name of a bundled one "
-                                    "(small, switch-matters, late-members)")
-    p.add_argument("--seed", type=int, default=1, help="random seed of the workload (default 1)")
-    p.add_argument("--no-commands", action="store_true",
-                   help="gangstate off: Koordinator alone, no commands applied, no Events "
-                        "from diagnostics")
-    p.add_argument("--latency", type=float, default=None,
-                   help="in-process: virtual seconds from a command's emission to the shim "
-                        "(default: the scenario's command_latency)")
-    p.add_argument("--trace", default=None,
-                   help="in-process: write every gang-events record as JSON lines to this file")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
-    p.add_argument("--bootstrap", default=None,
-                   help="Kafka host:port: run live (default: KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument("--in-process", action="store_true",
-                   help="stay in-process even when KAFKA_BOOTSTRAP_SERVERS is set")
-    p.add_argument("--speed", type=float, default=1.0,
-                   help="live: virtual seconds per wall second (default 1)")
-    p.set_defaults(func=cmd_simulate)

@@ -36,18 +36,15 @@ drop a record without counting it, or read the wall clock except through the inj
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import json
 import logging
 import queue
 import random
-import signal
-import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -896,124 +893,3 @@ class Watcher:
                 stream.join(timeout)
         if self._thread is not None:
             self._thread.join(timeout)
-
-
-# ---------------------------------------------------------------------------------------------
-# Command line
-# ---------------------------------------------------------------------------------------------
-
-def add_command(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``gangstate watch`` on an argparse subparsers object; returns the parser. The
-    subcommand's ``func`` is ``run_watch``."""
-    p = subparsers.add_parser(
-        "watch", help="list+watch gang Pods, PodGroups and scheduler Events into gang-events",
-        description="List and watch gang Pods, PodGroups and scheduler Events and publish them "
-                    "to the gang-events topic (Kafka from KAFKA_BOOTSTRAP_SERVERS).")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: "
-                       "$KUBECONFIG or ~/.kube/config)")
-    where.add_argument("--in-cluster", action="store_true",
-                       help="use the pod's ServiceAccount (running inside Kubernetes)")
-    p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--namespace", "-n", action="append", default=[], metavar="NS",
-                   help="watch this namespace (repeatable; default: all namespaces)")
-    p.add_argument("--scheduler-name", action="append", default=[], metavar="NAME",
-                   help="publish pods of this scheduler (repeatable; default: koord-scheduler)")
-    p.add_argument("--no-podgroups", action="store_true",
-                   help="do not watch scheduling.sigs.k8s.io/v1alpha1 PodGroups")
-    p.add_argument("--metrics-port", type=int, metavar="PORT",
-                   help="serve Prometheus metrics on this port (/metrics)")
-    p.add_argument("--tick-interval", type=float, default=1.0, metavar="SECONDS",
-                   help="seconds between clock ticks to every partition (default 1)")
-    p.add_argument("--watch-timeout", type=int, default=WatchConfig.watch_timeout,
-                   metavar="SECONDS",
-                   help="server-side timeoutSeconds of one watch request: the API server ends "
-                        "it then and the watch resumes (default %(default)s; at least "
-                        f"{WATCH_TIMEOUT_MARGIN:g} s below --read-timeout)")
-    p.add_argument("--read-timeout", type=float, default=WatchConfig.read_timeout,
-                   metavar="SECONDS",
-                   help="a watch connection silent this long is reconnected (default "
-                        "%(default)s)")
-    p.add_argument("--queue-size", type=int, default=1000,
-                   help="watch events buffered before the watches are slowed (default 1000)")
-    p.add_argument("--bootstrap", metavar="HOST:PORT",
-                   help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)")
-    p.set_defaults(func=run_watch)
-    return p
-
-
-def _api_client(args: argparse.Namespace) -> Any:
-    """The ``kubernetes.client.ApiClient`` of ``--kubeconfig``/``--context`` or
-    ``--in-cluster``; TLS verified as ``streams.kube.kubeconfig`` describes."""
-    from kubernetes import client
-
-    from streams.kube.kubeconfig import load_configuration
-
-    return client.ApiClient(load_configuration(args.kubeconfig, args.context,
-                                               args.in_cluster))
-
-
-def run_watch(args: argparse.Namespace) -> int:
-    """``gangstate watch``: connect, publish until SIGTERM/SIGINT, flush, exit 0. Returns 2 when
-    the timeouts are invalid (``WatchConfig``: the watch timeout must end a quiet watch before
-    the read timeout) or Kafka is not configured. Kafka being unreachable at start is retried
-    with backoff."""
-    from streams.kafka.publishing import Publisher, ensure_topics
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        config = WatchConfig(
-            namespaces=tuple(args.namespace), podgroups=not args.no_podgroups,
-            scheduler_names=tuple(args.scheduler_name) or DEFAULT_SCHEDULERS,
-            tick_interval=args.tick_interval or None, watch_timeout=args.watch_timeout,
-            read_timeout=args.read_timeout, queue_size=args.queue_size)
-    except ValueError as err:
-        print(f"gangstate watch: {err}", file=sys.stderr, flush=True)
-        return 2
-    settings = Settings.from_env()
-    if args.bootstrap:
-        settings = replace(settings, bootstrap=args.bootstrap)
-    if not settings.bootstrap:
-        print("gangstate watch: set KAFKA_BOOTSTRAP_SERVERS or --bootstrap", flush=True)
-        return 2
-    metrics = Metrics()
-    if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port, registry=metrics.registry)
-    stop = threading.Event()
-    watcher: Watcher | None = None
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        log.info("signal %d: stopping", signum)
-        stop.set()
-        if watcher is not None:
-            watcher.stopping.set()
-            for stream in watcher.streams:
-                stream.abort()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    attempt = 0
-    publisher = None
-    while publisher is None and not stop.is_set():
-        try:
-            ensure_topics(settings)
-            publisher = Publisher(settings, client_id="gangstate-watch")
-        except Exception as err:  # noqa: BLE001 - broker not reachable yet
-            delay = backoff_delay(attempt, config.backoff_base, config.backoff_cap,
-                                  random.random())
-            log.warning("Kafka not reachable (%s); retrying in %.1f s", err, delay)
-            stop.wait(delay)
-            attempt += 1
-    if publisher is None:
-        return 0
-    watcher = Watcher(_api_client(args), publisher, settings, config, metrics=metrics)
-    if stop.is_set():
-        watcher.stopping.set()
-    try:
-        watcher.run()
-    finally:
-        watcher.stop()
-        publisher.close()
-    return 0

@@ -1,105 +1,118 @@
-"""The ``gangstate`` command line (argparse).
+"""The ``gangstate`` command line (click), also a kubectl plugin (``kubectl gangstate``).
 
-Where it sits: the outermost shell. Each subcommand parses its arguments and calls the module
-that does the work: ``fold`` (``streams.wire.traces``), ``schema`` (``streams.wire.contracts``),
-``replay`` (``producers.replay``), ``tap`` (``streams.kafka.reading``), ``worker`` (``streams.worker.app``),
-``demo`` (``streams.dev.demo``). Heavy imports (Faust, Kafka clients) happen inside the subcommand
-so that ``gangstate fold`` starts fast and needs no broker.
+Where it sits: the outermost shell, on top of every layer. Each command parses its flags and
+calls the module that does the work: ``fold`` (``streams.wire.traces``), ``schema``
+(``streams.wire.contracts``), ``demo``/``worker``/``replay``/``tap`` (``streams.cli.pipeline``),
+``watch``/``sink``/``simulate`` (``streams.cli.components``), ``get``/``describe``/``explain``
+(``streams.cli.query``). The flags they share are in ``streams.cli.options``. Heavy imports
+(Faust, Kafka clients) happen inside the command so that ``gangstate fold`` starts fast and
+needs no broker.
+
+Conventions (kubectl's): usage errors print on stderr and exit 2; ``--version``;
+``-n/--namespace``, ``-A/--all-namespaces``, ``-o json|yaml|wide|name`` where they apply.
+``main(argv)`` returns the exit status (usage errors, ``--help`` and ``--version`` raise
+``SystemExit``, as argparse did).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-from streams.cli.options import _at, _seconds  # noqa: F401  (used by the commands below)
-from streams.wire.traces import format_text
+import click
+
+from streams import __version__
+from streams.cli.options import SECONDS, _at, output_option
 
 
-def cmd_fold(args: argparse.Namespace) -> int:
-    """``gangstate fold TRACE``: fold a trace offline and print outputs and final state."""
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="gangstate",
+                      message="%(prog)s %(version)s")
+def cli() -> None:
+    """Event-sourced gang state for Kubernetes gang scheduling: explains gang pods held at
+    PreEnqueue and issues representative-switch commands."""
+
+
+@cli.command(short_help="fold a trace offline (no broker) and print the outputs")
+@click.argument("trace")
+@output_option("text", "json", "yaml")
+@click.option("--at", default=None, help="event time of the final tick, RFC 3339 (default: now)")
+@click.option("--grace", type=SECONDS, default=10.0, show_default=True,
+              help="grace period in seconds before a hold warning")
+def fold(trace: str, output: str, at: str | None, grace: float) -> int:
+    """Run the pure fold over a gangstate.*/v1 JSON-lines TRACE. The clock is the records'
+    observed_at; the fold ends with a tick at --at. Malformed lines are reported on stderr
+    with their line number and skipped."""
     from streams.core.fold import FoldSettings
-    from streams.wire.traces import fold_trace
+    from streams.wire.traces import fold_trace, format_text
 
-    settings = FoldSettings(grace_seconds=args.grace)
+    settings = FoldSettings(grace_seconds=grace)
     try:
-        result = fold_trace(Path(args.trace), _at(args.at), settings)
+        result = fold_trace(Path(trace), _at(at), settings)
     except OSError as err:
-        print(f"gangstate fold: cannot read {args.trace}: {err.strerror}", file=sys.stderr)
+        print(f"gangstate fold: cannot read {trace}: {err.strerror}", file=sys.stderr)
         return 2
     for number, error in result.errors:
-        print(f"{args.trace}:{number}: skipped malformed record: {error}", file=sys.stderr)
-    if args.output == "json":
+        print(f"{trace}:{number}: skipped malformed record: {error}", file=sys.stderr)
+    if output == "json":
         json.dump(result.to_json(), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
+    elif output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(result.to_json(), sort_keys=False, allow_unicode=True))
     else:
         sys.stdout.write(format_text(result))
     if result.errors and not result.records:
-        print(f"gangstate fold: {args.trace}: no valid record", file=sys.stderr)
+        print(f"gangstate fold: {trace}: no valid record", file=sys.stderr)
         return 1
     return 0
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
-    """``gangstate schema``: write the contracts' JSON Schemas to a folder."""
+@cli.command(short_help="write the contracts' JSON Schemas")
+@click.option("--out", default="docs/schemas", show_default=True, help="folder")
+def schema(out: str) -> int:
+    """Write one JSON Schema per v1 record to a folder."""
     from streams.wire.contracts import json_schemas
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
     for name, doc in json_schemas().items():
-        (out / name).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        print(out / name)
+        (folder / name).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        print(folder / name)
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of every ``gangstate`` subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="gangstate",
-        description="Event-sourced gang state for Kubernetes gang scheduling: explains gang pods "
-                    "held at PreEnqueue and issues representative-switch commands.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _register() -> None:
+    from streams.cli import components, pipeline, query
 
-    p = sub.add_parser("fold", help="fold a trace offline (no broker) and print the outputs",
-                       description="Run the pure fold over a gangstate.*/v1 JSON-lines trace. "
-                                   "The clock is the records' observed_at; the fold ends with a "
-                                   "tick at --at. Malformed lines are reported on stderr with "
-                                   "their line number and skipped.")
-    p.add_argument("trace", help="path of a JSON-lines trace")
-    p.add_argument("--output", "-o", choices=("json", "text"), default="text",
-                   help="json: one object {diagnostics, commands, gangs}; text: for people")
-    p.add_argument("--at", default=None,
-                   help="event time of the final tick, RFC 3339 (default: now)")
-    p.add_argument("--grace", type=_seconds, default=10.0,
-                   help="grace period in seconds before a hold warning (default 10)")
-    p.set_defaults(func=cmd_fold)
-
-    p = sub.add_parser("schema", help="write the contracts' JSON Schemas",
-                       description="Write one JSON Schema per v1 record to a folder.")
-    p.add_argument("--out", default="docs/schemas", help="folder (default docs/schemas)")
-    p.set_defaults(func=cmd_schema)
-
-    _add_kafka_commands(sub)
-    return parser
+    for group in (pipeline.COMMANDS, components.COMMANDS, query.COMMANDS):
+        for command in group:
+            cli.add_command(command)
 
 
-def _add_kafka_commands(sub: Any) -> None:
-    """Subcommands that talk to Kafka (defined in their own modules, imported lazily)."""
-    from streams.cli import pipeline as kafka_cli
-
-    kafka_cli.add_commands(sub)
+_register()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``gangstate`` console script; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    """Entry point of ``gangstate`` and ``kubectl-gangstate``; returns the exit status."""
+    prog = "gangstate"
+    if argv is None and os.path.basename(sys.argv[0]).startswith("kubectl-"):
+        prog = "kubectl gangstate"
+    try:
+        status = cli.main(args=list(argv) if argv is not None else None, prog_name=prog,
+                          standalone_mode=False)
+    except click.exceptions.Exit as done:  # --help, --version
+        raise SystemExit(done.exit_code) from None
+    except click.ClickException as err:  # usage errors: stderr, exit 2
+        err.show(file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
+    except click.exceptions.Abort:
+        print("Aborted!", file=sys.stderr)
+        return 130
+    if isinstance(status, int):
+        return status
+    return 0

@@ -1,28 +1,31 @@
-"""``gangstate`` subcommands that talk to Kafka: worker, replay, tap, demo (and the ones that
-producers register: watch, simulate).
+"""``gangstate`` commands of the Kafka pipeline: demo, worker, replay, tap.
 
-Where it sits: the CLI shell; each handler parses flags and calls the module that does the work.
+Where it sits: the CLI; each command parses its flags and calls the module that does the work
+(``streams.dev.demo``, ``streams.worker.app``, ``producers.replay``, ``streams.kafka.reading``).
 Kafka is found with ``KAFKA_BOOTSTRAP_SERVERS`` (or ``--bootstrap``), topics with
-``GANGSTATE_TOPIC_PREFIX`` (``streams.kafka.settings``).
+``GANGSTATE_TOPIC_PREFIX`` (or ``--prefix``), both read by ``streams.kafka.settings``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
 
+import click
+
+from streams.cli.options import _at, http_port_option, kafka_options
+from streams.cli.options import http_port as chosen_port
 from streams.kafka.settings import Settings, Topics
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def kafka_settings(bootstrap: str | None, prefix: str | None) -> Settings:
+    """The environment's settings with ``--bootstrap`` and ``--prefix`` applied."""
     settings = Settings.from_env()
-    if getattr(args, "bootstrap", None):
-        settings = dataclasses.replace(settings, bootstrap=args.bootstrap)
-    if getattr(args, "prefix", None):
-        settings = dataclasses.replace(settings, topics=Topics(args.prefix))
+    if bootstrap:
+        settings = dataclasses.replace(settings, bootstrap=bootstrap)
+    if prefix:
+        settings = dataclasses.replace(settings, topics=Topics(prefix))
     return settings
 
 
@@ -34,52 +37,116 @@ def _need_kafka(settings: Settings, command: str) -> bool:
     return False
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
-    """``gangstate worker``: run the Faust worker until SIGINT/SIGTERM."""
+@click.command(short_help="the main job: local Kafka, a worker, the bundled traces")
+@click.argument("trace", nargs=-1)
+@click.option("--cluster", is_flag=True,
+              help="run on the real local control plane instead (etcd, kube-apiserver, "
+                   "koord-scheduler v1.8.0; built on first use, ~5-20 min, then cached): gang "
+                   "jobs held, unfit and fitting, and what the scheduler and gangstate wrote on "
+                   "each pod (about 2 min once built)")
+@kafka_options
+def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
+         prefix: str | None) -> int:
+    """Start the local single-node Kafka (unless KAFKA_BOOTSTRAP_SERVERS is set) and a worker,
+    replay the bundled traces (or TRACE...), print the diagnostics and commands read back from
+    Kafka, compare them with the offline fold, and stop everything started. Exit 0 when both
+    agree."""
+    from streams.dev.demo import run_demo
+
+    traces = [Path(p) for p in trace] if trace else None
+    settings = kafka_settings(bootstrap, prefix)
+    try:
+        if cluster:
+            if traces:
+                print("gangstate demo: --cluster takes no traces", file=sys.stderr)
+                return 2
+            from streams.dev.cluster_demo import run_cluster_demo
+            from streams.dev.localcluster import controlplane_module
+
+            try:
+                return run_cluster_demo(settings=settings)
+            except controlplane_module().ClusterError as err:
+                print(f"gangstate demo --cluster: {err}", file=sys.stderr)
+                return 1
+        return run_demo(traces, settings=settings)
+    except KeyboardInterrupt:
+        print("gangstate demo: interrupted; everything it started was stopped", file=sys.stderr)
+        return 130
+
+
+@click.command(short_help="run the Faust worker (fold + decisions)")
+@kafka_options
+@http_port_option("serve the worker's views (/gangs, /pods/.../why) and /metrics on "
+                  "127.0.0.1:PORT (default: off)")
+@click.option("--loglevel", default="warning", show_default=True, help="Faust log level")
+def worker(bootstrap: str | None, prefix: str | None, http_port: int | None,
+           web_port_alias: int | None, metrics_port_alias: int | None, loglevel: str) -> int:
+    """Consume gang-events, keep the gang table, write diagnostics, commands and dead letters.
+    Runs until SIGINT/SIGTERM."""
     from streams.worker.app import run_worker
 
-    settings = _settings(args)
+    port = chosen_port(http_port, web_port_alias, metrics_port_alias)
+    settings = kafka_settings(bootstrap, prefix)
     if not _need_kafka(settings, "worker"):
         return 2
-    run_worker(settings, web_port=args.web_port, loglevel=args.loglevel)
+    run_worker(settings, web_port=port, loglevel=loglevel)
     return 0
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    """``gangstate replay TRACE...``: publish traces into gang-events."""
-    from producers.replay import file_lines, merged_by_time, replay
 
-    from streams.cli.options import _at
+@click.command(short_help="publish traces into gang-events")
+@click.argument("trace", nargs=-1, required=True)
+@click.option("--rate", type=float, default=None, help="records per second (default: max)")
+@click.option("--at", default=None, help="event time of the final ticks (default: now)")
+@click.option("--no-tick", is_flag=True, help="do not end with ticks")
+@click.option("--merge-by-time", is_flag=True,
+              help="publish the records of all traces in observed_at order (stable) instead of "
+                   "file after file")
+@kafka_options
+def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: bool,
+           merge_by_time: bool, bootstrap: str | None, prefix: str | None) -> int:
+    """Publish each record of the traces, keyed by gang id, with acks=all; pods of no gang are
+    dropped and counted; malformed lines are reported with their line number and skipped. Ends
+    with one tick per partition at --at."""
+    from producers.replay import file_lines, merged_by_time, replay as publish
 
-    settings = _settings(args)
+    settings = kafka_settings(bootstrap, prefix)
     if not _need_kafka(settings, "replay"):
         return 2
-    at = None if args.no_tick else _at(args.at)
-    paths = [Path(p) for p in args.trace]
+    tick_at = None if no_tick else _at(at)
+    paths = [Path(p) for p in trace]
     for path in paths:
         if not path.is_file():
             print(f"gangstate replay: not a readable file: {path}", file=sys.stderr)
             return 2
-    lines = merged_by_time(paths) if args.merge_by_time else file_lines(paths)
-    report = replay(lines, settings, rate=args.rate, at=at,
-                    on_malformed=lambda f, n, e: print(f"{f}:{n}: skipped malformed record: {e}",
-                                                       file=sys.stderr))
+    lines = merged_by_time(paths) if merge_by_time else file_lines(paths)
+    report = publish(lines, settings, rate=rate, at=tick_at,
+                     on_malformed=lambda f, n, e: print(f"{f}:{n}: skipped malformed record: "
+                                                        f"{e}", file=sys.stderr))
     dropped = ", ".join(f"{n} {r}" for r, n in sorted(report.dropped.items())) or "none"
     print(f"published {report.published} records to {settings.topics.gang_events}, "
           f"{report.ticks} ticks; dropped: {dropped}; malformed: {len(report.malformed)}")
     return 0
 
 
-def cmd_tap(args: argparse.Namespace) -> int:
-    """``gangstate tap TOPIC``: print a topic's records as JSON lines."""
-    from streams.kafka.reading import NoSuchTopic, tap
+@click.command(short_help="print a topic's records as JSON lines (auditing)")
+@click.argument("topic")
+@click.option("--from-beginning", is_flag=True, help="start at the earliest offset")
+@click.option("--follow", "-f", is_flag=True, help="keep reading new records")
+@click.option("--schema", help="only records with this schema (e.g. gangstate.cycle/v1)")
+@kafka_options
+def tap(topic: str, from_beginning: bool, follow: bool, schema: str | None,
+        bootstrap: str | None, prefix: str | None) -> int:
+    """Read TOPIC without joining a consumer group and print each value as one JSON line.
+    TOPIC may be short (gang-events, diagnostics, commands, dead-letters)."""
+    from streams.kafka.reading import NoSuchTopic, tap as read
 
-    settings = _settings(args)
+    settings = kafka_settings(bootstrap, prefix)
     if not _need_kafka(settings, "tap"):
         return 2
     try:
-        tap(settings, settings.topics.resolve(args.topic), from_beginning=args.from_beginning,
-            follow=args.follow, schema=args.schema)
+        read(settings, settings.topics.resolve(topic), from_beginning=from_beginning,
+             follow=follow, schema=schema)
     except NoSuchTopic as err:
         print(f"gangstate tap: no topic {err.args[0]!r} on {settings.bootstrap}",
               file=sys.stderr)
@@ -89,96 +156,4 @@ def cmd_tap(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """``gangstate demo``: local Kafka + worker + replay of the bundled traces."""
-    from streams.dev.demo import run_demo
-
-    traces = [Path(p) for p in args.trace] if args.trace else None
-    try:
-        if args.cluster:
-            if traces:
-                print("gangstate demo: --cluster takes no traces", file=sys.stderr)
-                return 2
-            from streams.dev.cluster_demo import run_cluster_demo
-            from streams.dev.localcluster import controlplane_module
-
-            try:
-                return run_cluster_demo(settings=_settings(args))
-            except controlplane_module().ClusterError as err:
-                print(f"gangstate demo --cluster: {err}", file=sys.stderr)
-                return 1
-        return run_demo(traces, settings=_settings(args))
-    except KeyboardInterrupt:
-        print("gangstate demo: interrupted; everything it started was stopped", file=sys.stderr)
-        return 130
-
-
-def _kafka_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", help="Kafka bootstrap servers host:port[,host:port] "
-                                       "(default: $KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument("--prefix", help="topic prefix (default: $GANGSTATE_TOPIC_PREFIX or "
-                                    "'gangstate.')")
-
-
-def add_commands(sub: Any) -> None:
-    """Register demo, worker, replay, tap, watch, simulate, sink, get, describe and explain."""
-    p = sub.add_parser("demo", help="the main job: local Kafka, a worker, the bundled traces",
-                       description="Start the local single-node Kafka (unless "
-                                   "KAFKA_BOOTSTRAP_SERVERS is set) and a worker, replay the "
-                                   "bundled traces, print the diagnostics and commands read "
-                                   "back from Kafka, compare them with the offline fold, and "
-                                   "stop everything started. Exit 0 when both agree.")
-    p.add_argument("trace", nargs="*", help="traces to replay (default: the bundled ones)")
-    p.add_argument("--cluster", action="store_true",
-                   help="run on the real local control plane instead (etcd, kube-apiserver, "
-                        "koord-scheduler v1.8.0; built on first use, ~5-20 min, then cached): "
-                        "gang jobs held, unfit and fitting, and what the scheduler and "
-                        "gangstate wrote on each pod (about 2 min once built)")
-    _kafka_flags(p)
-    p.set_defaults(func=cmd_demo)
-
-    p = sub.add_parser("worker", help="run the Faust worker (fold + decisions)",
-                       description="Consume gang-events, keep the gang table, write "
-                                   "diagnostics, commands and dead letters. Runs until "
-                                   "SIGINT/SIGTERM.")
-    _kafka_flags(p)
-    p.add_argument("--web-port", type=int, default=None,
-                   help="serve the worker's HTTP views on 127.0.0.1:PORT (default: off)")
-    p.add_argument("--loglevel", default="warning", help="Faust log level (default warning)")
-    p.set_defaults(func=cmd_worker)
-
-    p = sub.add_parser("replay", help="publish traces into gang-events",
-                       description="Publish each record of the traces, keyed by gang id, with "
-                                   "acks=all; pods of no gang are dropped and counted; malformed "
-                                   "lines are reported with their line number and skipped. Ends "
-                                   "with one tick per partition at --at.")
-    p.add_argument("trace", nargs="+", help="JSON-lines traces, published in order")
-    p.add_argument("--rate", type=float, default=None, help="records per second (default: max)")
-    p.add_argument("--at", default=None, help="event time of the final ticks (default: now)")
-    p.add_argument("--no-tick", action="store_true", help="do not end with ticks")
-    p.add_argument("--merge-by-time", action="store_true",
-                   help="publish the records of all traces in observed_at order (stable) "
-                        "instead of file after file")
-    _kafka_flags(p)
-    p.set_defaults(func=cmd_replay)
-
-    p = sub.add_parser("tap", help="print a topic's records as JSON lines (auditing)",
-                       description="Read a topic without joining a consumer group and print "
-                                   "each value as one JSON line. TOPIC may be short "
-                                   "(gang-events, diagnostics, commands, dead-letters).")
-    p.add_argument("topic")
-    p.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
-    p.add_argument("--follow", "-f", action="store_true", help="keep reading new records")
-    p.add_argument("--schema", help="only records with this schema (e.g. gangstate.cycle/v1)")
-    _kafka_flags(p)
-    p.set_defaults(func=cmd_tap)
-
-    # imported here, not at module level, so that ``gangstate fold`` starts without them; a
-    # broken import fails every command loudly instead of silently removing one
-    from producers.simulate import add_command as add_simulate
-    from producers.watch.watching import add_command as add_watch
-    from streams.cli.query import add_command as add_query
-    from streams.events.sink import add_command as add_sink
-
-    for add in (add_watch, add_simulate, add_sink, add_query):
-        add(sub)
+COMMANDS = (demo, worker, replay, tap)

@@ -17,13 +17,16 @@ Must not: explain or decide anything itself, or import Faust.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 from urllib.parse import quote
+
+import click
+
+from streams.cli.options import REF, namespace_options, one_namespace, output_option, qualified
 
 DEFAULT_SERVER = "http://127.0.0.1:6066"
 NONE = "<none>"
@@ -61,7 +64,7 @@ class ServerSource:
         except requests.RequestException as err:
             raise QueryError(f"cannot reach the gangstate worker at {self.base}: "
                              f"{type(err).__name__} (start one with `gangstate worker "
-                             f"--web-port PORT`, or set --server / GANGSTATE_SERVER)", 2) from None
+                             f"--http-port PORT`, or set --server / GANGSTATE_SERVER)", 2) from None
         try:
             body = resp.json()
         except ValueError:
@@ -156,23 +159,6 @@ def _split(name: str) -> tuple[str, str]:
     if not sep or not ns or not rest or "/" in rest:
         raise QueryError(f"{name!r} is not NAMESPACE/NAME", 2)
     return ns, rest
-
-
-def _ref(text: str) -> str:
-    """argparse type of a ``NAMESPACE/NAME`` argument."""
-    try:
-        _split(text)
-    except QueryError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
-
-
-def _source(args: argparse.Namespace) -> ServerSource | TraceSource:
-    if args.traces:
-        from streams.cli.options import _at
-
-        return TraceSource(args.traces, _at(args.at))
-    return ServerSource(args.server or os.environ.get("GANGSTATE_SERVER") or DEFAULT_SERVER)
 
 
 # -- formatting for people ---------------------------------------------------------------------
@@ -279,104 +265,152 @@ def format_why(doc: dict[str, Any]) -> str:
 
 # -- commands ----------------------------------------------------------------------------------
 
-def _emit(args: argparse.Namespace, doc: Any, text: str) -> None:
-    if args.output == "json":
+def format_gangs_wide(rows: list[dict[str, Any]]) -> str:
+    """``get gangs -o wide``: minMember and the unbound members in columns of their own."""
+    return table(("NAMESPACE", "NAME", "PHASE", "MEMBERS", "MIN MEMBER", "BOUND", "UNBOUND",
+                  "WAITING", "REPRESENTATIVE"),
+                 ([r["namespace"], r["name"], r["phase"], r["members"], r["min_member"],
+                   r["bound"], r["members"] - r["bound"], r["waiting"], r["representative"]]
+                  for r in rows))
+
+
+def _emit(output: str, doc: Any, text: str) -> None:
+    if output == "json":
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
+    elif output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     else:
         sys.stdout.write(text)
 
 
-def _run(args: argparse.Namespace, fn: Any) -> int:
+def _run(command: str, source: Source, fn: Any) -> int:
     try:
-        fn(_source(args))
+        fn(source.open())
     except QueryError as err:
-        print(f"gangstate {args.command}: {err}", file=sys.stderr)
+        print(f"gangstate {command}: {err}", file=sys.stderr)
         return err.status
     return 0
 
 
-def cmd_get_gangs(args: argparse.Namespace) -> int:
-    """``gangstate get gangs [-n NS] [--phase P]``: list gangs (exit 0, even when none)."""
+class Source:
+    """Where the answers come from: ``--from`` traces (as of ``--at``) or ``--server``."""
+
+    def __init__(self, server: str | None, traces: tuple[str, ...], at: str | None) -> None:
+        self.server, self.traces, self.at = server, traces, at
+
+    def open(self) -> ServerSource | TraceSource:
+        if self.traces:
+            from streams.cli.options import _at
+
+            return TraceSource(list(self.traces), _at(self.at))
+        return ServerSource(self.server or os.environ.get("GANGSTATE_SERVER") or DEFAULT_SERVER)
+
+
+def source_options(f: Any) -> Any:
+    """``--server``, ``--from TRACE`` (repeatable) and ``--at``: which answers."""
+    f = click.option("--at", default=None,
+                     help="with --from: the state as of this RFC 3339 time (records after it "
+                          "are left out; default: now)")(f)
+    f = click.option("--from", "traces", multiple=True, metavar="TRACE",
+                     help="answer from the offline fold of this trace instead of a worker "
+                          "(repeatable: traces are merged by observed_at)")(f)
+    f = click.option("--server", default=None,
+                     help=f"URL of a worker's views (`gangstate worker --http-port PORT`); "
+                          f"default $GANGSTATE_SERVER or {DEFAULT_SERVER}")(f)
+    return f
+
+
+@click.group(short_help="list gangs (kubectl get style)")
+def get() -> None:
+    """List gangs with their phase and counts."""
+
+
+@get.command("gangs", short_help="gangs, sorted by id")
+@namespace_options
+@click.option("--phase", default=None,
+              help="only gangs in this phase (NotInitialized, Gathering, Ready, Scheduling, "
+                   "Scheduled, Finished, Deleted)")
+@source_options
+@output_option("text", "json", "yaml", "wide", "name")
+def get_gangs(namespace: str | None, all_namespaces: bool, phase: str | None,
+              server: str | None, traces: tuple[str, ...], at: str | None, output: str) -> int:
+    """One line per gang: phase, members/minMember, bound, waiting at Permit, representative.
+    Deleted gangs are left out unless --phase Deleted asks for them."""
+    namespace = one_namespace(namespace, all_namespaces)
+
     def run(src: ServerSource | TraceSource) -> None:
-        rows = src.gangs(args.namespace, args.phase)
-        if not rows and args.output != "json":
-            where = f" in namespace {args.namespace}" if args.namespace else ""
+        rows = src.gangs(namespace, phase)
+        if not rows and output not in ("json", "yaml"):
+            where = f" in namespace {namespace}" if namespace else ""
             print(f"No gangs found{where}.", file=sys.stderr)
             return
-        _emit(args, {"gangs": rows}, format_gangs(rows))
-    return _run(args, run)
+        if output == "name":
+            sys.stdout.write("".join(f"gang/{r['gang']}\n" for r in rows))
+            return
+        text = format_gangs_wide(rows) if output == "wide" else format_gangs(rows)
+        _emit(output, {"gangs": rows}, text)
+    return _run("get", Source(server, traces, at), run)
 
 
-def cmd_describe_gang(args: argparse.Namespace) -> int:
-    """``gangstate describe gang NS/NAME``: one gang in detail (exit 1 when unknown)."""
+get.add_command(get_gangs, "gang")
+
+
+@click.group(short_help="describe a gang (kubectl describe style)")
+def describe() -> None:
+    """Show one gang: spec, counts, pods, open findings, history."""
+
+
+@describe.command("gang", short_help="one gang")
+@click.argument("name")
+@click.option("--namespace", "-n", default=None, metavar="NS",
+              help="the gang's namespace, when NAME has none")
+@source_options
+@output_option("text", "json", "yaml")
+def describe_gang(name: str, namespace: str | None, server: str | None,
+                  traces: tuple[str, ...], at: str | None, output: str) -> int:
+    """Show gang NAMESPACE/NAME (or NAME with -n NAMESPACE): spec, counts, pods, open findings,
+    history. Exit 1 when the gang is unknown."""
+    gang = qualified(name, namespace, "gang")
+
     def run(src: ServerSource | TraceSource) -> None:
-        doc = src.gang(args.name)
-        _emit(args, doc, format_gang(doc))
-    return _run(args, run)
+        doc = src.gang(gang)
+        _emit(output, doc, format_gang(doc))
+    return _run("describe", Source(server, traces, at), run)
 
 
-def cmd_explain_pod(args: argparse.Namespace) -> int:
-    """``gangstate explain pod NS/NAME [--gang NS/NAME]``: why the pod is pending and what
-    would unblock it (exit 1 when the pod or gang is unknown)."""
+describe.add_command(describe_gang, "gangs")
+
+
+@click.group(short_help="explain why a pod is pending")
+def explain() -> None:
+    """Say why a gang pod is pending and what would unblock it."""
+
+
+@explain.command("pod", short_help="one pod")
+@click.argument("name")
+@click.option("--namespace", "-n", default=None, metavar="NS",
+              help="the pod's namespace, when NAME has none")
+@click.option("--gang", type=REF, default=None, metavar="NAMESPACE/NAME",
+              help="the pod's gang (default: the gang whose members include the pod)")
+@source_options
+@output_option("text", "json", "yaml")
+def explain_pod(name: str, namespace: str | None, gang: str | None, server: str | None,
+                traces: tuple[str, ...], at: str | None, output: str) -> int:
+    """Why pod NAMESPACE/NAME (or NAME with -n NAMESPACE) is pending (held at PreEnqueue,
+    waiting at Permit, failed its cycle) and what would unblock it. Exit 1 when the pod is not
+    a live member of a known gang."""
+    pod = qualified(name, namespace, "pod")
+
     def run(src: ServerSource | TraceSource) -> None:
-        doc = src.why(args.name, args.gang)
-        _emit(args, doc, format_why(doc))
-    return _run(args, run)
+        doc = src.why(pod, gang)
+        _emit(output, doc, format_why(doc))
+    return _run("explain", Source(server, traces, at), run)
 
 
-def _source_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", default=None,
-                   help=f"URL of a worker's views (`gangstate worker --web-port PORT`); default "
-                        f"$GANGSTATE_SERVER or {DEFAULT_SERVER}")
-    p.add_argument("--from", dest="traces", action="append", metavar="TRACE",
-                   help="answer from the offline fold of this trace instead of a worker "
-                        "(repeatable: traces are merged by observed_at)")
-    p.add_argument("--at", default=None,
-                   help="with --from: the state as of this RFC 3339 time (records after it are "
-                        "left out; default: now)")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text",
-                   help="text: tables for people (default); json: the worker's documents")
+explain.add_command(explain_pod, "pods")
 
 
-def add_command(subparsers: Any) -> None:
-    """Register ``get``, ``describe`` and ``explain`` on the ``gangstate`` subparsers."""
-    p = subparsers.add_parser("get", help="list gangs (kubectl get style)",
-                              description="List gangs with their phase and counts.")
-    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    k = kinds.add_parser("gangs", aliases=["gang"], help="gangs, sorted by id",
-                         description="One line per gang: phase, members/minMember, bound, "
-                                     "waiting at Permit, representative. Deleted gangs are "
-                                     "left out unless --phase Deleted asks for them.")
-    k.add_argument("--namespace", "-n", default=None, help="only gangs of this namespace")
-    k.add_argument("--phase", default=None,
-                   help="only gangs in this phase (NotInitialized, Gathering, Ready, "
-                        "Scheduling, Scheduled, Finished, Deleted)")
-    _source_flags(k)
-    k.set_defaults(func=cmd_get_gangs)
-
-    p = subparsers.add_parser("describe", help="describe a gang (kubectl describe style)",
-                              description="Show one gang: spec, counts, pods, open findings, "
-                                          "history.")
-    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    k = kinds.add_parser("gang", aliases=["gangs"], help="one gang",
-                         description="Show one gang: spec, counts, pods, open findings, "
-                                     "history. Exit 1 when the gang is unknown.")
-    k.add_argument("name", type=_ref, metavar="NAMESPACE/NAME")
-    _source_flags(k)
-    k.set_defaults(func=cmd_describe_gang)
-
-    p = subparsers.add_parser("explain", help="explain why a pod is pending",
-                              description="Say why a gang pod is pending and what would "
-                                          "unblock it.")
-    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    k = kinds.add_parser("pod", aliases=["pods"], help="one pod",
-                         description="Why pod NAMESPACE/NAME is pending (held at PreEnqueue, "
-                                     "waiting at Permit, failed its cycle) and what would "
-                                     "unblock it. Exit 1 when the pod is not a live member of "
-                                     "a known gang.")
-    k.add_argument("name", type=_ref, metavar="NAMESPACE/NAME")
-    k.add_argument("--gang", type=_ref, default=None, metavar="NAMESPACE/NAME",
-                   help="the pod's gang (default: the gang whose members include the pod)")
-    _source_flags(k)
-    k.set_defaults(func=cmd_explain_pod)
+COMMANDS = (get, describe, explain)

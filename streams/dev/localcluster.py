@@ -157,7 +157,7 @@ class Chain:
 
     def _args(self, name: str) -> list[str]:
         if name == "worker":
-            return ["worker", "--web-port", str(self.web_port)]
+            return ["worker", "--http-port", str(self.web_port)]
         if name == "watch":
             return ["watch", "--kubeconfig", str(self.kubeconfigs["watch"]),
                     "--scheduler-name", "koord-scheduler"]

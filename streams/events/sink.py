@@ -437,46 +437,8 @@ def read_input(path: str) -> Iterator[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Command line
+# The process: runner of `gangstate sink` (its flags: streams.cli.components)
 # ---------------------------------------------------------------------------------------------
-
-def add_command(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``gangstate sink`` on an argparse subparsers object; returns the parser. The
-    subcommand's ``func`` is ``run_sink``."""
-    p = subparsers.add_parser(
-        "sink", help="write diagnostics to Kubernetes as Events (kubectl describe pod)",
-        description="Consume the diagnostics topic (consumer group <app id>-event-sink) and "
-                    "write one Kubernetes Event per (involved object, reason, field), deduped "
-                    "and counted like client-go's event recorder; idempotent across restarts "
-                    "and replays (docs/events.md).")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--kubeconfig", metavar="PATH",
-                       help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    where.add_argument("--in-cluster", action="store_true",
-                       help="use the pod's ServiceAccount (running inside Kubernetes)")
-    p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--dry-run", action="store_true",
-                   help="contact no API server: print each create/patch as a JSON line")
-    p.add_argument("--api", choices=("core/v1", "events.k8s.io/v1"), default="core/v1",
-                   help="Event API to write (default core/v1: count, firstTimestamp, "
-                        "lastTimestamp; events.k8s.io/v1 writes series instead)")
-    p.add_argument("--instance", default=None,
-                   help="reportingInstance (default: the host name)")
-    p.add_argument("--input", metavar="PATH",
-                   help="read diagnostics from a file (JSON lines or `gangstate fold -o json` "
-                        "output; - = stdin) instead of Kafka")
-    p.add_argument("--spam-burst", type=int, default=25,
-                   help="Events per involved object at once (default 25, as client-go)")
-    p.add_argument("--spam-refill-seconds", type=float, default=300.0,
-                   help="seconds per refilled token (default 300, as client-go)")
-    p.add_argument("--metrics-port", type=int, metavar="PORT",
-                   help="serve Prometheus metrics on this port (/metrics)")
-    p.add_argument("--bootstrap", metavar="HOST:PORT",
-                   help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument("--prefix", help="topic prefix (default: $GANGSTATE_TOPIC_PREFIX)")
-    p.set_defaults(func=run_sink)
-    return p
-
 
 def _transport(args: argparse.Namespace) -> Transport:
     if args.dry_run:

@@ -1,7 +1,7 @@
 """The worker's HTTP views: the gang table as JSON, "why is this pod pending", and metrics.
 
 Where it sits: the read side of the streaming shell. ``register(app, store, settings)`` mounts
-the views on Faust's web server (on only with ``gangstate worker --web-port PORT``, bound to
+the views on Faust's web server (on only with ``gangstate worker --http-port PORT``, bound to
 127.0.0.1); Faust's own ``/table``, ``/router``, ``/graph`` and stats views stay disabled.
 
 | path | answer |

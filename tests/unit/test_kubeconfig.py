@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 from kubernetes import client
 
-from producers.watch.watching import _api_client
+from producers.watch.running import _api_client
 from streams.events.sink import _transport
 from tests.doubles.apiserver import ApiServerDouble
 

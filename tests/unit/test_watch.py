@@ -763,7 +763,7 @@ def test_watch_command_refuses_a_watch_timeout_above_the_read_timeout() -> None:
             "timeout (--watch-timeout 300) by at least 5 s") in run.stderr
     # the defaults pass: the next complaint is the missing Kafka
     run = _watch_cli()
-    assert run.returncode == 2 and "KAFKA_BOOTSTRAP_SERVERS" in run.stdout
+    assert run.returncode == 2 and "KAFKA_BOOTSTRAP_SERVERS" in run.stderr
     assert "timeout" not in run.stderr
 
 
