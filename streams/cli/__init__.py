@@ -10,7 +10,8 @@ needs no broker.
 
 Conventions (kubectl's): usage errors print on stderr and exit 2; ``--version``;
 ``-n/--namespace``, ``-A/--all-namespaces``, ``-o json|yaml|wide|name`` where they apply.
-``main(argv)`` returns the exit status (usage errors, ``--help`` and ``--version`` raise
+A bad environment variable (``streams.kafka.settings``) is one line
+on stderr and exit status 2. ``main(argv)`` returns the exit status (usage errors, ``--help`` and ``--version`` raise
 ``SystemExit``, as argparse did).
 """
 
@@ -26,6 +27,7 @@ import click
 
 from streams import __version__
 from streams.cli.options import SECONDS, _at, output_option
+from streams.kafka.settings import SettingsError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -113,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.exceptions.Abort:
         print("Aborted!", file=sys.stderr)
         return 130
+    except SettingsError as err:  # a bad environment variable: one line, not a traceback
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
     if isinstance(status, int):
         return status
     return 0

@@ -18,7 +18,6 @@ Must not: explain or decide anything itself, or import Faust.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -306,7 +305,9 @@ class Source:
             from streams.cli.options import _at
 
             return TraceSource(list(self.traces), _at(self.at))
-        return ServerSource(self.server or os.environ.get("GANGSTATE_SERVER") or DEFAULT_SERVER)
+        from streams.kafka.settings import environment
+
+        return ServerSource(self.server or environment().server or DEFAULT_SERVER)
 
 
 def source_options(f: Any) -> Any:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from typing import Any
 import faust
 
 from streams.core.fold import Output, PartitionFold
-from streams.kafka.settings import Settings
+from streams.kafka.settings import Settings, environment
 from streams.wire.contracts import DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
 from streams.wire.decoding import DecodeError, decode_input
 from streams.worker.faust_patches import PatchedApp
@@ -106,7 +105,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         settings.app_id,
         broker=brokers,
         store="memory://",
-        datadir=datadir or os.environ.get("GANGSTATE_DATA_DIR")
+        datadir=datadir or environment().data_dir
         or str(Path.home() / ".cache" / "gangstate" / "worker"),
         topic_partitions=settings.partitions,
         topic_replication_factor=1,
