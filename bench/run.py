@@ -1,7 +1,7 @@
 """gangstate benchmarks: ``python bench/run.py [--quick]`` (see docs/benchmarks.md).
 
 Prints the machine and each figure as it is measured, and ends with one JSON line holding them
-all. Figures follow /work/shared/brief/benchmarks.md: fold, decode, end to end (saturation and
+all. The figures (docs/benchmarks.md): fold, decode, end to end (saturation and
 latency at fixed offered rates), the bare-consumer limit in the same run, recovery, memory.
 ``--quick`` (about a minute) uses smaller sizes; the full run takes about 15 minutes on 2 cores.
 
