@@ -477,7 +477,7 @@ def read_acks(settings: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
                 raise TimeoutError("reading acks back from gang-events timed out")
             for records in consumer.poll(timeout_ms=200).values():
                 for r in records:
-                    if r.value and b'"gangstate.ack/v1"' in r.value:
+                    if r.value and f'"{ACK_SCHEMA}"'.encode() in r.value:
                         try:
                             out.append(AckRecord.model_validate_json(r.value)
                                        .model_dump(by_alias=True))

@@ -31,6 +31,7 @@ from typing import Any, Callable
 from producers.shim.shim import ShimState, apply_pending, buffer_command
 from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
+from streams.wire.contracts import COMMAND_SCHEMA
 from streams.wire.decoding import decode_input
 
 from .scenario import Scenario, ScenarioError, load_scenario, plan_workload
@@ -129,7 +130,7 @@ def run_in_process(scenario: Scenario, seed: int, commands: bool = True,
 
     def handle(outputs: list[dict[str, Any]]) -> None:
         for out in outputs:
-            if out["schema"] == "gangstate.command/v1":
+            if out["schema"] == COMMAND_SCHEMA:
                 result.commands.append(out)
                 if commands:
                     sim.call_at(sim.now + delay, lambda c=out: authority.receive(c))

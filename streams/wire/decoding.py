@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from streams.wire.contracts import INPUT_ADAPTER, INPUT_VIEW, event_time
+from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
+                                    SUMMARY_SCHEMA, TICK_SCHEMA, event_time)
 from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
                            PodObserved, Record, Tick)
 from streams.core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
@@ -181,6 +182,6 @@ def scheduling_gates(raw: Any) -> tuple[str, ...]:
 
 _VIEW = INPUT_VIEW.validator.validate_json
 _FROM_VIEW: dict[str, Callable[[dict[str, Any], int], Decoded]] = {
-    "gangstate.kube/v1": _kube, "gangstate.cycle/v1": _cycle, "gangstate.ack/v1": _ack,
-    "gangstate.gang-summary/v1": _summary, "gangstate.tick/v1": _tick,
+    KUBE_SCHEMA: _kube, CYCLE_SCHEMA: _cycle, ACK_SCHEMA: _ack, SUMMARY_SCHEMA: _summary,
+    TICK_SCHEMA: _tick,
 }

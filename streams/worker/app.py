@@ -42,7 +42,7 @@ import faust
 
 from streams.core.fold import Output, PartitionFold
 from streams.kafka.settings import Settings, environment
-from streams.wire.contracts import DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
+from streams.wire.contracts import COMMAND_SCHEMA, DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
 from streams.wire.decoding import DecodeError, decode_input
 from streams.worker.faust_patches import PatchedApp
 from streams.worker.metrics import WorkerMetrics
@@ -211,7 +211,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                     continue
                 metrics.folded(decoded, outputs)
                 for out in outputs:
-                    if out["schema"] == "gangstate.command/v1":
+                    if out["schema"] == COMMAND_SCHEMA:
                         pending.append((commands, out["gang_group"].encode(), _json(out)))
                     elif out["schema"] == SUMMARY_SCHEMA:
                         pending.append((gang_events, out["to"].encode(), _json(out)))
