@@ -5,8 +5,9 @@ Where it sits: the shell around ``scheduler.ClusterSim``.
 - ``run_in_process``: every record the cluster emits is encoded as JSON, decoded with
   ``streams.wire.decoding.decode_input`` and fed to one ``streams.core.fold.PartitionFold`` (with a
   tick every virtual second, as the live watch producer does). Commands the fold returns reach
-  the shim's fencing core (``producers.shim.shim``) after ``command_latency`` virtual seconds and are
-  applied at the group's next AfterPostFilter or PreEnqueue point; acks go back into the fold.
+  the shim's fencing core (``producers.shim.fencing``) after ``command_latency`` virtual seconds
+  and are applied at the group's next AfterPostFilter or PreEnqueue point; acks go back into the
+  fold.
   Diagnostics become Kubernetes Events on the pods they involve. With ``commands=False`` the
   fold still runs but neither its commands nor its diagnostics reach the cluster: Koordinator
   alone. Deterministic: same scenario and seed, same records and metrics.
@@ -28,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from producers.shim.shim import ShimState, apply_pending, buffer_command
+from producers.shim.fencing import ShimState, apply_pending, buffer_command
 from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
 from streams.wire.contracts import COMMAND_SCHEMA

@@ -10,9 +10,9 @@ needs no broker.
 
 Conventions (kubectl's): usage errors print on stderr and exit 2; ``--version``;
 ``-n/--namespace``, ``-A/--all-namespaces``, ``-o json|yaml|wide|name`` where they apply.
-A bad environment variable (``streams.kafka.settings``) is one line
-on stderr and exit status 2. ``main(argv)`` returns the exit status (usage errors, ``--help`` and ``--version`` raise
-``SystemExit``, as argparse did).
+A bad environment variable (``streams.kafka.settings``) is one line on stderr and exit
+status 2. ``main(argv)`` returns the exit status (usage errors, ``--help`` and ``--version``
+raise ``SystemExit``, as argparse did).
 """
 
 from __future__ import annotations

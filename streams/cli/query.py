@@ -108,7 +108,8 @@ class TraceSource:
         self.states = result.states
 
     def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
-        """``streams.query.answers.gang_rows`` of the folded gangs; a bad phase is ``QueryError`` 2."""
+        """``streams.query.answers.gang_rows`` of the folded gangs; a bad phase is
+        ``QueryError`` 2."""
         from streams.query.answers import gang_rows
 
         try:

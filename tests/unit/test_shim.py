@@ -14,8 +14,8 @@ import uuid
 
 import pytest
 
-from producers.shim.shim import (ShimState, apply_command, apply_pending, buffer_command, make_ack,
-                            recover)
+from producers.shim.fencing import (ShimState, apply_command, apply_pending, buffer_command,
+                                    make_ack, recover)
 
 G = "team-a/llm"
 W0, W1, W2, W3 = (f"team-a/llm-w-{i}" for i in range(4))
