@@ -4,8 +4,8 @@ Where it sits: between the ``diagnostics`` topic and the Event sink (``streams.e
 It turns one ``gangstate.diagnostic/v1`` into one *occurrence* per involved object (each member
 Pod and the PodGroup), correlates each occurrence with what was written before, and returns a
 decision value that the sink applies: ``Create``, ``Patch``, ``Skip`` (nothing new: a repeat) or
-``Drop`` (news that is deliberately not written: spam, an ended series). It also renders the
-request bodies for ``core/v1`` and ``events.k8s.io/v1``.
+``Drop`` (news that is deliberately not written: spam, an ended series). The request bodies
+for ``core/v1`` and ``events.k8s.io/v1`` are rendered by ``streams.events.bodies``.
 
 It follows client-go's ``tools/record`` (``events_cache.go``, ``event.go``), with small types
 that have one job each:
@@ -37,7 +37,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Generic, Hashable, Iterable, Literal, Mapping, TypeVar, Union
 
-from streams.core.timefmt import format_time, parse_time
+from streams.core.timefmt import parse_time
 
 COMPONENT = "gangstate"
 """``source.component`` and ``reportingComponent`` / ``reportingController`` of every Event."""
@@ -390,109 +390,8 @@ class Recorder:
 
 
 # ---------------------------------------------------------------------------------------------
-# Rendering and reading back
+# What a decision leaves behind
 # ---------------------------------------------------------------------------------------------
-
-def _seconds(micros: int) -> str:
-    """``metav1.Time``: RFC 3339 in whole seconds (what core/v1 timestamps keep)."""
-    return format_time(micros - micros % 1_000_000)[:19] + "Z"
-
-
-def _annotations(state: Written) -> dict[str, str]:
-    out = {ANNOTATION_LAST_ID: state.ids[-1], ANNOTATION_LAST_AT: format_time(state.last_at),
-           ANNOTATION_IDS: ",".join(state.ids)}
-    if state.gang:
-        out[ANNOTATION_GANG] = state.gang
-    return out
-
-
-def core_v1_event(key: EventKey, state: Written, instance: str) -> dict[str, Any]:
-    """The core/v1 Event to create for ``state``: ``involvedObject``, ``type``, ``reason``,
-    ``message``, ``count``, ``firstTimestamp``/``lastTimestamp`` (event time, whole seconds),
-    ``source.component`` and ``reportingComponent`` = the key's component,
-    ``reportingInstance`` = ``instance`` (at most 128 characters), and the dedupe annotations.
-    No ``eventTime``, as client-go ``tools/record`` ``makeEvent``."""
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": state.name, "namespace": state.namespace,
-                     "annotations": _annotations(state)},
-        "involvedObject": key.involved.to_json(),
-        "type": key.type, "reason": key.reason, "message": state.message,
-        "count": state.count,
-        "firstTimestamp": _seconds(state.first_at), "lastTimestamp": _seconds(state.last_at),
-        "source": {"component": key.component},
-        "reportingComponent": key.component, "reportingInstance": instance[:128],
-    }
-
-
-def core_v1_patch(state: Written) -> dict[str, Any]:
-    """The strategic-merge patch that moves a core/v1 Event to ``state``: ``count``,
-    ``lastTimestamp``, ``message`` and the annotations (client-go ``eventObserve`` patches the
-    same fields)."""
-    return {"count": state.count, "lastTimestamp": _seconds(state.last_at),
-            "message": state.message, "metadata": {"annotations": _annotations(state)}}
-
-
-def events_v1_event(key: EventKey, state: Written, instance: str) -> dict[str, Any]:
-    """The events.k8s.io/v1 Event for ``state``: ``regarding``, ``type``, ``reason``, ``note``,
-    ``eventTime`` = first occurrence (MicroTime), ``action`` = ``ACTION``,
-    ``reportingController`` / ``reportingInstance``, and ``series`` {count, lastObservedTime}
-    once ``count >= 2`` (the API requires series.count >= 2)."""
-    body: dict[str, Any] = {
-        "apiVersion": "events.k8s.io/v1", "kind": "Event",
-        "metadata": {"name": state.name, "namespace": state.namespace,
-                     "annotations": _annotations(state)},
-        "regarding": key.involved.to_json(),
-        "type": key.type, "reason": key.reason, "note": state.message, "action": ACTION,
-        "eventTime": format_time(state.first_at),
-        "reportingController": key.component, "reportingInstance": instance[:128],
-    }
-    if state.count >= 2:
-        body["series"] = {"count": state.count, "lastObservedTime": format_time(state.last_at)}
-    return body
-
-
-def events_v1_patch(state: Written) -> dict[str, Any]:
-    """The strategic-merge patch for events.k8s.io/v1: ``series`` and the annotations only.
-    ``note`` is immutable through events.k8s.io/v1 (``ValidateEventUpdate``), so the Event keeps
-    the message it was created with."""
-    return {"series": {"count": state.count, "lastObservedTime": format_time(state.last_at)},
-            "metadata": {"annotations": _annotations(state)}}
-
-
-def render(api: Api, decision: Create | Patch, instance: str) -> dict[str, Any]:
-    """The body of a create (full Event) or of a patch, for ``api``."""
-    if isinstance(decision, Create):
-        return (core_v1_event if api == "core/v1" else events_v1_event)(
-            decision.key, decision.state, instance)
-    return (core_v1_patch if api == "core/v1" else events_v1_patch)(decision.state)
-
-
-def _micros(text: Any) -> int | None:
-    try:
-        return parse_time(text) if isinstance(text, str) and text else None
-    except ValueError:
-        return None
-
-
-def written_from_event(obj: Mapping[str, Any]) -> Written:
-    """Read an Event (core/v1 or events.k8s.io/v1 JSON) back into a ``Written``.
-
-    The annotations written by ``render`` give the exact last time and the ids counted; an
-    Event without them (written by something else) is read from ``count``/``series`` and the
-    timestamps, with no ids. Raises ``KeyError`` when ``metadata.name`` is missing."""
-    meta = obj.get("metadata") or {}
-    notes = meta.get("annotations") or {}
-    series = obj.get("series") or {}
-    count = int(series.get("count") or obj.get("count") or obj.get("deprecatedCount") or 1)
-    first = (_micros(obj.get("eventTime")) or _micros(obj.get("firstTimestamp"))
-             or _micros(obj.get("deprecatedFirstTimestamp")) or 0)
-    last = (_micros(notes.get(ANNOTATION_LAST_AT)) or _micros(series.get("lastObservedTime"))
-            or _micros(obj.get("lastTimestamp")) or first)
-    ids = tuple(i for i in (notes.get(ANNOTATION_IDS) or "").split(",") if i)
-    message = obj.get("message") if "message" in obj else obj.get("note", "")
-    return Written(meta["name"], meta.get("namespace", ""), count, first, last, ids,
-                   message or "", notes.get(ANNOTATION_GANG, ""))
 
 
 def state_of(decision: Decision) -> Written | None:

@@ -49,8 +49,9 @@ from pydantic import ValidationError
 
 from streams.kafka.settings import Settings, Topics
 from streams.wire.contracts import Diagnostic
+from streams.events.bodies import render, written_from_event
 from streams.events.recorder import (Api, Create, Decision, EventKey, Occurrence, Patch, Recorder,
-                          SpamFilter, Written, occurrences, outcome, render, written_from_event)
+                                     SpamFilter, Written, occurrences, outcome)
 
 log = logging.getLogger(__name__)
 

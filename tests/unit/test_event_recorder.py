@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from streams.core.timefmt import parse_time
-from streams.events.recorder import (ANNOTATION_IDS, ANNOTATION_LAST_AT, ANNOTATION_LAST_ID,
-                                 Create, Drop, EventKey, LruCache, ObjectRef, Occurrence,
-                                 Patch, Recorder, Skip, SpamFilter, Written, correlate,
-                                 core_v1_event, core_v1_patch, ender_keys, event_name,
-                                 events_v1_event, events_v1_patch, occurrences, outcome,
-                                 truncate_message, written_from_event)
+from streams.events.bodies import (core_v1_event, core_v1_patch, events_v1_event, events_v1_patch,
+                                   written_from_event)
+from streams.events.recorder import (ANNOTATION_IDS, ANNOTATION_LAST_AT, ANNOTATION_LAST_ID, Create,
+                                     Drop, EventKey, LruCache, ObjectRef, Occurrence, Patch,
+                                     Recorder, Skip, SpamFilter, Written, correlate, ender_keys,
+                                     event_name, occurrences, outcome, truncate_message)
 
 T0 = parse_time("2026-11-02T09:00:10Z")
 S = 1_000_000  # one second in microseconds

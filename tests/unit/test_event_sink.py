@@ -17,7 +17,7 @@ from streams.core.timefmt import parse_time
 from streams.events.sink import (EventSink, GivenUp, KubeTransport, RetryPolicy, consume,
                                 group_id)
 from streams.events.recorder import (ANNOTATION_LAST_ID, Create, Drop, Patch, Recorder, Skip,
-                                 SpamFilter)
+                                     SpamFilter)
 from streams.wire.traces import fold_trace
 from tests.doubles.apiserver import ApiServerDouble, eventually
 
