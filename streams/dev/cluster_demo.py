@@ -1,6 +1,6 @@
 """``gangstate demo --cluster``: the main job on the real local control plane.
 
-Where it sits: the outermost shell, beside ``streams/demo.py`` (the fast default on bundled
+Where it sits: the outermost shell, beside ``streams/dev/demo.py`` (the fast default on bundled
 traces). It starts the local control plane (etcd, kube-apiserver, koord-scheduler v1.8.0, two
 fake nodes of 8 cpu, 32Gi and 1 ``nvidia.com/gpu``; built on first use, ~5-20 min on 2 cores,
 then cached), the local Kafka (unless ``KAFKA_BOOTSTRAP_SERVERS`` is set) and gangstate's chain

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_committed_schemas_match_the_models():
     committed = {p.name: json.loads(p.read_text()) for p in (ROOT / "docs/schemas").glob("*.json")}
     assert committed == json.loads(json.dumps(json_schemas())), \
-        "docs/schemas drifted from streams/contracts.py: run `gangstate schema`"
+        "docs/schemas drifted from streams/wire/contracts.py: run `gangstate schema`"
 
 
 def test_gangstate_schema_writes_every_schema(tmp_path):
