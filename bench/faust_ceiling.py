@@ -38,9 +38,9 @@ def agent_process() -> None:
     writes ``{"records", "seconds", "cpu_seconds"}`` (wall and process CPU time) to ``CEILING_OUT`` once ``CEILING_RECORDS`` are read."""
     import faust
 
-    from streams.app import BATCH, BATCH_SECONDS
+    from streams.worker.app import BATCH, BATCH_SECONDS
     from streams.core.fold import PartitionFold
-    from streams.decoding import decode_input
+    from streams.wire.decoding import decode_input
 
     mode, want = os.environ["CEILING_MODE"], int(os.environ["CEILING_RECORDS"])
     out = Path(os.environ["CEILING_OUT"])
@@ -134,26 +134,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="py-spy each agent; summaries in bench/profiles/faust-<mode>.txt")
     args = ap.parse_args(argv)
-    import run  # bench/run.py: the same synthetic topic and local Kafka as the main benchmark
+    import kafkabench  # the same synthetic topic and local Kafka as bench/run.py
     import synthetic
 
-    from producers.publish import ensure_topics
-    from streams.localkafka import broker_module
+    from streams.kafka.publishing import ensure_topics
+    from streams.dev.localkafka import broker_module
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     broker = None if bootstrap else broker_module().LocalKafka(heap="1g")
     try:
         if broker is not None:
             bootstrap = broker.start(timeout=120)
-        settings = run.make_settings(bootstrap, "ceiling")
+        settings = kafkabench.make_settings(bootstrap, "ceiling")
         ensure_topics(settings)
         items = list(synthetic.trace(args.gangs))
-        run.preload(settings, items)
+        kafkabench.preload(settings, items)
         results: dict = {"records": len(items), "loadavg_start": os.getloadavg()[0]}
         for mode in args.modes.split(","):
-            raw = str(run.PROFILES / f"faust-{mode}.raw") if args.profile else None
+            raw = str(Path(__file__).resolve().parent / "profiles" / f"faust-{mode}.raw") if args.profile else None
             results[mode] = run_mode(bootstrap, settings.topics.gang_events, len(items), mode,
-                                     run.PARTITIONS, raw)
+                                     kafkabench.PARTITIONS, raw)
             if raw and Path(raw).exists():
                 from profiling import summarize_collapsed
 

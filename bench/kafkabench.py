@@ -12,9 +12,14 @@ import json
 import multiprocessing as mp
 import queue
 import time
+import uuid
 from typing import Iterable
 
-from streams.app import partition_of
+from streams.kafka.partitions import partition_of
+from streams.kafka.settings import Settings, Topics
+
+PARTITIONS = 8
+"""Partitions of the benchmark's gang-events topic."""
 
 PROBE_NS = "probe"
 
@@ -213,3 +218,24 @@ def produce(bootstrap: str, records: Iterable[tuple[str, bytes, bytes, int]]) ->
         return n
 
     return asyncio.run(run())
+
+
+def make_settings(bootstrap: str, tag: str) -> Settings:
+    run = f"{tag}-{uuid.uuid4().hex[:8]}"
+    return Settings(bootstrap=bootstrap, topics=Topics(f"bench-{run}."), partitions=PARTITIONS,
+                    app_id=f"gangstate-bench-{run}")
+
+
+def preload(settings: Settings, items: list[tuple[str, bytes]]) -> dict:
+    from streams.kafka.publishing import Publisher
+
+    pub = Publisher(settings, client_id="gangstate-bench-preload", linger_ms=20,
+                    batch_size=512 * 1024)
+    t = time.perf_counter()
+    topic = settings.topics.gang_events
+    for key, value in items:
+        pub.send(topic, key, value)
+    pub.close()
+    dt = time.perf_counter() - t
+    return {"records": len(items), "seconds": round(dt, 2),
+            "records_per_s": round(len(items) / dt)}

@@ -17,10 +17,10 @@ AREAS = [  # first match wins; matched against "function (file)"
     ("core.state", "streams/core/state.py"),
     ("core.spec", "streams/core/spec.py"),
     ("core.timefmt", "streams/core/timefmt.py"),
-    ("decoding+contracts", "streams/decoding.py"),
-    ("decoding+contracts", "streams/contracts.py"),
+    ("decoding+contracts", "streams/wire/decoding.py"),
+    ("decoding+contracts", "streams/wire/contracts.py"),
     ("pydantic", "pydantic"),
-    ("worker (streams/app.py)", "streams/app.py"),
+    ("worker (streams/worker/app.py)", "streams/worker/app.py"),
     ("json", "json/"),
     ("dataclasses", "dataclasses.py"),
     ("hashlib", "hashlib"),
@@ -134,7 +134,7 @@ def native_fold_profile(gangs: int, out_path: str, seconds: float = 8.0) -> dict
 
     bench = os.path.dirname(os.path.abspath(__file__))
     code = (f"import sys, time; sys.path[:0] = [{bench!r}, {os.path.dirname(bench)!r}]\n"
-            "import synthetic\nfrom streams.decoding import decode_input\n"
+            "import synthetic\nfrom streams.wire.decoding import decode_input\n"
             "from streams.core.fold import PartitionFold\n"
             f"dec = [decode_input(v) for _k, v in synthetic.trace({gangs})]\n"
             f"t = time.monotonic()\nwhile time.monotonic() - t < {seconds}:\n"

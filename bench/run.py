@@ -1,7 +1,7 @@
 """gangstate benchmarks: ``python bench/run.py [--quick]`` (see docs/benchmarks.md).
 
 Prints the machine and each figure as it is measured, and ends with one JSON line holding them
-all. Figures follow /work/shared/brief/benchmarks.md: fold, decode, end to end (saturation and
+all. The figures (docs/benchmarks.md): fold, decode, end to end (saturation and
 latency at fixed offered rates), the bare-consumer limit in the same run, recovery, memory.
 ``--quick`` (about a minute) uses smaller sizes; the full run takes about 15 minutes on 2 cores.
 
@@ -34,18 +34,18 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import synthetic  # noqa: E402
-from kafkabench import (Watcher, bare_consumer, create_compacted_topic, probe_gangs,  # noqa: E402
+from kafkabench import (PARTITIONS, Watcher, bare_consumer, create_compacted_topic,  # noqa: E402
+                        make_settings, preload, probe_gangs,
                         proc_memory, produce)
 
-from streams.app import partition_of  # noqa: E402
-from streams.config import Settings, Topics  # noqa: E402
+from streams.kafka.partitions import partition_of  # noqa: E402
+from streams.kafka.settings import Settings  # noqa: E402
 from streams.core.fold import PartitionFold  # noqa: E402
 from streams.core.state import to_wire  # noqa: E402
-from streams.decoding import decode_input  # noqa: E402
-from streams.worker_process import running_worker  # noqa: E402
+from streams.wire.decoding import decode_input  # noqa: E402
+from streams.dev.worker_process import running_worker  # noqa: E402
 
 PROFILES = HERE / "profiles"
-PARTITIONS = 8
 
 FULL = dict(fold_gangs=10_000, mem_gangs=1_000, profile_gangs=1_000, sat_gangs=1_000,
             lat=((2_000, 10), (10_000, 5)), drain_timeout=240, recovery_gangs=100_000,
@@ -197,27 +197,6 @@ def profile_core(gangs: int) -> dict:
 
 # -- 2./3. end to end, latency, limit ------------------------------------------------------------
 
-def make_settings(bootstrap: str, tag: str) -> Settings:
-    run = f"{tag}-{uuid.uuid4().hex[:8]}"
-    return Settings(bootstrap=bootstrap, topics=Topics(f"bench-{run}."), partitions=PARTITIONS,
-                    app_id=f"gangstate-bench-{run}")
-
-
-def preload(settings: Settings, items: list[tuple[str, bytes]]) -> dict:
-    from producers.publish import Publisher
-
-    pub = Publisher(settings, client_id="gangstate-bench-preload", linger_ms=20,
-                    batch_size=512 * 1024)
-    t = time.perf_counter()
-    topic = settings.topics.gang_events
-    for key, value in items:
-        pub.send(topic, key, value)
-    pub.close()
-    dt = time.perf_counter() - t
-    return {"records": len(items), "seconds": round(dt, 2),
-            "records_per_s": round(len(items) / dt)}
-
-
 def probe_at(value: bytes) -> int:
     from streams.core.timefmt import parse_time
 
@@ -276,7 +255,7 @@ def offered_load(settings: Settings, watcher: Watcher, rate: int, seconds: float
                  first_gang: int, tag: str, drain_timeout: float, alive) -> dict:
     """Offer ``rate`` records/s of synthetic background load for ``seconds``, with a probe about
     every 20 ms mixed in; latency = probe produce time -> its GangCycleRejected readable."""
-    from producers.publish import Publisher
+    from streams.kafka.publishing import Publisher
 
     total = int(rate * seconds)
     gangs_needed = total // 90 + 2
@@ -340,7 +319,7 @@ def latency_floor(bootstrap: str, rate: int, seconds: float) -> dict:
     ``rate`` records/s of synthetic values published straight to an output topic and a probe
     (already in the form of its ``GangCycleRejected``) about every 20 ms; send() -> readable.
     What the end-to-end latency cannot go below on this machine."""
-    from producers.publish import Publisher, ensure_topics
+    from streams.kafka.publishing import Publisher, ensure_topics
 
     settings = make_settings(bootstrap, "floor")
     ensure_topics(settings)
@@ -381,7 +360,7 @@ def latency_floor(bootstrap: str, rate: int, seconds: float) -> dict:
 
 def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
     settings = make_settings(bootstrap, "e2e")
-    from producers.publish import ensure_topics
+    from streams.kafka.publishing import ensure_topics
 
     ensure_topics(settings)
     items = list(synthetic.trace(cfg["sat_gangs"]))
@@ -452,7 +431,7 @@ def profile_worker(settings: Settings, watcher: Watcher, worker, first: int, gan
     """py-spy on the running worker while it works through a burst it cannot keep up with: the
     records are sent as fast as the producer goes, the profile covers the time until the tail
     probes are out."""
-    from producers.publish import Publisher
+    from streams.kafka.publishing import Publisher
 
     from profiling import summarize_collapsed
 
@@ -491,14 +470,14 @@ def profile_worker(settings: Settings, watcher: Watcher, worker, first: int, gan
 def write_changelog(settings: Settings, gangs: int) -> dict:
     """Fill ``<app id>-gangs-changelog`` (created compacted, 8 partitions, as Faust creates it)
     with ``gangs`` gangs of 8 members, one record per gang, exactly as the worker writes them:
-    key = the UTF-8 gang id, value = ``streams.app.encode_state`` of the final state of a
+    key = the UTF-8 gang id, value = ``streams.worker.table.encode_state`` of the final state of a
     folded synthetic gang (renamed per gang), in the gang's partition. Returns the first gang
     of each partition (the probes go there), the byte count and the time taken."""
     import re
 
-    from producers.publish import ensure_topics
+    from streams.kafka.publishing import ensure_topics
 
-    from streams.app import encode_state
+    from streams.worker.table import encode_state
     from streams.core.fold import next_due
 
     bootstrap = settings.bootstrap or ""
@@ -551,7 +530,7 @@ def time_recovery(settings: Settings, written: dict, timeout: float, cycle0: int
                   extra_args: tuple[str, ...] = ()) -> dict:
     """Put one probe per partition in gang-events, start a worker, and time each probe's
     output from the worker's start (the worker recovers the table first)."""
-    from producers.publish import Publisher
+    from streams.kafka.publishing import Publisher
 
     bootstrap = settings.bootstrap or ""
     probes = []
@@ -627,13 +606,13 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     kafka_version = "external" if bootstrap else "?"
     if not bootstrap and parts & {"e2e", "recovery"}:
-        from streams.localkafka import broker_module
+        from streams.dev.localkafka import broker_module
 
         mod = broker_module()
         kafka_version = mod.KAFKA_VERSION
         broker = mod.LocalKafka(heap="1g")
     elif not bootstrap:
-        from streams.localkafka import broker_module
+        from streams.dev.localkafka import broker_module
 
         kafka_version = broker_module().KAFKA_VERSION
     results["machine"] = machine(kafka_version)

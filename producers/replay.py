@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from streams.config import Settings
-from streams.contracts import parse_time
+from streams.kafka.settings import Settings
+from streams.wire.contracts import parse_time
 from streams.core.records import PodObserved
-from streams.decoding import DecodeError, decode_input
-from producers.dump import trace_lines
+from streams.wire.decoding import DecodeError, decode_input
+from streams.wire.traces import read_lines
 
-from .publish import Publisher, ensure_topics
+from streams.kafka.publishing import Publisher, ensure_topics
 
 
 @dataclass
@@ -47,12 +47,17 @@ def _event_pod(raw: bytes) -> str | None:
     return f"{inv.get('namespace', '')}/{inv.get('name', '')}"
 
 
-def file_lines(paths: Iterable[Path]) -> Iterator[tuple[str, int, bytes]]:
-    """``(file, line number, raw line)`` of each trace, file after file; a cluster dump
-    (``kubectl get ... -o json``, ``producers.dump``) gives the records a watch would have
-    published, numbered in event-time order. Raises ``producers.dump.DumpError``."""
+Reader = Callable[[Path], Iterable[tuple[int, bytes]]]
+"""Reads one trace file into ``(line number, raw line)``: ``streams.wire.traces.read_lines``
+for JSON lines; the CLI passes ``producers.watch.dump.trace_lines``, which also reads a cluster
+dump (``kubectl get ... -o json``) as the records a watch would have published."""
+
+
+def file_lines(paths: Iterable[Path], reader: Reader = read_lines,
+               ) -> Iterator[tuple[str, int, bytes]]:
+    """``(file, line number, raw line)`` of each trace, file after file, read by ``reader``."""
     for path in paths:
-        for number, raw in trace_lines(path):
+        for number, raw in reader(path):
             yield str(path), number, raw
 
 
@@ -63,14 +68,15 @@ def _event_time(raw: bytes) -> int:
         return 0  # malformed: keeps its place at the front; the decoder reports it
 
 
-def merged_by_time(paths: Iterable[Path]) -> list[tuple[str, int, bytes]]:
+def merged_by_time(paths: Iterable[Path], reader: Reader = read_lines,
+                   ) -> list[tuple[str, int, bytes]]:
     """All lines of several traces in ``observed_at`` order (stable: ties keep file order).
 
     Replaying several historical traces one after another would move the event-time clock back
     and forth; merged, the log is in time order, so each gang's outputs are those of its own
     trace folded alone (contracts.md, "Time is an input").
     """
-    return sorted(file_lines(paths), key=lambda item: _event_time(item[2]))
+    return sorted(file_lines(paths, reader), key=lambda item: _event_time(item[2]))
 
 
 def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,

@@ -1,13 +1,17 @@
 """gangstate: event-sourced gang state for Kubernetes gang scheduling.
 
-Package map (a wiring diagram, inputs first):
-- ``streams.contracts``: pydantic models of the v1 wire records (the public interface).
-- ``streams.core``: the functional core: gang membership and spec rules, the fold and the
-  decision rules. Pure; imports no Faust, Kafka or Kubernetes (enforced by import-linter).
-- ``streams.decoding``: raw bytes / trace lines -> core records, with a reason on failure.
-- ``streams.offline``: ``gangstate fold`` over a trace file, no broker.
-- ``streams.app``: the Faust worker (thin shell around the core).
+Package map, from the bottom layer up (``docs/architecture.md`` draws the tree; import-linter
+checks that each layer imports only the ones below it):
+- ``streams.core``: the functional core: gang membership and spec rules, the fold, the decision
+  rules and the explanations. Pure; imports nothing but the standard library.
+- ``streams.wire``: the v1 records (contracts, schema ids), decoding to core records, traces.
+- ``streams.kafka``, ``streams.kube``: settings and topics, publishing and reading Kafka; how to
+  reach the API server.
+- ``streams.query``: the answers of get, describe and explain.
+- ``streams.worker``, ``streams.events``: the Faust worker; diagnostics written as Events.
+- ``streams.dev``: demos and local services (Kafka, the control plane, a worker process).
 - ``streams.cli``: the ``gangstate`` command.
+The producers (watch, shim, simulate, replay) are the package ``producers``.
 """
 
 __version__ = "0.1.0"

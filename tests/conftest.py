@@ -14,10 +14,10 @@ from typing import Iterator
 
 import pytest
 
-from producers.publish import ensure_topics
-from streams.config import Settings, Topics
+from streams.kafka.publishing import ensure_topics
+from streams.kafka.settings import Settings, Topics
 from streams.core.fold import FoldSettings
-from streams.localkafka import broker_module
+from streams.dev.localkafka import broker_module
 
 
 @pytest.fixture(scope="session")

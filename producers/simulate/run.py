@@ -3,15 +3,16 @@
 Where it sits: the shell around ``scheduler.ClusterSim``.
 
 - ``run_in_process``: every record the cluster emits is encoded as JSON, decoded with
-  ``streams.decoding.decode_input`` and fed to one ``streams.core.fold.PartitionFold`` (with a
+  ``streams.wire.decoding.decode_input`` and fed to one ``streams.core.fold.PartitionFold`` (with a
   tick every virtual second, as the live watch producer does). Commands the fold returns reach
-  the shim's fencing core (``producers.shim``) after ``command_latency`` virtual seconds and are
-  applied at the group's next AfterPostFilter or PreEnqueue point; acks go back into the fold.
+  the shim's fencing core (``producers.shim.fencing``) after ``command_latency`` virtual seconds
+  and are applied at the group's next AfterPostFilter or PreEnqueue point; acks go back into the
+  fold.
   Diagnostics become Kubernetes Events on the pods they involve. With ``commands=False`` the
   fold still runs but neither its commands nor its diagnostics reach the cluster: Koordinator
   alone. Deterministic: same scenario and seed, same records and metrics.
-- ``run_live``: the same cluster publishes to ``gang-events`` (``producers.publish``), a
-  gangstate worker folds, commands come back over Kafka to a ``producers.shim.Shim``. The
+- ``run_live``: the same cluster publishes to ``gang-events`` (``streams.kafka.publishing``), a
+  gangstate worker folds, commands come back over Kafka to a ``producers.shim.shim.Shim``. The
   simulation paces itself against the wall clock (``speed`` virtual seconds per second).
 - ``add_command``: the ``gangstate simulate`` subcommand.
 
@@ -28,10 +29,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from producers.shim import ShimState, apply_pending, buffer_command
+from producers.shim.fencing import ShimState, apply_pending, buffer_command
 from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
-from streams.decoding import decode_input
+from streams.wire.contracts import COMMAND_SCHEMA
+from streams.wire.decoding import decode_input
 
 from .scenario import Scenario, ScenarioError, load_scenario, plan_workload
 from .scheduler import ClusterSim
@@ -118,7 +120,7 @@ def run_in_process(scenario: Scenario, seed: int, commands: bool = True,
 
     ``latency`` overrides the scenario's ``command_latency`` (virtual seconds from the fold's
     output to the shim's inbox). Runs ``duration + drain`` virtual seconds. Raises nothing for a
-    valid scenario; a record the fold cannot decode raises ``streams.decoding.DecodeError``
+    valid scenario; a record the fold cannot decode raises ``streams.wire.decoding.DecodeError``
     (a simulator bug).
     """
     cfg = scenario.scheduler
@@ -129,7 +131,7 @@ def run_in_process(scenario: Scenario, seed: int, commands: bool = True,
 
     def handle(outputs: list[dict[str, Any]]) -> None:
         for out in outputs:
-            if out["schema"] == "gangstate.command/v1":
+            if out["schema"] == COMMAND_SCHEMA:
                 result.commands.append(out)
                 if commands:
                     sim.call_at(sim.now + delay, lambda c=out: authority.receive(c))
@@ -183,12 +185,12 @@ def run_live(scenario: Scenario, seed: int, settings: Any, commands: bool = True
              on_progress: Callable[[float], None] | None = None) -> SimResult:
     """Simulate ``scenario`` against Kafka in (scaled) real time (see module doc).
 
-    ``settings``: ``streams.config.Settings`` with ``bootstrap``; topics are created when absent.
+    ``settings``: ``streams.kafka.settings.Settings`` with ``bootstrap``; topics are created when absent.
     ``speed``: virtual seconds per wall second. Acks are the shim's; commands are read from the
     ``commands`` topic. Raises ``kafka.errors.KafkaError`` when the broker cannot be reached.
     """
-    from producers.publish import Publisher, ensure_topics
-    from producers.shim import Shim
+    from streams.kafka.publishing import Publisher, ensure_topics
+    from producers.shim.shim import Shim
 
     ensure_topics(settings)
     publisher = Publisher(settings, client_id="gangstate-simulator")
@@ -274,7 +276,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return 2
     bootstrap = args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if bootstrap and not args.in_process:
-        from streams.config import Settings
+        from streams.kafka.settings import Settings
 
         settings = Settings.from_env()
         settings = Settings(bootstrap=bootstrap, topics=settings.topics,
@@ -297,35 +299,3 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_metrics(result))
     return 0
-
-
-def add_command(subparsers: Any) -> None:
-    """Register ``gangstate simulate`` on an argparse ``subparsers`` object."""
-    p = subparsers.add_parser(
-        "simulate", help="simulate a Koordinator-like gang scheduler with gangstate in the loop",
-        description="Discrete-event simulation, in virtual time, of a Koordinator v1.7+ gang "
-                    "scheduler (PreEnqueue with one representative per gang group, NextPod, "
-                    "Filter, Permit, Strict/NonStrict, binding, completion). In-process by "
-                    "default: its records feed the fold directly and the fold's commands are "
-                    "applied through the shim's fencing core. With --bootstrap (or "
-                    "KAFKA_BOOTSTRAP_SERVERS) it runs live against Kafka and a gangstate "
-                    "worker, paced to the wall clock.")
-    p.add_argument("scenario", help="a scenario YAML file or the name of a bundled one "
-                                    "(small, switch-matters, late-members)")
-    p.add_argument("--seed", type=int, default=1, help="random seed of the workload (default 1)")
-    p.add_argument("--no-commands", action="store_true",
-                   help="gangstate off: Koordinator alone, no commands applied, no Events "
-                        "from diagnostics")
-    p.add_argument("--latency", type=float, default=None,
-                   help="in-process: virtual seconds from a command's emission to the shim "
-                        "(default: the scenario's command_latency)")
-    p.add_argument("--trace", default=None,
-                   help="in-process: write every gang-events record as JSON lines to this file")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
-    p.add_argument("--bootstrap", default=None,
-                   help="Kafka host:port: run live (default: KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument("--in-process", action="store_true",
-                   help="stay in-process even when KAFKA_BOOTSTRAP_SERVERS is set")
-    p.add_argument("--speed", type=float, default=1.0,
-                   help="live: virtual seconds per wall second (default 1)")
-    p.set_defaults(func=cmd_simulate)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from streams.core.timefmt import format_time
+from streams.wire.contracts import CYCLE_SCHEMA, KUBE_SCHEMA
 
 from .scenario import PlannedJob, Scenario
 
@@ -259,7 +260,7 @@ class ClusterSim:
     def _kube(self, pod: Pod, type_: str) -> None:
         self.rv += 1
         pod.rv = self.rv
-        self.sink(pod.gang.id, {"schema": "gangstate.kube/v1", "observed_at": self.stamp(),
+        self.sink(pod.gang.id, {"schema": KUBE_SCHEMA, "observed_at": self.stamp(),
                                 "resource": "pods", "type": type_,
                                 "object": self.pod_object(pod)})
 
@@ -267,7 +268,7 @@ class ClusterSim:
                node: str | None = None, cycle: int | None = None, t: float | None = None) -> None:
         gang = pod.gang
         self.sink(gang.id, {
-            "schema": "gangstate.cycle/v1", "observed_at": self.stamp(t),
+            "schema": CYCLE_SCHEMA, "observed_at": self.stamp(t),
             "scheduler": SCHEDULER_NAME, "cycle": self.cycle if cycle is None else cycle,
             "pod": {"namespace": gang.ns, "name": pod.name, "uid": pod.uid},
             "gang": gang.id, "gang_group": gang.id, "stage": stage, "status": status,

@@ -1,7 +1,7 @@
 """The core's own record types: decoded input records, as immutable named tuples.
 
-Where it sits: the functional core's input. ``streams.decoding`` builds these from wire records
-(``streams.contracts``); the fold (``streams.core.fold``) consumes them. They carry only what the
+Where it sits: the functional core's input. ``streams.wire.decoding`` builds these from wire records
+(``streams.wire.contracts``); the fold (``streams.core.fold``) consumes them. They carry only what the
 fold reads, so a Pod of several KiB becomes a value of a few fields. Times are integer
 microseconds since the Unix epoch (event time, the record's ``observed_at``).
 

@@ -21,10 +21,10 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client
 
-from producers.publish import ensure_topics
-from streams.config import Settings, Topics
+from streams.kafka.publishing import ensure_topics
+from streams.kafka.settings import Settings, Topics
 from streams.core.fold import FoldSettings
-from streams.localcluster import Chain, controlplane_module
+from streams.dev.localcluster import Chain, controlplane_module
 
 GRACE_SECONDS = 10.0
 

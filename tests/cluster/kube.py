@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 from kubernetes import client
 
-from streams.localcluster import pod_events
+from streams.dev.localcluster import pod_events
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float, interval: float = 1.0,
@@ -64,7 +64,7 @@ def record_scenario(core: client.CoreV1Api, namespace: str) -> None:
     """Count, for the report, the Events each writer left on the pods of ``namespace``."""
     from collections import Counter
 
-    from streams.localcluster import pod_events
+    from streams.dev.localcluster import pod_events
 
     scheduler: Counter[str] = Counter()
     mine: Counter[str] = Counter()

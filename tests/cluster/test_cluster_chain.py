@@ -15,8 +15,8 @@ import time
 
 from kubernetes import client
 
-from streams.localcluster import Chain
-from streams.tap import read_topic
+from streams.dev.localcluster import Chain
+from streams.kafka.reading import read_topic
 from tests.cluster.kube import wait_for
 from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods, pod
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from streams.localcluster import Chain
+from streams.dev.localcluster import Chain
 from tests.cluster.kube import (gangstate_events, record_scenario, scheduler_events,
                                     wait_for)
 
@@ -106,7 +106,7 @@ def describe(core: client.CoreV1Api, namespace: str, chain: Chain) -> str:
     """Every pod's Events in ``namespace`` plus the chain's log tails (for failure messages)."""
     lines = []
     for p in core.list_namespaced_pod(namespace).items:
-        from streams.localcluster import pod_events
+        from streams.dev.localcluster import pod_events
 
         lines.append(f"pod {namespace}/{p.metadata.name} node={p.spec.node_name}")
         lines += [f"  {e['type']} {e['reason']} ({e['from']}): {e['message'][:200]}"

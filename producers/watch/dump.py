@@ -1,0 +1,171 @@
+"""Post-mortems from a cluster dump: ``kubectl get nodes,pods,podgroups,events -o json`` (one
+Kubernetes ``List``, gzipped or not) turned into the records the watch producer would have
+published, so every command that takes a trace (``gangstate fold``, ``--from`` of ``get``,
+``describe`` and ``explain``, ``replay``) also explains an incident from a dump of any cluster.
+
+Where it sits: beside ``producers.watch``, whose routing it reuses (``GangRouter``: pods to
+gangs, scheduler Events to ``gangstate.cycle/v1`` records), so a dump and a live watch give the
+same records. Pure apart from reading the file: the records' event time comes from the objects
+(a Pod's and a PodGroup's ``creationTimestamp``; an Event's ``eventTime``, ``lastTimestamp``,
+``firstTimestamp`` or ``creationTimestamp``), never from the clock.
+
+What a dump cannot tell: it is a snapshot, so each Pod and PodGroup appears once, in its final
+state, at its creation time (a pod bound later reads as bound from the start; deleted objects
+are absent), and only Events the API server still kept (1 h by default) are there. Events of
+pods that are not in the dump (an earlier incarnation of the same name) are dropped as the live
+watcher drops them (``pod-gone``). Nodes are read but not yet used.
+
+Must not: decide anything about gangs (that is the core's).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from producers.watch.watching import DEFAULT_SCHEDULERS, DeadLetter, Drop, GangRouter, Publish
+from streams.core.timefmt import parse_time
+
+_GZIP_MAGIC = b"\x1f\x8b"
+#: the order of objects that share a timestamp: the gang's spec first, then its pods, then
+#: what the scheduler said about them
+_ORDER = {"PodGroup": 0, "Pod": 1, "Event": 2}
+
+
+class DumpError(ValueError):
+    """The file is neither a JSON-lines trace nor a Kubernetes ``List`` (the message says
+    which and why)."""
+
+
+@dataclass
+class DumpRecords:
+    """The records of a dump, in event-time order, and what was left out, by reason
+    (``nodes``, ``other-kind``, ``other-scheduler``, ``no-gang``, ``pod-gone``, ...)."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+def read_dump(path: Path) -> dict[str, Any] | None:
+    """The Kubernetes ``List`` in ``path`` (gzipped or not, pretty or on one line, detected by
+    content), or ``None`` when the file is a JSON-lines trace (its first non-blank line is a
+    whole JSON object that is not a ``List``).
+    Raises ``DumpError`` for a file that is neither, ``OSError`` when unreadable."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as err:
+            raise DumpError(f"{path}: a broken gzip file ({err})") from None
+    else:
+        first = next((line for line in raw.splitlines() if line.strip()), b"")
+        try:
+            head = json.loads(first)
+            if isinstance(head, dict) and not _is_list(head):
+                return None  # a JSON-lines trace (a compact List on one line is a dump)
+        except ValueError:
+            pass
+    try:
+        doc = json.loads(raw)
+    except ValueError as err:
+        raise DumpError(f"{path}: neither a JSON-lines trace nor a Kubernetes List "
+                        f"(JSON: {err})") from None
+    if not _is_list(doc):
+        raise DumpError(f"{path}: a JSON document, but not a Kubernetes List (kind "
+                        f"{doc.get('kind') if isinstance(doc, dict) else type(doc).__name__!r}"
+                        f"); give `kubectl get nodes,pods,podgroups,events -o json` output")
+    return doc
+
+
+def _is_list(doc: Any) -> bool:
+    """A Kubernetes ``List`` (``kind`` ending in ``List``, with ``items``)."""
+    return (isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List")
+            and isinstance(doc.get("items"), list))
+
+
+def _when(obj: dict[str, Any]) -> int | None:
+    meta = obj.get("metadata") or {}
+    if obj.get("kind") == "Event":
+        series = obj.get("series") or {}
+        candidates = [series.get("lastObservedTime"), obj.get("lastTimestamp"),
+                      obj.get("eventTime"), obj.get("firstTimestamp"),
+                      meta.get("creationTimestamp")]
+    else:
+        candidates = [meta.get("creationTimestamp")]
+    for value in candidates:
+        if isinstance(value, str) and value:
+            try:
+                return parse_time(value)
+            except ValueError:
+                continue
+    return None
+
+
+def records_of_dump(doc: dict[str, Any],
+                    scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULERS) -> DumpRecords:
+    """The records a watch of the dumped cluster would have published (``gangstate.kube/v1``
+    for gang pods, PodGroups and scheduler Events; ``gangstate.cycle/v1`` derived from each
+    Event), ordered by event time (PodGroups, then Pods, then Events on a tie). Objects with no
+    usable time are skipped (``no-time``). Shapes: ``doc`` is a ``List`` with ``items``;
+    ``scheduler_names`` the schedulers whose pods count, as ``gangstate watch
+    --scheduler-name``. Deterministic."""
+    out = DumpRecords()
+    timeline: list[tuple[int, int, int, str, dict[str, Any]]] = []
+    for index, item in enumerate(doc.get("items") or []):
+        if not isinstance(item, dict):
+            out.skipped["not-an-object"] += 1
+            continue
+        kind = item.get("kind")
+        if kind == "Node":
+            out.skipped["nodes"] += 1
+            continue
+        if kind not in _ORDER:
+            out.skipped["other-kind"] += 1
+            continue
+        if kind == "Pod" and (item.get("spec") or {}).get("schedulerName") not in scheduler_names:
+            out.skipped["other-scheduler"] += 1
+            continue
+        if not (item.get("metadata") or {}).get("uid") and kind != "Event":
+            out.skipped["no-uid"] += 1
+            continue
+        at = _when(item)
+        if at is None:
+            out.skipped["no-time"] += 1
+            continue
+        resource = {"Pod": "pods", "PodGroup": "podgroups", "Event": "events"}[kind]
+        timeline.append((at, _ORDER[kind], index, resource, item))
+    timeline.sort(key=lambda entry: entry[:3])
+    router = GangRouter(scheduler_names=scheduler_names)
+
+    def perform(actions: list[Any]) -> None:
+        for action in actions:
+            if isinstance(action, Publish):
+                out.records.append(action.record)
+            elif isinstance(action, Drop):
+                out.skipped[action.reason] += 1
+            elif isinstance(action, DeadLetter):
+                out.skipped[f"malformed-{action.reason}"] += 1
+
+    for at, _order, _index, resource, obj in timeline:
+        perform(router.expire(at))
+        perform(router.route(resource, "ADDED", obj, None, at))
+    perform(router.expire(2**62))
+    return out
+
+
+def trace_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(number, raw JSON line)`` of a trace, or of the records of a dump (numbered from 1 in
+    event-time order): what every trace-reading command folds. Raises ``DumpError`` or
+    ``OSError``."""
+    from streams.wire.traces import read_lines
+
+    doc = read_dump(path)
+    if doc is None:
+        yield from read_lines(path)
+        return
+    for number, record in enumerate(records_of_dump(doc).records, start=1):
+        yield number, json.dumps(record, separators=(",", ":")).encode()

@@ -1,0 +1,88 @@
+"""A lean per-node cache of what the shortfall of a failing gang needs: each Node's allocatable,
+``spec.unschedulable`` and taints, and the resource requests of the pods bound to it.
+
+Where it sits: in the watch producer (and the dump reader, ``producers.watch.dump``), beside
+``GangRouter``. It keeps only those fields (not whole objects), so it stays small on a large
+cluster, and it answers :meth:`NodeCache.capacity`: the capacity facts a cycle record of a gang
+that failed with ``Insufficient <resource>`` carries, so that the fold can say "this gang needs
+3 GPUs, the cluster has 2" from the record alone (replayable, no clock). The arithmetic is the
+core's (``streams.core.capacity``).
+
+Must not: do I/O, read the clock, or decide anything about gangs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from streams.core.capacity import NodeRoom, node_room, pod_requests
+
+#: pods in these phases hold no resources (kube-scheduler's cache drops them:
+#: KS ``backend/cache/cache.go`` removes terminated pods)
+_DONE = ("Succeeded", "Failed")
+
+
+@dataclass
+class NodeCache:
+    """Nodes by name (as :class:`NodeRoom` without requests) and, per bound pod uid, its node
+    and requests (milli-units). Feed it with :meth:`node` and :meth:`pod` for every watch
+    event of Nodes and of bound Pods (any scheduler's); ask :meth:`capacity`."""
+
+    nodes: dict[str, NodeRoom] = field(default_factory=dict)
+    bound: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
+
+    def node(self, type_: str, obj: Mapping[str, Any]) -> None:
+        """A Node watch event (``ADDED``/``MODIFIED``/``SYNC``/``DELETED``)."""
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        if type_ == "DELETED":
+            self.nodes.pop(name, None)
+            return
+        try:
+            self.nodes[name] = node_room(obj, [])
+        except ValueError:
+            self.nodes.pop(name, None)  # a malformed quantity: the node counts as unknown
+
+    def pod(self, type_: str, obj: Mapping[str, Any]) -> None:
+        """A Pod watch event: a bound, unfinished pod holds its requests on its node."""
+        meta, spec = (obj.get("metadata") or {}), (obj.get("spec") or {})
+        uid = str(meta.get("uid", ""))
+        node = spec.get("nodeName")
+        phase = (obj.get("status") or {}).get("phase")
+        if type_ == "DELETED" or not node or phase in _DONE:
+            self.bound.pop(uid, None)
+            return
+        try:
+            self.bound[uid] = (str(node), pod_requests(spec))
+        except ValueError:
+            self.bound.pop(uid, None)
+
+    def rooms(self) -> list[NodeRoom]:
+        """Every known node with the requests of its bound pods, sorted by name."""
+        requested: dict[str, dict[str, int]] = {}
+        for node, requests in self.bound.values():
+            into = requested.setdefault(node, {})
+            for name, value in requests.items():
+                into[name] = into.get(name, 0) + value
+        return [room._replace(requested=requested.get(name, {}))
+                for name, room in sorted(self.nodes.items())]
+
+    def capacity(self, resource: str, request: int) -> dict[str, Any] | None:
+        """The capacity facts for a member requesting ``request`` milli-units of ``resource``
+        (``None`` when no node is known): ``resource``, ``request``, ``allocatable`` and
+        ``free`` (sums over schedulable nodes), ``nodes`` (schedulable ones), ``room`` (members
+        of that request that fit now, node by node), ``largest`` (most allocatable on one
+        node), ``tainted`` (schedulable nodes with a NoSchedule/NoExecute taint). Milli-units."""
+        rooms = self.rooms()
+        if not rooms:
+            return None
+        usable = [r for r in rooms if not r.unschedulable]
+        return {
+            "resource": resource, "request": request,
+            "allocatable": sum(r.allocatable.get(resource, 0) for r in usable),
+            "free": sum(r.free(resource) for r in usable),
+            "nodes": len(usable),
+            "room": sum(r.free(resource) // request for r in usable) if request > 0 else 0,
+            "largest": max((r.allocatable.get(resource, 0) for r in usable), default=0),
+            "tainted": sum(1 for r in usable if r.taints),
+        }

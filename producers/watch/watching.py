@@ -1,0 +1,908 @@
+"""The watch producer: Kubernetes list+watch of gang Pods, PodGroups and scheduler Events into
+``gang-events`` (``gangstate watch``).
+
+Where it sits: the live source at the head of the pipeline. It lists and watches core/v1 Pods
+(server-side field selector ``spec.schedulerName=<name>``), ``scheduling.sigs.k8s.io/v1alpha1``
+PodGroups (when the CRD is installed) and core/v1 Events (``involvedObject.kind=Pod,reason=<r>``
+for ``FailedScheduling`` and ``Scheduled``), and publishes:
+- ``gangstate.kube/v1`` records keyed by gang id (a PodGroup's own ``ns/name``; an Event's key
+  is the gang of its involved pod, known from the pods seen);
+- ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.watch.scheduler_events``),
+  with ``cycle`` null (Events carry no cycle number) and ``source`` naming the Event: its uid and
+  count identify the attempt;
+- ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
+- ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name, no uid).
+
+An Event whose involved pod is not known is held ``hold_events`` seconds (in a live watch an
+Event can arrive before its pod's ADDED); if the pod does not show up, the pod is gone (a
+re-list returns every stored Event, also those of pods deleted long ago) and the Event is
+dropped and counted (``pod-gone``), never dead-lettered: it is not bad input.
+
+Layout: a functional core (``plan_streams``, ``relist_diff``, ``backoff_delay``, ``GangRouter``:
+pure or deterministic, table-tested) and a thin shell (``Watcher``: one thread per list+watch
+stream feeding a bounded queue, one publishing loop). The shell follows client-go's Reflector
+(``tools/cache/reflector.go``): list, then watch from the list's resourceVersion with
+``allowWatchBookmarks`` and a server-side ``timeoutSeconds`` shorter than the client's read
+timeout (a quiet watch receives nothing until the server ends it); on a clean end, a read
+timeout (logged at DEBUG only) or a dropped connection (a WARNING, and backoff) resume from the
+last resourceVersion seen (bookmarks included); on 410 Gone relist and publish ``SYNC`` for
+what exists and ``DELETED`` (last known object) for what vanished meanwhile. The
+``kubernetes`` client's own ``watch.Watch.stream`` is not used: it retries a 410 once silently
+and cannot relist.
+
+Must not: decide anything about gangs beyond membership (``streams.core.spec.gang_of_pod``),
+drop a record without counting it, or read the wall clock except through the injected clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from producers.watch.scheduler_events import parse_scheduler_event
+from streams.kafka.settings import Settings
+from streams.wire.contracts import CYCLE_SCHEMA, DEAD_LETTER_SCHEMA, KUBE_SCHEMA
+from streams.core.spec import (gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
+                               waits_for_podgroup)
+from streams.core.timefmt import format_time
+
+log = logging.getLogger(__name__)
+
+PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "podgroups"
+DEFAULT_SCHEDULERS = ("koord-scheduler",)
+DEFAULT_EVENT_REASONS = ("FailedScheduling", "Scheduled")
+WATCH_TIMEOUT_MARGIN = 5.0
+"""Seconds by which the server-side ``timeoutSeconds`` of a watch must undercut the client's
+read timeout, so that the API server ends a quiet watch before the client gives up on it."""
+_KINDS = {"pods": ("Pod", "v1"), "events": ("Event", "v1"),
+          "podgroups": ("PodGroup", f"{PODGROUP_GROUP}/{PODGROUP_VERSION}")}
+
+
+def wall_clock_micros() -> int:
+    """The default clock: microseconds since the Unix epoch, wall time."""
+    return time.time_ns() // 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration and stream plan (pure)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """What to watch and how patiently. Times in seconds.
+
+    ``namespaces``: empty = all namespaces. ``scheduler_names``: pods of these schedulers only
+    (one server-side field selector each). ``event_reasons``: Event reasons turned into cycle
+    records. ``watch_timeout``: the server-side ``timeoutSeconds`` of one watch request, after
+    which the API server ends it cleanly and the watcher resumes; ``connect_timeout``/
+    ``read_timeout``: the client-side ``_request_timeout`` (a socket idle longer than
+    ``read_timeout`` counts as dead). A watch of a quiet resource receives nothing at all
+    until its ``timeoutSeconds`` (the API server sends bookmarks only as the resource's
+    resourceVersion moves), so ``watch_timeout`` must end it first: ``read_timeout`` must
+    exceed ``watch_timeout`` by ``WATCH_TIMEOUT_MARGIN`` (a ``ValueError`` otherwise), and
+    ``watch_timeout`` must be at least 1 (``timeoutSeconds`` 0 means the server's default,
+    1800-3600 s: ``k8s.io/apiserver`` v0.35.2, the library of kube-apiserver v1.35.2,
+    ``pkg/endpoints/handlers/get.go:255-261``; the watch ends when that timer fires,
+    ``pkg/endpoints/handlers/watch.go:257,291``). client-go v0.35.2's Reflector asks for a
+    random 5-10 min with no read timeout (``tools/cache/reflector.go:53-55,525``); this
+    watcher keeps a read timeout to notice a connection a middlebox dropped silently, hence
+    the shorter default. ``backoff_base``/``backoff_cap``: exponential backoff with full jitter
+    between failed attempts. ``tick_interval``: seconds between ticks (``None``: no ticks).
+    ``queue_size``: bound of the records waiting to be published; a full queue stops the
+    watches reading (backpressure). ``hold_events``: how long an Event whose pod is not known
+    yet waits for the pod before it is dropped as ``pod-gone``. ``remember_deleted``: how long
+    a deleted pod's gang is kept for late Events. ``crd_recheck``: how often a missing
+    PodGroup CRD is looked for again (reported once).
+    """
+
+    namespaces: tuple[str, ...] = ()
+    scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULERS
+    event_reasons: tuple[str, ...] = DEFAULT_EVENT_REASONS
+    podgroups: bool = True
+    page_size: int = 500
+    watch_timeout: int = 60
+    connect_timeout: float = 10.0
+    read_timeout: float = 90.0
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    tick_interval: float | None = 1.0
+    flush_interval: float = 1.0
+    queue_size: int = 1000
+    hold_events: float = 10.0
+    remember_deleted: float = 600.0
+    crd_recheck: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.watch_timeout < 1:
+            raise ValueError(f"the watch timeout (--watch-timeout) must be at least 1 s, not "
+                             f"{self.watch_timeout}: timeoutSeconds 0 lets the API server keep "
+                             f"a quiet watch open 30-60 min, far past the read timeout")
+        if self.read_timeout < self.watch_timeout + WATCH_TIMEOUT_MARGIN:
+            raise ValueError(
+                f"the read timeout (--read-timeout {self.read_timeout:g}) must exceed the watch "
+                f"timeout (--watch-timeout {self.watch_timeout}) by at least "
+                f"{WATCH_TIMEOUT_MARGIN:g} s: the API server sends nothing on a quiet watch until "
+                f"timeoutSeconds ends it, so a shorter read timeout would cut every quiet watch")
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One list+watch stream: ``resource`` (``pods``, ``podgroups``, ``events``), a namespace
+    (``None`` = all) and a server-side field selector."""
+
+    resource: str
+    namespace: str | None
+    field_selector: str
+
+    @property
+    def name(self) -> str:
+        """A label for logs: ``pods[ns=*,spec.schedulerName=koord-scheduler]``."""
+        return f"{self.resource}[ns={self.namespace or '*'},{self.field_selector}]"
+
+
+def plan_streams(config: WatchConfig) -> list[StreamSpec]:
+    """The streams to run, pods first (Events need the pods' gangs). Field selectors cannot OR
+    values (Kubernetes ``fields.Selector``), so there is one pod stream per scheduler name and
+    one Event stream per reason, each per namespace. Supported selectors: Pod
+    ``spec.schedulerName``, Event ``involvedObject.kind`` and ``reason``
+    (``pkg/registry/core/{pod,event}/strategy.go``). Pure."""
+    namespaces: Sequence[str | None] = config.namespaces or (None,)
+    streams = [StreamSpec("pods", ns, f"spec.schedulerName={name}")
+               for ns in namespaces for name in config.scheduler_names]
+    if config.podgroups:
+        streams += [StreamSpec("podgroups", ns, "") for ns in namespaces]
+    streams += [StreamSpec("events", ns, f"involvedObject.kind=Pod,reason={reason}")
+                for ns in namespaces for reason in config.event_reasons]
+    return streams
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers
+# ---------------------------------------------------------------------------------------------
+
+def relist_diff(known: Mapping[str, dict[str, Any]],
+                listed: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """What a relist means as watch events: ``SYNC`` for every listed object (in list order),
+    then ``DELETED`` with the last known object for every known uid the list no longer holds
+    (sorted by namespace/name), so a consumer that missed a deletion while the watch was gone
+    still learns it (client-go ``DeltaFIFO.Replace`` does the same with ``DeletedFinalStateUnknown``).
+    ``known``: uid -> last object seen; ``listed``: the list's items. Pure."""
+    out: list[tuple[str, dict[str, Any]]] = [("SYNC", obj) for obj in listed]
+    present = {obj["metadata"]["uid"] for obj in listed}
+    vanished = [obj for uid, obj in known.items() if uid not in present]
+    vanished.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+    out += [("DELETED", obj) for obj in vanished]
+    return out
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rand: float) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): "full jitter" exponential backoff,
+    ``rand * min(cap, base * 2**attempt)`` with ``rand`` uniform in [0, 1) (AWS Architecture
+    Blog, "Exponential Backoff And Jitter"). Pure."""
+    return rand * min(cap, base * (2 ** min(attempt, 30)))
+
+
+def event_count(event: Mapping[str, Any]) -> int:
+    """How often a core/v1 Event has happened: ``series.count`` (events.k8s.io/v1 Events, as the
+    scheduler's recorder writes them, count their repeats there: client-go
+    ``tools/events/event_broadcaster.go:178-182``), else ``count`` (the legacy recorder), else 1
+    (``k8s.io/api`` v0.35.2 ``core/v1/types.go:7549-7551,7584-7586``). Values that are not
+    positive integers count as absent. Pure."""
+    for value in ((event.get("series") or {}).get("count"), event.get("count")):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+    return 1
+
+
+def kube_record(resource: str, type_: str, obj: dict[str, Any], at: int) -> dict[str, Any]:
+    """A ``gangstate.kube/v1`` record at event time ``at`` (microseconds)."""
+    return {"schema": KUBE_SCHEMA, "observed_at": format_time(at), "resource": resource,
+            "type": type_, "object": obj}
+
+
+def gang_group_of(gang: str, pod: Mapping[str, Any],
+                  podgroup: Mapping[str, Any] | None) -> str:
+    """The gang group id of ``gang`` as the scheduler would compute it from what is known: the
+    PodGroup's ``groups`` annotation for pods that wait for their PodGroup, else the pod's;
+    the gang itself when the spec cannot be initialised (``streams.core.spec.parse_spec``). Pure."""
+    meta = pod.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if waits_for_podgroup(labels):
+        if podgroup is None:
+            return gang
+        pg_meta = podgroup.get("metadata") or {}
+        spec, _ = parse_spec(gang, settings_of_podgroup(podgroup.get("spec") or {},
+                                                        pg_meta.get("annotations") or {}),
+                             "PodGroup", from_podgroup=True)
+    else:
+        spec, _ = parse_spec(gang, settings_of_pod(labels, annotations), "Pod")
+    return spec.gang_group if spec is not None else gang
+
+
+# ---------------------------------------------------------------------------------------------
+# Routing: watch events -> actions (deterministic given its state; no I/O, no clock)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Publish:
+    """Send ``record`` to the ``gang-events`` topic under ``key``."""
+
+    key: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Publish nothing, on purpose; ``reason`` is counted (``no-gang``, ``other-scheduler``,
+    ``pod-gone``...). ``detail`` says which object, for a DEBUG log line (not compared)."""
+
+    reason: str
+    detail: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """Send ``record`` to the dead-letters topic as a ``gangstate.dead-letter/v1`` with ``error``."""
+
+    record: dict[str, Any]
+    error: str
+    reason: str
+
+
+Action = Publish | Drop | DeadLetter
+
+
+@dataclass
+class _Held:
+    due: int
+    type: str
+    event: dict[str, Any]
+    at: int
+
+
+@dataclass
+class GangRouter:
+    """Turns watch events into actions, remembering which gang each pod uid belongs to.
+
+    ``route(resource, type, obj, prev, at)`` -> actions; ``expire(at)`` -> ``Drop("pod-gone")``
+    for Events held past ``hold_events`` seconds without their pod. ``at`` is event time in
+    microseconds (the watcher's clock). Deterministic: same calls, same actions.
+    """
+
+    scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULERS
+    event_reasons: tuple[str, ...] = DEFAULT_EVENT_REASONS
+    hold_events: float = 10.0
+    remember_deleted: float = 600.0
+    pods: dict[str, tuple[str | None, dict[str, Any]]] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # "ns/name" -> uid
+    podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deleted: dict[str, int] = field(default_factory=dict)  # uid -> forget after (micros)
+    held: dict[str, list[_Held]] = field(default_factory=dict)  # "ns/name" -> Events
+    held_due: int | None = None  # no held Event is due before this (micros); None: none held
+
+    def route(self, resource: str, type_: str, obj: dict[str, Any],
+              prev: dict[str, Any] | None, at: int) -> list[Action]:
+        """Actions for one watch event (``type_`` ADDED/MODIFIED/DELETED/SYNC) of ``obj``;
+        ``prev`` is the stream's last known state of the same uid (``None`` if new)."""
+        if resource == "pods":
+            return self._pod(type_, obj, prev, at)
+        if resource == "podgroups":
+            meta = obj["metadata"]
+            key = f"{meta.get('namespace', '')}/{meta['name']}"
+            if type_ == "DELETED":
+                self.podgroups.pop(key, None)
+            else:
+                self.podgroups[key] = obj
+            return [Publish(key, kube_record("podgroups", type_, obj, at))]
+        return self._event(type_, obj, at)
+
+    def _pod(self, type_: str, obj: dict[str, Any], prev: dict[str, Any] | None,
+             at: int) -> list[Action]:
+        meta = obj["metadata"]
+        ns, uid = meta.get("namespace", ""), meta["uid"]
+        gang = gang_of_pod(ns, meta.get("labels") or {}, meta.get("annotations") or {})
+        actions: list[Action] = []
+        before = self.pods.get(uid, (None, None))[0]
+        if before is not None and before != gang and prev is not None:
+            # the pod left its gang (labels are mutable): tell the old gang, with the new
+            # resourceVersion so that the fold sees it as newer
+            gone = copy.deepcopy(prev)
+            gone["metadata"]["resourceVersion"] = meta.get("resourceVersion", "")
+            actions.append(Publish(before, kube_record("pods", "DELETED", gone, at)))
+        self.pods[uid] = (gang, obj)
+        self.names[f"{ns}/{meta['name']}"] = uid
+        if type_ == "DELETED":
+            self.deleted[uid] = at + int(self.remember_deleted * 1e6)
+        else:
+            self.deleted.pop(uid, None)
+        if gang is None:
+            actions.append(Drop("no-gang"))
+        else:
+            actions.append(Publish(gang, kube_record("pods", type_, obj, at)))
+        for held in self.held.pop(f"{ns}/{meta['name']}", []):
+            # still unknown (an Event of another uid of this name): held until its own due time
+            actions += self._event(held.type, held.event, held.at, held.due)
+        self._forget(at)
+        return actions
+
+    def _forget(self, at: int) -> None:
+        for uid in [u for u, until in self.deleted.items() if until <= at]:
+            del self.deleted[uid]
+            gang, obj = self.pods.pop(uid, (None, {}))
+            meta = obj.get("metadata") or {}
+            name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+            if self.names.get(name) == uid:
+                del self.names[name]
+
+    def _event(self, type_: str, event: dict[str, Any], at: int,
+               due: int | None = None) -> list[Action]:
+        reason = event.get("reason") or ""
+        if reason not in self.event_reasons:
+            return [Drop("event-reason")]
+        component = (event.get("reportingComponent")
+                     or (event.get("source") or {}).get("component") or "")
+        if component and component not in self.scheduler_names:
+            return [Drop("other-scheduler")]
+        involved = event.get("involvedObject") or {}
+        ns, name = involved.get("namespace", ""), involved.get("name", "")
+        if not ns or not name:
+            return [DeadLetter(kube_record("events", type_, event, at),
+                               "a scheduler Event without involvedObject.namespace and "
+                               "involvedObject.name: no pod and no gang can be found for it",
+                               "malformed")]
+        uid = involved.get("uid") or self.names.get(f"{ns}/{name}")
+        known = self.pods.get(uid) if uid else None
+        if known is None:
+            due = at + int(self.hold_events * 1e6) if due is None else due
+            self.held.setdefault(f"{ns}/{name}", []).append(_Held(due, type_, event, at))
+            self.held_due = due if self.held_due is None else min(self.held_due, due)
+            return []
+        gang, pod = known
+        if gang is None:
+            return [Drop("no-gang")]
+        event_meta = event.get("metadata") or {}
+        if not event_meta.get("uid"):
+            return [DeadLetter(kube_record("events", type_, event, at),
+                               "a scheduler Event without metadata.uid: the attempt it reports "
+                               "cannot be told from a repeat", "malformed")]
+        actions: list[Action] = [Publish(gang, kube_record("events", type_, event, at))]
+        if type_ == "DELETED":
+            return actions  # an Event expiring (TTL) says nothing about a cycle
+        outcome = parse_scheduler_event(reason, event.get("message") or "", ns, name)
+        if not outcome.attempt:
+            # "skip schedule deleting pod" (kube-scheduler v1.35.2 schedule_one.go:399-404):
+            # the pod is being deleted and was not attempted; the Event is still published
+            return actions + [Drop("not-an-attempt")]
+        pod_meta = pod.get("metadata") or {}
+        pg = self.podgroups.get(gang)
+        cycle = {
+            "schema": CYCLE_SCHEMA, "observed_at": format_time(at),
+            "scheduler": component or (pod.get("spec") or {}).get("schedulerName", ""),
+            # Events carry no cycle counter (it is only in the scheduler's log): the record's
+            # cycle is unknown, and the Event's uid and count identify the attempt, so that a
+            # relist of the same Event is the same record and a repeat (count + 1) a new one.
+            "cycle": None,
+            "pod": {"namespace": ns, "name": name, "uid": pod_meta.get("uid", uid or "")},
+            "gang": gang, "gang_group": gang_group_of(gang, pod, pg),
+            "stage": outcome.stage, "status": outcome.status, "reason": outcome.reason,
+            "message": event.get("message") or "", "representative": None,
+            "node": outcome.node,
+            "source": {"event": f"{event_meta.get('namespace', '')}/{event_meta.get('name', '')}",
+                       "uid": event_meta["uid"], "count": event_count(event),
+                       "parsed": outcome.parsed, "form": outcome.form},
+        }
+        # optional fields (contracts.md, cycle/v1 "culprit"): only what the message says
+        if outcome.culprit is not None:
+            cycle["culprit"] = outcome.culprit
+        if outcome.fit_error is not None:
+            cycle["fit_error"] = outcome.fit_error
+        if outcome.already_wait_for_bound is not None:
+            cycle["already_wait_for_bound"] = outcome.already_wait_for_bound
+        if outcome.truncated:
+            cycle["source"]["truncated"] = True
+        actions.append(Publish(gang, cycle))
+        return actions
+
+    def expire(self, at: int) -> list[Action]:
+        """``Drop("pod-gone")`` for every Event held past its due time: its pod did not show up
+        in the pods' list or watch, so it is gone (deleted, or forgotten ``remember_deleted``
+        seconds after its deletion). Such Events are no bad input (a relist returns every
+        stored Event, also those of pods deleted long ago): counted, not dead-lettered."""
+        actions: list[Action] = []
+        if self.held_due is None or at < self.held_due:
+            self._forget(at)
+            return actions  # nothing due: no scan (expire runs once per watch event)
+        self.held_due = None
+        for name in list(self.held):
+            keep = []
+            for held in self.held[name]:
+                if held.due <= at:
+                    involved = held.event.get("involvedObject") or {}
+                    meta = held.event.get("metadata") or {}
+                    actions.append(Drop("pod-gone", f"Event {meta.get('name', '')}: pod {name} "
+                                                    f"(uid {involved.get('uid') or '?'}) is gone"))
+                else:
+                    keep.append(held)
+                    self.held_due = held.due if self.held_due is None \
+                        else min(self.held_due, held.due)
+            if keep:
+                self.held[name] = keep
+            else:
+                del self.held[name]
+        self._forget(at)
+        return actions
+
+
+# ---------------------------------------------------------------------------------------------
+# The shell
+# ---------------------------------------------------------------------------------------------
+
+class RecordSink(Protocol):
+    """What the watcher publishes through (``streams.kafka.publishing.Publisher`` or a test double)."""
+
+    def send_json(self, topic: str, key: str | None, record: dict[str, Any],
+                  partition: int | None = None) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server: ``code`` (HTTP status) and the Status ``reason``."""
+
+    def __init__(self, code: int, reason: str, message: str = "") -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code, self.reason = code, reason
+
+
+class Metrics:
+    """The watcher's Prometheus metrics, in their own registry (names ``gangstate_watch_*``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.published = Counter("gangstate_watch_records_published",
+                                 "Records handed to Kafka, by schema and resource",
+                                 ["schema", "resource"], registry=r)
+        self.dropped = Counter("gangstate_watch_records_dropped",
+                               "Watch events deliberately not published, or records lost, "
+                               "by reason", ["reason"], registry=r)
+        self.dead_letters = Counter("gangstate_watch_dead_letters",
+                                    "Records sent to the dead-letters topic, by reason",
+                                    ["reason"], registry=r)
+        self.relists = Counter("gangstate_watch_relists",
+                               "Relists after 410 Gone or a resync, by resource",
+                               ["resource"], registry=r)
+        self.restarts = Counter("gangstate_watch_restarts",
+                                "Watch requests ended and resumed, by resource and cause",
+                                ["resource", "cause"], registry=r)
+        self.publish_retries = Counter("gangstate_watch_publish_retries",
+                                       "Sends retried because Kafka was unavailable",
+                                       registry=r)
+        self.queue_depth = Gauge("gangstate_watch_queue_depth",
+                                 "Watch events waiting to be published", registry=r)
+        self.crd_missing = Gauge("gangstate_watch_podgroup_crd_missing",
+                                 "1 while the PodGroup CRD is not installed", registry=r)
+
+    def value(self, name: str, **labels: str) -> float:
+        """Current value of a sample (``gangstate_watch_relists_total``...), 0 when absent."""
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+
+class _Gone(Exception):
+    """410 Gone: the resourceVersion is too old; relist."""
+
+
+class _Silent(Exception):
+    """An open watch received nothing for ``read_timeout`` seconds (the client's read timed
+    out): resume it, as after a clean end."""
+
+
+@dataclass
+class _Item:
+    resource: str
+    type: str
+    obj: dict[str, Any]
+    prev: dict[str, Any] | None
+
+
+class _Stream(threading.Thread):
+    """One list+watch loop (client-go Reflector ``ListAndWatch``) feeding the watcher's queue."""
+
+    def __init__(self, watcher: "Watcher", spec: StreamSpec) -> None:
+        super().__init__(name=f"watch {spec.name}", daemon=True)
+        self.w, self.spec = watcher, spec
+        self.known: dict[str, dict[str, Any]] = {}
+        self.resource_version: str | None = None
+        self.synced = threading.Event()
+        self.resync = threading.Event()
+        self._resp: Any = None
+        self._crd_reported = False
+
+    # -- API calls -----------------------------------------------------------------------------
+    def _call(self, **kwargs: Any) -> Any:
+        """One list or watch request; raises ``ApiError`` for any non-2xx answer."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = self._request(**kwargs)
+        except ApiException as err:
+            reason, message = err.reason or "", ""
+            try:
+                body = json.loads(err.body or "{}")
+                reason, message = body.get("reason", reason), body.get("message", "")
+            except (ValueError, TypeError, AttributeError):
+                pass
+            raise ApiError(int(err.status or 0), reason, message) from None
+        if not 200 <= resp.status < 300:
+            try:
+                body = json.loads(resp.data or b"{}")
+            except ValueError:
+                body = {}
+            finally:
+                resp.release_conn()
+            raise ApiError(resp.status, body.get("reason", ""), body.get("message", ""))
+        return resp
+
+    def _request(self, **kwargs: Any) -> Any:
+        from kubernetes import client
+
+        spec, api = self.spec, self.w.api_client
+        kwargs["_preload_content"] = False
+        if spec.field_selector:
+            kwargs["field_selector"] = spec.field_selector
+        if spec.resource == "podgroups":
+            custom = client.CustomObjectsApi(api)
+            args = (PODGROUP_GROUP, PODGROUP_VERSION)
+            if spec.namespace:
+                resp = custom.list_namespaced_custom_object(*args, spec.namespace,
+                                                            PODGROUP_PLURAL, **kwargs)
+            else:
+                resp = custom.list_cluster_custom_object(*args, PODGROUP_PLURAL, **kwargs)
+        else:
+            core = client.CoreV1Api(api)
+            name = "pod" if spec.resource == "pods" else "event"
+            if spec.namespace:
+                resp = getattr(core, f"list_namespaced_{name}")(spec.namespace, **kwargs)
+            else:
+                resp = getattr(core, f"list_{name}_for_all_namespaces")(**kwargs)
+        return resp
+
+    def _timeouts(self) -> tuple[float, float]:
+        return (self.w.config.connect_timeout, self.w.config.read_timeout)
+
+    def _list(self) -> tuple[list[dict[str, Any]], str]:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        kind, api_version = _KINDS[self.spec.resource]
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.w.config.page_size,
+                                      "_request_timeout": self._timeouts()}
+            if token:
+                kwargs["_continue"] = token
+            try:
+                resp = self._call(**kwargs)
+            except ApiError as err:
+                if err.code == 410 and token:  # continue token expired: restart the list
+                    items, token = [], None
+                    continue
+                raise
+            body = json.loads(resp.data)
+            resp.release_conn()
+            for obj in body.get("items") or []:
+                # built-in list items carry no kind/apiVersion; watch events do
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
+                items.append(obj)
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") or None
+            if token is None:
+                return items, str(meta.get("resourceVersion", ""))
+
+    def _watch(self) -> Iterator[dict[str, Any]]:
+        from kubernetes.watch.watch import iter_resp_lines
+        from urllib3.exceptions import ReadTimeoutError
+
+        config = self.w.config
+        try:
+            resp = self._call(watch=True, resource_version=self.resource_version,
+                              allow_watch_bookmarks=True, timeout_seconds=config.watch_timeout,
+                              _request_timeout=self._timeouts())
+        except ApiError as err:
+            if err.code == 410:
+                raise _Gone(str(err)) from None
+            raise
+        self._resp = resp
+        try:
+            lines = iter_resp_lines(resp)
+            while True:
+                try:
+                    line = next(lines)
+                except StopIteration:
+                    return
+                except ReadTimeoutError as err:  # only while streaming: the server answered
+                    raise _Silent(str(err)) from None
+                if not line.strip():
+                    continue
+                yield json.loads(line)
+                if self.w.stopping.is_set() or self.resync.is_set():
+                    return
+        finally:
+            self._resp = None
+            resp.release_conn()
+
+    def abort(self) -> None:
+        """Cut the open watch connection so that a blocked read returns now."""
+        resp = self._resp
+        if resp is not None:
+            try:
+                resp.shutdown()
+            except Exception:  # noqa: BLE001 - best effort on a connection being torn down
+                pass
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> None:
+        w, resource = self.w, self.spec.resource
+        attempt, need_list, listed_once = 0, True, False
+        while not w.stopping.is_set():
+            try:
+                if need_list or self.resync.is_set():
+                    self.resync.clear()
+                    items, rv = self._list()
+                    if listed_once:
+                        w.metrics.relists.labels(resource).inc()
+                    for type_, obj in relist_diff(self.known, items):
+                        uid = obj["metadata"]["uid"]
+                        w.enqueue(_Item(resource, type_, obj, self.known.get(uid)))
+                    self.known = {o["metadata"]["uid"]: o for o in items}
+                    self.resource_version, need_list, listed_once = rv, False, True
+                    if self._crd_reported:
+                        log.info("%s: the PodGroup CRD is installed now", self.spec.name)
+                        self._crd_reported = False
+                        w.metrics.crd_missing.set(0)
+                    self.synced.set()
+                with contextlib.closing(self._watch()) as events:
+                    for event in events:
+                        attempt = 0
+                        type_, obj = event.get("type"), event.get("object") or {}
+                        if type_ == "BOOKMARK":
+                            self.resource_version = (obj.get("metadata") or {}).get(
+                                "resourceVersion") or self.resource_version
+                            continue
+                        if type_ == "ERROR":
+                            if obj.get("code") == 410:
+                                raise _Gone(obj.get("message", ""))
+                            raise ApiError(int(obj.get("code") or 500), obj.get("reason", ""),
+                                           obj.get("message", ""))
+                        meta = obj.get("metadata") or {}
+                        uid = meta.get("uid")
+                        if not uid or type_ not in ("ADDED", "MODIFIED", "DELETED"):
+                            continue
+                        if type_ == "DELETED":
+                            prev = self.known.pop(uid, None)
+                        else:
+                            prev = self.known.get(uid)
+                            self.known[uid] = obj
+                        self.resource_version = (meta.get("resourceVersion")
+                                                 or self.resource_version)
+                        w.enqueue(_Item(resource, type_, obj, prev))
+                if not w.stopping.is_set():
+                    w.metrics.restarts.labels(resource, "closed").inc()
+            except _Gone as err:
+                log.info("%s: 410 Gone (%s): relisting", self.spec.name, err)
+                w.metrics.restarts.labels(resource, "gone").inc()
+                need_list = True
+            except _Silent as err:
+                # normal: a server that did not end the watch at timeoutSeconds, or a connection
+                # dropped on the way; resume from the last resourceVersion, no backoff
+                w.metrics.restarts.labels(resource, "read-timeout").inc()
+                log.debug("%s: nothing received for %g s (%s); resuming", self.spec.name,
+                          w.config.read_timeout, err)
+            except ApiError as err:
+                if err.code == 404 and resource == "podgroups":
+                    if not self._crd_reported:
+                        log.warning("%s: the PodGroup CRD (%s/%s) is not installed; PodGroups "
+                                    "are not watched (looking again every %.0f s)",
+                                    self.spec.name, PODGROUP_GROUP, PODGROUP_VERSION,
+                                    w.config.crd_recheck)
+                        self._crd_reported = True
+                        w.metrics.crd_missing.set(1)
+                    self.synced.set()
+                    w.stopping.wait(w.config.crd_recheck)
+                    continue
+                attempt = self._failed(err, "api-error", attempt)
+            except Exception as err:  # noqa: BLE001 - network errors of every kind: retry
+                if w.stopping.is_set():
+                    break
+                attempt = self._failed(err, "connection", attempt)
+
+    def _failed(self, err: Exception, cause: str, attempt: int) -> int:
+        w = self.w
+        w.metrics.restarts.labels(self.spec.resource, cause).inc()
+        delay = backoff_delay(attempt, w.config.backoff_base, w.config.backoff_cap,
+                              w.rand())
+        log.warning("%s: %s (%s); retrying in %.2f s", self.spec.name, cause,
+                    str(err)[:200], delay)
+        w.stopping.wait(delay)
+        return attempt + 1
+
+
+class Watcher:
+    """List+watch streams -> ``GangRouter`` -> ``sink`` (``gang-events``, ``dead-letters``).
+
+    ``api_client``: a ``kubernetes.client.ApiClient``. ``sink``: a ``Publisher`` or any
+    ``RecordSink``; ticks are sent when it has ``tick_all_partitions`` and
+    ``config.tick_interval`` is set. ``clock``: event time in microseconds for ``observed_at``
+    (default wall clock). ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT via
+    ``run_watch``); ``start()``/``stop()`` run it in a background thread for tests.
+    """
+
+    def __init__(self, api_client: Any, sink: RecordSink, settings: Settings,
+                 config: WatchConfig = WatchConfig(), *,
+                 clock: Callable[[], int] = wall_clock_micros,
+                 metrics: Metrics | None = None,
+                 rand: Callable[[], float] = random.random) -> None:
+        self.api_client, self.sink, self.settings, self.config = api_client, sink, settings, config
+        self.clock, self.rand = clock, rand
+        self.metrics = metrics or Metrics()
+        self.router = GangRouter(config.scheduler_names, config.event_reasons,
+                                 config.hold_events, config.remember_deleted)
+        self.queue: queue.Queue[_Item] = queue.Queue(maxsize=config.queue_size)
+        self.stopping = threading.Event()
+        self.streams = [_Stream(self, spec) for spec in plan_streams(config)]
+        self._thread: threading.Thread | None = None
+        self._published_failed = 0
+
+    # -- producer side (stream threads) --------------------------------------------------------
+    def enqueue(self, item: _Item) -> None:
+        """Hand one watch event to the publishing loop; blocks while the queue is full (the
+        watch stops reading: backpressure), returns early only when stopping."""
+        while not self.stopping.is_set():
+            try:
+                self.queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+        self.metrics.dropped.labels("shutdown").inc()
+
+    def synced(self, timeout: float | None = None) -> bool:
+        """Wait until every stream has finished its first list (or found its CRD missing)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for stream in self.streams:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not stream.synced.wait(left):
+                return False
+        return True
+
+    # -- publishing loop -----------------------------------------------------------------------
+    def _send(self, topic: str, key: str | None, record: dict[str, Any],
+              partition: int | None = None) -> bool:
+        attempt = 0
+        while True:
+            try:
+                self.sink.send_json(topic, key, record, partition)
+                return True
+            except Exception as err:  # noqa: BLE001 - kafka-python raises KafkaTimeoutError etc.
+                if self.stopping.is_set():
+                    self.metrics.dropped.labels("shutdown").inc()
+                    return False
+                self.metrics.publish_retries.inc()
+                delay = backoff_delay(attempt, self.config.backoff_base,
+                                      self.config.backoff_cap, self.rand())
+                log.warning("publishing to %s failed (%s); retrying in %.2f s", topic, err, delay)
+                self.stopping.wait(delay)
+                attempt += 1
+
+    def _perform(self, actions: Iterable[Action]) -> None:
+        topics = self.settings.topics
+        for action in actions:
+            if isinstance(action, Publish):
+                resource = action.record.get("resource", "")
+                if self._send(topics.gang_events, action.key, action.record):
+                    self.metrics.published.labels(action.record["schema"], resource).inc()
+            elif isinstance(action, Drop):
+                self.metrics.dropped.labels(action.reason).inc()
+                if action.detail:
+                    log.debug("dropped (%s): %s", action.reason, action.detail)
+            else:
+                letter = {"schema": DEAD_LETTER_SCHEMA,
+                          "observed_at": format_time(wall_clock_micros()),
+                          "topic": topics.gang_events, "partition": None, "offset": None,
+                          "key": None,
+                          "value": json.dumps(action.record, separators=(",", ":")),
+                          "error": action.error}
+                if self._send(topics.dead_letters, None, letter):
+                    self.metrics.dead_letters.labels(action.reason).inc()
+
+    def _flush(self) -> None:
+        try:
+            self.sink.flush()
+        except Exception as err:  # noqa: BLE001 - delivery failed after the producer's retries
+            failed = getattr(self.sink, "failed", None)
+            lost = (failed - self._published_failed) if isinstance(failed, int) else 1
+            self._published_failed = failed if isinstance(failed, int) else 0
+            self.metrics.dropped.labels("delivery-failed").inc(max(1, lost))
+            log.error("records lost in delivery (%s): relisting every stream to republish "
+                      "the current state", err)
+            for stream in self.streams:
+                stream.resync.set()
+                stream.abort()
+
+    def run(self) -> None:
+        """Start the streams and publish until ``stop()``; flushes before returning."""
+        firsts = [s for s in self.streams if s.spec.resource != "events"]
+        events = [s for s in self.streams if s.spec.resource == "events"]
+        for stream in firsts:
+            stream.start()
+        # Events need their pods' gangs: start them once the pods are listed (bounded wait,
+        # while this loop keeps draining the queue)
+        events_due: float | None = time.monotonic() + 30.0
+        interval = self.config.tick_interval
+        tick = getattr(self.sink, "tick_all_partitions", None) if interval else None
+        next_tick = next_flush = time.monotonic()
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            if events_due is not None and (now >= events_due
+                                           or all(s.synced.is_set() for s in firsts)):
+                for stream in events:
+                    stream.start()
+                events_due = None
+            wait = min(next_flush, next_tick if tick else next_flush) - now
+            try:
+                item = self.queue.get(timeout=max(0.0, min(wait, 0.2)))
+            except queue.Empty:
+                item = None
+            at = self.clock()
+            if item is not None:
+                self._perform(self.router.route(item.resource, item.type, item.obj,
+                                                item.prev, at))
+            self._perform(self.router.expire(at))
+            self.metrics.queue_depth.set(self.queue.qsize())
+            now = time.monotonic()
+            if tick is not None and now >= next_tick:
+                try:
+                    tick(at)
+                except Exception as err:  # noqa: BLE001 - a missed tick is harmless
+                    log.warning("tick failed: %s", err)
+                next_tick = now + (interval or 1.0)
+            if now >= next_flush:
+                self._flush()
+                next_flush = now + self.config.flush_interval
+        # drain what the streams already handed over, then flush
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            at = self.clock()
+            self._perform(self.router.route(item.resource, item.type, item.obj, item.prev, at))
+        held = sum(len(events) for events in self.router.held.values())
+        if held:  # Events still waiting for their pod: lost with this process, counted
+            self.metrics.dropped.labels("shutdown").inc(held)
+        self._flush()
+
+    def start(self) -> "Watcher":
+        """Run in a background thread (tests)."""
+        self._thread = threading.Thread(target=self.run, name="watcher", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every stream (cutting open watch connections) and the publishing loop."""
+        self.stopping.set()
+        for stream in self.streams:
+            stream.abort()
+        for stream in self.streams:
+            if stream.is_alive():
+                stream.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -1,0 +1,128 @@
+"""The ``gangstate`` command line (click), also a kubectl plugin (``kubectl gangstate``).
+
+Where it sits: the outermost shell, on top of every layer. Each command parses its flags and
+calls the module that does the work: ``fold`` (``streams.wire.traces``), ``schema``
+(``streams.wire.contracts``), ``demo``/``worker``/``replay``/``tap`` (``streams.cli.pipeline``),
+``watch``/``sink``/``simulate`` (``streams.cli.components``), ``get``/``describe``/``explain``
+(``streams.cli.query``). The flags they share are in ``streams.cli.options``. Heavy imports
+(Faust, Kafka clients) happen inside the command so that ``gangstate fold`` starts fast and
+needs no broker.
+
+Conventions (kubectl's): usage errors print on stderr and exit 2; ``--version``;
+``-n/--namespace``, ``-A/--all-namespaces``, ``-o json|yaml|wide|name`` where they apply.
+A bad environment variable (``streams.kafka.settings``) is one line on stderr and exit
+status 2. ``main(argv)`` returns the exit status (usage errors, ``--help`` and ``--version``
+raise ``SystemExit``, as argparse did).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import click
+
+from streams import __version__
+from streams.cli.options import SECONDS, _at, output_option
+from streams.kafka.settings import SettingsError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="gangstate",
+                      message="%(prog)s %(version)s")
+def cli() -> None:
+    """Event-sourced gang state for Kubernetes gang scheduling: explains gang pods held at
+    PreEnqueue and issues representative-switch commands."""
+
+
+@cli.command(short_help="fold a trace offline (no broker) and print the outputs")
+@click.argument("trace")
+@output_option("text", "json", "yaml")
+@click.option("--at", default=None, help="event time of the final tick, RFC 3339 (default: now)")
+@click.option("--grace", type=SECONDS, default=10.0, show_default=True,
+              help="grace period in seconds before a hold warning")
+def fold(trace: str, output: str, at: str | None, grace: float) -> int:
+    """Run the pure fold over a gangstate.*/v1 JSON-lines TRACE, or over a cluster dump
+    (`kubectl get nodes,pods,podgroups,events -o json`, gzipped or not) read as the records a
+    watch would have published. The clock is the records' observed_at; the fold ends with a
+    tick at --at. Malformed lines are reported on stderr with their line number and skipped."""
+    from producers.watch.dump import DumpError, trace_lines
+    from streams.core.fold import FoldSettings
+    from streams.wire.traces import fold_lines, format_text
+
+    settings = FoldSettings(grace_seconds=grace)
+    try:
+        result = fold_lines(list(trace_lines(Path(trace))), _at(at), settings)
+    except OSError as err:
+        print(f"gangstate fold: cannot read {trace}: {err.strerror}", file=sys.stderr)
+        return 2
+    except DumpError as err:
+        print(f"gangstate fold: {err}", file=sys.stderr)
+        return 2
+    for number, error in result.errors:
+        print(f"{trace}:{number}: skipped malformed record: {error}", file=sys.stderr)
+    if output == "json":
+        json.dump(result.to_json(), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    elif output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(result.to_json(), sort_keys=False, allow_unicode=True))
+    else:
+        sys.stdout.write(format_text(result))
+    if result.errors and not result.records:
+        print(f"gangstate fold: {trace}: no valid record", file=sys.stderr)
+        return 1
+    return 0
+
+
+@cli.command(short_help="write the contracts' JSON Schemas")
+@click.option("--out", default="docs/schemas", show_default=True, help="folder")
+def schema(out: str) -> int:
+    """Write one JSON Schema per v1 record to a folder."""
+    from streams.wire.contracts import json_schemas
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, doc in json_schemas().items():
+        (folder / name).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        print(folder / name)
+    return 0
+
+
+def _register() -> None:
+    from streams.cli import components, pipeline, query
+
+    for group in (pipeline.COMMANDS, components.COMMANDS, query.COMMANDS):
+        for command in group:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``gangstate`` and ``kubectl-gangstate``; returns the exit status."""
+    prog = "gangstate"
+    if argv is None and os.path.basename(sys.argv[0]).startswith("kubectl-"):
+        prog = "kubectl gangstate"
+    try:
+        status = cli.main(args=list(argv) if argv is not None else None, prog_name=prog,
+                          standalone_mode=False)
+    except click.exceptions.Exit as done:  # --help, --version
+        raise SystemExit(done.exit_code) from None
+    except click.ClickException as err:  # usage errors: stderr, exit 2
+        err.show(file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
+    except click.exceptions.Abort:
+        print("Aborted!", file=sys.stderr)
+        return 130
+    except SettingsError as err:  # a bad environment variable: one line, not a traceback
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
+    if isinstance(status, int):
+        return status
+    return 0

@@ -1,0 +1,139 @@
+"""``gangstate`` commands that run a component against a cluster or a model of one: watch, sink,
+simulate.
+
+Where it sits: the CLI; each command parses its flags and hands them to the component's runner
+(``producers.watch.running.run_watch``, ``streams.events.sink.run_sink``,
+``producers.simulate.run.cmd_simulate``), which owns signals, retries and the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import click
+
+from streams.cli.options import (SECONDS, check_kube_options, http_port_option, kafka_options,
+                                 kube_options, output_option)
+from streams.cli.options import http_port as chosen_port
+
+WATCH_TIMEOUT = 60
+READ_TIMEOUT = 90.0
+
+
+@click.command(short_help="list+watch gang Pods, PodGroups and scheduler Events into gang-events")
+@kube_options
+@click.option("--namespace", "-n", multiple=True, metavar="NS",
+              help="watch this namespace (repeatable; default: all namespaces)")
+@click.option("--all-namespaces", "-A", is_flag=True,
+              help="watch every namespace (the default without -n)")
+@click.option("--scheduler-name", multiple=True, metavar="NAME",
+              help="publish pods of this scheduler (repeatable; default: koord-scheduler)")
+@click.option("--no-podgroups", is_flag=True,
+              help="do not watch scheduling.sigs.k8s.io/v1alpha1 PodGroups")
+@http_port_option("serve Prometheus metrics on this port (/metrics)")
+@click.option("--tick-interval", type=float, default=1.0, show_default=True, metavar="SECONDS",
+              help="seconds between clock ticks to every partition")
+@click.option("--watch-timeout", type=int, default=WATCH_TIMEOUT, show_default=True,
+              metavar="SECONDS",
+              help="server-side timeoutSeconds of one watch request: the API server ends it "
+                   "then and the watch resumes (at least 5 s below --read-timeout)")
+@click.option("--read-timeout", type=float, default=READ_TIMEOUT, show_default=True,
+              metavar="SECONDS", help="a watch connection silent this long is reconnected")
+@click.option("--queue-size", type=int, default=1000, show_default=True,
+              help="watch events buffered before the watches are slowed")
+@click.option("--bootstrap", metavar="HOST:PORT[,...]",
+              help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)")
+def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
+          namespace: tuple[str, ...], all_namespaces: bool, scheduler_name: tuple[str, ...],
+          no_podgroups: bool, http_port: int | None, web_port_alias: int | None,
+          metrics_port_alias: int | None, tick_interval: float, watch_timeout: int,
+          read_timeout: float, queue_size: int, bootstrap: str | None) -> int:
+    """List and watch gang Pods, PodGroups and scheduler Events and publish them to the
+    gang-events topic (Kafka from KAFKA_BOOTSTRAP_SERVERS)."""
+    from producers.watch.running import run_watch
+
+    check_kube_options(kubeconfig, in_cluster)
+    if namespace and all_namespaces:
+        raise click.UsageError("-n/--namespace and -A/--all-namespaces exclude each other")
+    return run_watch(argparse.Namespace(
+        kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
+        namespace=list(namespace), scheduler_name=list(scheduler_name),
+        no_podgroups=no_podgroups,
+        metrics_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
+        tick_interval=tick_interval, watch_timeout=watch_timeout, read_timeout=read_timeout,
+        queue_size=queue_size, bootstrap=bootstrap))
+
+
+
+@click.command(short_help="write diagnostics to Kubernetes as Events (kubectl describe pod)")
+@kube_options
+@click.option("--dry-run", is_flag=True,
+              help="contact no API server: print each create/patch as a JSON line")
+@click.option("--api", type=click.Choice(("core/v1", "events.k8s.io/v1")), default="core/v1",
+              show_default=True,
+              help="Event API to write (core/v1: count, firstTimestamp, lastTimestamp; "
+                   "events.k8s.io/v1 writes series instead)")
+@click.option("--instance", default=None, help="reportingInstance (default: the host name)")
+@click.option("--input", "input_", metavar="PATH",
+              help="read diagnostics from a file (JSON lines or `gangstate fold -o json` "
+                   "output; - = stdin) instead of Kafka")
+@click.option("--spam-burst", type=int, default=25, show_default=True,
+              help="Events per involved object at once (as client-go)")
+@click.option("--spam-refill-seconds", type=float, default=300.0, show_default=True,
+              help="seconds per refilled token (as client-go)")
+@http_port_option("serve Prometheus metrics on this port (/metrics)")
+@kafka_options
+def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run: bool,
+         api: str, instance: str | None, input_: str | None, spam_burst: int,
+         spam_refill_seconds: float, http_port: int | None, web_port_alias: int | None,
+         metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None) -> int:
+    """Consume the diagnostics topic (consumer group <app id>-event-sink) and write one
+    Kubernetes Event per (involved object, reason, field), deduped and counted like client-go's
+    event recorder; idempotent across restarts and replays (docs/events.md)."""
+    from streams.events.sink import run_sink
+
+    check_kube_options(kubeconfig, in_cluster)
+    return run_sink(argparse.Namespace(
+        kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, dry_run=dry_run,
+        api=api, instance=instance, input=input_, spam_burst=spam_burst,
+        spam_refill_seconds=spam_refill_seconds,
+        metrics_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
+        bootstrap=bootstrap, prefix=prefix))
+
+
+@click.command(short_help="simulate a Koordinator-like gang scheduler with gangstate in the loop")
+@click.argument("scenario")
+@click.option("--seed", type=int, default=1, show_default=True, help="random seed of the workload")
+@click.option("--no-commands", is_flag=True,
+              help="gangstate off: Koordinator alone, no commands applied, no Events from "
+                   "diagnostics")
+@click.option("--latency", type=SECONDS, default=None,
+              help="in-process: virtual seconds from a command's emission to the shim "
+                   "(default: the scenario's command_latency)")
+@click.option("--trace", default=None,
+              help="in-process: write every gang-events record as JSON lines to this file")
+@output_option("text", "json")
+@click.option("--bootstrap", default=None,
+              help="Kafka host:port: run live (default: KAFKA_BOOTSTRAP_SERVERS)")
+@click.option("--in-process", is_flag=True,
+              help="stay in-process even when KAFKA_BOOTSTRAP_SERVERS is set")
+@click.option("--speed", type=float, default=1.0, show_default=True,
+              help="live: virtual seconds per wall second")
+def simulate(scenario: str, seed: int, no_commands: bool, latency: float | None,
+             trace: str | None, output: str, bootstrap: str | None, in_process: bool,
+             speed: float) -> int:
+    """Discrete-event simulation, in virtual time, of a Koordinator v1.7+ gang scheduler
+    (PreEnqueue with one representative per gang group, NextPod, Filter, Permit,
+    Strict/NonStrict, binding, completion). SCENARIO is a YAML file or a bundled name (small,
+    switch-matters, late-members). In-process by default: its records feed the fold directly
+    and the fold's commands are applied through the shim's fencing core. With --bootstrap (or
+    KAFKA_BOOTSTRAP_SERVERS) it runs live against Kafka and a gangstate worker, paced to the
+    wall clock."""
+    from producers.simulate.run import cmd_simulate
+
+    return cmd_simulate(argparse.Namespace(
+        scenario=scenario, seed=seed, no_commands=no_commands, latency=latency, trace=trace,
+        output=output, bootstrap=bootstrap, in_process=in_process, speed=speed))
+
+
+COMMANDS = (watch, sink, simulate)

@@ -1,0 +1,166 @@
+"""The flags every ``gangstate`` command shares, as click option groups, and their value types.
+
+Where it sits: the CLI, below its command modules. One spelling per meaning, after kubectl:
+``-n/--namespace``, ``-A/--all-namespaces``, ``-o/--output``, ``--kubeconfig``/``--context``/
+``--in-cluster``, ``--bootstrap``/``--prefix`` for Kafka, and ``--http-port`` on every long-running
+command (its older spellings ``--web-port`` and ``--metrics-port`` stay accepted, hidden).
+
+Must not: start anything.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeVar
+
+import click
+
+from streams.wire.contracts import parse_time
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _now_micros() -> int:
+    return parse_time(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+
+def _at(text: str | None) -> int:
+    """``--at``: RFC 3339 (or ``now``/unset) -> microseconds. A bad value ends the command
+    with exit status 2 and a one-line message, like any other usage error."""
+    if text is None or text == "now":
+        return _now_micros()
+    try:
+        return parse_time(text)
+    except ValueError:
+        print(f"gangstate: --at: not an RFC 3339 time (e.g. 2026-11-02T09:00:00Z): {text!r}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+class Seconds(click.ParamType):
+    """A finite, non-negative number of seconds."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            number = float(value)
+        except ValueError:
+            self.fail(f"not a number of seconds: {value!r}", param, ctx)
+        if not math.isfinite(number) or number < 0:
+            self.fail(f"must be a finite number >= 0: {value!r}", param, ctx)
+        return number
+
+
+SECONDS = Seconds()
+
+
+class Ref(click.ParamType):
+    """``NAMESPACE/NAME`` (a gang or a pod)."""
+
+    name = "NAMESPACE/NAME"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        ns, sep, rest = str(value).partition("/")
+        if not sep or not ns or not rest or "/" in rest:
+            self.fail(f"{value!r} is not NAMESPACE/NAME", param, ctx)
+        return str(value)
+
+
+REF = Ref()
+
+
+def _apply(f: F, *decorators: Callable[[F], F]) -> F:
+    for decorator in reversed(decorators):
+        f = decorator(f)
+    return f
+
+
+def kafka_options(f: F) -> F:
+    """``--bootstrap`` and ``--prefix``: which Kafka and which topics."""
+    return _apply(
+        f,
+        click.option("--bootstrap", metavar="HOST:PORT[,...]",
+                     help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)"),
+        click.option("--prefix", help="topic prefix (default: $GANGSTATE_TOPIC_PREFIX or "
+                                      "'gangstate.')"),
+    )
+
+
+def kube_options(f: F) -> F:
+    """``--kubeconfig``, ``--context`` and ``--in-cluster``: how to reach the API server."""
+    return _apply(
+        f,
+        click.option("--kubeconfig", metavar="PATH",
+                     help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"),
+        click.option("--context", help="kubeconfig context"),
+        click.option("--in-cluster", is_flag=True,
+                     help="use the pod's ServiceAccount (running inside Kubernetes)"),
+    )
+
+
+def check_kube_options(kubeconfig: str | None, in_cluster: bool) -> None:
+    if kubeconfig and in_cluster:
+        raise click.UsageError("--kubeconfig and --in-cluster exclude each other")
+
+
+def http_port_option(help: str) -> Callable[[F], F]:
+    """``--http-port PORT`` (hidden old spellings: ``--web-port``, ``--metrics-port``); the
+    command receives ``http_port`` (``None``: no HTTP server)."""
+    def decorate(f: F) -> F:
+        return _apply(
+            f,
+            click.option("--http-port", type=int, metavar="PORT", default=None, help=help),
+            click.option("--web-port", "web_port_alias", type=int, hidden=True, default=None),
+            click.option("--metrics-port", "metrics_port_alias", type=int, hidden=True,
+                         default=None),
+        )
+    return decorate
+
+
+def http_port(http_port: int | None, web_port_alias: int | None,
+              metrics_port_alias: int | None) -> int | None:
+    given = [p for p in (http_port, web_port_alias, metrics_port_alias) if p is not None]
+    if len(set(given)) > 1:
+        raise click.UsageError("--http-port is given twice with different values "
+                               "(--web-port and --metrics-port are its old spellings)")
+    return given[0] if given else None
+
+
+def output_option(*choices: str, default: str = "text") -> Callable[[F], F]:
+    """``-o/--output`` with these formats."""
+    return click.option("--output", "-o", type=click.Choice(choices), default=default,
+                        show_default=True, help="output format")
+
+
+def namespace_options(f: F) -> F:
+    """``-n/--namespace NS`` and ``-A/--all-namespaces`` (the default when neither is given)."""
+    return _apply(
+        f,
+        click.option("--namespace", "-n", default=None, metavar="NS",
+                     help="only this namespace"),
+        click.option("--all-namespaces", "-A", is_flag=True,
+                     help="every namespace (the default without -n)"),
+    )
+
+
+def one_namespace(namespace: str | None, all_namespaces: bool) -> str | None:
+    if namespace and all_namespaces:
+        raise click.UsageError("-n/--namespace and -A/--all-namespaces exclude each other")
+    return namespace
+
+
+def qualified(name: str, namespace: str | None, what: str) -> str:
+    """``NAME`` with ``-n NS`` or ``NS/NAME`` -> ``NS/NAME`` (kubectl's two spellings)."""
+    if "/" in name:
+        ns, _, _ = name.partition("/")
+        if namespace and namespace != ns:
+            raise click.UsageError(f"{what} {name!r} is in namespace {ns!r}, not -n {namespace}")
+        return REF.convert(name, None, None)
+    if not namespace:
+        raise click.UsageError(f"{name!r} is not NAMESPACE/NAME (or give -n NAMESPACE)")
+    return REF.convert(f"{namespace}/{name}", None, None)

@@ -1,0 +1,437 @@
+"""``gangstate get gangs``, ``gangstate describe gang``, ``gangstate explain pod``: the query
+commands, in the style of kubectl.
+
+Where it sits: the CLI shell of the read side. Each command gets its documents either from a
+running worker's HTTP views (``--server URL``, default ``$GANGSTATE_SERVER`` or
+``http://127.0.0.1:6066``; see ``streams.worker.web``) or from the offline fold of traces
+(``--from TRACE``, repeatable, state as of ``--at``), and prints them as aligned tables and
+sections for people or, with ``-o json``, exactly as the worker serves them. The documents come
+from ``streams.query.answers``' builders over ``streams.core`` (``summary``, ``findings``,
+``why_pod``); this module only formats.
+
+Exit status: 0 on success, 1 when the gang or pod is unknown, 2 when the worker cannot be
+reached (or answers with an error) or a trace cannot be read.
+
+Must not: explain or decide anything itself, or import Faust.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+from urllib.parse import quote
+
+import click
+
+from streams.cli.options import REF, namespace_options, one_namespace, output_option, qualified
+
+DEFAULT_SERVER = "http://127.0.0.1:6066"
+NONE = "<none>"
+
+
+class QueryError(Exception):
+    """A query that cannot be answered: ``status`` is the exit status (1 unknown gang or pod,
+    2 worker unreachable or failing, trace unreadable); ``str(err)`` the message for people."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# -- sources: a worker's views, or the offline fold -------------------------------------------
+
+class ServerSource:
+    """Documents from a running worker's HTTP views at ``base`` (``http://host:port``).
+
+    Every method raises ``QueryError`` (1 on a 404, 2 when the worker is unreachable, times out
+    after ``timeout`` seconds, or answers anything else but 200).
+    """
+
+    def __init__(self, base: str, timeout: float = 10.0) -> None:
+        self.base = base.rstrip("/")
+        self.timeout = timeout
+
+    def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
+        import requests
+
+        url = self.base + path
+        try:
+            resp = requests.get(url, params={k: v for k, v in (params or {}).items() if v},
+                                timeout=self.timeout)
+        except requests.RequestException as err:
+            raise QueryError(f"cannot reach the gangstate worker at {self.base}: "
+                             f"{type(err).__name__} (start one with `gangstate worker "
+                             f"--http-port PORT`, or set --server / GANGSTATE_SERVER)", 2) from None
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        error = body.get("error") if isinstance(body, dict) else None
+        if resp.status_code == 404 and error:
+            raise QueryError(error, 1)
+        if resp.status_code != 200 or body is None:
+            raise QueryError(f"the gangstate worker at {self.base} answered {resp.status_code} "
+                             f"for {path}: {error or resp.text[:200]}", 2)
+        return body
+
+    def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
+        """``GET /gangs``: rows of ``streams.query.answers.gang_row``."""
+        return self._get("/gangs", {"namespace": namespace or "", "phase": phase or ""})["gangs"]
+
+    def gang(self, gang: str) -> dict[str, Any]:
+        """``GET /gangs/{ns}/{name}``: ``streams.query.answers.gang_detail``."""
+        ns, name = _split(gang)
+        return self._get(f"/gangs/{quote(ns, safe='')}/{quote(name, safe='')}")
+
+    def why(self, pod: str, gang: str | None) -> dict[str, Any]:
+        """``GET /pods/{ns}/{name}/why``: ``streams.core.explain.why_pod``."""
+        ns, name = _split(pod)
+        return self._get(f"/pods/{quote(ns, safe='')}/{quote(name, safe='')}/why",
+                         {"gang": gang or ""})
+
+
+class TraceSource:
+    """Documents from the offline fold of ``traces`` (merged by ``observed_at``, as the worker
+    sees them) as of ``at`` (microseconds of event time): records after ``at`` are left out and
+    the fold ends with a tick at ``at``. Raises ``QueryError`` (2) when a trace is unreadable;
+    malformed lines are reported on stderr and skipped, as ``gangstate fold`` does."""
+
+    def __init__(self, traces: Sequence[str], at: int) -> None:
+        from streams.wire.traces import fold_lines
+
+        lines = _lines_until([Path(t) for t in traces], at)
+        result = fold_lines(((n, raw) for _, n, raw in lines), at)
+        for number, error in result.errors:
+            print(f"line {number}: skipped malformed record: {error}", file=sys.stderr)
+        self.states = result.states
+
+    def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
+        """``streams.query.answers.gang_rows`` of the folded gangs; a bad phase is
+        ``QueryError`` 2."""
+        from streams.query.answers import gang_rows
+
+        try:
+            return gang_rows(self.states.values(), namespace, phase)
+        except ValueError as err:
+            raise QueryError(str(err), 2) from None
+
+    def gang(self, gang: str) -> dict[str, Any]:
+        """``streams.query.answers.gang_detail``; an unknown gang is ``QueryError`` 1."""
+        from streams.query.answers import gang_detail
+
+        state = self.states.get(gang)
+        if state is None:
+            raise QueryError(f"gang {gang} not found", 1)
+        return gang_detail(state)
+
+    def why(self, pod: str, gang: str | None) -> dict[str, Any]:
+        """``streams.query.answers.explain_pod``; an unknown gang or pod is ``QueryError`` 1."""
+        from streams.query.answers import NotFound, explain_pod
+
+        try:
+            return explain_pod(self.states, pod, gang)
+        except NotFound as err:
+            raise QueryError(str(err), 1) from None
+
+
+def _lines_until(paths: list[Path], at: int) -> list[tuple[str, int, bytes]]:
+    from producers.replay import merged_by_time
+
+    from streams.core.timefmt import parse_time
+
+    from producers.watch.dump import DumpError, trace_lines
+
+    try:
+        lines = merged_by_time(paths, trace_lines)
+    except OSError as err:
+        raise QueryError(f"cannot read {err.filename}: {err.strerror}", 2) from None
+    except DumpError as err:
+        raise QueryError(str(err), 2) from None
+
+    def due(raw: bytes) -> bool:
+        try:
+            return parse_time(json.loads(raw)["observed_at"]) <= at
+        except Exception:
+            return True  # malformed: the decoder reports it with its line number
+    return [line for line in lines if due(line[2])]
+
+
+def _split(name: str) -> tuple[str, str]:
+    ns, sep, rest = name.partition("/")
+    if not sep or not ns or not rest or "/" in rest:
+        raise QueryError(f"{name!r} is not NAMESPACE/NAME", 2)
+    return ns, rest
+
+
+# -- formatting for people ---------------------------------------------------------------------
+
+def _cell(value: Any) -> str:
+    return NONE if value is None or value == "" else str(value)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> str:
+    """Columns aligned on the widest cell, separated by three spaces (kubectl's layout); ``None``
+    and empty cells print as ``<none>``. Returns the lines joined, with a final newline."""
+    cells = [list(headers)] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = [indent + "   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines) + "\n"
+
+
+def _fields(pairs: Sequence[tuple[str, Any]], indent: str = "") -> str:
+    width = max(len(k) for k, _ in pairs) + 2
+    return "".join(f"{indent}{(k + ':').ljust(width)}{_cell(v)}\n" for k, v in pairs)
+
+
+def format_gangs(rows: list[dict[str, Any]]) -> str:
+    """``get gangs``: one line per gang, ``MEMBERS`` as ``members/min_member``."""
+    return table(("NAMESPACE", "NAME", "PHASE", "MEMBERS", "BOUND", "WAITING",
+                  "REPRESENTATIVE"),
+                 ([r["namespace"], r["name"], r["phase"],
+                   f"{r['members']}/{'?' if r['min_member'] is None else r['min_member']}",
+                   r["bound"], r["waiting"], r["representative"]] for r in rows))
+
+
+def format_gang(doc: dict[str, Any]) -> str:
+    """``describe gang``: the spec and counts, the pods, the open findings, the history."""
+    ns, name = _split(doc["gang"])
+    waiting = doc["waiting_seconds"]
+    deleted = [("Deleted", doc["deleted"])] if doc.get("deleted") else []
+    out = _fields([
+        ("Name", name), ("Namespace", ns), ("Phase", doc["phase"]), *deleted,
+        ("Gang group", doc["gang_group"]), ("Spec from", doc["spec_source"]),
+        ("PodGroup", doc["podgroup"]), ("Min member", doc["min_member"]),
+        ("Total number", doc["total_number"]), ("Mode", doc["mode"]),
+        ("Waiting time", None if waiting is None else f"{waiting}s"),
+        ("Members", f"{doc['members']} ({doc['bound']} bound, {doc['waiting']} waiting at "
+                    f"Permit)"),
+        ("Representative", doc["representative"]), ("Epoch", doc["epoch"]),
+        ("Last cycle", doc["last_cycle"]),
+        ("Failing", _failing(doc.get("failing"))),
+        ("Storm", f"{doc.get('failed_attempts_per_minute', 0)} FailedScheduling "
+                  f"Events per minute (the last 60 s of event time)"),
+    ])
+    out += "Pods:\n"
+    pods = doc["pods"]
+    out += table(("NAME", "PHASE", "NODE", "CYCLE", "STAGE", "STATUS", "REASON"),
+                 ([pod.split("/", 1)[1], p["phase"], p["node"], p["cycle"], p["stage"],
+                   p["status"], p["reason"]] for pod, p in pods.items()),
+                 indent="  ") if pods else "  <none>\n"
+    out += "Findings:\n"
+    found = doc["findings"]
+    out += table(("TYPE", "REASON", "SINCE", "MESSAGE"),
+                 ([f["type"], f["reason"], f.get("since"), f["message"]] for f in found),
+                 indent="  ") if found else "  <none>\n"
+    out += "History:\n"
+    hist = doc["history"]
+    out += table(("AT", "CHANGE", "CAUSE"),
+                 ([h["at"], h["change"], h["cause"]] for h in hist),
+                 indent="  ") if hist else "  <none>\n"
+    return out
+
+
+def _failing(failing: dict[str, Any] | None) -> str | None:
+    """The gang's last failure episode in one line: ``since 2026-12-01T03:41:27.291286Z, 16
+    rounds, last failure 2026-12-01T03:41:28.355863Z``; ``None`` without one."""
+    if failing is None:
+        return None
+    return (f"since {failing['since']}, {failing['rounds']} "
+            f"{'round' if failing['rounds'] == 1 else 'rounds'}, last failure "
+            f"{failing['last_failed_at']}")
+
+
+def _last_cycle(cycle: dict[str, Any] | None) -> str | None:
+    """``502 Filter Unschedulable (Insufficient cpu)``; an outcome known from a scheduler Event
+    has no cycle number: ``Filter Unschedulable (...), cycle number unknown``."""
+    if cycle is None:
+        return None
+    text = f"{cycle['stage']} {cycle['status']}" + (f" ({cycle['reason']})"
+                                                    if cycle["reason"] else "")
+    if cycle["cycle"] is None:
+        return f"{text}, cycle number unknown"
+    return f"{cycle['cycle']} {text}"
+
+
+def format_why(doc: dict[str, Any]) -> str:
+    """``explain pod``: the pod, its gang, where it is held (and by what, when ``held_by`` is
+    known: ``PreEnqueue (schedulingGates of ns/name)``), why, and what would unblock it."""
+    g = doc["gang_summary"]
+    min_member = "?" if g["min_member"] is None else g["min_member"]
+    cycle = doc["last_cycle"]
+    out = _fields([
+        ("Pod", doc["pod"]), ("Phase", doc["phase"]), ("Node", doc["node"]),
+        ("Gang", f"{doc['gang']} ({doc['gang_phase']}: {g['members']} of minMember "
+                 f"{min_member} pods, {g['bound']} bound, {g['waiting']} waiting at Permit)"),
+        ("Representative", g["representative"]),
+        ("Last cycle", _last_cycle(cycle)),
+        ("Held at", doc["held_at"] if not doc.get("held_by")
+         else f"{doc['held_at']} ({doc['held_by']})"),
+    ])
+    out += "\nWhy it is pending:\n"
+    if doc["node"] is not None:
+        out += f"  it is not: it is bound to node {doc['node']}\n"
+    elif doc["held_at"] is None:
+        out += "  no gang condition known to gangstate holds it\n"
+    out += "".join(f"  {r['reason']}: {r['message']}\n" for r in doc["reasons"])
+    out += "\nWhat would unblock it:\n"
+    out += "".join(f"  - {u}\n" for u in doc["unblock"] if u) or "  <nothing gangstate can name>\n"
+    return out
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+def format_gangs_wide(rows: list[dict[str, Any]]) -> str:
+    """``get gangs -o wide``: minMember and the unbound members in columns of their own."""
+    return table(("NAMESPACE", "NAME", "PHASE", "MEMBERS", "MIN MEMBER", "BOUND", "UNBOUND",
+                  "WAITING", "REPRESENTATIVE"),
+                 ([r["namespace"], r["name"], r["phase"], r["members"], r["min_member"],
+                   r["bound"], r["members"] - r["bound"], r["waiting"], r["representative"]]
+                  for r in rows))
+
+
+def _emit(output: str, doc: Any, text: str) -> None:
+    if output == "json":
+        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    elif output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    else:
+        sys.stdout.write(text)
+
+
+def _run(command: str, source: Source, fn: Any) -> int:
+    try:
+        fn(source.open())
+    except QueryError as err:
+        print(f"gangstate {command}: {err}", file=sys.stderr)
+        return err.status
+    return 0
+
+
+class Source:
+    """Where the answers come from: ``--from`` traces (as of ``--at``) or ``--server``."""
+
+    def __init__(self, server: str | None, traces: tuple[str, ...], at: str | None) -> None:
+        self.server, self.traces, self.at = server, traces, at
+
+    def open(self) -> ServerSource | TraceSource:
+        if self.traces:
+            from streams.cli.options import _at
+
+            return TraceSource(list(self.traces), _at(self.at))
+        from streams.kafka.settings import environment
+
+        return ServerSource(self.server or environment().server or DEFAULT_SERVER)
+
+
+def source_options(f: Any) -> Any:
+    """``--server``, ``--from TRACE`` (repeatable) and ``--at``: which answers."""
+    f = click.option("--at", default=None,
+                     help="with --from: the state as of this RFC 3339 time (records after it "
+                          "are left out; default: now)")(f)
+    f = click.option("--from", "traces", multiple=True, metavar="TRACE",
+                     help="answer from the offline fold of this trace instead of a worker "
+                          "(repeatable: traces are merged by observed_at); a `kubectl get "
+                          "nodes,pods,podgroups,events -o json` dump (gzipped or not) works "
+                          "too")(f)
+    f = click.option("--server", default=None,
+                     help=f"URL of a worker's views (`gangstate worker --http-port PORT`); "
+                          f"default $GANGSTATE_SERVER or {DEFAULT_SERVER}")(f)
+    return f
+
+
+@click.group(short_help="list gangs (kubectl get style)")
+def get() -> None:
+    """List gangs with their phase and counts."""
+
+
+@get.command("gangs", short_help="gangs, sorted by id")
+@namespace_options
+@click.option("--phase", default=None,
+              help="only gangs in this phase (NotInitialized, Gathering, Ready, Scheduling, "
+                   "Scheduled, Finished, Deleted)")
+@source_options
+@output_option("text", "json", "yaml", "wide", "name")
+def get_gangs(namespace: str | None, all_namespaces: bool, phase: str | None,
+              server: str | None, traces: tuple[str, ...], at: str | None, output: str) -> int:
+    """One line per gang: phase, members/minMember, bound, waiting at Permit, representative.
+    Deleted gangs are left out unless --phase Deleted asks for them."""
+    namespace = one_namespace(namespace, all_namespaces)
+
+    def run(src: ServerSource | TraceSource) -> None:
+        rows = src.gangs(namespace, phase)
+        if not rows and output not in ("json", "yaml"):
+            where = f" in namespace {namespace}" if namespace else ""
+            print(f"No gangs found{where}.", file=sys.stderr)
+            return
+        if output == "name":
+            sys.stdout.write("".join(f"gang/{r['gang']}\n" for r in rows))
+            return
+        text = format_gangs_wide(rows) if output == "wide" else format_gangs(rows)
+        _emit(output, {"gangs": rows}, text)
+    return _run("get", Source(server, traces, at), run)
+
+
+get.add_command(get_gangs, "gang")
+
+
+@click.group(short_help="describe a gang (kubectl describe style)")
+def describe() -> None:
+    """Show one gang: spec, counts, pods, open findings, history."""
+
+
+@describe.command("gang", short_help="one gang")
+@click.argument("name")
+@click.option("--namespace", "-n", default=None, metavar="NS",
+              help="the gang's namespace, when NAME has none")
+@source_options
+@output_option("text", "json", "yaml")
+def describe_gang(name: str, namespace: str | None, server: str | None,
+                  traces: tuple[str, ...], at: str | None, output: str) -> int:
+    """Show gang NAMESPACE/NAME (or NAME with -n NAMESPACE): spec, counts, pods, open findings,
+    history. Exit 1 when the gang is unknown."""
+    gang = qualified(name, namespace, "gang")
+
+    def run(src: ServerSource | TraceSource) -> None:
+        doc = src.gang(gang)
+        _emit(output, doc, format_gang(doc))
+    return _run("describe", Source(server, traces, at), run)
+
+
+describe.add_command(describe_gang, "gangs")
+
+
+@click.group(short_help="explain why a pod is pending")
+def explain() -> None:
+    """Say why a gang pod is pending and what would unblock it."""
+
+
+@explain.command("pod", short_help="one pod")
+@click.argument("name")
+@click.option("--namespace", "-n", default=None, metavar="NS",
+              help="the pod's namespace, when NAME has none")
+@click.option("--gang", type=REF, default=None, metavar="NAMESPACE/NAME",
+              help="the pod's gang (default: the gang whose members include the pod)")
+@source_options
+@output_option("text", "json", "yaml")
+def explain_pod(name: str, namespace: str | None, gang: str | None, server: str | None,
+                traces: tuple[str, ...], at: str | None, output: str) -> int:
+    """Why pod NAMESPACE/NAME (or NAME with -n NAMESPACE) is pending (held at PreEnqueue,
+    waiting at Permit, failed its cycle) and what would unblock it. Exit 1 when the pod is not
+    a live member of a known gang."""
+    pod = qualified(name, namespace, "pod")
+
+    def run(src: ServerSource | TraceSource) -> None:
+        doc = src.why(pod, gang)
+        _emit(output, doc, format_why(doc))
+    return _run("explain", Source(server, traces, at), run)
+
+
+explain.add_command(explain_pod, "pods")
+
+
+COMMANDS = (get, describe, explain)

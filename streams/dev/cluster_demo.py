@@ -1,0 +1,170 @@
+"""``gangstate demo --cluster``: the main job on the real local control plane.
+
+Where it sits: the outermost shell, beside ``streams/dev/demo.py`` (the fast default on bundled
+traces). It starts the local control plane (etcd, kube-apiserver, koord-scheduler v1.8.0, two
+fake nodes of 8 cpu, 32Gi and 1 ``nvidia.com/gpu``; built on first use, ~5-20 min on 2 cores,
+then cached), the local Kafka (unless ``KAFKA_BOOTSTRAP_SERVERS`` is set) and gangstate's chain
+(``watch`` → Kafka → ``worker`` → ``sink``, with the shipped RBAC), creates three gang jobs:
+
+- ``held``: min-available 3 but only 2 pods: held at PreEnqueue, where the scheduler says nothing;
+- ``no-fit``: 3 pods of 1 GPU each with min-available 3, and only 2 GPUs in the cluster;
+- ``fits``: 2 pods that fit;
+
+waits until gangstate has written on each pod, then prints, pod by pod, what the scheduler wrote
+(its own Events, counted by reason) beside what gangstate wrote, and stops everything it started.
+
+Must not: touch any cluster but the one it starts.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+from streams.kafka.settings import Settings, Topics
+from streams.dev.localcluster import Chain, controlplane_module, pod_events
+from streams.dev.localkafka import broker_module
+
+NAMESPACE = "gangstate-demo"
+GANG = "gang.scheduling.koordinator.sh/"
+
+
+def demo_pods() -> list[dict[str, Any]]:
+    """The demo's gang jobs: ``held`` (2 of min 3), ``no-fit`` (3 × 1 GPU, 2 GPUs exist) and
+    ``fits`` (2 × 100m cpu)."""
+    def pod(name: str, gang: str, min_available: int, gpu: int = 0) -> dict[str, Any]:
+        requests = {"cpu": "100m", "memory": "64Mi"}
+        limits = {}
+        if gpu:
+            requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(gpu)
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": NAMESPACE, "annotations": {
+                    GANG + "name": gang, GANG + "min-available": str(min_available)}},
+                "spec": {"schedulerName": "koord-scheduler", "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "main", "image": "busybox:1.36",
+                                         "resources": {"requests": requests,
+                                                       "limits": limits}}]}}
+
+    return ([pod(f"held-{i}", "held", 3) for i in range(2)]
+            + [pod(f"no-fit-{i}", "no-fit", 3, gpu=1) for i in range(3)]
+            + [pod(f"fits-{i}", "fits", 2) for i in range(2)])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str], Any] = print,
+                     settle_seconds: float = 45.0, timeout: float = 150.0) -> int:
+    """Run the demo on the local control plane; returns 0 when every pod carries a gangstate
+    Event, 1 otherwise. ``settle_seconds``: how long to let the scheduler and gangstate run
+    after every pod has a gangstate Event (the scheduler's retries keep counting meanwhile);
+    ``timeout``: the most to wait for that. Raises the control plane's ``ClusterError`` or the
+    broker's ``BrokerError`` when either cannot start."""
+    from kubernetes import client
+
+    started = time.monotonic()
+    base = settings or Settings.from_env()
+    cp = controlplane_module()
+    if not cp.is_built():
+        write("building the local control plane (first use only; ~5-20 min on 2 cores) ...")
+    cluster = cp.LocalCluster(progress=lambda line: write(f"  {line}"))
+    broker = None
+    chain = None
+    try:
+        write("starting etcd, kube-apiserver and koord-scheduler v1.8.0 on 127.0.0.1 ...")
+        cluster.start(timeout=180)
+        write(f"  API server {cluster.server}, 2 fake nodes (8 cpu, 32Gi, 1 nvidia.com/gpu "
+              f"each) ({time.monotonic() - started:.1f} s)")
+        if not base.bootstrap:
+            write("starting the local single-node Kafka (KRaft) ...")
+            broker = broker_module().LocalKafka()
+            bootstrap = broker.start()
+        else:
+            bootstrap = base.bootstrap
+        run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        settings = Settings(bootstrap=bootstrap, topics=Topics(f"gangstate.demo-{run_id}."),
+                            partitions=base.partitions, app_id=f"gangstate-demo-{run_id}",
+                            fold=base.fold)
+        assert cluster.workdir is not None
+        chain = Chain(cluster, settings, cluster.workdir / "gangstate-logs", _free_port())
+        write("starting gangstate watch, worker and sink (shipped RBAC) ...")
+        chain.start(ready_timeout=120)
+        core = client.CoreV1Api(cluster.api_client("admin"))
+        core.create_namespace({"metadata": {"name": NAMESPACE}})
+        pods = demo_pods()
+        for obj in pods:
+            core.create_namespaced_pod(NAMESPACE, obj)
+        write(f"created {len(pods)} pods in namespace {NAMESPACE}: gang held (2 pods, "
+              f"min-available 3), gang no-fit (3 pods of 1 GPU, min-available 3), gang fits "
+              f"(2 pods)")
+        names = [p["metadata"]["name"] for p in pods]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(any(e["from"] == "gangstate" for e in pod_events(core, NAMESPACE, n))
+                   for n in names):
+                break
+            time.sleep(1.0)
+        write(f"every pod has a gangstate Event; letting it run {settle_seconds:.0f} s more ...")
+        time.sleep(settle_seconds)
+        missing = _report(core, names, chain, write)
+        write("")
+        write(f"{len(names) - len(missing)} of {len(names)} pods carry gangstate's Events "
+              f"({time.monotonic() - started:.1f} s in all)")
+        return 1 if missing else 0
+    finally:
+        if chain is not None:
+            chain.stop()
+        if broker is not None:
+            broker.stop()
+        cluster.stop()
+        write("stopped the chain, Kafka and the control plane")
+
+
+def _report(core: Any, names: list[str], chain: Chain, write: Callable[[str], Any]) -> list[str]:
+    missing = []
+    for name in names:
+        p = core.read_namespaced_pod(name, NAMESPACE)
+        events = pod_events(core, NAMESPACE, name)
+        mine = [e for e in events if e["from"] == "gangstate"]
+        theirs = Counter(e["reason"] for e in events if e["from"] == "koord-scheduler")
+        write("")
+        write(f"pod {NAMESPACE}/{name}  node={p.spec.node_name or '<none>'}")
+        said = ", ".join(f"{reason} x{n}" for reason, n in sorted(theirs.items())) or \
+            "nothing (no Event, no condition)"
+        write(f"  koord-scheduler wrote: {said}")
+        last = [e for e in events if e["from"] == "koord-scheduler"][-1:]
+        for e in last:
+            write(f"    latest: {_cut(e['message'])}")
+        if not mine:
+            missing.append(name)
+            write("  gangstate wrote: nothing")
+        for e in _latest_per_reason(mine):
+            write(f"  gangstate wrote: {e['type']} {e['reason']} (x{e['count']}): "
+                  f"{_cut(e['message'])}")
+    return missing
+
+
+def _latest_per_reason(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events collapsed per reason: the latest one, its count the sum of the reason's counts."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in events:
+        total = out.get(e["reason"], {}).get("count", 0) + e["count"]
+        out[e["reason"]] = {**e, "count": total}
+    return list(out.values())
+
+
+def _cut(text: str, width: int = 220) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def demo_log_dir(chain: Chain) -> Path:
+    """Where the chain's logs are (inside the control plane's scratch folder)."""
+    return chain.logdir

@@ -1,0 +1,188 @@
+"""The local real control plane (``deploy/cluster/controlplane.py``) and gangstate's whole chain
+on it, as real processes: ``gangstate watch`` → Kafka → ``gangstate worker`` → ``gangstate sink``.
+
+Where it sits: the shell, for ``gangstate demo --cluster`` and the cluster test tier. The
+components authenticate as the ServiceAccounts that the shipped Deployments name
+(``deploy/kubernetes/watch.yaml``, ``sink.yaml``), with the shipped RBAC
+(``deploy/kubernetes/rbac.yaml``) applied as is and tokens from the TokenRequest API: a verb the
+manifests forget is a verb the chain lacks, so the deployment cannot drift from what is tested.
+
+Must not: decide anything about gangs (that is the core's), or touch a cluster it did not start.
+
+Public API: :func:`controlplane_module`, :class:`Chain`, :func:`service_account_of`,
+:func:`pod_events`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from streams.kafka.settings import Settings
+from streams.dev.localkafka import load_script, repo_root
+from streams.dev.worker_process import worker_env
+
+MANIFESTS = ("rbac.yaml",)
+
+
+def controlplane_module() -> ModuleType:
+    """Import ``deploy/cluster/controlplane.py`` from the checkout (once) and return it."""
+    return load_script("gangstate_local_controlplane", "deploy", "cluster", "controlplane.py")
+
+
+def service_account_of(manifest: Path) -> tuple[str, str]:
+    """``(namespace, name)`` of the ServiceAccount the Deployment in ``manifest`` runs as."""
+    for doc in yaml.safe_load_all(Path(manifest).read_text()):
+        if doc and doc.get("kind") == "Deployment":
+            ns = doc["metadata"].get("namespace", "default")
+            return ns, doc["spec"]["template"]["spec"].get("serviceAccountName", "default")
+    raise ValueError(f"{manifest}: no Deployment")
+
+
+def pod_events(core_v1: Any, namespace: str, name: str, uid: str | None = None,
+               ) -> list[dict[str, Any]]:
+    """The core/v1 Events of one pod as ``kubectl describe pod`` finds them (field selector on
+    ``involvedObject`` name, namespace and uid), oldest first; each a dict with ``type``,
+    ``reason``, ``from`` (source or reporting component), ``message``, ``count``."""
+    selector = f"involvedObject.name={name},involvedObject.namespace={namespace}"
+    if uid:
+        selector += f",involvedObject.uid={uid}"
+    items = core_v1.list_namespaced_event(namespace, field_selector=selector).items
+    rows = []
+    for ev in items:
+        when = ev.last_timestamp or ev.event_time or ev.metadata.creation_timestamp
+        rows.append({"type": ev.type, "reason": ev.reason, "message": ev.message,
+                     "from": (ev.source.component if ev.source and ev.source.component
+                              else ev.reporting_component),
+                     "count": ev.count or 1, "when": when})
+    rows.sort(key=lambda r: (r["when"] is None, r["when"]))
+    return rows
+
+
+class Chain:
+    """``gangstate watch``, ``worker`` and ``sink`` as child processes against ``cluster``.
+
+    Shapes: ``cluster`` a started ``LocalCluster``; ``settings`` the Kafka settings (bootstrap,
+    topic prefix, app id, grace); ``logdir`` where each process logs (``<name>.log``);
+    ``web_port`` the worker's HTTP views and ``/metrics`` port (``explain``/``describe`` with
+    ``--server``). :meth:`start` applies the shipped RBAC, mints one token per component from
+    the ServiceAccount its Deployment names, writes its kubeconfig, and starts the three
+    processes; :meth:`stop` ends them. The worker has no Kubernetes credentials at all.
+    """
+
+    def __init__(self, cluster: Any, settings: Settings, logdir: Path, web_port: int) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.logdir = Path(logdir)
+        self.web_port = web_port
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.kubeconfigs: dict[str, Path] = {}
+
+    @property
+    def server(self) -> str:
+        """The worker's HTTP address for ``--server``."""
+        return f"http://127.0.0.1:{self.web_port}"
+
+    def install_rbac(self) -> None:
+        """Apply the shipped manifests (``deploy/kubernetes/rbac.yaml``) as the admin, once."""
+        deploy = repo_root() / "deploy" / "kubernetes"
+        with contextlib.suppress(Exception):  # already there (a second chain on one cluster)
+            self.cluster.apply_manifests([deploy / m for m in MANIFESTS])
+        for component in ("watch", "sink"):
+            ns, sa = service_account_of(deploy / f"{component}.yaml")
+            token = self.cluster.token_for_service_account(ns, sa)
+            self.kubeconfigs[component] = self.cluster.kubeconfig(f"gangstate-{component}",
+                                                                  token=token)
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        log = open(self.logdir / f"{name}.log", "ab")
+        try:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "streams.cli", *args], env=env, stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+
+    def start(self, ready_timeout: float = 120.0) -> "Chain":
+        """Start worker, watch and sink; return once the worker's views answer and the
+        watcher has published its first tick. Raises ``RuntimeError`` with a log tail."""
+        from streams.kafka.publishing import ensure_topics
+
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self.install_rbac()
+        ensure_topics(self.settings)
+        for name in ("worker", "watch", "sink"):
+            self._spawn(name, self._args(name), self._env())
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"gangstate {name} exited with {proc.returncode}; "
+                                       f"log tail:\n{self.log_tail(name)}")
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{self.server}/gangs", timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the worker's views did not answer in {ready_timeout} s; "
+                                   f"log tail:\n{self.log_tail('worker')}")
+            time.sleep(0.5)
+
+    def _env(self) -> dict[str, str]:
+        env = worker_env(self.settings)
+        env.pop("KUBECONFIG", None)
+        return env
+
+    def _args(self, name: str) -> list[str]:
+        if name == "worker":
+            return ["worker", "--http-port", str(self.web_port)]
+        if name == "watch":
+            return ["watch", "--kubeconfig", str(self.kubeconfigs["watch"]),
+                    "--scheduler-name", "koord-scheduler"]
+        return ["sink", "--kubeconfig", str(self.kubeconfigs["sink"])]
+
+    def restart(self, name: str, timeout: float = 20.0) -> None:
+        """Stop component ``name`` (``watch``, ``sink`` or ``worker``: SIGTERM, then SIGKILL)
+        and start it again with the same arguments; its log continues in the same file."""
+        proc = self.procs.pop(name)
+        controlplane_module().terminate(proc, timeout)
+        self._spawn(name, self._args(name), self._env())
+
+    def log_tail(self, name: str, chars: int = 3000) -> str:
+        """The end of a component's log."""
+        try:
+            return (self.logdir / f"{name}.log").read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def alive(self) -> dict[str, bool]:
+        """Which components still run."""
+        return {name: proc.poll() is None for name, proc in self.procs.items()}
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM every component (the sink and the watcher first), then SIGKILL stragglers."""
+        for name in ("watch", "sink", "worker"):
+            proc = self.procs.pop(name, None)
+            if proc is not None:
+                controlplane_module().terminate(proc, timeout)
+
+    def __enter__(self) -> "Chain":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def gangstate(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run one ``gangstate`` command (e.g. ``explain pod NS/NAME --server ...``) and return
+        its completed process (text output)."""
+        env = worker_env(self.settings)
+        return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
+                              capture_output=True, text=True, timeout=timeout)

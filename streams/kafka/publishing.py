@@ -1,0 +1,123 @@
+"""Publishing into ``gang-events``: topic creation, a durable producer, per-partition ticks.
+
+Where it sits: the producer side of the pipeline. ``gangstate replay``, the watch producer and
+the scheduler shim publish through ``Publisher``; it only moves bytes (kafka-python, acks=all,
+idempotent, retries), never decides anything about gangs.
+
+Errors: ``Publisher.flush`` raises ``kafka.errors.KafkaError`` subclasses when a record could not
+be delivered after retries; callers count and report them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+from streams.kafka.settings import Settings
+from streams.wire.contracts import TICK_SCHEMA
+from streams.core.timefmt import format_time
+
+log = logging.getLogger(__name__)
+
+
+def ensure_topics(settings: Settings) -> None:
+    """Create gangstate's topics when absent: ``gang-events`` and the outputs with
+    ``settings.partitions`` partitions (outputs follow the input's partitioning so that Faust
+    co-partitions them), ``dead-letters`` likewise. Replication factor 1 on the embedded
+    broker; an existing topic is left as it is. Raises ``kafka.errors.KafkaError`` when the
+    broker cannot be reached."""
+    assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
+    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="gangstate-admin")
+    try:
+        existing = set(admin.list_topics())
+        t = settings.topics
+        wanted = [NewTopic(name, settings.partitions, 1)
+                  for name in (t.gang_events, t.diagnostics, t.commands, t.dead_letters)
+                  if name not in existing]
+        if wanted:
+            try:
+                admin.create_topics(wanted)
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+
+
+class Publisher:
+    """A kafka-python producer for ``gang-events`` (and any other topic) with gangstate's
+    delivery settings: ``acks='all'``, idempotence, retries, keys as UTF-8 gang ids.
+
+    ``send`` is asynchronous; ``flush`` waits for every outstanding record and raises the first
+    delivery error. ``sent`` counts records handed to the producer, ``failed`` the ones whose
+    delivery failed.
+    """
+
+    def __init__(self, settings: Settings, client_id: str = "gangstate-producer",
+                 **overrides: Any) -> None:
+        assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
+        self.settings = settings
+        config: dict[str, Any] = dict(
+            bootstrap_servers=settings.bootstrap, client_id=client_id, acks="all",
+            enable_idempotence=True, retries=10, linger_ms=5,
+            max_in_flight_requests_per_connection=5,
+        )
+        config.update(overrides)
+        self.producer = KafkaProducer(**config)
+        self.sent = 0
+        self.failed = 0
+        self._futures: list[Any] = []
+
+    def send(self, topic: str, key: str | None, value: bytes,
+             partition: int | None = None) -> None:
+        """Queue one record (``value`` already-encoded JSON bytes)."""
+        future = self.producer.send(topic, key=None if key is None else key.encode("utf-8"),
+                                    value=value, partition=partition)
+        self._futures.append(future)
+        self.sent += 1
+        if len(self._futures) >= 10_000:
+            self._collect()
+
+    def send_json(self, topic: str, key: str | None, record: dict[str, Any],
+                  partition: int | None = None) -> None:
+        """Queue one record given as a JSON-ready dict."""
+        self.send(topic, key, json.dumps(record, separators=(",", ":")).encode(), partition)
+
+    def tick_all_partitions(self, at_micros: int) -> int:
+        """Send one ``gangstate.tick/v1`` at event time ``at_micros`` to every partition of
+        ``gang-events`` (how a replay ends, contracts.md "Time is an input"); returns the count."""
+        topic = self.settings.topics.gang_events
+        parts = self.producer.partitions_for(topic) or set(range(self.settings.partitions))
+        tick = {"schema": TICK_SCHEMA, "observed_at": format_time(at_micros)}
+        for p in sorted(parts):
+            self.send_json(topic, None, tick, partition=p)
+        return len(parts)
+
+    def _collect(self) -> None:
+        futures, self._futures = self._futures, []
+        first_error: Exception | None = None
+        for future in futures:
+            try:
+                future.get(timeout=60)
+            except Exception as err:  # delivery failed after retries
+                self.failed += 1
+                first_error = first_error or err
+        if first_error is not None:
+            raise first_error
+
+    def flush(self) -> None:
+        """Wait until every queued record is acknowledged by all in-sync replicas. Raises the
+        first delivery error (a ``kafka.errors.KafkaError``)."""
+        self.producer.flush()
+        self._collect()
+
+    def close(self) -> None:
+        """Flush and close the producer."""
+        try:
+            self.flush()
+        finally:
+            self.producer.close()

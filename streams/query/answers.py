@@ -1,0 +1,100 @@
+"""What the query commands answer, as plain documents built from gang states.
+
+Where it sits: the query side, over ``streams.core``. ``gang_rows``, ``gang_detail`` and
+``explain_pod`` are plain functions of ``GangState`` values, so that ``gangstate get/describe/explain
+--from TRACE`` prints exactly what a worker serves (``streams.worker.web`` mounts them over HTTP).
+Everything they say comes from ``streams.core`` (``summary``, ``explain.findings``,
+``explain.why_pod``); this module only selects and shapes.
+
+Must not: decide or explain anything itself, do I/O, or import Faust, Kafka or the worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from streams.core.explain import deletion, findings, why_pod
+from streams.core.state import GangState, summary
+from streams.core.timefmt import format_time
+
+PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Finished",
+          "Deleted")
+"""Every value of ``GangState.phase`` (contracts.md, ``gangstate fold``)."""
+HIDDEN_PHASES = ("Deleted",)
+"""Phases ``gang_rows`` leaves out unless asked for by name: a deleted gang is not a live gang
+(its tombstone stays in the table; ``describe gang`` explains it)."""
+
+ROW_FIELDS = ("phase", "members", "bound", "waiting", "min_member", "representative")
+
+
+class NotFound(LookupError):
+    """A gang or pod the table does not know; ``str(err)`` is the message for people."""
+
+
+def gang_row(state: GangState) -> dict[str, Any]:
+    """One line of the gang list: ``{"gang", "namespace", "name", "phase", "members",
+    "bound", "waiting", "min_member", "representative"}``; counts are pods, ``min_member`` and
+    ``representative`` are ``None`` when unknown."""
+    info = summary(state)
+    namespace, _, name = state.gang.partition("/")
+    return {"gang": state.gang, "namespace": namespace, "name": name,
+            **{k: info[k] for k in ROW_FIELDS}}
+
+
+def gang_rows(states: Iterable[GangState], namespace: str | None = None,
+              phase: str | None = None) -> list[dict[str, Any]]:
+    """``gang_row`` of each state in ``namespace`` and ``phase`` (``None``: any phase but the
+    ``HIDDEN_PHASES``), sorted by gang id. ``phase`` matches case-insensitively (``ready`` =
+    ``Ready``). Raises ``ValueError`` when ``phase`` is not one of ``PHASES``."""
+    if phase is not None:
+        canonical = {p.lower(): p for p in PHASES}.get(phase.lower())
+        if canonical is None:
+            raise ValueError(f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
+        phase = canonical
+    rows = [gang_row(s) for s in states
+            if (namespace is None or s.namespace == namespace)
+            and (s.phase == phase if phase is not None else s.phase not in HIDDEN_PHASES)]
+    return sorted(rows, key=lambda r: r["gang"])
+
+
+def history(state: GangState) -> list[dict[str, str]]:
+    """The gang's recorded transitions, oldest first: ``[{"at": RFC 3339, "change",
+    "cause"}]``."""
+    return [{"at": format_time(at), "change": change, "cause": cause}
+            for at, change, cause in state.history]
+
+
+def gang_detail(state: GangState) -> dict[str, Any]:
+    """The one-gang document: ``{"gang", **summary(state), "deleted": deletion(state),
+    "findings": findings(state), "history": history(state)}`` (shapes in
+    ``streams.core.state.summary`` and ``streams.core.explain``; ``deleted`` is ``None`` while
+    the gang exists)."""
+    return {"gang": state.gang, **summary(state), "deleted": deletion(state),
+            "findings": findings(state), "history": history(state)}
+
+
+def find_gang_of_pod(states: Iterable[GangState], pod: str) -> GangState | None:
+    """The gang (first in gang id order) whose live members include pod ``ns/name``, or
+    ``None``."""
+    for state in sorted(states, key=lambda s: s.gang):
+        if state.member_by_name(pod) is not None:
+            return state
+    return None
+
+
+def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = None
+                ) -> dict[str, Any]:
+    """``why_pod`` for pod ``ns/name`` in gang ``gang`` (``None``: the gang whose members
+    include the pod). Raises ``NotFound`` when the gang is unknown or the pod is not one of its
+    live members."""
+    if gang is not None:
+        state = states.get(gang)
+        if state is None:
+            raise NotFound(f"gang {gang} not found")
+        if state.member_by_name(pod) is None:
+            raise NotFound(f"pod {pod} is not a live member of gang {gang}")
+    else:
+        state = find_gang_of_pod(states.values(), pod)
+        if state is None:
+            raise NotFound(f"pod {pod} is not a live member of any known gang")
+    return why_pod(state, pod)

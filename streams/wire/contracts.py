@@ -1,0 +1,502 @@
+"""Wire contracts, version 1: pydantic models of every record gangstate reads or writes.
+
+Where it sits: the edge of the pipeline. Producers, the Faust worker, the offline fold and the
+audit tap validate raw Kafka values / trace lines against these models before anything else
+touches them. These models are the public interface described in
+``../shared/brief/contracts.md`` (schemas ``gangstate.kube/v1``, ``gangstate.cycle/v1``,
+``gangstate.ack/v1``, ``gangstate.tick/v1``, ``gangstate.command/v1``,
+``gangstate.diagnostic/v1``, ``gangstate.dead-letter/v1``); ``gangstate schema`` writes their JSON
+Schemas to ``docs/schemas/``.
+
+What it must not do: hold any gang logic. Field names are fixed by the contract; adding optional
+fields is allowed, renaming is not. Kubernetes objects inside ``gangstate.kube/v1`` are kept as
+raw JSON (``RawObject``): only the envelope and the ``metadata`` fields the fold reads are
+validated, because a full Pod validation would cost more than the fold itself
+(``../shared/brief/benchmarks.md``, "decode").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from typing_extensions import NotRequired, Required, TypedDict
+
+from streams.core.timefmt import format_time, parse_time
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+KUBE_SCHEMA = "gangstate.kube/v1"
+CYCLE_SCHEMA = "gangstate.cycle/v1"
+ACK_SCHEMA = "gangstate.ack/v1"
+TICK_SCHEMA = "gangstate.tick/v1"
+SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
+COMMAND_SCHEMA = "gangstate.command/v1"
+DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
+DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
+
+Stage = Literal[
+    "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Permit", "Reserve", "Unreserve",
+    "PreBind", "Bind",
+]
+"""Scheduling framework extension points a cycle record can report (kube-scheduler framework)."""
+
+CycleStatus = Literal[
+    "Gated", "Unschedulable", "UnschedulableAndUnresolvable", "Error", "Wait", "Rejected",
+    "Timeout", "Success", "Bound",
+]
+"""Outcome of one member in one scheduling cycle (contracts.md, ``gangstate.cycle/v1``)."""
+
+WatchType = Literal["ADDED", "MODIFIED", "DELETED", "SYNC"]
+"""Kubernetes watch event types, plus ``SYNC`` for an object seen in a relist."""
+
+Resource = Literal["pods", "podgroups", "events"]
+
+DiagnosticReason = Literal[
+    "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
+    "GangGroupIncomplete", "GangMemberGated", "GangCycleRejected", "GangPermitTimeout",
+    "GangMembersSatisfied", "GangMembersUngated", "GangScheduled", "GangUnschedulable",
+]
+"""Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
+
+CommandType = Literal["SwitchRepresentative", "ElectRepresentative"]
+AckOutcome = Literal["Applied", "Stale", "PreconditionFailed"]
+
+
+class _Record(BaseModel):
+    """Common base: unknown fields are allowed (the contract lets producers add optional ones)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+_SECONDS: dict[str, int] = {}
+"""``YYYY-MM-DDTHH:MM:SS`` prefixes -> microseconds, for ``event_time`` (at most 4096: more than an
+hour of event time; emptied when full)."""
+
+
+def event_time(text: str) -> int:
+    """``parse_time(text)`` exactly (same value, same ``ValueError``), faster for the contract's
+    form ``YYYY-MM-DDTHH:MM:SS.ffffffZ``: the whole second is parsed once (cached) and the six
+    fraction digits are added to it.
+
+    A second is cached only after ``parse_time`` accepted it and it formats back to the same 19
+    characters (so a form some Python reads differently, e.g. ``T24:00:00``, is never cached).
+    """
+    if len(text) == 27 and text[19] == "." and text[26] == "Z":
+        fraction = text[20:26]
+        if fraction.isdigit() and fraction.isascii():
+            base = _SECONDS.get(text[:19])
+            if base is not None:
+                return base + int(fraction)
+            micros = parse_time(text)
+            base = micros - int(fraction)
+            try:
+                canonical = format_time(base)[:19] == text[:19]
+            except (ArithmeticError, OSError, ValueError):  # a platform's time range
+                canonical = False
+            if canonical:
+                if len(_SECONDS) >= 4096:
+                    _SECONDS.clear()
+                _SECONDS[text[:19]] = base
+            return micros
+    return parse_time(text)
+
+
+class _Timed(_Record):
+    observed_at: str = Field(description="RFC 3339 UTC event time with microseconds")
+
+    @field_validator("observed_at")
+    @classmethod
+    def _rfc3339(cls, value: str) -> str:
+        event_time(value)
+        return value
+
+
+class ObjectMeta(BaseModel):
+    """The ``metadata`` fields of a Kubernetes object that gangstate reads; the rest is kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str = Field(min_length=1)
+    namespace: str = ""
+    uid: str = Field(min_length=1)
+    resourceVersion: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+
+    @field_validator("labels", "annotations", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+
+class RawObject(BaseModel):
+    """A Kubernetes object exactly as the API server returned it; only ``metadata`` is typed."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    apiVersion: str = ""
+    kind: str = ""
+    metadata: ObjectMeta
+    spec: dict[str, Any] = Field(default_factory=dict)
+    status: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("spec", "status", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+
+class KubeRecord(_Timed):
+    """``gangstate.kube/v1``: one watch event of a Pod, PodGroup or core/v1 Event."""
+
+    schema_: Literal["gangstate.kube/v1"] = Field(alias="schema")
+    resource: Resource
+    type: WatchType
+    object: RawObject
+
+
+class PodRef(BaseModel):
+    """A pod named by namespace, name and uid."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    namespace: str
+    name: str = Field(min_length=1)
+    uid: str = ""
+
+
+class EventSource(BaseModel):
+    """The core/v1 scheduler Event a cycle record was derived from (set by the watch
+    producer). ``uid`` and ``count`` identify the attempt when the record has no cycle number:
+    a relist of the same Event gives the same record, a repeat of an aggregated Event (a
+    higher count) a new one."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    event: str = Field(default="", description="the Event's namespace/name")
+    uid: str = Field(default="", description="the Event's metadata.uid")
+    count: int = Field(default=1, ge=1, description="how often the Event has happened: "
+                                                    "series.count, else count, else 1")
+    form: str = Field(default="", description="the row of the scheduler message catalogue "
+                                              "(producers.watch.scheduler_events.CATALOGUE) the "
+                                              "message matched; empty when none did")
+    truncated: bool = Field(default=False, description="the message was cut at 1024 bytes "
+                                                       "by kube-scheduler")
+
+
+class CycleRecord(_Timed):
+    """``gangstate.cycle/v1``: what the scheduler did with one gang member in one cycle.
+
+    ``cycle`` is ``null`` when the scheduler's cycle number is unknown (a record derived from
+    a scheduler Event); such a record must name its ``source`` Event (``source.uid``), which
+    identifies the attempt."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra={
+        "if": {"properties": {"cycle": {"type": "null"}}, "required": ["cycle"]},
+        "then": {"required": ["source"], "properties": {"source": {
+            "type": "object", "required": ["uid"], "properties": {"uid": {"minLength": 1}}}}}})
+    schema_: Literal["gangstate.cycle/v1"] = Field(alias="schema")
+    scheduler: str = ""
+    cycle: int | None = Field(ge=0, description="the scheduler's monotonic scheduling-attempt "
+                                                "counter; null when unknown (a record derived "
+                                                "from a scheduler Event, see source)")
+    pod: PodRef
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$")
+    gang_group: str = ""
+    stage: Stage
+    status: CycleStatus
+    reason: str = ""
+    message: str = ""
+    representative: str | None = None
+    node: str | None = None
+    source: EventSource | None = Field(
+        default=None, description="the scheduler Event the record was derived from; required "
+                                  "(with its uid) when cycle is null")
+    culprit: str | None = Field(
+        default=None, pattern=r"^[^/]+/[^/]+$",
+        description="ns/name of the member whose failure to fit this outcome reports: the pod "
+                    "itself for its own fit error, another member for a refusal or release "
+                    "naming it; absent when unknown (optional since the catalogue of "
+                    "scheduler messages)")
+    fit_error: str | None = Field(
+        default=None, description="the culprit's fit error as the scheduler wrote it, without "
+                                  "PostFilter text (0/N nodes are available: ...); absent when "
+                                  "unknown")
+    already_wait_for_bound: int | None = Field(
+        default=None, ge=0, description="members of the gang group that waited at Permit when "
+                                        "the culprit failed (Koordinator's alreadyWaitForBound);"
+                                        " absent when the message does not say")
+
+    @model_validator(mode="after")
+    def _identified(self) -> "CycleRecord":
+        if self.cycle is None and (self.source is None or not self.source.uid):
+            raise ValueError("cycle is null (unknown) but no source.uid names the Event that "
+                             "identifies the attempt")
+        return self
+
+
+class AckRecord(_Timed):
+    """``gangstate.ack/v1``: the scheduler shim's answer to one command."""
+
+    schema_: Literal["gangstate.ack/v1"] = Field(alias="schema")
+    command_id: str = Field(min_length=1)
+    gang_group: str = Field(min_length=1)
+    epoch: int = Field(ge=1)
+    outcome: AckOutcome
+    representative: str | None = None
+
+
+class GangSummaryRecord(_Timed):
+    """``gangstate.gang-summary/v1``: one gang (``gang``) telling another gang of its gang group
+    (``to``, also the Kafka key) about itself. Written by the worker into ``gang-events``, so
+    every gang's fold learns the state of the rest of its group in its own partition's order.
+    (An extension of the v1 contracts; see docs/contracts.md.)"""
+
+    schema_: Literal["gangstate.gang-summary/v1"] = Field(alias="schema")
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$")
+    to: str = Field(pattern=r"^[^/]+/[^/]+$")
+    gang_group: str = ""
+    groups: list[str] = Field(default_factory=list)
+    exists: bool
+    initialized: bool
+    members: int = Field(ge=0)
+    min_member: int | None = None
+    wanted_as_of: str | None = Field(
+        default=None, description="RFC 3339: the sender asks for the receiver's summary as of "
+                                  "at least this event time")
+
+    @field_validator("wanted_as_of")
+    @classmethod
+    def _wanted_rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            event_time(value)
+        return value
+
+
+class TickRecord(_Timed):
+    """``gangstate.tick/v1``: advances the event-time clock of one input partition."""
+
+    schema_: Literal["gangstate.tick/v1"] = Field(alias="schema")
+
+
+InputRecord = Annotated[
+    Union[KubeRecord, CycleRecord, AckRecord, GangSummaryRecord, TickRecord],
+    Field(discriminator="schema_")
+]
+"""Any record of the ``gang-events`` input topic, told apart by its ``schema`` field."""
+
+INPUT_ADAPTER: TypeAdapter[
+    KubeRecord | CycleRecord | AckRecord | GangSummaryRecord | TickRecord
+] = TypeAdapter(InputRecord)
+
+
+# -- Decode views of the input models ------------------------------------------------------------
+# ``streams.wire.decoding`` validates every input value first against these views: plain dicts with
+# the same fields, types and constraints as the models above, except that what the models keep
+# without checking (unknown fields, everything in a Kubernetes ``spec``/``status`` but the few
+# fields the fold reads) is skipped instead of being built into Python objects, and the
+# before/after validators are left to the decoder (``null`` labels, ``observed_at`` parsed once).
+# They are no contract: they may only accept what the models accept (the decoder falls back to
+# the models for anything the views reject, and for the models' error text);
+# tests/test_decoding_views.py checks them against the models.
+
+class _MetaView(TypedDict, total=False):
+    name: Required[Annotated[str, Field(min_length=1)]]
+    namespace: str
+    uid: Required[Annotated[str, Field(min_length=1)]]
+    resourceVersion: str
+    labels: dict[str, str] | None
+    annotations: dict[str, str] | None
+    creationTimestamp: str | None
+    deletionTimestamp: str | None
+
+
+class _SpecView(TypedDict, total=False):
+    nodeName: Any  # Pod
+    schedulingGates: Any  # Pod
+    minMember: Any  # PodGroup
+    scheduleTimeoutSeconds: Any  # PodGroup
+
+
+class _StatusView(TypedDict, total=False):
+    phase: Any
+
+
+class _ObjectView(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    metadata: Required[_MetaView]
+    spec: _SpecView | None
+    status: _StatusView | None
+
+
+class _InputView(TypedDict):
+    schema_: NotRequired[Any]
+    """Not a field: the models' union also reads its tag from a ``schema_`` key when present
+    (pydantic looks the discriminator up by field name, then by alias); the decoder leaves such
+    a record to the models."""
+    observed_at: str
+
+
+class KubeView(_InputView):
+    schema: Literal["gangstate.kube/v1"]
+    resource: Resource
+    type: WatchType
+    object: _ObjectView
+
+
+class _PodRefView(TypedDict):
+    namespace: str
+    name: Annotated[str, Field(min_length=1)]
+    uid: NotRequired[str]
+
+
+class _EventSourceView(TypedDict, total=False):
+    event: str
+    uid: str
+    count: Annotated[int, Field(ge=1)]
+    form: str
+    truncated: bool
+
+
+class CycleView(_InputView):
+    schema: Literal["gangstate.cycle/v1"]
+    scheduler: NotRequired[str]
+    cycle: Annotated[int, Field(ge=0)] | None
+    pod: _PodRefView
+    gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    gang_group: NotRequired[str]
+    stage: Stage
+    status: CycleStatus
+    reason: NotRequired[str]
+    message: NotRequired[str]
+    representative: NotRequired[str | None]
+    node: NotRequired[str | None]
+    source: NotRequired[_EventSourceView | None]
+    culprit: NotRequired[Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")] | None]
+    fit_error: NotRequired[str | None]
+    already_wait_for_bound: NotRequired[Annotated[int, Field(ge=0)] | None]
+
+
+class AckView(_InputView):
+    schema: Literal["gangstate.ack/v1"]
+    command_id: Annotated[str, Field(min_length=1)]
+    gang_group: Annotated[str, Field(min_length=1)]
+    epoch: Annotated[int, Field(ge=1)]
+    outcome: AckOutcome
+    representative: NotRequired[str | None]
+
+
+class GangSummaryView(_InputView):
+    schema: Literal["gangstate.gang-summary/v1"]
+    gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    to: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    gang_group: NotRequired[str]
+    groups: NotRequired[list[str]]
+    exists: bool
+    initialized: bool
+    members: Annotated[int, Field(ge=0)]
+    min_member: NotRequired[int | None]
+    wanted_as_of: NotRequired[str | None]
+
+
+class TickView(_InputView):
+    schema: Literal["gangstate.tick/v1"]
+
+
+INPUT_VIEW: TypeAdapter[KubeView | CycleView | AckView | GangSummaryView | TickView] = \
+    TypeAdapter(Annotated[Union[KubeView, CycleView, AckView, GangSummaryView, TickView],
+                          Field(discriminator="schema")])
+"""Decode views of the input records, told apart by ``schema`` (see above)."""
+
+VIEWS: dict[type[BaseModel], Any] = {
+    KubeRecord: KubeView, CycleRecord: CycleView, AckRecord: AckView,
+    GangSummaryRecord: GangSummaryView, TickRecord: TickView,
+    ObjectMeta: _MetaView, RawObject: _ObjectView, PodRef: _PodRefView,
+    EventSource: _EventSourceView,
+}
+"""Each input model (and nested model) -> its decode view; for the tests."""
+
+
+class InvolvedObject(BaseModel):
+    """An object a diagnostic is about: a member Pod or the gang's PodGroup."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["Pod", "PodGroup"]
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+class Diagnostic(_Record):
+    """``gangstate.diagnostic/v1``: one finding, written to Kubernetes as an Event."""
+
+    schema_: Literal["gangstate.diagnostic/v1"] = Field(alias="schema", default=DIAGNOSTIC_SCHEMA)
+    id: str
+    observed_at: str
+    gang: str
+    gang_group: str
+    type: Literal["Normal", "Warning"]
+    reason: DiagnosticReason
+    message: str
+    involved: list[InvolvedObject]
+    facts: dict[str, Any]
+
+
+class Command(_Record):
+    """``gangstate.command/v1``: an instruction to the scheduler shim, fenced by ``epoch``."""
+
+    schema_: Literal["gangstate.command/v1"] = Field(alias="schema", default=COMMAND_SCHEMA)
+    id: str
+    issued_at: str
+    type: CommandType
+    gang_group: str
+    epoch: int = Field(ge=1)
+    expected_representative: str | None
+    representative: str
+    reason: str
+    cycle: int | None = None
+
+
+class DeadLetter(_Record):
+    """``gangstate.dead-letter/v1``: a record that failed validation, kept with the reason.
+
+    ``observed_at`` is wall-clock time: dead letters are not fold outputs. ``value`` is the raw
+    bytes as UTF-8 text, or base64 when they are not UTF-8 (then ``value_encoding`` is
+    ``base64``).
+    """
+
+    schema_: Literal["gangstate.dead-letter/v1"] = Field(alias="schema", default=DEAD_LETTER_SCHEMA)
+    observed_at: str
+    topic: str
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    value: str
+    value_encoding: Literal["utf-8", "base64"] = "utf-8"
+    error: str
+
+
+ALL_MODELS: dict[str, type[BaseModel]] = {
+    KUBE_SCHEMA: KubeRecord,
+    CYCLE_SCHEMA: CycleRecord,
+    ACK_SCHEMA: AckRecord,
+    TICK_SCHEMA: TickRecord,
+    SUMMARY_SCHEMA: GangSummaryRecord,
+    COMMAND_SCHEMA: Command,
+    DIAGNOSTIC_SCHEMA: Diagnostic,
+    DEAD_LETTER_SCHEMA: DeadLetter,
+}
+"""Every contract model by its ``schema`` value."""
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """Return the JSON Schema of every contract model, keyed by file name (``kube.v1.json``...).
+
+    Used by ``gangstate schema`` and by the drift test; deterministic output.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for schema_id, model in ALL_MODELS.items():
+        short = schema_id.split(".", 1)[1].replace("/", ".")
+        doc = model.model_json_schema(by_alias=True)
+        doc["$id"] = f"https://gangstate.dev/schemas/{short}.json"
+        doc["title"] = schema_id
+        out[f"{short}.json"] = doc
+    return out

@@ -1,0 +1,188 @@
+"""Decoding: raw input bytes (a Kafka value or a trace line) -> a core record and its gang key.
+
+Where it sits: between the wire and the core. The worker, ``gangstate fold`` and
+``gangstate replay`` all decode through ``decode_input``, so the three paths accept and reject
+exactly the same records. Validation is the contract's (``streams.wire.contracts``): the envelope and
+the object metadata the fold reads; a record that fails raises ``DecodeError`` with the reason,
+which the caller sends to the dead-letter topic (or reports with its line number).
+
+Every value is first validated against the narrow decode views (``contracts.INPUT_VIEW``: the
+same fields and constraints as the models, unknown fields skipped rather than built), about 2x
+faster than the models; a value the views reject, or cannot vouch for, is decoded by the
+contract models, which give the same record or the reason (tests/unit/test_decoding_views.py).
+
+Must not: hold gang logic (membership rules live in ``streams.core.spec``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
+                                    SUMMARY_SCHEMA, TICK_SCHEMA, event_time)
+from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
+                           PodObserved, Record, Tick)
+from streams.core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
+
+
+class DecodeError(ValueError):
+    """A record that fails validation; ``str(err)`` is the reason, fit for a dead letter."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A decoded input record.
+
+    ``key``: the gang id the record belongs to (gang group id for acks; ``None`` for ticks).
+    ``record``: the core record, or ``None`` when the record is valid but concerns no gang
+    (then ``skipped`` says why: ``no-gang`` for a pod of no gang, ``events`` for a core/v1 Event,
+    which the watch producer turns into cycle records).
+    """
+
+    key: str | None
+    record: Record | None
+    skipped: str | None = None
+
+
+def _short(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors(include_url=False)[:3]:
+        loc = ".".join(str(p) for p in e["loc"])
+        parts.append(f"{loc}: {e['msg']}" if loc else e["msg"])
+    more = err.error_count() - len(parts)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+class _ByContract(Exception):
+    """The decode view cannot vouch for this record: decode it through the contract models."""
+
+
+def decode_input(raw: bytes | str) -> Decoded:
+    """Decode one ``gang-events`` value (JSON bytes or text) into a ``Decoded``.
+
+    Raises ``DecodeError`` with a one-line reason when the value is not JSON, has an unknown
+    ``schema``, or fails the contract (missing fields, bad types, a bad ``observed_at``).
+
+    Fast path: the narrow decode view (``contracts.INPUT_VIEW``: plain dicts, unknown fields
+    skipped). Whatever the view rejects or cannot vouch for goes through the contract models
+    (``contracts.INPUT_ADAPTER``), which give the accepted record or the reason.
+    """
+    try:
+        rec = _VIEW(raw)
+        at = event_time(rec["observed_at"])
+    except (ValidationError, ValueError):
+        return _by_contract(raw)
+    if "schema_" in rec:
+        return _by_contract(raw)
+    try:
+        return _FROM_VIEW[rec["schema"]](rec, at)
+    except _ByContract:
+        return _by_contract(raw)
+
+
+def _by_contract(raw: bytes | str) -> Decoded:
+    try:
+        model = INPUT_ADAPTER.validate_json(raw)
+    except ValidationError as err:
+        raise DecodeError(f"invalid record: {_short(err)}") from None
+    rec = model.model_dump(by_alias=True)
+    try:
+        return _FROM_VIEW[rec["schema"]](rec, event_time(rec["observed_at"]))
+    except _ByContract:  # pragma: no cover - the models accepted it: the view's checks pass
+        raise DecodeError("invalid record: rejected by the decoder") from None
+
+
+def _tick(rec: dict[str, Any], at: int) -> Decoded:
+    return Decoded(None, Tick(at))
+
+
+def _cycle(rec: dict[str, Any], at: int) -> Decoded:
+    pod = rec["pod"]
+    gang = rec["gang"]
+    get = rec.get
+    cycle = rec["cycle"]
+    attempt = ""
+    if cycle is None:  # identified by its source Event (contracts: CycleRecord)
+        source = get("source") or {}
+        if not source.get("uid"):
+            raise _ByContract
+        attempt = f"{source['uid']}#{source.get('count', 1)}"
+    return Decoded(gang, CycleObserved(
+        at, get("scheduler", ""), cycle, f"{pod['namespace']}/{pod['name']}",
+        pod.get("uid", ""), gang, get("gang_group") or gang, rec["stage"], rec["status"],
+        get("reason", ""), get("message", ""), get("representative"), get("node"), attempt,
+        get("culprit"), get("fit_error"), get("already_wait_for_bound")))
+
+
+def _summary(rec: dict[str, Any], at: int) -> Decoded:
+    wanted = rec.get("wanted_as_of")
+    if wanted is not None:
+        try:
+            wanted = event_time(wanted)
+        except ValueError:
+            raise _ByContract from None
+    return Decoded(rec["to"], GangSummarized(
+        at, rec["gang"], rec["to"], tuple(rec.get("groups", ())), rec["exists"],
+        rec["initialized"], rec["members"], rec.get("min_member"), wanted))
+
+
+def _ack(rec: dict[str, Any], at: int) -> Decoded:
+    return Decoded(rec["gang_group"], AckObserved(
+        at, rec["command_id"], rec["gang_group"], rec["epoch"], rec["outcome"],
+        rec.get("representative")))
+
+
+def _kube(rec: dict[str, Any], at: int) -> Decoded:
+    resource = rec["resource"]
+    if resource == "events":
+        return Decoded(None, None, "events")
+    obj = rec["object"]
+    meta = obj["metadata"]
+    namespace = meta.get("namespace", "")
+    if not namespace:
+        raise DecodeError(f"invalid record: object.metadata.namespace: missing for a "
+                          f"namespaced {resource} object {meta['name']!r}")
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    spec = obj.get("spec") or {}
+    if resource == "podgroups":
+        group = f"{namespace}/{meta['name']}"
+        return Decoded(group, PodGroupObserved(
+            at, rec["type"], group, namespace, meta["name"], meta["uid"],
+            meta.get("resourceVersion", ""), settings_of_podgroup(spec, annotations)))
+    gang = gang_of_pod(namespace, labels, annotations)
+    if gang is None:
+        return Decoded(None, None, "no-gang")
+    node = spec.get("nodeName") or None
+    phase = (obj.get("status") or {}).get("phase") or ""
+    if not isinstance(node, (str, type(None))) or not isinstance(phase, str):
+        raise DecodeError("invalid record: object.spec.nodeName and object.status.phase must "
+                          "be strings")
+    return Decoded(gang, PodObserved(
+        at, rec["type"], gang, namespace, meta["name"], meta["uid"],
+        meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
+        settings_of_pod(labels, annotations), waits_for_podgroup(labels),
+        scheduling_gates(spec.get("schedulingGates"))))
+
+
+def scheduling_gates(raw: Any) -> tuple[str, ...]:
+    """The names of a Pod's ``spec.schedulingGates`` (``[{"name": ...}, ...]``), in the order
+    written; ``()`` when the field is absent, ``null`` or empty. Raises ``DecodeError`` when it
+    is not a list of objects with a string ``name`` (the API server never sends that)."""
+    if raw is None:
+        return ()
+    if isinstance(raw, list) and all(isinstance(g, dict) and isinstance(g.get("name"), str)
+                                     for g in raw):
+        return tuple(g["name"] for g in raw)
+    raise DecodeError("invalid record: object.spec.schedulingGates must be a list of objects "
+                      "with a string name")
+
+
+_VIEW = INPUT_VIEW.validator.validate_json
+_FROM_VIEW: dict[str, Callable[[dict[str, Any], int], Decoded]] = {
+    KUBE_SCHEMA: _kube, CYCLE_SCHEMA: _cycle, ACK_SCHEMA: _ack, SUMMARY_SCHEMA: _summary,
+    TICK_SCHEMA: _tick,
+}

@@ -1,0 +1,248 @@
+"""The Faust worker: records -> app -> topics -> gang table -> agent (a wiring diagram).
+
+Where it sits: the streaming shell around the functional core. One agent reads ``gang-events``
+(the one ordered input log, keyed by gang id) with concurrency 1, so per-key order holds
+(faust-streaming #606 loses messages on restart with more). Per Kafka partition it keeps one
+``PartitionFold`` (the core's driver: event-time clock and timers) over the gang table; the
+table's changelog is co-partitioned with ``gang-events`` (same partition count, and every write
+happens while processing a record of the key's own partition). On every partition assignment
+the table is loaded from its changelog in bulk (``BulkRecoveryStore``, before Faust's own
+record-by-record recovery, which then has nothing left to read), and the timers of a partition
+are rebuilt from the gangs whose stored value says they have one (``encode_state``), so a
+restart does not decode every gang. Outputs go to ``diagnostics``
+(keyed by gang id) and ``commands`` (keyed by gang group id); a record that fails validation goes
+to ``dead-letters`` with the reason and the worker carries on.
+
+The agent does five things: decode, load the table entry, call the core, store it, send the
+outputs; it takes records in small batches, and each changed gang is written to the table and
+its changelog once per offset commit (before the commit, so the changelog is never behind a
+committed offset). ``gangstate.gang-summary/v1`` outputs (one gang telling the other gangs of its gang
+group about itself) go back into ``gang-events`` keyed by the receiving gang. The agent counts
+what it folds in the app's own Prometheus registry (``streams.worker.metrics``). Faust's web server is
+off; with ``web_port`` it serves only gangstate's views (``streams.worker.web``: ``/gangs``, ``/pods/…
+/why``, ``/metrics``); its built-in ``/table``, ``/router``, ``/graph`` and stats views stay off.
+
+The gang table and its bulk recovery are in ``streams.worker.table``; every change made to Faust
+and aiokafka is in ``streams.worker.faust_patches``; this module only wires them.
+
+Must not: decide anything about gangs (that is ``streams.core``), or read the wall clock for
+anything but dead letters' ``observed_at``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from streams.core.fold import Output, PartitionFold
+from streams.kafka.settings import Settings, environment
+from streams.wire.contracts import COMMAND_SCHEMA, DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
+from streams.wire.decoding import DecodeError, decode_input
+from streams.worker.faust_patches import PatchedApp
+from streams.worker.metrics import WorkerMetrics
+from streams.worker.table import GangTable, TableStore
+
+log = logging.getLogger("gangstate.worker")
+
+
+BATCH = 500
+"""Records folded per batch at most; each changed gang is written once per batch."""
+BATCH_SECONDS = 0.01
+"""How long a batch waits to fill before it is folded anyway, seconds (adds at most this much
+latency to a decision)."""
+PRODUCER_BATCH_BYTES = 1024 * 1024
+"""Bytes of one partition's batch in the producer (Faust's default: 16 KiB)."""
+PRODUCER_LINGER_MS = 2
+"""How long the producer waits for more messages before it sends a batch, ms."""
+QUIET_LOGGERS = ("aiokafka", "kafka", "faust", "mode")
+"""Libraries whose DEBUG/INFO records the worker never builds: aiokafka alone creates one log
+record per message produced (filtered out later by the handler, but built: ~2 % of the worker's
+time at saturation, bench/profiles/worker.txt)."""
+
+
+def dead_letter(topic: str, partition: int | None, offset: int | None, key: bytes | None,
+                value: bytes | None, error: str) -> dict[str, Any]:
+    """Build a ``gangstate.dead-letter/v1`` record for a value that failed; ``observed_at`` is
+    the wall clock (dead letters are not fold outputs)."""
+    raw = value or b""
+    try:
+        text, encoding = raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(raw).decode("ascii"), "base64"
+    return {
+        "schema": DEAD_LETTER_SCHEMA,
+        "observed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "topic": topic, "partition": partition, "offset": offset,
+        "key": None if key is None else key.decode("utf-8", "replace"),
+        "value": text, "value_encoding": encoding, "error": error,
+    }
+
+
+def _json(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def create_app(settings: Settings, *, web_port: int | None = None,
+               datadir: str | None = None) -> faust.App:
+    """Build the Faust application for ``settings`` (nothing connects until it runs).
+
+    ``datadir``: Faust's data folder (default ``GANGSTATE_DATA_DIR`` or
+    ``~/.cache/gangstate/worker``). ``web_port``: serve gangstate's views (``streams.worker.web``) on
+    127.0.0.1 at that port (Faust's built-in ``/table``, ``/router``, ``/graph`` and stats views
+    stay off); ``None`` turns the web server off. ``app.gangstate_metrics`` is the app's
+    ``WorkerMetrics``.
+    Raises ``AssertionError`` when ``settings.bootstrap`` is unset.
+    """
+    assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
+    brokers = ";".join(f"kafka://{b.strip()}" for b in settings.bootstrap.split(","))
+    app = PatchedApp(
+        settings.app_id,
+        broker=brokers,
+        store="memory://",
+        datadir=datadir or environment().data_dir
+        or str(Path.home() / ".cache" / "gangstate" / "worker"),
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        consumer_auto_offset_reset="earliest",
+        web_enabled=web_port is not None,
+        web_bind="127.0.0.1",
+        web_host="127.0.0.1",
+        web_port=web_port or 6066,
+        web_tables_enabled=False,
+        web_router_enabled=False,
+        web_graph_enabled=False,
+        web_stats_enabled=False,
+        web_in_thread=False,
+        # aiokafka keeps one open batch per partition and Faust's producer buffer awaits each
+        # send: with 16 KiB batches, the table's writes at a commit (a few KiB per gang) went out
+        # a few per round trip and the decisions queued behind them. Big batches, one short
+        # linger: a commit's writes leave in a few requests.
+        producer_max_batch_size=PRODUCER_BATCH_BYTES,
+        producer_max_request_size=4 * PRODUCER_BATCH_BYTES,
+        producer_linger_ms=PRODUCER_LINGER_MS,
+    )
+    topics = settings.topics
+
+    def raw_topic(name: str) -> Any:
+        """A topic of raw bytes keys and values (gangstate decodes and validates them itself,
+        so a malformed value reaches the dead-letter path instead of a Faust codec error)."""
+        return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw",
+                         value_serializer="raw", partitions=settings.partitions)
+
+    gang_events = raw_topic(topics.gang_events)
+    diagnostics = raw_topic(topics.diagnostics)
+    commands = raw_topic(topics.commands)
+    dead_letters = raw_topic(topics.dead_letters)
+
+    gangs = app.tables.add(GangTable(
+        app, name="gangs", default=None, beacon=app.tables.beacon,
+        partitions=settings.partitions, key_type=bytes, value_type=bytes,
+        help="gang id -> gang state (streams.core.state wire form)"))
+    store = TableStore(gangs, settings.fold)
+    metrics = WorkerMetrics()
+    folds: dict[int, PartitionFold] = {}
+
+    def fold_for(partition: int) -> PartitionFold:
+        fold = folds.get(partition)
+        if fold is None:
+            fold = PartitionFold(store, settings.fold, loopback=False)
+            fold.rebuild_timers(store.timer_keys(partition))
+            folds[partition] = fold
+        return fold
+
+    class _FlushBeforeCommit(faust.Sensor):
+        """Writes the dirty gangs to the table and its changelog when Faust starts an offset
+        commit (``Consumer.force_commit`` calls ``on_commit_initiated`` before it collects the
+        offsets to commit and flushes the producer): a gang changed by many records between two
+        commits is written once, and no committed offset is ahead of the changelog."""
+
+        def on_commit_initiated(self, consumer: Any) -> Any:
+            """Flush ``store`` (``TableStore.flush``) into the producer buffer."""
+            store.flush()
+            return None
+
+    app.sensors.add(_FlushBeforeCommit())
+
+    @app.on_partitions_revoked.connect
+    async def forget_on_revoke(app: Any, revoked: Any, **kwargs: Any) -> None:
+        """A rebalance may move partitions away and back: write what is dirty, then drop the
+        decoded-state cache and the per-partition timer indexes, so both are rebuilt from the
+        recovered table."""
+        store.flush()
+        store.cache.clear()
+        folds.clear()
+
+    @app.agent(gang_events, concurrency=1)
+    async def fold_gang_events(stream: Any) -> Any:
+        """Fold ``gang-events`` records in batches (concurrency 1, order kept) and send the
+        batch's decisions; changed gangs are written when the offsets are committed
+        (``_FlushBeforeCommit``)."""
+        async for events in stream.take_events(BATCH, within=BATCH_SECONDS):
+            pending: list[tuple[Any, bytes | None, bytes]] = []
+            for event in events:
+                message = event.message
+                try:
+                    decoded = decode_input(event.value)
+                    outputs: list[Output] = []
+                    if decoded.record is not None:
+                        store.partition = message.partition
+                        with metrics.fold_seconds.time():
+                            outputs = fold_for(message.partition).feed(decoded.key,
+                                                                       decoded.record)
+                except DecodeError as err:
+                    metrics.dead_lettered("invalid-record")
+                    pending.append((dead_letters, event.key, _json(dead_letter(
+                        message.topic, message.partition, message.offset, event.key,
+                        event.value, str(err)))))
+                    continue
+                except Exception as err:  # a bug must not kill the worker or corrupt state
+                    log.exception("internal error on %s[%s]@%s", message.topic,
+                                  message.partition, message.offset)
+                    metrics.dead_lettered("internal-error")
+                    pending.append((dead_letters, event.key, _json(dead_letter(
+                        message.topic, message.partition, message.offset, event.key,
+                        event.value, f"internal error: {type(err).__name__}: {err}"))))
+                    continue
+                metrics.folded(decoded, outputs)
+                for out in outputs:
+                    if out["schema"] == COMMAND_SCHEMA:
+                        pending.append((commands, out["gang_group"].encode(), _json(out)))
+                    elif out["schema"] == SUMMARY_SCHEMA:
+                        pending.append((gang_events, out["to"].encode(), _json(out)))
+                    else:
+                        pending.append((diagnostics, out["gang"].encode(), _json(out)))
+            # No await from here to the end of the batch: a shutdown cannot cut it in half.
+            # Everything goes to Faust's producer buffer, which is flushed before the batch's
+            # offsets are committed, so a committed record always has its outputs delivered;
+            # the changed gangs join that buffer when the commit starts (_FlushBeforeCommit).
+            for topic, key, value in pending:
+                topic.send_soon(key=key, value=value)
+
+    if web_port is not None:
+        from streams.worker import web as views
+
+        views.register(app, store, settings, metrics=metrics)
+    app.gangstate_store = store  # type: ignore[attr-defined]
+    app.gangstate_metrics = metrics  # type: ignore[attr-defined]
+    return app
+
+
+def run_worker(settings: Settings, *, web_port: int | None = None, loglevel: str = "warning"
+               ) -> None:
+    """Run the worker in the foreground until SIGINT/SIGTERM (``gangstate worker``)."""
+    from streams.kafka.publishing import ensure_topics
+
+    ensure_topics(settings)
+    app = create_app(settings, web_port=web_port)
+    level = logging.getLevelName(loglevel.upper())
+    if isinstance(level, int):
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(level)
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker.execute_from_commandline()

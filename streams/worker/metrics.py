@@ -1,0 +1,155 @@
+"""Prometheus metrics of the worker (``gangstate_*``, documented in docs/metrics.md).
+
+Where it sits: the streaming shell. The agent in ``streams.worker.app`` counts what it folds
+(``WorkerMetrics.folded``, ``dead_lettered``, ``fold_seconds``); the gauges of the gang table are
+computed at scrape time by ``TableCollector`` from the table itself, so they can never drift from
+it. Each app has its own ``CollectorRegistry`` (tests build several apps in one process); the
+views in ``streams.worker.web`` serve it at ``GET /metrics``.
+
+Must not: decide anything about gangs (phases and holds come from ``streams.core``), or register
+in prometheus-client's global default registry.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping
+
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram,
+                               PlatformCollector, ProcessCollector, generate_latest)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from streams.wire.contracts import ACK_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA
+from streams.core import decide, episode
+from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
+                           PodObserved, Tick)
+from streams.core.state import GangState
+from streams.wire.decoding import Decoded
+from streams.query.answers import PHASES
+
+FOLD_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+"""Buckets of ``gangstate_fold_seconds`` in seconds: a record folds in tens of microseconds;
+the upper buckets catch timer bursts (one record firing many gangs' grace periods)."""
+
+_SCHEMAS = {PodObserved: KUBE_SCHEMA, PodGroupObserved: KUBE_SCHEMA, CycleObserved: CYCLE_SCHEMA,
+            AckObserved: ACK_SCHEMA, GangSummarized: SUMMARY_SCHEMA, Tick: TICK_SCHEMA}
+
+
+def schema_of(decoded: Decoded) -> str:
+    """The ``schema`` of the wire record ``decoded`` came from (a valid record that concerns no
+    gang is a ``gangstate.kube/v1`` record: a pod of no gang or a core/v1 Event)."""
+    if decoded.record is None:
+        return KUBE_SCHEMA
+    return _SCHEMAS[type(decoded.record)]
+
+
+class TableCollector(Collector):
+    """Scrape-time gauges over a ``gang id -> GangState`` mapping (the worker's gangs).
+
+    ``gangstate_gangs{phase}``: gangs per phase (every phase, zero included).
+    ``gangstate_pods_held_preenqueue{reason}``: pending members of gangs that
+    ``streams.core.decide.hold`` holds, by hold reason (every reason, zero included).
+    ``gangstate_scheduler_failed_events_per_minute{gang}``: the scheduler's FailedScheduling
+    Events about the gang's pods in the last 60 s of the gang's event time
+    (``streams.core.episode.per_minute``), for gangs with at least one (a gang without any has
+    no series). Raises nothing for a key that vanishes during a scrape.
+    """
+
+    def __init__(self, states: Mapping[str, GangState]) -> None:
+        self.states = states
+
+    def describe(self) -> Iterable[Metric]:
+        """The three families with no samples (lets the registry check names without reading
+        the table)."""
+        return self._families()
+
+    def _families(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily("gangstate_gangs", "Gangs in this worker's table, by phase",
+                                  labels=["phase"]),
+                GaugeMetricFamily("gangstate_pods_held_preenqueue",
+                                  "Pending pods of gangs held at PreEnqueue, by hold reason",
+                                  labels=["reason"]),
+                GaugeMetricFamily("gangstate_scheduler_failed_events_per_minute",
+                                  "FailedScheduling Events of the gang's pods in the last 60 s "
+                                  "of event time", labels=["gang"])]
+
+    def collect(self) -> Iterator[Metric]:
+        """Read every gang once and yield the three gauges."""
+        phases = dict.fromkeys(PHASES, 0)
+        held = dict.fromkeys(decide.HELD_REASONS, 0)
+        storms: list[tuple[str, int]] = []
+        for key in list(self.states):
+            state = self.states.get(key)
+            if state is None:
+                continue
+            phases[state.phase] = phases.get(state.phase, 0) + 1
+            found = decide.hold(state)
+            if found is not None:
+                held[found[0]] = held.get(found[0], 0) + state.pending
+            if state.storm:
+                rate = episode.per_minute(state.storm, state.clock)
+                if rate:
+                    storms.append((state.gang, rate))
+        gangs, pods, storm = self._families()
+        for phase, n in phases.items():
+            gangs.add_metric([phase], n)
+        for reason, n in held.items():
+            pods.add_metric([reason], n)
+        for gang, rate in sorted(storms):
+            storm.add_metric([gang], rate)
+        yield gangs
+        yield pods
+        yield storm
+
+
+class WorkerMetrics:
+    """The counters and histogram of one worker app, in their own registry.
+
+    ``gangstate_records_total{schema}``, ``gangstate_dead_letters_total{reason}``
+    (``invalid-record`` or ``internal-error``), ``gangstate_diagnostics_total{reason}``,
+    ``gangstate_commands_total{type}``, ``gangstate_acks_total{outcome}``,
+    ``gangstate_fold_seconds`` (seconds in ``PartitionFold.feed`` per record), plus the
+    standard ``process_*`` and ``python_info`` metrics.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        r = self.registry
+        self.records = Counter("gangstate_records", "gang-events records decoded, by schema",
+                               ["schema"], registry=r)
+        self.dead_letters = Counter("gangstate_dead_letters",
+                                    "Records sent to dead-letters, by reason class",
+                                    ["reason"], registry=r)
+        self.diagnostics = Counter("gangstate_diagnostics", "Diagnostics emitted, by reason",
+                                   ["reason"], registry=r)
+        self.commands = Counter("gangstate_commands", "Commands issued, by type", ["type"],
+                                registry=r)
+        self.acks = Counter("gangstate_acks", "Shim acks folded, by outcome", ["outcome"],
+                            registry=r)
+        self.fold_seconds = Histogram("gangstate_fold_seconds",
+                                      "Seconds spent in PartitionFold.feed per record",
+                                      buckets=FOLD_BUCKETS, registry=r)
+
+    def folded(self, decoded: Decoded, outputs: Iterable[Mapping[str, object]]) -> None:
+        """Count one decoded record and the outputs its fold produced (diagnostics by reason,
+        commands by type; gang summaries are not counted here: they come back as records)."""
+        self.records.labels(schema_of(decoded)).inc()
+        if isinstance(decoded.record, AckObserved):
+            self.acks.labels(decoded.record.outcome).inc()
+        for out in outputs:
+            if out["schema"] == decide.DIAGNOSTIC_SCHEMA:
+                self.diagnostics.labels(str(out["reason"])).inc()
+            elif out["schema"] == decide.COMMAND_SCHEMA:
+                self.commands.labels(str(out["type"])).inc()
+
+    def dead_lettered(self, reason: str) -> None:
+        """Count one dead letter; ``reason`` is ``invalid-record`` (failed validation) or
+        ``internal-error`` (the fold raised)."""
+        self.dead_letters.labels(reason).inc()
+
+    def exposition(self) -> tuple[bytes, str]:
+        """``(body, content type)`` of the registry in the Prometheus text format."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

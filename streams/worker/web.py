@@ -1,0 +1,141 @@
+"""The worker's HTTP views: the gang table as JSON, "why is this pod pending", and metrics.
+
+Where it sits: the read side of the streaming shell. ``register(app, store, settings)`` mounts
+the views on Faust's web server (on only with ``gangstate worker --http-port PORT``, bound to
+127.0.0.1); Faust's own ``/table``, ``/router``, ``/graph`` and stats views stay disabled.
+
+| path | answer |
+|---|---|
+| ``GET /gangs?namespace=NS&phase=PHASE`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs, sorted by gang id; ``Deleted`` gangs only with ``phase=Deleted`` |
+| ``GET /gangs/{namespace}/{name}`` | ``gang_detail``: ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner) |
+| ``GET /pods/{namespace}/{name}/why?gang=NS/NAME`` | ``why_pod`` (routed to the owner of ``gang``; without it, the local gang that has the pod) |
+| ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
+
+The documents come from ``streams.query.answers`` (the same builders the offline CLI prints);
+this module only routes requests to the worker that owns the gang and serves them.
+
+Must not: decide or explain anything itself, write to the table, or import Faust at module level.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from streams.core.state import GangState
+from streams.kafka.partitions import partition_of
+from streams.query.answers import NotFound, explain_pod, gang_detail, gang_rows
+
+if TYPE_CHECKING:  # pragma: no cover
+    import faust
+
+    from streams.kafka.settings import Settings
+    from streams.worker.metrics import WorkerMetrics
+
+class OwnedStates(Mapping[str, GangState]):
+    """The gangs of ``store`` that this worker owns: keys whose ``gang-events`` partition is
+    one of its active partitions (standby copies are left out, so that several workers do not
+    report a gang twice). ``owned(key) -> bool`` decides; reads go through the store's cache."""
+
+    def __init__(self, store: Mapping[str, GangState], owned: Callable[[str], bool]) -> None:
+        self.store = store
+        self.owned = owned
+
+    def __getitem__(self, key: str) -> GangState:
+        if not self.owned(key):
+            raise KeyError(key)
+        return self.store[key]
+
+    def __iter__(self) -> Any:
+        return (k for k in list(self.store) if self.owned(k))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def active_owner(app: "faust.App", settings: "Settings") -> Callable[[str], bool]:
+    """``owned(gang id) -> bool``: true when the key's ``gang-events`` partition is actively
+    assigned to this worker now (false for every key before the first assignment)."""
+    topic = settings.topics.gang_events
+
+    def owned(key: str) -> bool:
+        try:
+            actives = app.assignor.assigned_actives()
+        except AttributeError:  # no assignment yet
+            return False
+        return any(tp.topic == topic and tp.partition == partition_of(key, settings.partitions)
+                   for tp in actives)
+
+    return owned
+
+
+def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settings", *,
+             metrics: "WorkerMetrics | None" = None) -> None:
+    """Mount ``/gangs``, ``/gangs/{namespace}/{name}``, ``/pods/{namespace}/{name}/why`` and
+    ``/metrics`` on ``app``'s web server.
+
+    ``store`` is the worker's ``TableStore`` (``gang id -> GangState``; its ``.table`` is the
+    Faust table used to route a request to the worker that owns the key). ``metrics``: the
+    app's ``WorkerMetrics`` (``None``: a fresh one, so ``/metrics`` serves the table gauges
+    only); the table collector is added to its registry here. Errors are JSON ``{"error":
+    message}``: 400 for a bad query, 404 for an unknown gang or pod, 503 while partitions are
+    not assigned yet.
+    """
+    from faust.exceptions import SameNode
+    from faust.web import Request, Response, View
+
+    from streams.worker.metrics import TableCollector, WorkerMetrics
+
+    table = getattr(store, "table")
+    owned = active_owner(app, settings)
+    local = OwnedStates(store, owned)
+    metrics = metrics or WorkerMetrics()
+    metrics.registry.register(TableCollector(local))
+
+    @app.page("/gangs", name="gangs")
+    class GangList(View):
+        """``GET /gangs?namespace=NS&phase=PHASE``: this worker's gangs, sorted by gang id."""
+
+        async def get(self, request: Request) -> Response:
+            query = request.query
+            try:
+                rows = gang_rows(local.values(), query.get("namespace") or None,
+                                 query.get("phase") or None)
+            except ValueError as err:
+                return self.error(400, str(err))
+            return self.json({"gangs": rows})
+
+    @app.page("/gangs/{gang:[^/]+/[^/]+}", name="gang")
+    class GangDetail(View):
+        """``GET /gangs/{namespace}/{name}``: ``gang_detail``, answered by the key's owner."""
+
+        @app.table_route(table=table, match_info="gang")
+        async def get(self, request: Request, gang: str) -> Response:
+            state = store.get(gang)
+            if state is None:
+                return self.error(404, f"gang {gang} not found")
+            return self.json(gang_detail(state))
+
+    @app.page("/pods/{namespace}/{name}/why", name="why")
+    class PodWhy(View):
+        """``GET /pods/{namespace}/{name}/why?gang=NS/NAME``: ``why_pod`` of the pod."""
+
+        async def get(self, request: Request, namespace: str, name: str) -> Response:
+            gang = request.query.get("gang") or None
+            pod = f"{namespace}/{name}"
+            if gang is not None:
+                try:  # the same routing as table_route, by the query parameter
+                    return await app.router.route_req(table.name, gang, self.web, request)
+                except SameNode:
+                    pass
+            try:
+                return self.json(explain_pod(store if gang else local, pod, gang))
+            except NotFound as err:
+                return self.error(404, str(err))
+
+    @app.page("/metrics", name="metrics")
+    class Metrics(View):
+        """``GET /metrics``: the app's registry in the Prometheus text format."""
+
+        async def get(self, request: Request) -> Response:
+            body, content_type = metrics.exposition()
+            return self.bytes(body, headers={"Content-Type": content_type})

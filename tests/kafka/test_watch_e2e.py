@@ -1,0 +1,109 @@
+"""End to end: TEST API SERVER -> ``gangstate watch`` -> real Kafka -> ``gangstate worker`` ->
+the expected diagnostics on the ``diagnostics`` topic.
+
+The test API server is ``tests.doubles.apiserver`` (a test double, not a cluster). The broker and
+the settings come from ``tests/conftest.py`` (``kafka_settings``: unique topic prefix and app
+id, topics created); the worker runs as a child process (``streams.dev.worker_process``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer
+from kubernetes import client
+
+from streams.kafka.publishing import Publisher
+from producers.watch.watching import WatchConfig, Watcher
+from streams.kafka.settings import Settings
+from streams.dev.worker_process import running_worker
+from tests.doubles.apiserver import ApiServerDouble
+
+pytestmark = pytest.mark.kafka
+
+GANG = "nlp/distill"
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "nlp", "annotations": {
+                "gang.scheduling.koordinator.sh/name": "distill",
+                "gang.scheduling.koordinator.sh/min-available": "2",
+                "gang.scheduling.koordinator.sh/mode": "nonstrict"}},
+            "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c"}]},
+            "status": {"phase": "Pending"}}
+
+
+def _failed_scheduling(pod: dict[str, Any]) -> dict[str, Any]:
+    meta = pod["metadata"]
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.fs", "namespace": "nlp"},
+            "involvedObject": {"kind": "Pod", "namespace": "nlp", "name": meta["name"],
+                               "uid": meta["uid"]},
+            "reason": "FailedScheduling", "type": "Warning",
+            "message": "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.",
+            "source": {"component": "koord-scheduler"},
+            "lastTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _diagnostics(settings: Settings, want: set[str], timeout: float) -> dict[str, list[dict]]:
+    consumer = KafkaConsumer(settings.topics.diagnostics, bootstrap_servers=settings.bootstrap,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             consumer_timeout_ms=500)
+    found: dict[str, list[dict]] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and not want <= set(found):
+            for message in consumer:
+                record = json.loads(message.value)
+                if record.get("gang") == GANG:
+                    found.setdefault(record["reason"], []).append(record)  # in order
+    finally:
+        consumer.close()
+    return found
+
+
+def test_test_apiserver_to_kafka_to_worker_diagnostics(kafka_settings: Settings) -> None:
+    config = WatchConfig(watch_timeout=5, read_timeout=10.0, backoff_base=0.05, backoff_cap=0.5,
+                         tick_interval=1.0, flush_interval=0.2)
+    with ApiServerDouble() as server, running_worker(kafka_settings):
+        publisher = Publisher(kafka_settings, client_id="gangstate-watch-test")
+        watcher = Watcher(client.ApiClient(server.configuration()), publisher, kafka_settings,
+                          config)
+        watcher.start()
+        try:
+            assert watcher.synced(timeout=15)
+            pods = [server.apply(_pod(f"distill-{i}")) for i in range(2)]
+            # Pods and Events are separate watches: let both pods reach Kafka before the
+            # scheduler's Event, as they would in a cluster (the Event follows a cycle that
+            # can only start once the gang has its members).
+            deadline = time.monotonic() + 30
+            while watcher.metrics.value("gangstate_watch_records_published_total",
+                                        schema="gangstate.kube/v1", resource="pods") < 2:
+                assert time.monotonic() < deadline, "the two pods were never published"
+                time.sleep(0.05)
+            server.apply(_failed_scheduling(pods[0]))
+            # the failure episode's GangUnschedulable is due 10 s of event time after the
+            # failure: the watcher's ticks (1 s) move the worker's clock there
+            found = _diagnostics(kafka_settings, {"GangSpecInvalid", "GangUnschedulable"},
+                                 timeout=90)
+        finally:
+            watcher.stop()
+            publisher.close()
+    assert [d["facts"] for d in found["GangSpecInvalid"]] == [
+        {"field": "mode", "value": "nonstrict", "effective": "Strict"}] * 2
+    [unschedulable] = found["GangUnschedulable"]
+    assert {k: unschedulable["facts"][k] for k in ("unfit", "fit", "rounds")} == {
+        "unfit": {"distill-0": "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."},
+        "fit": 0, "rounds": 1}
+    # emitted when its facts first hold, i.e. with the first pod (facts do not change after),
+    # then sent again to the second pod when it joins
+    assert [[i["name"] for i in d["involved"]] for d in found["GangSpecInvalid"]] == [
+        ["distill-0"], ["distill-1"]]
+    assert {i["name"] for i in unschedulable["involved"]} == {
+        "distill-0", "distill-1"}
+    assert watcher.metrics.value("gangstate_watch_records_published_total",
+                                 schema="gangstate.cycle/v1", resource="") == 1

@@ -1,0 +1,287 @@
+"""The worker's HTTP views and metrics (``streams.worker.web``, ``streams.worker.metrics``).
+
+The Kafka tests start one worker with ``--web-port`` (module-scoped), replay every handed case
+into it merged by event time (as ``tests/kafka/test_pipeline.py`` does), wait until it has caught up,
+and then read the views, run the CLI against ``--server``, and scrape ``/metrics``. What the
+views serve is compared with the offline fold of the same log and with values worked out by
+hand. The collector and counters are also tested without Kafka, on offline states.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from streams.kafka.publishing import Publisher, ensure_topics
+from producers.replay import merged_by_time, replay
+from streams.cli import main
+from streams.kafka.settings import Settings, Topics
+from streams.wire.contracts import parse_time
+from streams.core.records import AckObserved
+from streams.wire.decoding import Decoded
+from streams.worker.metrics import TableCollector, WorkerMetrics
+from streams.wire.traces import fold_lines, fold_trace
+from streams.kafka.reading import wait_caught_up
+from streams.query.answers import gang_detail, gang_rows
+from streams.dev.worker_process import running_worker
+from tests.fixtures.casecheck import case_dirs
+
+AT = parse_time("2026-11-29T00:00:00Z")
+CASES = Path(__file__).resolve().parents[1] / "cases"
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus text exposition: ``(name, sorted labels) -> value``."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def plain(doc: object) -> object:
+    """``doc`` as it looks after a JSON round trip (tuples become lists)."""
+    return json.loads(json.dumps(doc))
+
+
+# -- without Kafka: the collector and the counters ----------------------------------------------
+
+@pytest.mark.parametrize("case, at, phase, reason, held", [
+    ("insufficient-members", "2026-11-02T09:04:00Z", "Gathering", "GangMembersInsufficient", 3),
+    ("podgroup-missing", "2026-11-02T09:01:00Z", "NotInitialized", "GangNotInitialized", 2),
+    ("insufficient-members", "2026-11-29T00:00:00Z", "Ready", "GangMembersInsufficient", 0),
+])
+def test_table_collector_counts_gangs_by_phase_and_held_pods(case, at, phase, reason,
+                                                              held) -> None:
+    from producers.replay import file_lines
+
+    cut = parse_time(at)
+    lines = [(n, raw) for _, n, raw in file_lines([CASES / case / "trace.jsonl"])
+             if parse_time(json.loads(raw)["observed_at"]) <= cut]
+    states = fold_lines(lines, cut).states
+    metrics = WorkerMetrics()
+    metrics.registry.register(TableCollector(states))
+    from prometheus_client import generate_latest
+
+    got = samples(generate_latest(metrics.registry).decode())
+    assert got[("gangstate_gangs", (("phase", phase),))] == 1
+    assert sum(v for (n, _), v in got.items() if n == "gangstate_gangs") == 1
+    assert got[("gangstate_pods_held_preenqueue", (("reason", reason),))] == held
+    assert sum(v for (n, _), v in got.items() if n == "gangstate_pods_held_preenqueue") == held
+
+
+def test_the_scheduler_storm_is_a_gauge_per_gang() -> None:
+    """The real excerpt (tests/data/README.md): its 42 FailedScheduling Events of gang sc-b/gb
+    all fall within the last 60 s of the gang's event time; a gang without any has no series."""
+    from producers.watch.watching import GangRouter, Publish
+    from prometheus_client import generate_latest
+
+    items = json.loads((Path(__file__).resolve().parents[1] / "data" /
+                        "koord-v1.8.0-gpu-short-excerpt.json").read_text())["items"]
+    router, lines = GangRouter(), []
+    for item in items:
+        at = parse_time(item.get("eventTime") or "2026-12-01T03:41:27Z")
+        lines += [(len(lines), json.dumps(a.record).encode()) for a in router.route(
+            "pods" if item["kind"] == "Pod" else "events", "SYNC", item, None, at)
+            if isinstance(a, Publish)]
+    states = fold_lines(lines, None).states
+    states.update(fold_trace(CASES / "insufficient-members" / "trace.jsonl", None).states)
+    metrics = WorkerMetrics()
+    metrics.registry.register(TableCollector(states))
+    got = samples(generate_latest(metrics.registry).decode())
+    storm = {labels: v for (n, labels), v in got.items()
+             if n == "gangstate_scheduler_failed_events_per_minute"}
+    assert storm == {(("gang", "sc-b/gb"),): 42}
+
+
+def test_worker_metrics_count_acks_records_and_outputs() -> None:
+    metrics = WorkerMetrics()
+    ack = AckObserved(at=1, command_id="team-b/moe-finetune#1", gang_group="team-b/moe-finetune",
+                      epoch=1, outcome="Applied", representative="team-b/moe-finetune-worker-2")
+    metrics.folded(Decoded("team-b/moe-finetune", ack), [])
+    metrics.folded(Decoded(None, None, "no-gang"), [
+        {"schema": "gangstate.diagnostic/v1", "reason": "GangScheduled"},
+        {"schema": "gangstate.command/v1", "type": "ElectRepresentative"},
+        {"schema": "gangstate.gang-summary/v1"}])
+    metrics.dead_lettered("internal-error")
+    body, content_type = metrics.exposition()
+    got = samples(body.decode())
+    assert content_type.startswith("text/plain")
+    assert got[("gangstate_acks_total", (("outcome", "Applied"),))] == 1
+    assert got[("gangstate_records_total", (("schema", "gangstate.ack/v1"),))] == 1
+    assert got[("gangstate_records_total", (("schema", "gangstate.kube/v1"),))] == 1
+    assert got[("gangstate_diagnostics_total", (("reason", "GangScheduled"),))] == 1
+    assert got[("gangstate_commands_total", (("type", "ElectRepresentative"),))] == 1
+    assert got[("gangstate_dead_letters_total", (("reason", "internal-error"),))] == 1
+    # A second app's metrics start from zero: registries are per app.
+    assert ("gangstate_acks_total", (("outcome", "Applied"),)) not in samples(
+        WorkerMetrics().exposition()[0].decode())
+
+
+# -- one worker with --web-port ------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
+    """One worker serving its views, fed every handed case (merged by time) and one malformed
+    record; yields the base URL and the offline fold of the same log."""
+    run = uuid.uuid4().hex[:10]
+    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"views-{run}."),
+                        app_id=f"gangstate-views-{run}")
+    ensure_topics(settings)
+    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("views-worker") / "worker.log"
+    with running_worker(settings, log_path=log,
+                        extra_args=("--web-port", str(port))) as worker:
+        pub = Publisher(settings)
+        pub.send(settings.topics.gang_events, "team-a/llm-pretrain", b"not json at all")
+        pub.flush()
+        replay(lines, settings, at=AT, publisher=pub)
+        pub.close()
+        assert wait_caught_up(settings, 120, alive=lambda: worker.poll() is None), \
+            log.read_text()[-3000:]
+        deadline = time.monotonic() + 30
+        while True:  # the web server may come up after the first records are folded
+            try:
+                if requests.get(base + "/gangs", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline and worker.poll() is None, \
+                log.read_text()[-3000:]
+            time.sleep(0.2)
+        yield {"base": base, "expected": expected}
+
+
+
+@pytest.mark.kafka
+def test_list_view_lists_every_gang_sorted_with_phase_and_counts(served) -> None:
+    base, expected = served["base"], served["expected"]
+    body = requests.get(base + "/gangs", timeout=10).json()
+    assert body == {"gangs": plain(gang_rows(expected.states.values()))}
+    assert [r["gang"] for r in body["gangs"]] == [
+        "nlp/gpt-distill", "research/rl-rollout", "team-a/llm-pretrain", "team-b/moe-finetune",
+        "team-c/bert-large", "vision/resnet-ddp"]
+    moe = body["gangs"][3]
+    assert moe == {"gang": "team-b/moe-finetune", "namespace": "team-b", "name": "moe-finetune",
+                   "phase": "Scheduling", "members": 3, "bound": 0, "waiting": 0,
+                   "min_member": 3, "representative": "team-b/moe-finetune-worker-0"}
+    only = requests.get(base + "/gangs", params={"phase": "Scheduling"}, timeout=10).json()
+    assert [r["gang"] for r in only["gangs"]] == ["team-b/moe-finetune"]
+    ns = requests.get(base + "/gangs", params={"namespace": "team-c"}, timeout=10).json()
+    assert [(r["gang"], r["members"], r["min_member"]) for r in ns["gangs"]] == [
+        ("team-c/bert-large", 4, 4)]
+    bad = requests.get(base + "/gangs", params={"phase": "Stuck"}, timeout=10)
+    assert bad.status_code == 400 and "unknown phase 'Stuck'" in bad.json()["error"]
+
+
+@pytest.mark.kafka
+def test_gang_view_is_summary_findings_and_history(served) -> None:
+    base, expected = served["base"], served["expected"]
+    doc = requests.get(base + "/gangs/team-b/moe-finetune", timeout=10).json()
+    assert doc == plain(gang_detail(expected.states["team-b/moe-finetune"]))
+    assert doc["epoch"] == 1 and doc["last_cycle"] == 502
+    assert [f["reason"] for f in doc["findings"]] == ["GangCycleRejected"]
+    assert doc["findings"][0]["facts"] == {"cycle": 502, "failed": 1, "rejected_waiting": 2,
+                                           "reasons": {"Insufficient nvidia.com/gpu": 1}}
+    assert len(doc["history"]) == 8
+    assert doc["history"][5] == {
+        "at": "2026-11-02T09:00:10.400000Z",
+        "change": "emitted GangCycleRejected; issued SwitchRepresentative epoch 1",
+        "cause": "cycle 502: team-b/moe-finetune-worker-2 Filter Unschedulable "
+                 "(Insufficient nvidia.com/gpu)"}
+    spec = requests.get(base + "/gangs/nlp/gpt-distill", timeout=10).json()
+    assert [(f["reason"], f["facts"]["field"]) for f in spec["findings"]] == [
+        ("GangSpecInvalid", "mode"), ("GangSpecInvalid", "waiting-time")]
+    missing = requests.get(base + "/gangs/team-b/no-such-gang", timeout=10)
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "gang team-b/no-such-gang not found"}
+
+
+@pytest.mark.kafka
+def test_why_view_explains_the_pod_with_or_without_its_gang(served) -> None:
+    base = served["base"]
+    url = base + "/pods/team-b/moe-finetune-worker-2/why"
+    doc = requests.get(url, timeout=10).json()
+    assert doc["gang"] == "team-b/moe-finetune" and doc["held_at"] == "Filter"
+    assert doc["last_cycle"] == {"cycle": 502, "stage": "Filter", "status": "Unschedulable",
+                                 "reason": "Insufficient nvidia.com/gpu"}
+    assert [r["reason"] for r in doc["reasons"]] == ["GangCycleRejected"]
+    assert doc["unblock"] == ["free capacity for the failing members (Insufficient "
+                              "nvidia.com/gpu); the gang is retried as a whole"]
+    assert requests.get(url, params={"gang": "team-b/moe-finetune"}, timeout=10).json() == doc
+    unknown = requests.get(base + "/pods/team-b/ghost/why", timeout=10)
+    assert unknown.status_code == 404
+    assert unknown.json() == {"error": "pod team-b/ghost is not a live member of any known gang"}
+    wrong = requests.get(url, params={"gang": "team-a/llm-pretrain"}, timeout=10)
+    assert wrong.status_code == 404
+    assert wrong.json()["error"] == ("pod team-b/moe-finetune-worker-2 is not a live member of "
+                                     "gang team-a/llm-pretrain")
+    nogang = requests.get(url, params={"gang": "team-b/nope"}, timeout=10)
+    assert nogang.status_code == 404 and nogang.json() == {"error": "gang team-b/nope not found"}
+
+
+@pytest.mark.kafka
+def test_cli_against_the_worker_prints_what_the_offline_fold_prints(served, capsys) -> None:
+    base = served["base"]
+    traces = [a for case in case_dirs() for a in ("--from", str(case / "trace.jsonl"))]
+    for argv in (["get", "gangs"], ["get", "gangs", "-n", "team-b", "-o", "json"],
+                 ["describe", "gang", "team-b/moe-finetune"],
+                 ["explain", "pod", "team-a/llm-pretrain-worker-3"]):
+        assert main([*argv, "--server", base]) == 0
+        served_out = capsys.readouterr().out
+        assert main([*argv, *traces, "--at", "2026-11-29T00:00:00Z"]) == 0
+        assert served_out == capsys.readouterr().out
+    assert main(["explain", "pod", "team-b/moe-finetune-worker-2", "--server", base]) == 0
+    out = capsys.readouterr().out
+    assert "Held at:        Filter" in out
+    assert "  - free capacity for the failing members (Insufficient nvidia.com/gpu)" in out
+    assert main(["describe", "gang", "team-b/nope", "--server", base]) == 1
+    assert capsys.readouterr().err == "gangstate describe: gang team-b/nope not found\n"
+
+
+@pytest.mark.kafka
+def test_metrics_scrape_counts_what_the_worker_folded(served) -> None:
+    resp = requests.get(served["base"] + "/metrics", timeout=10)
+    assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("text/plain")
+    got = samples(resp.text)
+
+    def value(name: str, **labels: str) -> float:
+        return got[(name, tuple(sorted(labels.items())))]
+
+    diagnostics = {"GangSpecInvalid": 4, "GangCycleRejected": 3, "GangSpecConflict": 2,
+                   "GangMembersInsufficient": 1, "GangMembersSatisfied": 2,
+                   "GangNotInitialized": 1}
+    for reason, n in diagnostics.items():
+        assert value("gangstate_diagnostics_total", reason=reason) == n, reason
+    assert sum(v for (n, _), v in got.items() if n == "gangstate_diagnostics_total") == 13
+    assert value("gangstate_commands_total", type="SwitchRepresentative") == 1
+    assert value("gangstate_records_total", schema="gangstate.kube/v1") == 22
+    assert value("gangstate_records_total", schema="gangstate.cycle/v1") == 8
+    assert value("gangstate_records_total", schema="gangstate.tick/v1") == 8
+    assert value("gangstate_dead_letters_total", reason="invalid-record") == 1
+    assert value("gangstate_fold_seconds_count") == 38
+    assert 0 < value("gangstate_fold_seconds_sum") < 38
+    assert value("gangstate_gangs", phase="Ready") == 5
+    assert value("gangstate_gangs", phase="Scheduling") == 1
+    assert value("gangstate_gangs", phase="Gathering") == 0
+    assert value("gangstate_gangs", phase="Deleted") == 0
+    assert value("gangstate_pods_held_preenqueue", reason="GangMembersInsufficient") == 0
+
+
+@pytest.mark.kafka
+def test_fausts_builtin_views_stay_disabled(served) -> None:
+    for path in ("/table/gangs", "/table", "/router", "/graph"):
+        assert requests.get(served["base"] + path, timeout=10).status_code == 404, path

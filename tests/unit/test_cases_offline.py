@@ -1,0 +1,36 @@
+"""Every handed case through the offline fold, as ``gangstate fold TRACE --output json``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streams.wire.traces import fold_trace
+from tests.fixtures.casecheck import case_dirs, problems
+
+AT = "2026-11-29T00:00:00Z"
+
+
+@pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
+def test_case_through_the_cli(case: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "streams.cli", "fold", str(case / "trace.jsonl"),
+                          "--output", "json", "--at", AT],
+                         capture_output=True, text=True, timeout=60, check=True)
+    out = json.loads(run.stdout)
+    assert problems(case, out["diagnostics"], out["commands"], out["gangs"]) == []
+
+
+def test_there_are_cases() -> None:
+    assert len(case_dirs()) >= 6
+
+
+def test_the_fold_is_deterministic() -> None:
+    case = case_dirs()[0]
+    from streams.wire.contracts import parse_time
+    first = fold_trace(case / "trace.jsonl", parse_time(AT)).to_json()
+    second = fold_trace(case / "trace.jsonl", parse_time(AT)).to_json()
+    assert first == second and first["diagnostics"]

@@ -1,0 +1,66 @@
+"""The ``gangstate fold`` command as a user runs it: text and JSON output, malformed lines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CASES = Path(__file__).resolve().parents[1] / "cases"
+
+
+def fold(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streams.cli", "fold", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_text_output_has_one_block_per_gang():
+    run = fold(str(CASES / "member-fails-switch/trace.jsonl"), "--at", "2026-11-03T00:00:00Z")
+    assert run.returncode == 0
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("gang team-b/moe-finetune  phase=Scheduling  members=3/3")
+    assert any("Command SwitchRepresentative epoch 1: team-b/moe-finetune-worker-0 -> "
+               "team-b/moe-finetune-worker-2" in line for line in lines)
+
+
+def test_a_malformed_line_is_reported_with_its_number_and_nothing_else_is_lost(tmp_path):
+    good = (CASES / "insufficient-members/trace.jsonl").read_text().splitlines()
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(good[:2] + ['{"schema": "gangstate.kube/v1"}'] + good[2:]) + "\n")
+    run = fold(str(trace), "--output", "json", "--at", "2026-11-03T00:00:00Z")
+    assert run.returncode == 0
+    assert f"{trace}:3: skipped malformed record: invalid record" in run.stderr
+    out = json.loads(run.stdout)
+    assert out["input"]["records"] == len(good) and out["input"]["malformed"] == 1
+    assert out["gangs"]["team-a/llm-pretrain"]["members"] == 4
+    assert [d["reason"] for d in out["diagnostics"]] == ["GangMembersInsufficient",
+                                                         "GangMembersSatisfied"]
+
+
+def test_a_missing_file_is_a_clear_error():
+    run = fold("/nonexistent/trace.jsonl")
+    assert run.returncode == 2 and "cannot read /nonexistent/trace.jsonl" in run.stderr
+
+
+def test_the_final_tick_time_decides_whether_a_warning_is_due():
+    trace = str(CASES / "podgroup-missing/trace.jsonl")
+    early = json.loads(fold(trace, "-o", "json", "--at", "2026-11-02T09:00:05Z").stdout)
+    assert [d["reason"] for d in early["diagnostics"]] == ["GangNotInitialized",
+                                                           "GangMembersSatisfied"]
+    # the trace itself runs past the grace period, so a tick before its end changes nothing
+    assert early["gangs"]["vision/resnet-ddp"]["phase"] == "Ready"
+
+
+def test_text_output_shows_each_command_under_its_own_gang_only(tmp_path):
+    trace = tmp_path / "two.jsonl"
+    trace.write_text((CASES / "insufficient-members/trace.jsonl").read_text()
+                     + (CASES / "member-fails-switch/trace.jsonl").read_text())
+    run = fold(str(trace), "--at", "2026-11-03T00:00:00Z")
+    assert run.returncode == 0
+    assert run.stdout.count("Command SwitchRepresentative") == 1
+    lines = run.stdout.splitlines()
+    headers = [i for i, line in enumerate(lines) if line.startswith("gang ")]
+    command = next(i for i, line in enumerate(lines) if "Command SwitchRepresentative" in line)
+    owner = max(h for h in headers if h < command)
+    assert lines[owner].startswith("gang team-b/moe-finetune  phase=")

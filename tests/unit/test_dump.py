@@ -1,0 +1,144 @@
+"""A cluster dump (``kubectl get nodes,pods,podgroups,events -o json``) read as a trace
+(``producers.watch.dump``): detected by content, gzipped or not, turned into the records the watcher
+publishes, and folded by every command that takes a trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from producers.watch.dump import DumpError, read_dump, records_of_dump, trace_lines
+from streams.cli import main
+
+RECORDING = Path(__file__).resolve().parents[2] / "shared" / "data" / "koord-v1.8.0" / \
+    "gpu-short.json.gz"
+GANG = {"gang.scheduling.koordinator.sh/name": "train",
+        "gang.scheduling.koordinator.sh/min-available": "2"}
+
+
+def pod(name: str, uid: str, created: str, scheduler: str = "koord-scheduler") -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", "uid": uid, "resourceVersion": "10",
+                         "creationTimestamp": created, "annotations": dict(GANG)},
+            "spec": {"schedulerName": scheduler, "containers": [{"name": "c"}]},
+            "status": {"phase": "Pending"}}
+
+
+def event(name: str, pod_name: str, uid: str, when: str, reason: str = "FailedScheduling",
+          message: str = "0/2 nodes are available: 2 Insufficient cpu.") -> dict:
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": "ml", "uid": f"ev-{name}",
+                         "creationTimestamp": when},
+            "involvedObject": {"kind": "Pod", "namespace": "ml", "name": pod_name, "uid": uid},
+            "reason": reason, "message": message, "type": "Warning", "eventTime": when,
+            "reportingComponent": "koord-scheduler", "count": 1}
+
+
+def dump() -> dict:
+    """Two gang pods of koord-scheduler (created 10:00:00 and 10:00:02), one pod of another
+    scheduler, a Node, a FailedScheduling Event of train-1 (10:00:05, listed before the pods),
+    one of a pod that is not in the dump (an earlier train-0, 09:59:00) and a Pulled Event."""
+    return {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n1"}},
+        event("e2", "train-1", "uid-1", "2026-12-01T10:00:05Z"),
+        event("e1", "train-0", "uid-old", "2026-12-01T09:59:00Z"),
+        event("e3", "train-0", "uid-0", "2026-12-01T10:00:06Z", reason="Pulled",
+              message="pulled"),
+        pod("train-1", "uid-1", "2026-12-01T10:00:02Z"),
+        pod("train-0", "uid-0", "2026-12-01T10:00:00Z"),
+        pod("web", "uid-web", "2026-12-01T10:00:01Z", scheduler="default-scheduler"),
+    ]}
+
+
+def test_records_follow_event_time_and_what_is_left_out_is_counted() -> None:
+    out = records_of_dump(dump())
+    assert [(r["schema"], r["observed_at"],
+             r["object"]["metadata"]["name"] if "object" in r else r["pod"]["name"])
+            for r in out.records] == [
+        ("gangstate.kube/v1", "2026-12-01T10:00:00.000000Z", "train-0"),
+        ("gangstate.kube/v1", "2026-12-01T10:00:02.000000Z", "train-1"),
+        ("gangstate.kube/v1", "2026-12-01T10:00:05.000000Z", "e2"),
+        ("gangstate.cycle/v1", "2026-12-01T10:00:05.000000Z", "train-1")]
+    cycle = out.records[-1]
+    assert (cycle["gang"], cycle["stage"], cycle["status"], cycle["reason"], cycle["cycle"]) == (
+        "ml/train", "Filter", "Unschedulable", "Insufficient cpu", None)
+    assert out.skipped == {"nodes": 1, "other-scheduler": 1, "pod-gone": 1, "event-reason": 1}
+
+
+def test_detection_by_content(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(json.dumps(records_of_dump(dump()).records[0]) + "\n")
+    assert read_dump(trace) is None
+    plain = tmp_path / "dump.json"
+    plain.write_text(json.dumps(dump(), indent=2))
+    compact = tmp_path / "compact.json"  # e.g. through `jq -c`: one line, still a List
+    compact.write_text(json.dumps(dump()) + "\n")
+    assert read_dump(compact) == dump()
+    zipped = tmp_path / "dump.json.gz"
+    zipped.write_bytes(gzip.compress(json.dumps(dump()).encode()))
+    assert read_dump(plain) == read_dump(zipped) == dump()
+    assert [n for n, _ in trace_lines(plain)] == [1, 2, 3, 4]
+    not_a_list = tmp_path / "pod.json"
+    not_a_list.write_text(json.dumps(pod("x", "u", "2026-12-01T10:00:00Z"), indent=2))
+    with pytest.raises(DumpError, match="not a Kubernetes List \\(kind 'Pod'\\)"):
+        read_dump(not_a_list)
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("hello\n")
+    with pytest.raises(DumpError, match="neither a JSON-lines trace nor a Kubernetes List"):
+        read_dump(garbage)
+
+
+def test_fold_and_explain_take_a_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "dump.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(dump()).encode()))
+    assert main(["fold", str(path), "--at", "2026-12-01T10:01:00Z", "-o", "json"]) == 0
+    folded = json.loads(capsys.readouterr().out)
+    assert folded["gangs"]["ml/train"]["members"] == 2
+    # train-1's own fit error starts a failure episode, reported once its 10 s settle ends
+    assert [(d["reason"], d["observed_at"], d["message"]) for d in folded["diagnostics"]] == [
+        ("GangUnschedulable", "2026-12-01T10:00:15.000000Z",
+         "gang ml/train cannot be scheduled: train-1 did not fit (Insufficient cpu on 2 of 2 "
+         "nodes); none of minMember 2 members fit; the scheduler rejects the whole gang and "
+         "retries it")]
+    assert main(["explain", "pod", "ml/train-1", "--from", str(path), "--at",
+                 "2026-12-01T10:01:00Z"]) == 0
+    assert "Last cycle:     Filter Unschedulable (Insufficient cpu), cycle number unknown" in \
+        capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{\n  "kind": "Pod"\n}\n')
+    assert main(["fold", str(bad)]) == 2
+    assert "not a Kubernetes List" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not RECORDING.exists(), reason="the shared recording is not here")
+def test_the_recorded_dump_of_the_real_scheduler() -> None:
+    """4,441 FailedScheduling Events; 1,687 of them are about the 3 pods in the dump, the
+    other 2,754 about an earlier incarnation of the same names (other uids): dropped."""
+    out = records_of_dump(read_dump(RECORDING))
+    schemas = [r["schema"] for r in out.records]
+    assert schemas.count("gangstate.cycle/v1") == 1687
+    assert schemas.count("gangstate.kube/v1") == 3 + 1687
+    assert out.skipped == {"nodes": 2, "pod-gone": 2754}
+    assert {r["gang"] for r in out.records if r["schema"] == "gangstate.cycle/v1"} == {"sc-b/gb"}
+
+
+@pytest.mark.skipif(not RECORDING.exists(), reason="the shared recording is not here")
+def test_fold_of_the_recorded_dump_names_the_culprits_and_the_shortage_once(capsys) -> None:
+    """issue 14: the recording (1,687 attempts of the 3 pods in ~14 s) folds to one
+    diagnostic, and every member's explain gives the same answer."""
+    assert main(["fold", str(RECORDING), "-o", "json"]) == 0
+    folded = json.loads(capsys.readouterr().out)
+    text = ("gang sc-b/gb cannot be scheduled: gb-0, gb-1 and gb-2 did not fit (Insufficient "
+            "nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members fit at once; the "
+            "scheduler rejects the whole gang and retries it")
+    assert [(d["reason"], d["message"]) for d in folded["diagnostics"]] == [
+        ("GangUnschedulable", text)]
+    answers = set()
+    for name in ("gb-0", "gb-1", "gb-2"):
+        assert main(["explain", "pod", f"sc-b/{name}", "--from", str(RECORDING)]) == 0
+        out = capsys.readouterr().out
+        answers.add(out[out.index("Why it is pending:"):])
+    assert len(answers) == 1 and f"GangUnschedulable: {text}" in answers.pop()

@@ -1,0 +1,53 @@
+"""The watcher's lean per-node cache (``producers/node_cache.py``): capacity facts by hand."""
+
+from __future__ import annotations
+
+from producers.watch.node_cache import NodeCache
+
+GPU = "nvidia.com/gpu"
+
+
+def node(name: str, cpu: str, gpu: str = "0", **spec: object) -> dict:
+    return {"kind": "Node", "metadata": {"name": name}, "spec": dict(spec),
+            "status": {"allocatable": {"cpu": cpu, "memory": "32Gi", GPU: gpu}}}
+
+
+def pod(uid: str, node_name: str | None, cpu: str = "0", gpu: str = "0",
+        phase: str = "Pending") -> dict:
+    return {"kind": "Pod", "metadata": {"uid": uid, "name": uid},
+            "spec": {"nodeName": node_name,
+                     "containers": [{"resources": {"requests": {"cpu": cpu, GPU: gpu}}}]},
+            "status": {"phase": phase}}
+
+
+def test_capacity_counts_bound_unfinished_pods_on_schedulable_nodes() -> None:
+    cache = NodeCache()
+    assert cache.capacity(GPU, 1000) is None  # nothing known yet
+    cache.node("ADDED", node("a", "8", gpu="4"))
+    cache.node("ADDED", node("b", "8", gpu="2", taints=[{"key": "x", "effect": "NoSchedule"}]))
+    cache.node("ADDED", node("c", "8", gpu="8", unschedulable=True))
+    cache.pod("ADDED", pod("p1", "a", gpu="3"))          # a: 1 GPU free
+    cache.pod("ADDED", pod("p2", "b", gpu="1"))          # b: 1 GPU free
+    cache.pod("ADDED", pod("p3", None, gpu="2"))         # not bound: holds nothing
+    cache.pod("ADDED", pod("p4", "a", gpu="1", phase="Succeeded"))  # finished: holds nothing
+    assert cache.capacity(GPU, 1000) == {
+        "resource": GPU, "request": 1000, "allocatable": 6000, "free": 2000, "nodes": 2,
+        "room": 2, "largest": 4000, "tainted": 1}
+    # a member of 2 GPUs: 2 free in all, but 1 on each node: no room
+    assert cache.capacity(GPU, 2000)["room"] == 0
+    # p1 finishes, node b goes away
+    cache.pod("MODIFIED", pod("p1", "a", gpu="3", phase="Succeeded"))
+    cache.node("DELETED", node("b", "8"))
+    assert cache.capacity(GPU, 2000) == {
+        "resource": GPU, "request": 2000, "allocatable": 4000, "free": 4000, "nodes": 1,
+        "room": 2, "largest": 4000, "tainted": 0}
+
+
+def test_malformed_quantities_make_no_node_and_no_request() -> None:
+    cache = NodeCache()
+    cache.node("ADDED", node("a", "lots"))
+    assert cache.nodes == {}
+    cache.node("ADDED", node("a", "8"))
+    cache.pod("ADDED", pod("p1", "a", cpu="many"))
+    assert cache.bound == {}
+    assert cache.capacity("cpu", 1000)["free"] == 8000

@@ -1,0 +1,245 @@
+"""Table of named scenarios for ``producers.watch.scheduler_events``: scheduler Event text -> outcome.
+
+One message per row of the catalogue (``CATALOGUE``), built from the format string the source
+writes (file:line in the catalogue), framed as kube-scheduler v1.35.2 frames it; then every Event
+of the real recording (the project brief's ``data/koord-v1.8.0/gpu-short.json.gz``) and its committed
+excerpt (``tests/data/``). Expected values are worked out by hand.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from producers.watch.scheduler_events import (CATALOGUE, Outcome, dominant_fit_reason,
+                                              fit_clause, parse_scheduler_event)
+
+NS, POD = "team-b", "moe-w-0"
+ME = f"{NS}/{POD}"
+GPU = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+RELEASED = "0/1 nodes are available: 1 "
+PREEMPTION = " preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling."
+RECORDING = Path(__file__).resolve().parents[3] / "shared" / "data" / "koord-v1.8.0" / \
+    "gpu-short.json.gz"
+"""The project brief's recording of the real scheduler, beside the checkout when present."""
+EXCERPT = Path(__file__).parents[1] / "data" / "koord-v1.8.0-gpu-short-excerpt.json"
+FORMS_EXCERPT = Path(__file__).parents[1] / "data" / "koord-v1.8.0-gpu-short-forms.json"
+
+
+def member(culprit: str, reason: str, waiting: int) -> str:
+    """K core/core.go:414, as Go's %q writes it."""
+    return (f'GangGroup "team-b/moe" gets rejected due to member Pod "{culprit}" is '
+            f'unschedulable with reason {json.dumps(reason)}, alreadyWaitForBound: {waiting}')
+
+
+TAINTS = "0/40 nodes are available: " + ", ".join(
+    f"1 node(s) had untolerated taint {{t{i}: }}" for i in range(40)) + "."
+CUT_HEAD = (RELEASED + 'GangGroup "team-b/moe" gets rejected due to member Pod "team-b/moe-w-2" '
+            'is unschedulable with reason "')
+CUT = (RELEASED + member("team-b/moe-w-2", TAINTS, 2) + ".")[:1020] + " ..."
+"""kube-scheduler's cut (KS schedule_one.go:1121-1129): 1020 bytes and " ...": the rest of the
+fit error, its closing quote and alreadyWaitForBound are lost."""
+
+SCENARIOS = [
+    ("E1 Scheduled", "Scheduled", "Successfully assigned team-b/moe-w-0 to gpu-node-7",
+     Outcome("Bind", "Bound", "", node="gpu-node-7", form="E1")),
+    ("E1 Scheduled with an odd message", "Scheduled", "assigned somewhere",
+     Outcome("Bind", "Bound", "", parsed=False)),
+    ("E2 skip schedule deleting pod: no attempt", "FailedScheduling",
+     "skip schedule deleting pod: team-b/moe-w-0",
+     Outcome("PreFilter", "UnschedulableAndUnresolvable", "PodDeleting", form="E2",
+             attempt=False)),
+    ("FIT plain fit error", "FailedScheduling", GPU,
+     Outcome("Filter", "Unschedulable", "Insufficient nvidia.com/gpu", culprit=ME, form="FIT",
+             fit_error=GPU)),
+    ("FIT the reason with most nodes wins", "FailedScheduling",
+     "0/5 nodes are available: 2 Insufficient cpu, 3 Insufficient memory.",
+     Outcome("Filter", "Unschedulable", "Insufficient memory", culprit=ME, form="FIT",
+             fit_error="0/5 nodes are available: 2 Insufficient cpu, 3 Insufficient memory.")),
+    ("FIT tie: first written wins", "FailedScheduling",
+     "0/4 nodes are available: 2 Insufficient cpu, 2 node(s) had untolerated taint "
+     "{node-role.kubernetes.io/control-plane: }.",
+     Outcome("Filter", "Unschedulable", "Insufficient cpu", culprit=ME, form="FIT",
+             fit_error="0/4 nodes are available: 2 Insufficient cpu, 2 node(s) had untolerated "
+                       "taint {node-role.kubernetes.io/control-plane: }.")),
+    ("FIT with DefaultPreemption's no-victims tail", "FailedScheduling",
+     GPU + " preemption: 0/8 nodes are available: 8 No preemption victims found for incoming pod.",
+     Outcome("Filter", "Unschedulable", "Insufficient nvidia.com/gpu", culprit=ME, form="FIT",
+             fit_error=GPU)),
+    ("FIT with the v1.35 DRA clause before the preemption tail (real cluster)",
+     "FailedScheduling",
+     "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 "
+     "nodes are available: 2 Preemption is not helpful for scheduling.",
+     Outcome("Filter", "Unschedulable", "Insufficient cpu", culprit=ME, form="FIT",
+             fit_error="0/2 nodes are available: 2 Insufficient cpu.")),
+    ("B2 PreFilter refusal naming the round's failed member", "FailedScheduling",
+     f"0/8 nodes are available: {member('team-b/moe-w-2', GPU, 1)}.{PREEMPTION}",
+     Outcome("PreFilter", "UnschedulableAndUnresolvable", "GangGroupRejected",
+             culprit="team-b/moe-w-2", form="B2", fit_error=GPU, already_wait_for_bound=1)),
+    ("F3 waiting member released by another member's failure", "FailedScheduling",
+     f"{RELEASED}{member('team-b/moe-w-2', GPU, 2)}.",
+     Outcome("PostFilter", "Rejected", "GangGroupRejected", culprit="team-b/moe-w-2", form="F3",
+             fit_error=GPU, already_wait_for_bound=2)),
+    ("F3 naming this pod: its own failure (older frame)", "FailedScheduling",
+     member("team-b/moe-w-0", "0/3 nodes are available: 3 Insufficient cpu.", 0),
+     Outcome("Filter", "Unschedulable", "Insufficient cpu", culprit=ME, form="F3",
+             fit_error="0/3 nodes are available: 3 Insufficient cpu.",
+             already_wait_for_bound=0)),
+    ("F3 with a reason that is no fit error", "FailedScheduling",
+     f"{RELEASED}{member('moe-w-2', 'no candidate topology nodes', 0)}.",
+     Outcome("PostFilter", "Rejected", "GangGroupRejected", culprit="team-b/moe-w-2", form="F3",
+             fit_error="no candidate topology nodes", already_wait_for_bound=0)),
+    ("F4 F3 cut at 1024 bytes inside the fit error", "FailedScheduling", CUT,
+     Outcome("PostFilter", "Rejected", "GangGroupRejected", culprit="team-b/moe-w-2", form="F3",
+             fit_error=CUT[len(CUT_HEAD):], truncated=True)),
+    ("F5 no gang scheduling context", "FailedScheduling",
+     f'{RELEASED}gets rejected due to member pod "team-b/moe-w-3" is unschedulable.',
+     Outcome("PostFilter", "Rejected", "GangGroupRejected", culprit="team-b/moe-w-3",
+             form="F5")),
+    ("U1 released in another member's Unreserve (bare pod name)", "FailedScheduling",
+     f'{RELEASED}Gang "team-b/moe" gets rejected due to Pod "moe-w-1" in Unreserve.',
+     Outcome("Unreserve", "Rejected", "GangGroupRejected", form="U1")),
+    ("U1 its own Unreserve", "FailedScheduling",
+     f'{RELEASED}Gang "team-b/moe" gets rejected due to Pod "moe-w-0" in Unreserve.',
+     Outcome("Unreserve", "Unschedulable", "GangUnreserve", form="U1")),
+    ("N1 the round handed out every pending member", "FailedScheduling",
+     f"{RELEASED}all pending pods is already been attempted.",
+     Outcome("Permit", "Rejected", "GangRoundEnded", form="N1")),
+    ("N2 the gang was deleted", "FailedScheduling",
+     f"{RELEASED}gang is nil, may be already deleted.",
+     Outcome("Permit", "Rejected", "GangDeleted", form="N2")),
+    ("T1 Permit without a gang", "FailedScheduling", f"{RELEASED}Gang not found.",
+     Outcome("Permit", "Unschedulable", "GangNotFound", form="T1")),
+    ("T4 Permit timeout", "FailedScheduling",
+     f"{RELEASED}rejected due to timeout after waiting 10m0s at plugin Coscheduling.",
+     Outcome("Permit", "Timeout", "PermitTimeout", form="T4")),
+    ("F7a released as a preemption victim", "FailedScheduling", f"{RELEASED}preempted.",
+     Outcome("Permit", "Rejected", "GangPreempted", form="F7a")),
+    ("F7b released after the job's preemption succeeded", "FailedScheduling",
+     f"{RELEASED}preempt success, alreadyWaitingForBound: 2/3.",
+     Outcome("Permit", "Rejected", "GangPreemption", form="F7b")),
+    ("F7b released after the job's preemption failed", "FailedScheduling",
+     f"{RELEASED}preemption not helpful.",
+     Outcome("Permit", "Rejected", "GangPreemption", form="F7b")),
+    ("F6 Koordinator's own PostFilter status", "FailedScheduling",
+     'Gang "team-b/moe" gets rejected due to pod is unschedulable',
+     Outcome("PostFilter", "Unschedulable", "GangRejected", form="F6")),
+    ("B1a PreFilter: gang not found", "FailedScheduling",
+     "0/8 nodes are available: can't find gang, gangName: team-b/moe, podName: team-b/moe-w-0."
+     + PREEMPTION,
+     Outcome("PreFilter", "UnschedulableAndUnresolvable", "GangNotFound", form="B1a")),
+    ("B1b PreFilter: gang not initialised", "FailedScheduling",
+     "0/8 nodes are available: gang has not init, gangName: team-b/moe, podName: "
+     "team-b/moe-w-0.",
+     Outcome("PreFilter", "UnschedulableAndUnresolvable", "GangNotInitialized", form="B1b")),
+    ("B1c PreFilter: basic check (real recording)", "FailedScheduling",
+     "0/2 nodes are available: gangGroup [team-b/moe] basic check: memberGangs [team-b/moe] "
+     "child pod not collect enough, current gang: team-b/moe, podName: team-b/moe-w-0." + PREEMPTION,
+     Outcome("PreFilter", "UnschedulableAndUnresolvable", "GangBasicCheckUnsatisfied",
+             form="B1c")),
+    ("B3 PreFilter: no cluster network topology", "FailedScheduling",
+     "0/8 nodes are available: no cluster network topology.",
+     Outcome("PreFilter", "UnschedulableAndUnresolvable", "NoClusterNetworkTopology",
+             form="B3")),
+    ("P7 PreEnqueue: not yet attempted (log only in v1.8.0)", "FailedScheduling",
+     "gangGroup team-b/moe is scheduling and this pod has not been attempted",
+     Outcome("PreEnqueue", "UnschedulableAndUnresolvable", "GangGroupScheduling", form="P7")),
+    ("P8 PreEnqueue: representative exists (log only in v1.8.0)", "FailedScheduling",
+     "representative pod team-b/moe-w-1 of gangGroupID team-b/moe already exists",
+     Outcome("PreEnqueue", "UnschedulableAndUnresolvable", "GangRepresentative", form="P8")),
+    ("L1 older release: members not collected", "FailedScheduling",
+     "gang child pod not collect enough, gangName: team-b/moe, podName: team-b/moe-w-0",
+     Outcome("PreFilter", "Unschedulable", "GangBasicCheckUnsatisfied", form="L1")),
+    ("L2 older release: schedule cycle invalid", "FailedScheduling",
+     "gang scheduleCycle not valid, gangName: team-b/moe, podName: team-b/moe-w-0",
+     Outcome("PreFilter", "Unschedulable", "GangScheduleCycleInvalid", form="L2")),
+    ("unreadable message is kept as Unschedulable", "FailedScheduling",
+     "running PreBind plugin \"VolumeBinding\": binding volumes: timed out",
+     Outcome("Filter", "Unschedulable", "FailedScheduling", parsed=False)),
+]
+
+
+@pytest.mark.parametrize("event_reason,message,expected", [s[1:] for s in SCENARIOS],
+                         ids=[s[0] for s in SCENARIOS])
+def test_parse_scheduler_event(event_reason: str, message: str, expected: Outcome) -> None:
+    assert parse_scheduler_event(event_reason, message, NS, POD) == expected
+
+
+def test_every_catalogue_row_has_a_scenario_and_a_source() -> None:
+    covered = {s[3].form for s in SCENARIOS}
+    assert {form.id for form in CATALOGUE} - covered == {"F4"}  # F4: a cut message of a row
+    assert any(s[3].truncated for s in SCENARIOS)
+    for form in CATALOGUE:
+        assert form.source.startswith(("K ", "KS ", "Koordinator before")), form.id
+        assert any(ch.isdigit() for ch in form.source), form.id  # file:line
+
+
+@pytest.mark.parametrize("message,expected", [
+    ("0/8 nodes are available: 8 Insufficient nvidia.com/gpu.", "Insufficient nvidia.com/gpu"),
+    ("0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+     "2 Insufficient cpu.", "Insufficient cpu"),
+    ("0/0 nodes are available: .", None),
+    ("no nodes", None),
+], ids=["one reason", "two reasons", "empty", "not a fit error"])
+def test_dominant_fit_reason(message: str, expected: str | None) -> None:
+    assert dominant_fit_reason(message) == expected
+
+
+def test_fit_clause_drops_the_post_filter_text() -> None:
+    assert fit_clause("0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate,"
+                      " preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+                      "scheduling.") == "0/2 nodes are available: 2 Insufficient cpu."
+    assert fit_clause("0/2 nodes are available: GangGroup \"a/b\" gets rejected") is None
+
+
+def _classify(items: list[dict]) -> collections.Counter:
+    counts: collections.Counter = collections.Counter()
+    for item in items:
+        if item["kind"] != "Event":
+            continue
+        involved = item["involvedObject"]
+        out = parse_scheduler_event(item["reason"], item["message"], involved["namespace"],
+                                    involved["name"])
+        assert out.parsed and out.form, item["message"]
+        counts[(out.form, out.reason, out.already_wait_for_bound)] += 1
+    return counts
+
+
+# The recording's 4,441 Events by form, reason and alreadyWaitForBound, counted by hand from its
+# messages (grep): 918 taint fit errors + 536 GPU fit errors; 1,834 + 103 + 231 + 29 PreFilter
+# refusals; 607 + 179 releases; 2 basic checks while the first pods were deleted; 1 round end;
+# 1 Unreserve release.
+RECORDING_FORMS = {
+    ("FIT", "node(s) had untolerated taint(s)", None): 918,
+    ("FIT", "Insufficient nvidia.com/gpu", None): 536,
+    ("B2", "GangGroupRejected", 0): 1834 + 103,
+    ("B2", "GangGroupRejected", 1): 231,
+    ("B2", "GangGroupRejected", 2): 29,
+    ("F3", "GangGroupRejected", 2): 607,
+    ("F3", "GangGroupRejected", 1): 179,
+    ("B1c", "GangBasicCheckUnsatisfied", None): 2,
+    ("N1", "GangRoundEnded", None): 1,
+    ("U1", "GangGroupRejected", None): 1,
+}
+
+
+def test_every_event_of_the_real_recording_is_read() -> None:
+    if not RECORDING.exists():
+        pytest.skip(f"{RECORDING} is not on this machine")
+    items = json.loads(gzip.decompress(RECORDING.read_bytes()))["items"]
+    counts = _classify(items)
+    assert sum(counts.values()) == 4441
+    assert dict(counts) == RECORDING_FORMS
+
+
+def test_the_committed_excerpt_of_each_form_is_read() -> None:
+    """``tests/data/koord-v1.8.0-gpu-short-forms.json``: one Event of each distinct message
+    form of the recording (tests/data/README.md)."""
+    items = json.loads(FORMS_EXCERPT.read_text())["items"]
+    counts = _classify(items)
+    assert set(counts) == set(RECORDING_FORMS)  # the taint and GPU refusals share a key
+    assert sum(counts.values()) == len([i for i in items if i["kind"] == "Event"]) == 11

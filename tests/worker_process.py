@@ -1,6 +1,0 @@
-"""Re-export of ``streams.worker_process.running_worker`` for tests (``gangstate worker`` as a
-child process)."""
-
-from streams.worker_process import running_worker
-
-__all__ = ["running_worker"]
