@@ -9,6 +9,7 @@ Kafka is found with ``KAFKA_BOOTSTRAP_SERVERS`` (or ``--bootstrap``), topics wit
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 from pathlib import Path
 
@@ -41,9 +42,9 @@ def _need_kafka(settings: Settings, command: str) -> bool:
 @click.argument("trace", nargs=-1)
 @click.option("--cluster", is_flag=True,
               help="run on the real local control plane instead (etcd, kube-apiserver, "
-                   "koord-scheduler v1.8.0; built on first use, ~5-20 min, then cached): gang "
-                   "jobs held, unfit and fitting, and what the scheduler and gangstate wrote on "
-                   "each pod (about 2 min once built)")
+                   "koord-scheduler v1.8.0; built on first use, ~7 min on 2 cores, then "
+                   "cached): gang jobs held, unfit and fitting, and what the scheduler and "
+                   "gangstate wrote on each pod (about 75 s once built)")
 @kafka_options
 def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
          prefix: str | None) -> int:
@@ -55,6 +56,17 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
 
     traces = [Path(p) for p in trace] if trace else None
     settings = kafka_settings(bootstrap, prefix)
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    # SIGTERM (kill, timeout, a CI cancel) stops the demo as Ctrl-C does: everything it
+    # started is stopped on the way out
+    signal.signal(signal.SIGTERM, interrupt)
+    if settings.bootstrap and not _kafka_reachable(settings.bootstrap):
+        print(f"gangstate demo: cannot reach Kafka at {settings.bootstrap} "
+              f"(KAFKA_BOOTSTRAP_SERVERS); unset it to use a local one", file=sys.stderr)
+        return 1
     try:
         if cluster:
             if traces:
@@ -72,6 +84,20 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
     except KeyboardInterrupt:
         print("gangstate demo: interrupted; everything it started was stopped", file=sys.stderr)
         return 130
+
+
+def _kafka_reachable(bootstrap: str, timeout: float = 5.0) -> bool:
+    """Whether any broker of ``host:port[,host:port]`` answers a metadata request."""
+    from streams.dev.localkafka import broker_module
+
+    module = broker_module()
+    for address in bootstrap.split(","):
+        try:
+            module.metadata(address.strip(), timeout)
+            return True
+        except (OSError, ValueError, module.BrokerError):
+            continue
+    return False
 
 
 @click.command(short_help="run the Faust worker (fold + decisions)")

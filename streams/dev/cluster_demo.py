@@ -2,7 +2,7 @@
 
 Where it sits: the outermost shell, beside ``streams/dev/demo.py`` (the fast default on bundled
 traces). It starts the local control plane (etcd, kube-apiserver, koord-scheduler v1.8.0, two
-fake nodes of 8 cpu, 32Gi and 1 ``nvidia.com/gpu``; built on first use, ~5-20 min on 2 cores,
+fake nodes of 8 cpu, 32Gi and 1 ``nvidia.com/gpu``; built on first use, ~7 min on 2 cores,
 then cached), the local Kafka (unless ``KAFKA_BOOTSTRAP_SERVERS`` is set) and gangstate's chain
 (``watch`` → Kafka → ``worker`` → ``sink``, with the shipped RBAC), creates three gang jobs:
 
@@ -74,7 +74,7 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
     base = settings or Settings.from_env()
     cp = controlplane_module()
     if not cp.is_built():
-        write("building the local control plane (first use only; ~5-20 min on 2 cores) ...")
+        write("building the local control plane (first use only; ~7 min on 2 cores) ...")
     cluster = cp.LocalCluster(progress=lambda line: write(f"  {line}"))
     broker = None
     chain = None
@@ -87,10 +87,13 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
             write("starting the local single-node Kafka (KRaft) ...")
             broker = broker_module().LocalKafka()
             bootstrap = broker.start()
+            write(f"  Kafka at {bootstrap}")
         else:
             bootstrap = base.bootstrap
+            write(f"using Kafka at {bootstrap}")
         run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        settings = Settings(bootstrap=bootstrap, topics=Topics(f"gangstate.demo-{run_id}."),
+        settings = Settings(bootstrap=bootstrap,
+                        topics=Topics(f"{base.topics.prefix}demo-{run_id}."),
                             partitions=base.partitions, app_id=f"gangstate-demo-{run_id}",
                             fold=base.fold)
         assert cluster.workdir is not None
@@ -120,12 +123,19 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
               f"({time.monotonic() - started:.1f} s in all)")
         return 1 if missing else 0
     finally:
+        stopped = []
         if chain is not None:
             chain.stop()
+            stopped.append("gangstate's chain")
         if broker is not None:
             broker.stop()
+            stopped.append("the local Kafka")
+        if cluster.workdir is not None:
+            stopped.append("the control plane")
         cluster.stop()
-        write("stopped the chain, Kafka and the control plane")
+        if stopped:
+            write(f"stopped {', '.join(stopped[:-1]) + ' and ' if len(stopped) > 1 else ''}"
+                  f"{stopped[-1]}")
 
 
 def _report(core: Any, names: list[str], chain: Chain, write: Callable[[str], Any]) -> list[str]:

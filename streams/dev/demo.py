@@ -89,7 +89,8 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
     else:
         bootstrap = base.bootstrap
         write(f"using Kafka at {bootstrap}")
-    settings = Settings(bootstrap=bootstrap, topics=Topics(f"gangstate.demo-{run_id}."),
+    settings = Settings(bootstrap=bootstrap,
+                        topics=Topics(f"{base.topics.prefix}demo-{run_id}."),
                         partitions=base.partitions, app_id=f"gangstate-demo-{run_id}",
                         fold=base.fold)
     try:
