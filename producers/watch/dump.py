@@ -13,7 +13,9 @@ What a dump cannot tell: it is a snapshot, so each Pod and PodGroup appears once
 state, at its creation time (a pod bound later reads as bound from the start; deleted objects
 are absent), and only Events the API server still kept (1 h by default) are there. Events of
 pods that are not in the dump (an earlier incarnation of the same name) are dropped as the live
-watcher drops them (``pod-gone``). Nodes are read but not yet used.
+watcher drops them (``pod-gone``). Nodes and the pods bound to them (any scheduler's) fill the
+per-node cache as they were at the end, so a gang short of a resource is told how much the
+cluster has (``cycle/v1`` ``capacity``).
 
 Must not: decide anything about gangs (that is the core's).
 """
@@ -43,11 +45,13 @@ class DumpError(ValueError):
 
 @dataclass
 class DumpRecords:
-    """The records of a dump, in event-time order, and what was left out, by reason
-    (``nodes``, ``other-kind``, ``other-scheduler``, ``no-gang``, ``pod-gone``, ...)."""
+    """The records of a dump, in event-time order; what was left out, by reason
+    (``other-kind``, ``other-scheduler``, ``no-gang``, ``pod-gone``, ...); and what fed the
+    per-node cache without becoming records (``used``: ``nodes``)."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    used: Counter[str] = field(default_factory=Counter)
 
 
 def read_dump(path: Path) -> dict[str, Any] | None:
@@ -115,14 +119,18 @@ def records_of_dump(doc: dict[str, Any],
     --scheduler-name``. Deterministic."""
     out = DumpRecords()
     timeline: list[tuple[int, int, int, str, dict[str, Any]]] = []
+    nodes: list[dict[str, Any]] = []
+    bound: list[dict[str, Any]] = []
     for index, item in enumerate(doc.get("items") or []):
         if not isinstance(item, dict):
             out.skipped["not-an-object"] += 1
             continue
         kind = item.get("kind")
         if kind == "Node":
-            out.skipped["nodes"] += 1
+            nodes.append(item)
             continue
+        if kind == "Pod" and (item.get("spec") or {}).get("nodeName"):
+            bound.append(item)  # holds its requests on its node, whichever its scheduler
         if kind not in _ORDER:
             out.skipped["other-kind"] += 1
             continue
@@ -140,6 +148,14 @@ def records_of_dump(doc: dict[str, Any],
         timeline.append((at, _ORDER[kind], index, resource, item))
     timeline.sort(key=lambda entry: entry[:3])
     router = GangRouter(scheduler_names=scheduler_names)
+    # the snapshot's Nodes and bound pods make the room the cycle records report (the dump
+    # has no history of them: as they were at the end, for the whole dump)
+    for node in nodes:
+        router.route("nodes", "ADDED", node, None, 0)
+    for pod in bound:
+        router.route("boundpods", "ADDED", pod, None, 0)
+    if nodes:
+        out.used["nodes"] = len(nodes)
 
     def perform(actions: list[Any]) -> None:
         for action in actions:

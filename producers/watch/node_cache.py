@@ -72,7 +72,7 @@ class NodeCache:
         (``None`` when no node is known): ``resource``, ``request``, ``allocatable`` and
         ``free`` (sums over schedulable nodes), ``nodes`` (schedulable ones), ``room`` (members
         of that request that fit now, node by node), ``largest`` (most allocatable on one
-        node), ``tainted`` (schedulable nodes with a NoSchedule/NoExecute taint). Milli-units."""
+        node): the ``capacity`` of a ``gangstate.cycle/v1`` record. Milli-units."""
         rooms = self.rooms()
         if not rooms:
             return None
@@ -84,5 +84,4 @@ class NodeCache:
             "nodes": len(usable),
             "room": sum(r.free(resource) // request for r in usable) if request > 0 else 0,
             "largest": max((r.allocatable.get(resource, 0) for r in usable), default=0),
-            "tainted": sum(1 for r in usable if r.taints),
         }

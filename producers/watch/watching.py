@@ -49,9 +49,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequenc
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from producers.watch.scheduler_events import parse_scheduler_event
+from producers.watch.node_cache import NodeCache
+from producers.watch.scheduler_events import dominant_fit_reason, parse_scheduler_event
 from streams.kafka.settings import Settings
 from streams.wire.contracts import CYCLE_SCHEMA, DEAD_LETTER_SCHEMA, KUBE_SCHEMA
+from streams.core.capacity import pod_requests
 from streams.core.spec import (gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
 from streams.core.timefmt import format_time
@@ -289,11 +291,21 @@ class GangRouter:
     deleted: dict[str, int] = field(default_factory=dict)  # uid -> forget after (micros)
     held: dict[str, list[_Held]] = field(default_factory=dict)  # "ns/name" -> Events
     held_due: int | None = None  # no held Event is due before this (micros); None: none held
+    nodes: NodeCache = field(default_factory=NodeCache)  # room per node, for the shortfall
 
     def route(self, resource: str, type_: str, obj: dict[str, Any],
               prev: dict[str, Any] | None, at: int) -> list[Action]:
         """Actions for one watch event (``type_`` ADDED/MODIFIED/DELETED/SYNC) of ``obj``;
-        ``prev`` is the stream's last known state of the same uid (``None`` if new)."""
+        ``prev`` is the stream's last known state of the same uid (``None`` if new).
+        ``nodes`` and ``boundpods`` (pods of any scheduler bound to a node) only feed the
+        per-node cache (``node_cache.NodeCache``) whose room the cycle records of a gang short
+        of a resource carry; they publish nothing."""
+        if resource == "nodes":
+            self.nodes.node(type_, obj)
+            return []
+        if resource == "boundpods":
+            self.nodes.pod(type_, obj)
+            return []
         if resource == "pods":
             return self._pod(type_, obj, prev, at)
         if resource == "podgroups":
@@ -410,8 +422,31 @@ class GangRouter:
             cycle["already_wait_for_bound"] = outcome.already_wait_for_bound
         if outcome.truncated:
             cycle["source"]["truncated"] = True
+        capacity = self._capacity(ns, outcome.culprit, outcome.fit_error)
+        if capacity is not None:
+            cycle["capacity"] = capacity
         actions.append(Publish(gang, cycle))
         return actions
+
+    def _capacity(self, namespace: str, culprit: str | None,
+                  fit_error: str | None) -> dict[str, Any] | None:
+        """The node cache's room for the culprit's short resource: the dominant reason of its
+        fit error must be ``Insufficient <resource>`` (kube-scheduler v1.35.2
+        ``framework/plugins/noderesources/fit.go:649-735``) and the culprit a known pod with
+        a request of it; ``None`` otherwise or while no node is known."""
+        reason = dominant_fit_reason(fit_error or "")
+        if not culprit or not reason or not reason.startswith("Insufficient "):
+            return None
+        resource = reason[len("Insufficient "):]
+        uid = self.names.get(culprit if "/" in culprit else f"{namespace}/{culprit}")
+        known = self.pods.get(uid) if uid else None
+        if known is None:
+            return None
+        try:
+            request = pod_requests((known[1].get("spec") or {})).get(resource, 0)
+        except ValueError:
+            return None
+        return self.nodes.capacity(resource, request) if request > 0 else None
 
     def expire(self, at: int) -> list[Action]:
         """``Drop("pod-gone")`` for every Event held past its due time: its pod did not show up

@@ -610,7 +610,7 @@ def unschedulable_facts(state: GangState) -> dict[str, Any] | None:
     spec = state.spec
     if spec is not None and state.members and state.bound >= max(spec.min_member, 1):
         return None
-    return episodes.episode_facts(ep, spec.min_member if spec else None)
+    return episodes.episode_facts(ep, spec.min_member if spec else None, state.bound)
 
 
 def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:

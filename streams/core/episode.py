@@ -31,7 +31,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from .records import CycleObserved
+from .capacity import Shortfall, shortfall_text
+from .records import Capacity, CycleObserved
 
 ROUND_ENDED = "GangRoundEnded"
 """Reason of a release at the end of a round without a failure (``all pending pods is already
@@ -57,7 +58,8 @@ class Episode(NamedTuple):
     members seen fitting and waiting at Permit at once (the largest ``alreadyWaitForBound``,
     or the number of members released together at the end of a round); ``released``: members
     released in the current run of round-end releases; ``emitted_at``: when its diagnostic was
-    last emitted (``None``: not yet)."""
+    last emitted (``None``: not yet); ``capacity``: the cluster's room for the short resource
+    the latest failure that carried it reported (``records.Capacity``)."""
 
     since: int
     last_at: int
@@ -66,6 +68,7 @@ class Episode(NamedTuple):
     fit: int = 0
     released: int = 0
     emitted_at: int | None = None
+    capacity: Capacity | None = None
 
 
 def fit_phrase(fit_error: str) -> str:
@@ -137,6 +140,8 @@ def fold_attempt(ep: Episode | None, rec: CycleObserved, quiet: int) -> Episode 
             unfit[culprit] = fit_error if fit_error or known is None else known
         ep = count_round(ep._replace(last_at=max(ep.last_at, rec.at),
                                      unfit=tuple(sorted(unfit.items()))), rec)
+        if rec.capacity is not None and rec.capacity != ep.capacity:
+            ep = ep._replace(capacity=rec.capacity)
         return ep
     if ep is not None and rec.reason == ROUND_ENDED and rec.at <= ep.last_at + quiet:
         return count_round(ep, rec)
@@ -173,13 +178,30 @@ def per_minute(window: tuple[tuple[int, int], ...], now: int) -> int:
     return sum(n for s, n in window if second - STORM_WINDOW_SECONDS < s <= second)
 
 
-def episode_facts(ep: Episode, min_member: int | None) -> dict[str, Any]:
+def episode_facts(ep: Episode, min_member: int | None, bound: int = 0) -> dict[str, Any]:
     """The facts of a ``GangUnschedulable`` diagnostic: ``unfit`` ``{member name: fit error as
     written}``, ``fit`` (members that fit and waited at once, at most), ``min_member`` and
-    ``since`` (microseconds of event time; RFC 3339 in the diagnostic). Rounds and attempts
-    are not among them: they grow while the facts stay true (``material_facts``)."""
-    return {"unfit": dict(ep.unfit), "fit": ep.fit, "min_member": min_member,
-            "since": ep.since}
+    ``since`` (microseconds of event time; RFC 3339 in the diagnostic); with ``capacity``
+    known, ``shortfall``: its fields (milli-units) and ``bound`` (members already bound).
+    Rounds and attempts are not among them: they grow while the facts stay true
+    (``material_facts``)."""
+    facts: dict[str, Any] = {"unfit": dict(ep.unfit), "fit": ep.fit, "min_member": min_member,
+                             "since": ep.since}
+    if ep.capacity is not None:
+        facts["shortfall"] = {**ep.capacity._asdict(), "bound": bound}
+    return facts
+
+
+def shortfall_of(facts: dict[str, Any]) -> Shortfall | None:
+    """The ``capacity.Shortfall`` of a ``GangUnschedulable``'s facts (``None`` without
+    ``shortfall`` or ``min_member``): the gang still has minMember minus bound members to
+    place, each asking ``request``; the cluster's sums and room as the producer saw them."""
+    s = facts.get("shortfall")
+    if s is None or facts.get("min_member") is None:
+        return None
+    return Shortfall(s["resource"], s["request"], max(0, facts["min_member"] - s["bound"]),
+                     s["bound"], s["allocatable"], s["free"], s["nodes"], s["room"],
+                     s["largest"], s["request"] > s["largest"])
 
 
 def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
@@ -209,8 +231,12 @@ def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
     else:
         fitting = f"at most {fit} of minMember {min_member} members " \
                   f"{'fits' if fit == 1 else 'fit'} at once"
-    return (f"gang {gang} cannot be scheduled: {'; '.join(clauses)}; {fitting}; the scheduler "
+    text = (f"gang {gang} cannot be scheduled: {'; '.join(clauses)}; {fitting}; the scheduler "
             f"rejects the whole gang and retries it")
+    short = shortfall_of(facts)
+    if short is not None:
+        text += f"; it {shortfall_text(short)}"
+    return text
 
 
 def unblock_text(facts: dict[str, Any]) -> str:

@@ -52,6 +52,23 @@ class PodGroupObserved(NamedTuple):
     settings: RawSettings
 
 
+class Capacity(NamedTuple):
+    """What the cluster had for the culprit's short resource when the attempt failed (from
+    the watcher's per-node cache; milli-units): ``resource`` (``nvidia.com/gpu``), ``request``
+    (one member's), ``allocatable`` and ``free`` (sums over schedulable nodes), ``nodes``
+    (schedulable ones), ``room`` (members of that request that fit now, node by node),
+    ``largest`` (the most one node has allocatable). ``streams.core.capacity`` does the
+    arithmetic."""
+
+    resource: str
+    request: int
+    allocatable: int
+    free: int
+    nodes: int
+    room: int
+    largest: int
+
+
 class CycleObserved(NamedTuple):
     """One ``gangstate.cycle/v1`` record: one member's outcome in one scheduling cycle.
 
@@ -64,7 +81,8 @@ class CycleObserved(NamedTuple):
     ``fit_error`` that member's fit error as the scheduler wrote it (``0/2 nodes are available:
     2 Insufficient nvidia.com/gpu.``) and ``already_wait_for_bound`` how many members of the
     gang group waited at Permit then (Koordinator's count); each ``None`` when the message does
-    not say (contracts.md, ``gangstate.cycle/v1``).
+    not say; ``capacity`` what the cluster had of the culprit's short resource, when the
+    producer knows its nodes (contracts.md, ``gangstate.cycle/v1``).
     """
 
     at: int
@@ -84,6 +102,7 @@ class CycleObserved(NamedTuple):
     culprit: str | None = None
     fit_error: str | None = None
     already_wait_for_bound: int | None = None
+    capacity: Capacity | None = None
 
 
 class AckObserved(NamedTuple):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 from .episode import Episode, per_minute
-from .records import GangSummarized
+from .records import Capacity, GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
 from .timefmt import format_time
 
@@ -524,15 +524,16 @@ def to_wire(state: GangState) -> dict[str, Any]:
 
 
 def _episode_out(ep: Episode) -> list[Any]:
-    return [ep.since, ep.last_at, ep.rounds, [list(u) for u in ep.unfit], ep.fit, ep.released,
-            ep.emitted_at]
+    row = [ep.since, ep.last_at, ep.rounds, [list(u) for u in ep.unfit], ep.fit, ep.released,
+           ep.emitted_at]
+    return row if ep.capacity is None else row + [list(ep.capacity)]
 
 
 def _episode_in(row: list[Any] | None) -> Episode | None:
     if row is None:
         return None
     return Episode(row[0], row[1], row[2], tuple((a, b) for a, b in row[3]), row[4], row[5],
-                   row[6])
+                   row[6], Capacity(*row[7]) if len(row) > 7 else None)
 
 
 def from_wire(data: Mapping[str, Any]) -> GangState:

@@ -181,6 +181,21 @@ class EventSource(BaseModel):
                                                        "by kube-scheduler")
 
 
+class CapacityFacts(BaseModel):
+    """The cluster's room for the culprit's short resource when an attempt failed, from the
+    producer's per-node cache (Nodes' allocatable, the requests of the pods bound to them).
+    Amounts in milli-units (``"1"`` GPU = 1000, ``"100m"`` cpu = 100)."""
+
+    model_config = ConfigDict(extra="ignore")
+    resource: str = Field(min_length=1, description="e.g. nvidia.com/gpu, cpu, memory")
+    request: int = Field(ge=0, description="one member's request (the culprit's)")
+    allocatable: int = Field(ge=0, description="allocatable, summed over schedulable nodes")
+    free: int = Field(ge=0, description="allocatable minus what bound pods request, summed")
+    nodes: int = Field(ge=0, description="schedulable nodes")
+    room: int = Field(ge=0, description="members of that request that fit now, node by node")
+    largest: int = Field(ge=0, description="the most allocatable on one schedulable node")
+
+
 class CycleRecord(_Timed):
     """``gangstate.cycle/v1``: what the scheduler did with one gang member in one cycle.
 
@@ -223,6 +238,10 @@ class CycleRecord(_Timed):
         default=None, ge=0, description="members of the gang group that waited at Permit when "
                                         "the culprit failed (Koordinator's alreadyWaitForBound);"
                                         " absent when the message does not say")
+    capacity: CapacityFacts | None = Field(
+        default=None, description="what the cluster had of the culprit's short resource "
+                                  "(its fit error says Insufficient <resource>), when the "
+                                  "producer knows the nodes; absent otherwise")
 
     @model_validator(mode="after")
     def _identified(self) -> "CycleRecord":
@@ -356,6 +375,16 @@ class _EventSourceView(TypedDict, total=False):
     truncated: bool
 
 
+class _CapacityView(TypedDict):
+    resource: Annotated[str, Field(min_length=1)]
+    request: Annotated[int, Field(ge=0)]
+    allocatable: Annotated[int, Field(ge=0)]
+    free: Annotated[int, Field(ge=0)]
+    nodes: Annotated[int, Field(ge=0)]
+    room: Annotated[int, Field(ge=0)]
+    largest: Annotated[int, Field(ge=0)]
+
+
 class CycleView(_InputView):
     schema: Literal["gangstate.cycle/v1"]
     scheduler: NotRequired[str]
@@ -373,6 +402,7 @@ class CycleView(_InputView):
     culprit: NotRequired[Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")] | None]
     fit_error: NotRequired[str | None]
     already_wait_for_bound: NotRequired[Annotated[int, Field(ge=0)] | None]
+    capacity: NotRequired[_CapacityView | None]
 
 
 class AckView(_InputView):

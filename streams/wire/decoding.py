@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
                                     SUMMARY_SCHEMA, TICK_SCHEMA, event_time)
-from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
-                           PodObserved, Record, Tick)
+from streams.core.records import (AckObserved, Capacity, CycleObserved, GangSummarized,
+                                  PodGroupObserved, PodObserved, Record, Tick)
 from streams.core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
 
 
@@ -114,7 +114,15 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
         at, get("scheduler", ""), cycle, f"{pod['namespace']}/{pod['name']}",
         pod.get("uid", ""), gang, get("gang_group") or gang, rec["stage"], rec["status"],
         get("reason", ""), get("message", ""), get("representative"), get("node"), attempt,
-        get("culprit"), get("fit_error"), get("already_wait_for_bound")))
+        get("culprit"), get("fit_error"), get("already_wait_for_bound"),
+        _capacity(get("capacity"))))
+
+
+def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
+    if not raw:
+        return None
+    return Capacity(raw["resource"], raw["request"], raw["allocatable"], raw["free"],
+                    raw["nodes"], raw["room"], raw["largest"])
 
 
 def _summary(rec: dict[str, Any], at: int) -> Decoded:

@@ -13,7 +13,7 @@ import pytest
 from producers.watch.dump import DumpError, read_dump, records_of_dump, trace_lines
 from streams.cli import main
 
-RECORDING = Path(__file__).resolve().parents[2] / "shared" / "data" / "koord-v1.8.0" / \
+RECORDING = Path(__file__).resolve().parents[3] / "shared" / "data" / "koord-v1.8.0" / \
     "gpu-short.json.gz"
 GANG = {"gang.scheduling.koordinator.sh/name": "train",
         "gang.scheduling.koordinator.sh/min-available": "2"}
@@ -65,7 +65,9 @@ def test_records_follow_event_time_and_what_is_left_out_is_counted() -> None:
     cycle = out.records[-1]
     assert (cycle["gang"], cycle["stage"], cycle["status"], cycle["reason"], cycle["cycle"]) == (
         "ml/train", "Filter", "Unschedulable", "Insufficient cpu", None)
-    assert out.skipped == {"nodes": 1, "other-scheduler": 1, "pod-gone": 1, "event-reason": 1}
+    assert out.skipped == {"other-scheduler": 1, "pod-gone": 1, "event-reason": 1}
+    assert out.used == {"nodes": 1}
+    assert "capacity" not in cycle  # train-1 requests no cpu: no room to report
 
 
 def test_detection_by_content(tmp_path: Path) -> None:
@@ -121,19 +123,31 @@ def test_the_recorded_dump_of_the_real_scheduler() -> None:
     schemas = [r["schema"] for r in out.records]
     assert schemas.count("gangstate.cycle/v1") == 1687
     assert schemas.count("gangstate.kube/v1") == 3 + 1687
-    assert out.skipped == {"nodes": 2, "pod-gone": 2754}
+    assert out.skipped == {"pod-gone": 2754}
+    assert out.used == {"nodes": 2}
+    # every record whose culprit's fit error is Insufficient nvidia.com/gpu carries the room of
+    # the 2 nodes of 1 GPU (nothing bound): 2 allocatable, 2 free, room for 2 members of 1 GPU
+    rooms = {json.dumps(r["capacity"], sort_keys=True) for r in out.records
+             if r["schema"] == "gangstate.cycle/v1" and "capacity" in r}
+    assert [json.loads(r) for r in rooms] == [{
+        "resource": "nvidia.com/gpu", "request": 1000, "allocatable": 2000, "free": 2000,
+        "nodes": 2, "room": 2, "largest": 1000}]
     assert {r["gang"] for r in out.records if r["schema"] == "gangstate.cycle/v1"} == {"sc-b/gb"}
 
 
 @pytest.mark.skipif(not RECORDING.exists(), reason="the shared recording is not here")
 def test_fold_of_the_recorded_dump_names_the_culprits_and_the_shortage_once(capsys) -> None:
     """issue 14: the recording (1,687 attempts of the 3 pods in ~14 s) folds to one
-    diagnostic, and every member's explain gives the same answer."""
+    diagnostic naming the culprits and the shortage (3 GPUs needed, 2 in the cluster), and
+    every member's explain gives the same answer."""
     assert main(["fold", str(RECORDING), "-o", "json"]) == 0
     folded = json.loads(capsys.readouterr().out)
     text = ("gang sc-b/gb cannot be scheduled: gb-0, gb-1 and gb-2 did not fit (Insufficient "
             "nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members fit at once; the "
-            "scheduler rejects the whole gang and retries it")
+            "scheduler rejects the whole gang and retries it; it needs 3 x 1 nvidia.com/gpu (3 "
+            "members to place); the cluster has 2 allocatable and 2 free on 2 nodes, room for 2 "
+            "members: 1 nvidia.com/gpu more must free up (1 member's worth, each on one node), "
+            "or min-available would have to drop to 2")
     assert [(d["reason"], d["message"]) for d in folded["diagnostics"]] == [
         ("GangUnschedulable", text)]
     answers = set()

@@ -32,7 +32,7 @@ def test_capacity_counts_bound_unfinished_pods_on_schedulable_nodes() -> None:
     cache.pod("ADDED", pod("p4", "a", gpu="1", phase="Succeeded"))  # finished: holds nothing
     assert cache.capacity(GPU, 1000) == {
         "resource": GPU, "request": 1000, "allocatable": 6000, "free": 2000, "nodes": 2,
-        "room": 2, "largest": 4000, "tainted": 1}
+        "room": 2, "largest": 4000}
     # a member of 2 GPUs: 2 free in all, but 1 on each node: no room
     assert cache.capacity(GPU, 2000)["room"] == 0
     # p1 finishes, node b goes away
@@ -40,7 +40,7 @@ def test_capacity_counts_bound_unfinished_pods_on_schedulable_nodes() -> None:
     cache.node("DELETED", node("b", "8"))
     assert cache.capacity(GPU, 2000) == {
         "resource": GPU, "request": 2000, "allocatable": 4000, "free": 4000, "nodes": 1,
-        "room": 2, "largest": 4000, "tainted": 0}
+        "room": 2, "largest": 4000}
 
 
 def test_malformed_quantities_make_no_node_and_no_request() -> None:
@@ -51,3 +51,43 @@ def test_malformed_quantities_make_no_node_and_no_request() -> None:
     cache.pod("ADDED", pod("p1", "a", cpu="many"))
     assert cache.bound == {}
     assert cache.capacity("cpu", 1000)["free"] == 8000
+
+
+def test_the_router_attaches_the_room_of_the_culprits_short_resource() -> None:
+    """A failure whose culprit's fit error is Insufficient nvidia.com/gpu carries the node
+    cache's room for the culprit's request (1 GPU); an Event about another reason carries
+    none."""
+    from producers.watch.watching import GangRouter, Publish
+
+    router = GangRouter()
+    router.route("nodes", "ADDED", node("a", "8", gpu="1"), None, 0)
+    router.route("nodes", "ADDED", node("b", "8", gpu="1"), None, 0)
+    ann = {"gang.scheduling.koordinator.sh/name": "g",
+           "gang.scheduling.koordinator.sh/min-available": "3"}
+    for i in range(3):
+        member = pod(f"uid-{i}", None, gpu="1")
+        member["metadata"].update({"name": f"g-{i}", "namespace": "ns", "annotations": ann,
+                                   "resourceVersion": "1"})
+        member["spec"]["schedulerName"] = "koord-scheduler"
+        router.route("pods", "ADDED", member, None, 0)
+
+    def failed(name: str, message: str) -> dict:
+        actions = router.route("events", "ADDED", {
+            "metadata": {"name": f"{name}.1", "namespace": "ns", "uid": f"ev-{name}"},
+            "involvedObject": {"kind": "Pod", "namespace": "ns", "name": name,
+                               "uid": f"uid-{name[-1]}"},
+            "reason": "FailedScheduling", "message": message, "type": "Warning",
+            "reportingComponent": "koord-scheduler"}, None, 1_000_000)
+        (cycle,) = [a.record for a in actions if isinstance(a, Publish)
+                    and a.record["schema"] == "gangstate.cycle/v1"]
+        return cycle
+
+    own = failed("g-2", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    assert own["capacity"] == {"resource": GPU, "request": 1000, "allocatable": 2000,
+                               "free": 2000, "nodes": 2, "room": 2, "largest": 1000}
+    refused = failed("g-0", '0/2 nodes are available: GangGroup "ns/g" gets rejected due to '
+                            'member Pod "ns/g-2" is unschedulable with reason "0/2 nodes are '
+                            'available: 2 Insufficient nvidia.com/gpu.", alreadyWaitForBound: 0.')
+    assert refused["capacity"] == own["capacity"]  # the culprit's (g-2's) request
+    taints = failed("g-1", "0/2 nodes are available: 2 node(s) had untolerated taint(s).")
+    assert "capacity" not in taints
