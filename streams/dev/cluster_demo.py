@@ -19,14 +19,13 @@ Must not: touch any cluster but the one it starts.
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from streams.kafka.settings import Settings, Topics
+from streams.kafka.settings import Settings
 from streams.dev.localcluster import Chain, controlplane_module, pod_events
-from streams.dev.localkafka import broker_module
+from streams.dev.demo import demo_kafka
 
 NAMESPACE = "gangstate-demo"
 GANG = "gang.scheduling.koordinator.sh/"
@@ -83,19 +82,7 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
         cluster.start(timeout=180)
         write(f"  API server {cluster.server}, 2 fake nodes (8 cpu, 32Gi, 1 nvidia.com/gpu "
               f"each) ({time.monotonic() - started:.1f} s)")
-        if not base.bootstrap:
-            write("starting the local single-node Kafka (KRaft) ...")
-            broker = broker_module().LocalKafka()
-            bootstrap = broker.start()
-            write(f"  Kafka at {bootstrap}")
-        else:
-            bootstrap = base.bootstrap
-            write(f"using Kafka at {bootstrap}")
-        run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        settings = Settings(bootstrap=bootstrap,
-                        topics=Topics(f"{base.topics.prefix}demo-{run_id}."),
-                            partitions=base.partitions, app_id=f"gangstate-demo-{run_id}",
-                            fold=base.fold)
+        broker, settings = demo_kafka(base, write)
         assert cluster.workdir is not None
         chain = Chain(cluster, settings, cluster.workdir / "gangstate-logs", _free_port())
         write("starting gangstate watch, worker and sink (shipped RBAC) ...")

@@ -66,6 +66,28 @@ def _delete_run_topics(settings: Settings, write: Callable[[str], Any]) -> None:
               f"{settings.topics.prefix} and {settings.app_id}-")
 
 
+def demo_kafka(base: Settings, write: Callable[[str], Any]) -> tuple[Any, Settings]:
+    """The demo's Kafka and settings: the local broker started when ``base`` names none
+    (returned, for the caller to stop; else ``None``), and a topic prefix and app id of this
+    run's own (``<prefix>demo-<time>-<random>.``, ``gangstate-demo-<time>-<random>``). Raises
+    the broker module's ``BrokerError`` when the local Kafka cannot start."""
+    run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    broker = None
+    if not base.bootstrap:
+        started = time.monotonic()
+        write("starting the local single-node Kafka (KRaft) ...")
+        broker = broker_module().LocalKafka()
+        bootstrap = broker.start()
+        write(f"  Kafka at {bootstrap} ({time.monotonic() - started:.1f} s)")
+    else:
+        bootstrap = base.bootstrap
+        write(f"using Kafka at {bootstrap}")
+    return broker, Settings(bootstrap=bootstrap,
+                            topics=Topics(f"{base.topics.prefix}demo-{run_id}."),
+                            partitions=base.partitions, app_id=f"gangstate-demo-{run_id}",
+                            fold=base.fold)
+
+
 def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = None,
              write: Callable[[str], Any] = print, timeout: float = 180.0) -> int:
     """Run the demo; returns 0 when the Kafka path matched the offline fold, 1 otherwise.
@@ -78,21 +100,8 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
 
     base = settings or Settings.from_env()
     traces = traces or bundled_traces()
-    run_id = f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    broker = None
     started = time.monotonic()
-    if not base.bootstrap:
-        write("starting the local single-node Kafka (KRaft) ...")
-        broker = broker_module().LocalKafka()
-        bootstrap = broker.start()
-        write(f"  Kafka at {bootstrap} ({time.monotonic() - started:.1f} s)")
-    else:
-        bootstrap = base.bootstrap
-        write(f"using Kafka at {bootstrap}")
-    settings = Settings(bootstrap=bootstrap,
-                        topics=Topics(f"{base.topics.prefix}demo-{run_id}."),
-                        partitions=base.partitions, app_id=f"gangstate-demo-{run_id}",
-                        fold=base.fold)
+    broker, settings = demo_kafka(base, write)
     try:
         at = parse_time(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         lines = merged_by_time(traces)
