@@ -67,7 +67,40 @@ WATCH_TIMEOUT_MARGIN = 5.0
 """Seconds by which the server-side ``timeoutSeconds`` of a watch must undercut the client's
 read timeout, so that the API server ends a quiet watch before the client gives up on it."""
 _KINDS = {"pods": ("Pod", "v1"), "events": ("Event", "v1"),
-          "podgroups": ("PodGroup", f"{PODGROUP_GROUP}/{PODGROUP_VERSION}")}
+          "podgroups": ("PodGroup", f"{PODGROUP_GROUP}/{PODGROUP_VERSION}"),
+          "nodes": ("Node", "v1"), "boundpods": ("Pod", "v1")}
+CAPACITY_RESOURCES = ("nodes", "boundpods")
+"""Streams that only feed the per-node cache (``node_cache.NodeCache``): Nodes, and every
+pod bound to a node (any scheduler's: they hold what the gang's members would need)."""
+
+
+def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """Keep of a Node or a bound Pod only what the per-node cache reads (name, uid,
+    resourceVersion; a Node's ``spec.unschedulable``, taints and ``status.allocatable``; a
+    Pod's node, container and init-container requests, overhead and phase), so that the
+    watcher's memory for a large cluster stays small. Other resources pass unchanged. Pure."""
+    if resource not in CAPACITY_RESOURCES:
+        return obj
+    meta = obj.get("metadata") or {}
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    out: dict[str, Any] = {"metadata": {k: meta[k] for k in ("name", "namespace", "uid",
+                                                             "resourceVersion") if k in meta}}
+    if resource == "nodes":
+        out["spec"] = {k: spec[k] for k in ("unschedulable", "taints") if k in spec}
+        out["status"] = {"allocatable": status.get("allocatable") or {}}
+        return out
+
+    def requests(containers: Any) -> list[dict[str, Any]]:
+        return [{"resources": {"requests": (c.get("resources") or {}).get("requests") or {}},
+                 **({"restartPolicy": c["restartPolicy"]} if "restartPolicy" in c else {})}
+                for c in containers or []]
+
+    out["spec"] = {"nodeName": spec.get("nodeName"),
+                   "containers": requests(spec.get("containers")),
+                   "initContainers": requests(spec.get("initContainers")),
+                   **({"overhead": spec["overhead"]} if spec.get("overhead") else {})}
+    out["status"] = {"phase": status.get("phase")}
+    return out
 
 
 def wall_clock_micros() -> int:
@@ -104,13 +137,16 @@ class WatchConfig:
     watches reading (backpressure). ``hold_events``: how long an Event whose pod is not known
     yet waits for the pod before it is dropped as ``pod-gone``. ``remember_deleted``: how long
     a deleted pod's gang is kept for late Events. ``crd_recheck``: how often a missing
-    PodGroup CRD is looked for again (reported once).
+    PodGroup CRD is looked for again (reported once). ``capacity``: also list+watch Nodes and
+    the pods bound to them, cluster-wide (slimmed to what the per-node cache reads), so that
+    the cycle records of a gang short of a resource carry the cluster's room for it.
     """
 
     namespaces: tuple[str, ...] = ()
     scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULERS
     event_reasons: tuple[str, ...] = DEFAULT_EVENT_REASONS
     podgroups: bool = True
+    capacity: bool = True
     page_size: int = 500
     watch_timeout: int = 60
     connect_timeout: float = 10.0
@@ -163,6 +199,9 @@ def plan_streams(config: WatchConfig) -> list[StreamSpec]:
                for ns in namespaces for name in config.scheduler_names]
     if config.podgroups:
         streams += [StreamSpec("podgroups", ns, "") for ns in namespaces]
+    if config.capacity:  # the room a gang needs is cluster-wide, whatever the namespaces
+        streams += [StreamSpec("nodes", None, ""), StreamSpec("boundpods", None,
+                                                               "spec.nodeName!=")]
     streams += [StreamSpec("events", ns, f"involvedObject.kind=Pod,reason={reason}")
                 for ns in namespaces for reason in config.event_reasons]
     return streams
@@ -603,9 +642,11 @@ class _Stream(threading.Thread):
                                                             PODGROUP_PLURAL, **kwargs)
             else:
                 resp = custom.list_cluster_custom_object(*args, PODGROUP_PLURAL, **kwargs)
+        elif spec.resource == "nodes":
+            resp = client.CoreV1Api(api).list_node(**kwargs)
         else:
             core = client.CoreV1Api(api)
-            name = "pod" if spec.resource == "pods" else "event"
+            name = "event" if spec.resource == "events" else "pod"
             if spec.namespace:
                 resp = getattr(core, f"list_namespaced_{name}")(spec.namespace, **kwargs)
             else:
@@ -695,6 +736,7 @@ class _Stream(threading.Thread):
                     items, rv = self._list()
                     if listed_once:
                         w.metrics.relists.labels(resource).inc()
+                    items = [slim(resource, o) for o in items]
                     for type_, obj in relist_diff(self.known, items):
                         uid = obj["metadata"]["uid"]
                         w.enqueue(_Item(resource, type_, obj, self.known.get(uid)))
@@ -718,6 +760,7 @@ class _Stream(threading.Thread):
                                 raise _Gone(obj.get("message", ""))
                             raise ApiError(int(obj.get("code") or 500), obj.get("reason", ""),
                                            obj.get("message", ""))
+                        obj = slim(resource, obj)
                         meta = obj.get("metadata") or {}
                         uid = meta.get("uid")
                         if not uid or type_ not in ("ADDED", "MODIFIED", "DELETED"):

@@ -193,23 +193,23 @@ def format_quantity(resource: str, milli: int) -> str:
 
 def shortfall_text(s: Shortfall) -> str:
     """One sentence for people, e.g. ``needs 3 x 1 nvidia.com/gpu (3 members to place); the
-    cluster has 2 allocatable and 2 free on 2 nodes, room for 2 members: 1 nvidia.com/gpu more
-    must free up (1 member's worth, each on one node), or min-available would have to drop to
-    2``."""
+    cluster has 2 allocatable on 2 nodes, room for 2 members now: 1 nvidia.com/gpu more must
+    free up (1 member's worth, each on one node), or min-available would have to drop to 2``.
+    What is free is told by the room (members that fit now, node by node), not summed: a sum
+    of scattered free amounts misleads."""
     def q(milli: int) -> str:
         return format_quantity(s.resource, milli)
 
     head = (f"needs {s.needed} x {q(s.request)} {s.resource} ({s.needed} "
             f"{'member' if s.needed == 1 else 'members'} to place); the cluster has "
-            f"{q(s.allocatable)} allocatable and {q(s.free)} free on {s.nodes} "
-            f"{'node' if s.nodes == 1 else 'nodes'}")
+            f"{q(s.allocatable)} allocatable on {s.nodes} {'node' if s.nodes == 1 else 'nodes'}")
     if s.never_fits:
         return (f"{head}: one member's {q(s.request)} is more than any node has allocatable "
                 f"(at most {q(s.largest)}), so it can never fit")
     if s.missing_members == 0:
-        return f"{head}, room for {s.room}: enough now"
+        return f"{head}, room for {s.room} now: enough"
     missing = s.missing_members
     worth = "1 member's" if missing == 1 else f"{missing} members'"
-    return (f"{head}, room for {s.room} {'member' if s.room == 1 else 'members'}: "
+    return (f"{head}, room for {s.room} {'member' if s.room == 1 else 'members'} now: "
             f"{q(missing * s.request)} {s.resource} more must free up ({worth} worth, each on "
             f"one node), or min-available would have to drop to {s.bound + s.room}")

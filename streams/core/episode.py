@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from .capacity import Shortfall, shortfall_text
+from .capacity import Shortfall, format_quantity, shortfall_text
 from .records import Capacity, CycleObserved
 
 ROUND_ENDED = "GangRoundEnded"
@@ -182,13 +182,16 @@ def episode_facts(ep: Episode, min_member: int | None, bound: int = 0) -> dict[s
     """The facts of a ``GangUnschedulable`` diagnostic: ``unfit`` ``{member name: fit error as
     written}``, ``fit`` (members that fit and waited at once, at most), ``min_member`` and
     ``since`` (microseconds of event time; RFC 3339 in the diagnostic); with ``capacity``
-    known, ``shortfall``: its fields (milli-units) and ``bound`` (members already bound).
+    known, ``shortfall``: its fields but ``free`` (milli-units) and ``bound`` (members already
+    bound).
     Rounds and attempts are not among them: they grow while the facts stay true
     (``material_facts``)."""
     facts: dict[str, Any] = {"unfit": dict(ep.unfit), "fit": ep.fit, "min_member": min_member,
                              "since": ep.since}
     if ep.capacity is not None:
-        facts["shortfall"] = {**ep.capacity._asdict(), "bound": bound}
+        room = ep.capacity._asdict()
+        del room["free"]  # changes with every pod bound elsewhere; the room tells what matters
+        facts["shortfall"] = {**room, "bound": bound}
     return facts
 
 
@@ -200,7 +203,7 @@ def shortfall_of(facts: dict[str, Any]) -> Shortfall | None:
     if s is None or facts.get("min_member") is None:
         return None
     return Shortfall(s["resource"], s["request"], max(0, facts["min_member"] - s["bound"]),
-                     s["bound"], s["allocatable"], s["free"], s["nodes"], s["room"],
+                     s["bound"], s["allocatable"], s.get("free", 0), s["nodes"], s["room"],
                      s["largest"], s["request"] > s["largest"])
 
 
@@ -243,8 +246,25 @@ def unblock_text(facts: dict[str, Any]) -> str:
     """What would let a gang with a failure episode be scheduled, for people: room for the
     members that did not fit, or a smaller minMember when some fit, e.g. ``free capacity so
     that 1 more member fits alongside the 2 that fit (Insufficient nvidia.com/gpu on 2 of 2
-    nodes), or lower minMember to 2; the gang is retried as a whole``. Pure."""
+    nodes), or lower minMember to 2; the gang is retried as a whole``; with the cluster's room
+    known (``shortfall``), how much of the resource must free up, or that a member can never
+    fit. Pure."""
     phrases = "; ".join(sorted({fit_phrase(f) for f in facts["unfit"].values()}))
+    short = shortfall_of(facts)
+    if short is not None:
+        def q(milli: int) -> str:
+            return format_quantity(short.resource, milli)
+
+        if short.never_fits:
+            return (f"one member asks {q(short.request)} {short.resource}, more than any node has "
+                    f"allocatable (at most {q(short.largest)}): lower its request or add a node "
+                    f"with more; the gang is retried as a whole")
+        if short.missing_members:
+            missing = short.missing_members
+            worth = "1 member's" if missing == 1 else f"{missing} members'"
+            return (f"free {q(missing * short.request)} {short.resource} ({worth} worth, each on "
+                    f"one node), or lower minMember to {short.bound + short.room}; the gang is "
+                    f"retried as a whole")
     fit, min_member = facts["fit"], facts["min_member"]
     if fit and min_member is not None and fit < min_member:
         more = min_member - fit

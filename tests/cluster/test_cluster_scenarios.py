@@ -366,12 +366,15 @@ def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1A
     names = [f"gpu-{i}" for i in range(3)]
     create(core_v1, custom_objects, [pod(ns, n, gang="gpu", min_available=3, gpu=1)
                                      for n in names])
+    # the shortfall: 3 members of 1 GPU to place; 2 GPUs allocatable (no other pod asks GPUs)
     message = ("gang sc-gpu-short/gpu cannot be scheduled: gpu-0, gpu-1 and gpu-2 did not fit "
                "(Insufficient nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members "
-               "fit at once; the scheduler rejects the whole gang and retries it")
-    unblock = ("free capacity so that 1 more member fits alongside the 2 that fit (Insufficient "
-               "nvidia.com/gpu on 2 of 2 nodes), or lower minMember to 2; the gang is retried as "
-               "a whole")
+               "fit at once; the scheduler rejects the whole gang and retries it; it needs 3 x 1 "
+               "nvidia.com/gpu (3 members to place); the cluster has 2 allocatable on 2 nodes, "
+               "room for 2 members now: 1 nvidia.com/gpu more must free up (1 member's worth, "
+               "each on one node), or min-available would have to drop to 2")
+    unblock = ("free 1 nvidia.com/gpu (1 member's worth, each on one node), or lower minMember "
+               "to 2; the gang is retried as a whole")
     try:
         for name in names:
             events = wait_message(core_v1, chain, ns, name, "GangUnschedulable", message)
@@ -395,12 +398,14 @@ def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.Core
     create_namespace(core_v1, ns)
     create(core_v1, custom_objects, [pod(ns, "big-0", gang="big", min_available=2),
                                      pod(ns, "big-1", gang="big", min_available=2, cpu="100")])
+    # big-1 asks 100 cpu; the nodes have 8 allocatable each: it can never fit
     message = ("gang sc-cpu-member/big cannot be scheduled: big-1 did not fit (Insufficient cpu "
                "on 2 of 2 nodes); at most 1 of minMember 2 members fits at once; the scheduler "
-               "rejects the whole gang and retries it")
-    unblock = ("free capacity so that 1 more member fits alongside the 1 that fits "
-               "(Insufficient cpu on 2 of 2 nodes), or lower minMember to 1; the gang is "
-               "retried as a whole")
+               "rejects the whole gang and retries it; it needs 2 x 100 cpu (2 members to "
+               "place); the cluster has 16 allocatable on 2 nodes: one member's 100 is more "
+               "than any node has allocatable (at most 8), so it can never fit")
+    unblock = ("one member asks 100 cpu, more than any node has allocatable (at most 8): lower "
+               "its request or add a node with more; the gang is retried as a whole")
     try:
         for name in ("big-0", "big-1"):
             wait_message(core_v1, chain, ns, name, "GangUnschedulable", message)

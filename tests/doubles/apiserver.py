@@ -85,8 +85,9 @@ KINDS: dict[str, _Kind] = {
                        "PodGroup", "scheduling.sigs.k8s.io/v1alpha1", False),
     "events.k8s.io": _Kind("events.k8s.io", "/apis/events.k8s.io/v1", "events", "Event",
                            "events.k8s.io/v1", True),
+    "nodes": _Kind("nodes", "/api/v1", "nodes", "Node", "v1", True),
 }
-_ALIASES = {"pod": "pods", "podgroup": "podgroups", "event": "events"}
+_ALIASES = {"pod": "pods", "podgroup": "podgroups", "event": "events", "node": "nodes"}
 
 
 def kind_key(kind: str, api_version: str | None = None) -> str:

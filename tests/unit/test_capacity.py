@@ -54,8 +54,8 @@ def test_gpu_short_needs_three_gpus_and_the_cluster_has_two() -> None:
     assert (s.needed, s.allocatable, s.free, s.nodes, s.room, s.missing_members, s.never_fits) \
         == (3, 2000, 2000, 2, 2, 1, False)
     assert shortfall_text(s) == (
-        "needs 3 x 1 nvidia.com/gpu (3 members to place); the cluster has 2 allocatable and 2 "
-        "free on 2 nodes, room for 2 members: 1 nvidia.com/gpu more must free up (1 member's "
+        "needs 3 x 1 nvidia.com/gpu (3 members to place); the cluster has 2 allocatable on 2 "
+        "nodes, room for 2 members now: 1 nvidia.com/gpu more must free up (1 member's "
         "worth, each on one node), or min-available would have to drop to 2")
 
 
@@ -64,7 +64,7 @@ def test_a_member_larger_than_any_node_never_fits() -> None:
                   nodes=nodes_of_the_recording())
     assert s.never_fits and s.largest == 8000
     assert shortfall_text(s) == (
-        "needs 2 x 100 cpu (2 members to place); the cluster has 16 allocatable and 16 free on "
+        "needs 2 x 100 cpu (2 members to place); the cluster has 16 allocatable on "
         "2 nodes: one member's 100 is more than any node has allocatable (at most 8), so it "
         "can never fit")
 
@@ -88,14 +88,14 @@ def test_free_room_is_counted_node_by_node_and_unschedulable_nodes_are_left_out(
     assert (s.needed, s.allocatable, s.free, s.nodes, s.room, s.missing_members) == \
         (3, 12000, 7000, 3, 2, 1)
     assert shortfall_text(s).endswith(
-        "room for 2 members: 2 cpu more must free up (1 member's worth, each on one node), or "
+        "room for 2 members now: 2 cpu more must free up (1 member's worth, each on one node), or "
         "min-available would have to drop to 3")
 
 
 def test_enough_room() -> None:
     s = shortfall(GPU, 1000, min_member=2, bound=0, nodes=nodes_of_the_recording())
     assert s.missing_members == 0
-    assert shortfall_text(s).endswith("room for 2: enough now")
+    assert shortfall_text(s).endswith("room for 2 now: enough")
 
 
 @pytest.mark.parametrize("resource,milli,text", [

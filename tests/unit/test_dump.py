@@ -145,8 +145,8 @@ def test_fold_of_the_recorded_dump_names_the_culprits_and_the_shortage_once(caps
     text = ("gang sc-b/gb cannot be scheduled: gb-0, gb-1 and gb-2 did not fit (Insufficient "
             "nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members fit at once; the "
             "scheduler rejects the whole gang and retries it; it needs 3 x 1 nvidia.com/gpu (3 "
-            "members to place); the cluster has 2 allocatable and 2 free on 2 nodes, room for 2 "
-            "members: 1 nvidia.com/gpu more must free up (1 member's worth, each on one node), "
+            "members to place); the cluster has 2 allocatable on 2 nodes, room for 2 "
+            "members now: 1 nvidia.com/gpu more must free up (1 member's worth, each on one node), "
             "or min-available would have to drop to 2")
     assert [(d["reason"], d["message"]) for d in folded["diagnostics"]] == [
         ("GangUnschedulable", text)]

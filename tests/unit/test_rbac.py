@@ -22,7 +22,11 @@ from streams.events.sink import Forbidden, GivenUp, request_attributes
 from tests.doubles.apiserver import ApiServerDouble, RequestAttributes, eventually
 from tests.doubles.apiserver import request_attributes as server_request_attributes
 from tests.unit.test_event_sink import diagnostics_of, make_sink
-from tests.unit.test_watch import MemoryPublisher, SETTINGS, pod, run_watcher
+from producers.watch.watching import WatchConfig
+from tests.unit.test_watch import FAST, MemoryPublisher, SETTINGS, pod, run_watcher
+
+#: the watcher as shipped: with the Node and bound-pod streams of the shortfall
+SHIPPED = WatchConfig(**{**FAST.__dict__, "capacity": True})
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 
@@ -99,6 +103,7 @@ def test_the_manifests_name_one_service_account_for_the_sink_and_the_watcher() -
     assert service_account("sink") == service_account("watch") == ("gangstate", "gangstate")
     assert granted(rules_for("gangstate", "gangstate")) == {
         ("", "pods", "list"), ("", "pods", "watch"),
+            ("", "nodes", "list"), ("", "nodes", "watch"),
         ("scheduling.sigs.k8s.io", "podgroups", "list"),
         ("scheduling.sigs.k8s.io", "podgroups", "watch"),
         ("", "events", "list"), ("", "events", "watch"),
@@ -147,9 +152,10 @@ def test_the_watcher_lists_and_watches_with_the_shipped_rbac(server: ApiServerDo
     server.allow_only(rules_for(*service_account("watch")), user("watch"))
     server.apply(pod("w-0"))
     publisher = MemoryPublisher()
-    watcher = run_watcher(server, publisher)
+    watcher = run_watcher(server, publisher, SHIPPED)
     try:
-        eventually(lambda: server.open_watches() == 4)  # pods, podgroups, 2 Event reasons
+        # pods, podgroups, nodes, bound pods, 2 Event reasons
+        eventually(lambda: server.open_watches() == 6)
         server.apply(pod("w-1"))
         eventually(lambda: [r["object"]["metadata"]["name"]
                             for _, r in publisher.on(SETTINGS.topics.gang_events)
@@ -158,6 +164,7 @@ def test_the_watcher_lists_and_watches_with_the_shipped_rbac(server: ApiServerDo
         watcher.stop()
     assert server.forbidden == []
     assert used(server) == {("", "pods", "list"), ("", "pods", "watch"),
+            ("", "nodes", "list"), ("", "nodes", "watch"),
                             ("scheduling.sigs.k8s.io", "podgroups", "list"),
                             ("scheduling.sigs.k8s.io", "podgroups", "watch"),
                             ("", "events", "list"), ("", "events", "watch")}
@@ -169,9 +176,9 @@ def test_every_granted_verb_is_used_and_none_is_refused(server: ApiServerDouble)
     rules = rules_for(*service_account("watch")) + rules_for(*service_account("sink"))
     server.allow_only(rules, user("sink"))
     publisher = MemoryPublisher()
-    watcher = run_watcher(server, publisher)
+    watcher = run_watcher(server, publisher, SHIPPED)
     try:
-        eventually(lambda: server.open_watches() == 4)
+        eventually(lambda: server.open_watches() == 6)
     finally:
         watcher.stop()
     for api in ("core/v1", "events.k8s.io/v1"):

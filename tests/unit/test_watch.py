@@ -31,7 +31,8 @@ from tests.doubles.apiserver import ApiServerDouble, eventually
 CASES = Path(__file__).resolve().parents[1] / "cases"
 SETTINGS = Settings(bootstrap=None, topics=Topics("test."))
 FAST = WatchConfig(read_timeout=35.0, watch_timeout=30, backoff_base=0.02, backoff_cap=0.2,
-                   tick_interval=None, flush_interval=0.05, hold_events=0.3, crd_recheck=60.0)
+                   tick_interval=None, flush_interval=0.05, hold_events=0.3, crd_recheck=60.0,
+                   capacity=False)  # the Node and bound-pod streams: test_capacity_streams_*
 T0 = parse_time("2026-11-02T09:00:00Z")
 
 
@@ -130,12 +131,14 @@ def test_plan_streams_one_selector_per_scheduler_and_reason() -> None:
         StreamSpec("pods", "b", "spec.schedulerName=koord-scheduler"),
         StreamSpec("pods", "b", "spec.schedulerName=s2"),
         StreamSpec("podgroups", "a", ""), StreamSpec("podgroups", "b", ""),
+        # the room on nodes is cluster-wide, whatever the namespaces
+        StreamSpec("nodes", None, ""), StreamSpec("boundpods", None, "spec.nodeName!="),
         StreamSpec("events", "a", "involvedObject.kind=Pod,reason=FailedScheduling"),
         StreamSpec("events", "a", "involvedObject.kind=Pod,reason=Scheduled"),
         StreamSpec("events", "b", "involvedObject.kind=Pod,reason=FailedScheduling"),
         StreamSpec("events", "b", "involvedObject.kind=Pod,reason=Scheduled"),
     ]
-    assert plan_streams(WatchConfig(podgroups=False, event_reasons=())) == [
+    assert plan_streams(WatchConfig(podgroups=False, capacity=False, event_reasons=())) == [
         StreamSpec("pods", None, "spec.schedulerName=koord-scheduler")]
 
 
@@ -919,3 +922,43 @@ def test_a_watch_silent_past_the_read_timeout_resumes_at_debug_level(
     assert _warnings(caplog) == []
     assert any(r.levelno == logging.DEBUG and "nothing received for 1.5 s" in r.getMessage()
                and "Read timed out" in r.getMessage() for r in caplog.records)
+
+
+def test_capacity_streams_fill_the_node_cache_with_slim_objects(server: ApiServerDouble) -> None:
+    """The Node and bound-pod streams (cluster-wide, ``spec.nodeName!=``) feed the router's
+    per-node cache and publish nothing; what the stream keeps is slimmed to what the cache
+    reads."""
+    server.apply({"apiVersion": "v1", "kind": "Node",
+                  "metadata": {"name": "gpu-1", "labels": {"big": "label"}},
+                  "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]},
+                  "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"},
+                             "images": [{"names": ["a-large-list"]}]}})
+    server.apply({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": "other", "namespace": "web", "annotations": {"x": "y"}},
+                  "spec": {"schedulerName": "default-scheduler", "nodeName": "gpu-1",
+                           "containers": [{"name": "c", "image": "nginx", "env": [
+                               {"name": "SECRET", "value": "s"}],
+                               "resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
+                  "status": {"phase": "Running"}})
+    server.apply({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": "pending", "namespace": "web"},
+                  "spec": {"schedulerName": "default-scheduler", "containers": [
+                      {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}})
+    publisher = MemoryPublisher()
+    watcher = run_watcher(server, publisher,
+                          WatchConfig(**{**FAST.__dict__, "capacity": True}))
+    try:
+        eventually(lambda: watcher.router.nodes.capacity("nvidia.com/gpu", 1000) == {
+            "resource": "nvidia.com/gpu", "request": 1000, "allocatable": 4000, "free": 1000,
+            "nodes": 1, "room": 1, "largest": 4000})
+        (bound,) = [s for s in watcher.streams if s.spec.resource == "boundpods"]
+        (kept,) = bound.known.values()
+        assert kept["spec"] == {"nodeName": "gpu-1", "containers": [
+            {"resources": {"requests": {"nvidia.com/gpu": "3"}}}], "initContainers": []}
+        (nodes,) = [s for s in watcher.streams if s.spec.resource == "nodes"]
+        (node,) = nodes.known.values()
+        assert node["status"] == {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}}
+        assert "labels" not in node["metadata"]
+    finally:
+        watcher.stop()
+    assert published_kube(publisher) == []  # neither stream publishes (no gang pods here)
