@@ -9,7 +9,8 @@ Sources (Koordinator): ``apis/extension/coscheduling.go`` (label and annotation 
 ``pkg/scheduler/plugins/coscheduling/core/gang.go`` (``tryInitByPodConfig``,
 ``tryInitByPodGroup``), ``pkg/scheduler/plugins/coscheduling/util/gang_helper.go``
 (``GetGangNameByPod``, ``GetGangGroupId``, wait-time parsing), and
-``core/gang_cache_test.go``; summarised in ``../shared/brief/gang-semantics.md``.
+``core/gang_cache_test.go``, at v1.8.0 (``docs/koordinator-rules.md`` lists where v1.8.0
+differs from older releases).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Where it sits: the edge of the pipeline. Producers, the Faust worker, the offline fold and the
 audit tap validate raw Kafka values / trace lines against these models before anything else
-touches them. These models are the public interface described in
-``../shared/brief/contracts.md`` (schemas ``gangstate.kube/v1``, ``gangstate.cycle/v1``,
+touches them. These models are the public interface described in ``docs/contracts.md``
+(schemas ``gangstate.kube/v1``, ``gangstate.cycle/v1``,
 ``gangstate.ack/v1``, ``gangstate.tick/v1``, ``gangstate.command/v1``,
 ``gangstate.diagnostic/v1``, ``gangstate.dead-letter/v1``); ``gangstate schema`` writes their JSON
 Schemas to ``docs/schemas/``.
@@ -12,7 +12,7 @@ What it must not do: hold any gang logic. Field names are fixed by the contract;
 fields is allowed, renaming is not. Kubernetes objects inside ``gangstate.kube/v1`` are kept as
 raw JSON (``RawObject``): only the envelope and the ``metadata`` fields the fold reads are
 validated, because a full Pod validation would cost more than the fold itself
-(``../shared/brief/benchmarks.md``, "decode").
+(``docs/benchmarks.md``, "decode").
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import NotRequired, Required, TypedDict
 
-from streams.core.timefmt import format_time, parse_time
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+# the ids of the records the core writes are the core's own (the core imports nothing from here)
+from streams.core.decide import COMMAND_SCHEMA, DIAGNOSTIC_SCHEMA, SUMMARY_SCHEMA
+from streams.core.timefmt import format_time, parse_time
 
 KUBE_SCHEMA = "gangstate.kube/v1"
 CYCLE_SCHEMA = "gangstate.cycle/v1"
 ACK_SCHEMA = "gangstate.ack/v1"
 TICK_SCHEMA = "gangstate.tick/v1"
-SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
-COMMAND_SCHEMA = "gangstate.command/v1"
-DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
 DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
 
 Stage = Literal[
