@@ -25,7 +25,7 @@ What it must not do: listen on anything but loopback, download anything but Go m
 leave processes or files behind after :meth:`LocalCluster.stop`.
 
 Public API: :func:`build`, :class:`LocalCluster`, :class:`NodeSpec`, :class:`ClusterError`,
-:func:`terminate`, :data:`VERSIONS`, :func:`cache_root`.
+:func:`terminate`, :func:`free_ports`, :data:`VERSIONS`, :func:`cache_root`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -51,7 +50,7 @@ import urllib.request
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 #: Pinned versions. Koordinator v1.8.0's go.mod pins k8s.io/kubernetes v1.35.2; etcd v3.6.5 is
 #: the etcd release Kubernetes v1.35 is tested with (kubernetes build/dependencies.yaml).
@@ -116,46 +115,31 @@ class ClusterError(RuntimeError):
     """
 
 
-def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+def _load_broker_script() -> Any:
+    """``deploy/kafka/broker.py``, whose standard-library helpers (cache root, file lock, log
+    tails, free ports) this script shares; loaded once, under the module name
+    ``streams.dev.localkafka`` gives it too."""
+    import importlib.util
+
+    name = "gangstate_local_kafka"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).resolve().parents[1] / "kafka" / "broker.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-def _file_tail(path: Path, lines: int = 40) -> str:
-    try:
-        return _tail(path.read_text(errors="replace"), lines)
-    except OSError:
-        return ""
-
-
-def cache_root() -> Path:
-    """Return gangstate's cache root: ``$GANGSTATE_CACHE`` or ``~/.cache/gangstate``."""
-    env = os.environ.get("GANGSTATE_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "gangstate"
+_SHARED = _load_broker_script()
+cache_root = _SHARED.cache_root
+_tail, _file_tail, free_ports = _SHARED.tail, _SHARED.file_tail, _SHARED.free_ports
 
 
 def _version_key() -> str:
     return "-".join(f"{name}-{VERSIONS[name]}" for name in ("etcd", "kubernetes", "koordinator")) \
         + f"-r{_RECIPE}"
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path, progress: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``path`` (POSIX ``flock``) for the block; when another
-    holder has it, say so through ``progress`` before waiting."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress is not None:
-                progress(f"waiting for another build of the control plane (lock {path}) ...")
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 # -- build ---------------------------------------------------------------------------------------
@@ -293,7 +277,9 @@ def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
     bindir = binaries_dir(cache_dir)
     base = bindir.parent
     base.mkdir(parents=True, exist_ok=True)
-    with _file_lock(base / ".lock", progress):
+    lock = base / ".lock"
+    with _SHARED.file_lock(lock, lambda: progress(
+            f"waiting for another build of the control plane (lock {lock}) ...")):
         if (base / _BUILD_MARKER).exists():
             return bindir
         log = base / "build.log"
@@ -309,7 +295,8 @@ def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
             etcd_work.mkdir()
             kube_work.mkdir()
             go = _go()
-            progress(f"building etcd {VERSIONS['etcd']} (the whole cold build: ~7 min on 2 cores) ...")
+            progress(f"building etcd {VERSIONS['etcd']} (the whole cold build: ~7 min on 2 "
+                     f"cores) ...")
             _write_etcd_module(etcd_work)
             _run_logged([go, "mod", "tidy"], etcd_work, log, env, timeout, "go mod tidy (etcd)")
             _run_logged([go, "build", "-trimpath", "-ldflags=-s -w", "-o",
@@ -454,19 +441,6 @@ def _stop_all_at_exit() -> None:
 
 
 atexit.register(_stop_all_at_exit)
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((_HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 #: Users of the token file. The scheduler runs as a cluster admin (it is not what is tested here);
@@ -660,7 +634,7 @@ class LocalCluster:
             time.sleep(0.25)
 
     def _start_etcd(self, deadline: float) -> None:
-        client_port, peer_port = _free_ports(2)
+        client_port, peer_port = free_ports(2)
         self._etcd_url = f"http://{_HOST}:{client_port}"
         peer = f"http://{_HOST}:{peer_port}"
         self._spawn("etcd", [
@@ -677,7 +651,7 @@ class LocalCluster:
         self._wait("etcd", deadline, healthy)
 
     def _start_apiserver(self, deadline: float) -> None:
-        (port,) = _free_ports(1)
+        (port,) = free_ports(1)
         certs = self._path("certs")
         sa_key = certs / "sa.key"
         sa_pub = certs / "sa.pub"
@@ -709,7 +683,8 @@ class LocalCluster:
             "--endpoint-reconciler-type", "none"])
 
         def ready() -> bool:
-            return bool(self.ca_file.exists() and self._request("GET", "/readyz", timeout=2) == "ok")
+            return bool(self.ca_file.exists()
+                        and self._request("GET", "/readyz", timeout=2) == "ok")
 
         self._wait("kube-apiserver", deadline, ready)
 
@@ -726,7 +701,8 @@ class LocalCluster:
             for name in names:
                 crd = self._request(
                     "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-                conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+                conds = {c["type"]: c["status"]
+                         for c in crd.get("status", {}).get("conditions", [])}
                 if conds.get("Established") != "True":
                     return False
             return True
@@ -744,7 +720,7 @@ class LocalCluster:
                       content_type="application/merge-patch+json")
 
     def _start_scheduler(self, deadline: float) -> None:
-        (port,) = _free_ports(1)
+        (port,) = free_ports(1)
         kubeconfig = self.kubeconfig("scheduler")
         config = self._path("scheduler-config.yaml")
         config.write_text(json.dumps(scheduler_config(kubeconfig), indent=1))

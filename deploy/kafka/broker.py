@@ -17,7 +17,8 @@ Pieces beside this file: ``pom.xml`` names the jars (``kafka_2.13`` plus a log4j
 ``log4j2.properties`` sends the broker's log to ``<workdir>/logs/server.log``.
 
 Public API: :func:`fetch`, :class:`LocalKafka`, :func:`metadata`, :class:`BrokerError`,
-:data:`KAFKA_VERSION`.
+:data:`KAFKA_VERSION`; helpers the control plane script shares: :func:`cache_root`,
+:func:`file_lock`, :func:`free_ports`, :func:`tail`, :func:`file_tail`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import time
 import weakref
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
@@ -79,12 +80,12 @@ def _read_kafka_version(pom: Path = POM) -> str:
 KAFKA_VERSION: str = _read_kafka_version()
 
 
-def _tail(text: str, lines: int = 40) -> str:
+def tail(text: str, lines: int = 40) -> str:
     """Return the last ``lines`` lines of ``text``."""
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _file_tail(path: Path, lines: int = 40) -> str:
+def file_tail(path: Path, lines: int = 40) -> str:
     """Return the last ``lines`` lines of the file at ``path`` ('' when it is missing)."""
     try:
         with open(path, "rb") as fh:
@@ -94,7 +95,7 @@ def _file_tail(path: Path, lines: int = 40) -> str:
             data = fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    return _tail(data, lines)
+    return tail(data, lines)
 
 
 def cache_root() -> Path:
@@ -113,8 +114,10 @@ def _pom_digest() -> str:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``path`` (POSIX ``flock``; a no-op elsewhere)."""
+def file_lock(path: Path, on_wait: Callable[[], object] | None = None) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (POSIX ``flock``; a no-op elsewhere) for the
+    block; ``on_wait`` is called once when another holder has it, before waiting. Also used
+    by ``deploy/cluster/controlplane.py``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
         try:
@@ -122,7 +125,12 @@ def _file_lock(path: Path) -> Iterator[None]:
         except ImportError:  # pragma: no cover - not POSIX
             yield
             return
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -160,7 +168,7 @@ def fetch(cache_dir: Path | None = None, *, timeout: float = 900.0) -> Path:
     digest = _pom_digest()
     if _is_fetched(lib, digest):
         return lib
-    with _file_lock(base / ".lock"):
+    with file_lock(base / ".lock"):
         if _is_fetched(lib, digest):  # another process finished while we waited
             return lib
         mvn = shutil.which("mvn")
@@ -183,15 +191,15 @@ def fetch(cache_dir: Path | None = None, *, timeout: float = 900.0) -> Path:
             except subprocess.TimeoutExpired as exc:
                 out = exc.output if isinstance(exc.output, str) else (exc.output or b"").decode()
                 raise BrokerError(
-                    f"mvn did not finish fetching Kafka jars within {timeout:.0f}s:\n{_tail(out)}"
+                    f"mvn did not finish fetching Kafka jars within {timeout:.0f}s:\n{tail(out)}"
                 ) from exc
             if proc.returncode != 0:
                 raise BrokerError(
                     f"mvn failed (exit {proc.returncode}) fetching Kafka {KAFKA_VERSION} jars:\n"
-                    f"{_tail(proc.stdout)}"
+                    f"{tail(proc.stdout)}"
                 )
             if not any(staging.glob("kafka_2.13-*.jar")):
-                raise BrokerError(f"mvn succeeded but copied no kafka_2.13 jar:\n{_tail(proc.stdout)}")
+                raise BrokerError(f"mvn succeeded but copied no kafka_2.13 jar:\n{tail(proc.stdout)}")
             (staging / _MARKER).write_text(digest + "\n")
             if lib.exists():
                 shutil.rmtree(lib)
@@ -202,8 +210,9 @@ def fetch(cache_dir: Path | None = None, *, timeout: float = 900.0) -> Path:
     return lib
 
 
-def _free_ports(count: int) -> list[int]:
-    """Return ``count`` distinct TCP ports on 127.0.0.1 that were free a moment ago.
+def free_ports(count: int) -> list[int]:
+    """Return ``count`` distinct TCP ports on 127.0.0.1 that were free a moment ago (also used
+    by ``deploy/cluster/controlplane.py`` and the local chain).
 
     All sockets are held open until every port is chosen, so the ports differ from each other.
     """
@@ -517,7 +526,7 @@ class LocalKafka:
 
     def _choose_ports(self) -> None:
         """Fill in the client and controller ports (free ones unless given)."""
-        free = _free_ports(2)
+        free = free_ports(2)
         self.port = self._given_port or free[0]
         self.controller_port = self._given_controller_port or next(
             p for p in free if p != self.port
@@ -588,7 +597,7 @@ class LocalKafka:
         if proc.returncode != 0:
             raise BrokerError(
                 f"StorageTool {args[0]} failed (exit {proc.returncode}):\n"
-                f"{_tail(proc.stdout + proc.stderr)}"
+                f"{tail(proc.stdout + proc.stderr)}"
             )
         return proc.stdout
 
@@ -626,16 +635,16 @@ class LocalKafka:
     def _ports_failed_to_bind(self) -> set[int]:
         """Ports the last start could not listen on (Kafka: 'failed to bind to host:port')."""
         assert self.workdir is not None
-        text = _file_tail(self.workdir / "logs" / "kafka.out", 2000)
+        text = file_tail(self.workdir / "logs" / "kafka.out", 2000)
         return {int(p) for p in re.findall(r"failed to bind to [^\s:]+:(\d+)", text)}
 
     def _diagnostics(self) -> str:
         """Return the tails of the broker's console output and server.log."""
         assert self.workdir is not None
-        full = _file_tail(self.workdir / "logs" / "kafka.out", 2000).splitlines()
+        full = file_tail(self.workdir / "logs" / "kafka.out", 2000).splitlines()
         errors = [ln for ln in full if " ERROR " in ln or "Exception: " in ln][:3]
         out = "\n".join([ln for ln in full if not ln.lstrip().startswith("at ")][-20:])
-        log = _file_tail(self.workdir / "logs" / "server.log", 30)
+        log = file_tail(self.workdir / "logs" / "server.log", 30)
         first = "\n".join(errors) or "(none)"
         return (f"--- first errors ---\n{first}\n--- kafka.out (tail, no stack frames) ---\n{out}\n"
                 f"--- server.log (tail) ---\n{log}")
@@ -653,7 +662,7 @@ class LocalKafka:
                 )
             # Startup errors reach kafka.out (the console gets WARN and above). After a fatal one
             # the JVM can linger for many seconds before exiting; don't wait for it.
-            fatal = [ln for ln in _file_tail(self.workdir / "logs" / "kafka.out", 400).splitlines()
+            fatal = [ln for ln in file_tail(self.workdir / "logs" / "kafka.out", 400).splitlines()
                      if any(marker in ln for marker in _FATAL_MARKERS)]
             if fatal:
                 raise BrokerError(

@@ -59,20 +59,26 @@ def read_dump(path: Path) -> dict[str, Any] | None:
     content), or ``None`` when the file is a JSON-lines trace (its first non-blank line is a
     whole JSON object that is not a ``List``).
     Raises ``DumpError`` for a file that is neither, ``OSError`` when unreadable."""
-    raw = Path(path).read_bytes()
-    if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as err:
-            raise DumpError(f"{path}: a broken gzip file ({err})") from None
-    else:
-        first = next((line for line in raw.splitlines() if line.strip()), b"")
-        try:
-            head = json.loads(first)
-            if isinstance(head, dict) and not _is_list(head):
-                return None  # a JSON-lines trace (a compact List on one line is a dump)
-        except ValueError:
-            pass
+    with open(path, "rb") as handle:
+        if handle.read(2) == _GZIP_MAGIC:
+            try:
+                raw = gzip.decompress(_GZIP_MAGIC + handle.read())
+            except (OSError, EOFError) as err:
+                raise DumpError(f"{path}: a broken gzip file ({err})") from None
+        else:
+            handle.seek(0)
+            head = b""
+            for line in handle:  # a trace is told by its first line alone: no more is read
+                head += line
+                if line.strip():
+                    try:
+                        first = json.loads(line)
+                    except ValueError:
+                        break
+                    if isinstance(first, dict) and not _is_list(first):
+                        return None  # a JSON-lines trace (a compact List on one line is a dump)
+                    break
+            raw = head + handle.read()
     try:
         doc = json.loads(raw)
     except ValueError as err:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from streams.core.capacity import NodeRoom, node_room, pod_requests
+from streams.core.capacity import NodeRoom, node_room, pod_requests, shortfall
 
 #: pods in these phases hold no resources (kube-scheduler's cache drops them:
 #: KS ``backend/cache/cache.go`` removes terminated pods)
@@ -27,13 +27,18 @@ _DONE = ("Succeeded", "Failed")
 class NodeCache:
     """Nodes by name (as :class:`NodeRoom` without requests) and, per bound pod uid, its node
     and requests (milli-units). Feed it with :meth:`node` and :meth:`pod` for every watch
-    event of Nodes and of bound Pods (any scheduler's); ask :meth:`capacity`."""
+    event of Nodes and of bound Pods (any scheduler's); ask :meth:`capacity`. The answer is
+    kept until the next change, so a storm of failed attempts (thousands a minute) costs one
+    pass over the nodes per change, not one per attempt."""
 
     nodes: dict[str, NodeRoom] = field(default_factory=dict)
     bound: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
+    _answers: dict[tuple[str, int], dict[str, Any] | None] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def node(self, type_: str, obj: Mapping[str, Any]) -> None:
         """A Node watch event (``ADDED``/``MODIFIED``/``SYNC``/``DELETED``)."""
+        self._answers.clear()
         name = str((obj.get("metadata") or {}).get("name", ""))
         if type_ == "DELETED":
             self.nodes.pop(name, None)
@@ -45,6 +50,7 @@ class NodeCache:
 
     def pod(self, type_: str, obj: Mapping[str, Any]) -> None:
         """A Pod watch event: a bound, unfinished pod holds its requests on its node."""
+        self._answers.clear()
         meta, spec = (obj.get("metadata") or {}), (obj.get("spec") or {})
         uid = str(meta.get("uid", ""))
         node = spec.get("nodeName")
@@ -73,15 +79,12 @@ class NodeCache:
         ``free`` (sums over schedulable nodes), ``nodes`` (schedulable ones), ``room`` (members
         of that request that fit now, node by node), ``largest`` (most allocatable on one
         node): the ``capacity`` of a ``gangstate.cycle/v1`` record. Milli-units."""
-        rooms = self.rooms()
-        if not rooms:
-            return None
-        usable = [r for r in rooms if not r.unschedulable]
-        return {
-            "resource": resource, "request": request,
-            "allocatable": sum(r.allocatable.get(resource, 0) for r in usable),
-            "free": sum(r.free(resource) for r in usable),
-            "nodes": len(usable),
-            "room": sum(r.free(resource) // request for r in usable) if request > 0 else 0,
-            "largest": max((r.allocatable.get(resource, 0) for r in usable), default=0),
-        }
+        key = (resource, request)
+        if key not in self._answers:
+            rooms = self.rooms()
+            s = shortfall(resource, request, 0, 0, rooms)
+            self._answers[key] = None if not rooms else {
+                "resource": resource, "request": request, "allocatable": s.allocatable,
+                "free": s.free, "nodes": s.nodes, "room": s.room, "largest": s.largest}
+        answer = self._answers[key]
+        return None if answer is None else dict(answer)

@@ -139,9 +139,9 @@ class Shortfall(NamedTuple):
     """What a gang short of ``resource`` needs and what the cluster has (milli-units).
 
     ``request``: one member's request; ``needed``: members still to place (minMember minus
-    ``bound``, the members already bound); ``allocatable``/``free``: sums over the schedulable nodes; ``nodes``: how
-    many nodes are schedulable; ``room``: how many members fit now, node by node
-    (Σ ⌊free / request⌋); ``largest``: the most any schedulable node has allocatable;
+    ``bound``, the members already bound); ``allocatable``/``free``: sums over the schedulable
+    nodes; ``nodes``: how many nodes are schedulable; ``room``: how many members fit now, node
+    by node (Σ ⌊free / request⌋); ``largest``: the most any schedulable node has allocatable;
     ``never_fits``: the request exceeds every node's allocatable (no amount of freeing helps).
     """
 

@@ -20,44 +20,22 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any, Callable
 
 from streams.kafka.settings import Settings
-from streams.dev.localcluster import Chain, controlplane_module, pod_events
+from streams.dev.localcluster import Chain, controlplane_module, gang_pod, pod_events
 from streams.dev.demo import demo_kafka
 
 NAMESPACE = "gangstate-demo"
-GANG = "gang.scheduling.koordinator.sh/"
 
 
 def demo_pods() -> list[dict[str, Any]]:
     """The demo's gang jobs: ``held`` (2 of min 3), ``no-fit`` (3 × 1 GPU, 2 GPUs exist) and
     ``fits`` (2 × 100m cpu)."""
-    def pod(name: str, gang: str, min_available: int, gpu: int = 0) -> dict[str, Any]:
-        requests = {"cpu": "100m", "memory": "64Mi"}
-        limits = {}
-        if gpu:
-            requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(gpu)
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": NAMESPACE, "annotations": {
-                    GANG + "name": gang, GANG + "min-available": str(min_available)}},
-                "spec": {"schedulerName": "koord-scheduler", "terminationGracePeriodSeconds": 0,
-                         "containers": [{"name": "main", "image": "busybox:1.36",
-                                         "resources": {"requests": requests,
-                                                       "limits": limits}}]}}
-
-    return ([pod(f"held-{i}", "held", 3) for i in range(2)]
-            + [pod(f"no-fit-{i}", "no-fit", 3, gpu=1) for i in range(3)]
-            + [pod(f"fits-{i}", "fits", 2) for i in range(2)])
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return ([gang_pod(NAMESPACE, f"held-{i}", gang="held", min_available=3) for i in range(2)]
+            + [gang_pod(NAMESPACE, f"no-fit-{i}", gang="no-fit", min_available=3, gpu=1)
+               for i in range(3)]
+            + [gang_pod(NAMESPACE, f"fits-{i}", gang="fits", min_available=2) for i in range(2)])
 
 
 def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str], Any] = print,
@@ -84,7 +62,7 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
               f"each) ({time.monotonic() - started:.1f} s)")
         broker, settings = demo_kafka(base, write)
         assert cluster.workdir is not None
-        chain = Chain(cluster, settings, cluster.workdir / "gangstate-logs", _free_port())
+        chain = Chain(cluster, settings, cluster.workdir / "gangstate-logs")
         write("starting gangstate watch, worker and sink (shipped RBAC) ...")
         chain.start(ready_timeout=120)
         core = client.CoreV1Api(cluster.api_client("admin"))
@@ -97,14 +75,16 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
               f"(2 pods)")
         names = [p["metadata"]["name"] for p in pods]
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(any(e["from"] == "gangstate" for e in pod_events(core, NAMESPACE, n))
-                   for n in names):
+        while not (every := all(any(e["from"] == "gangstate"
+                                    for e in pod_events(core, NAMESPACE, n)) for n in names)):
+            if time.monotonic() > deadline:
                 break
             time.sleep(1.0)
-        write(f"every pod has a gangstate Event; letting it run {settle_seconds:.0f} s more ...")
+        write(("every pod has a gangstate Event" if every else
+               f"not every pod has a gangstate Event after {timeout:.0f} s")
+              + f"; letting it run {settle_seconds:.0f} s more ...")
         time.sleep(settle_seconds)
-        missing = _report(core, names, chain, write)
+        missing = _report(core, names, write)
         write("")
         write(f"{len(names) - len(missing)} of {len(names)} pods carry gangstate's Events "
               f"({time.monotonic() - started:.1f} s in all)")
@@ -125,7 +105,7 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
                   f"{stopped[-1]}")
 
 
-def _report(core: Any, names: list[str], chain: Chain, write: Callable[[str], Any]) -> list[str]:
+def _report(core: Any, names: list[str], write: Callable[[str], Any]) -> list[str]:
     missing = []
     for name in names:
         p = core.read_namespaced_pod(name, NAMESPACE)
@@ -160,8 +140,3 @@ def _latest_per_reason(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _cut(text: str, width: int = 220) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def demo_log_dir(chain: Chain) -> Path:
-    """Where the chain's logs are (inside the control plane's scratch folder)."""
-    return chain.logdir

@@ -10,7 +10,7 @@ manifests forget is a verb the chain lacks, so the deployment cannot drift from 
 Must not: decide anything about gangs (that is the core's), or touch a cluster it did not start.
 
 Public API: :func:`controlplane_module`, :class:`Chain`, :func:`service_account_of`,
-:func:`pod_events`.
+:func:`pod_events`, :func:`gang_pod`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,36 @@ from streams.dev.localkafka import load_script, repo_root
 from streams.dev.worker_process import worker_env
 
 MANIFESTS = ("rbac.yaml",)
+GANG_PREFIX = "gang.scheduling.koordinator.sh/"
+
+
+def gang_pod(namespace: str, name: str, *, gang: str | None = None,
+             min_available: int | None = None, annotations: dict[str, str] | None = None,
+             labels: dict[str, str] | None = None, cpu: str = "100m", gpu: int = 0,
+             gates: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A Pod of koord-scheduler for the local control plane: gang annotations (``name``,
+    ``min-available`` under ``gang.scheduling.koordinator.sh/``), requests of ``cpu`` (a
+    quantity), 64Mi of memory and ``gpu`` ``nvidia.com/gpu``, ``spec.schedulingGates`` named
+    ``gates``, grace 0 (no kubelet confirms a graceful termination)."""
+    ann = dict(annotations or {})
+    if gang is not None:
+        ann[GANG_PREFIX + "name"] = gang
+    if min_available is not None:
+        ann[GANG_PREFIX + "min-available"] = str(min_available)
+    requests: dict[str, str] = {"cpu": cpu, "memory": "64Mi"}
+    limits: dict[str, str] = {}
+    if gpu:
+        requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(gpu)
+    spec: dict[str, Any] = {
+        "schedulerName": "koord-scheduler", "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "busybox:1.36",
+                        "resources": {"requests": requests, "limits": limits}}]}
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "annotations": ann,
+                         "labels": dict(labels or {})},
+            "spec": spec}
 
 
 def controlplane_module() -> ModuleType:
@@ -73,16 +103,18 @@ class Chain:
     Shapes: ``cluster`` a started ``LocalCluster``; ``settings`` the Kafka settings (bootstrap,
     topic prefix, app id, grace); ``logdir`` where each process logs (``<name>.log``);
     ``web_port`` the worker's HTTP views and ``/metrics`` port (``explain``/``describe`` with
-    ``--server``). :meth:`start` applies the shipped RBAC, mints one token per component from
-    the ServiceAccount its Deployment names, writes its kubeconfig, and starts the three
-    processes; :meth:`stop` ends them. The worker has no Kubernetes credentials at all.
+    ``--server``; default: a free one). :meth:`start` applies the shipped RBAC, mints one
+    token per component from the ServiceAccount its Deployment names, writes its kubeconfig,
+    and starts the three processes; :meth:`stop` ends them. The worker has no Kubernetes
+    credentials at all.
     """
 
-    def __init__(self, cluster: Any, settings: Settings, logdir: Path, web_port: int) -> None:
+    def __init__(self, cluster: Any, settings: Settings, logdir: Path,
+                 web_port: int | None = None) -> None:
         self.cluster = cluster
         self.settings = settings
         self.logdir = Path(logdir)
-        self.web_port = web_port
+        self.web_port = web_port or controlplane_module().free_ports(1)[0]
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.kubeconfigs: dict[str, Path] = {}
 
@@ -93,34 +125,40 @@ class Chain:
 
     def install_rbac(self) -> None:
         """Apply the shipped manifests (``deploy/kubernetes/rbac.yaml``) as the admin, once."""
+        from kubernetes.utils import FailToCreateError
+
         deploy = repo_root() / "deploy" / "kubernetes"
-        with contextlib.suppress(Exception):  # already there (a second chain on one cluster)
+        try:
             self.cluster.apply_manifests([deploy / m for m in MANIFESTS])
+        except FailToCreateError as err:  # already there: a second chain on one cluster
+            if any(e.status != 409 for e in err.api_exceptions):
+                raise
         for component in ("watch", "sink"):
             ns, sa = service_account_of(deploy / f"{component}.yaml")
             token = self.cluster.token_for_service_account(ns, sa)
             self.kubeconfigs[component] = self.cluster.kubeconfig(f"gangstate-{component}",
                                                                   token=token)
 
-    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
+    def _spawn(self, name: str) -> None:
         log = open(self.logdir / f"{name}.log", "ab")
         try:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "streams.cli", *args], env=env, stdout=log,
+                [sys.executable, "-m", "streams.cli", *self._args(name)], env=self._env(),
+                stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             log.close()
 
     def start(self, ready_timeout: float = 120.0) -> "Chain":
-        """Start worker, watch and sink; return once the worker's views answer and the
-        watcher has published its first tick. Raises ``RuntimeError`` with a log tail."""
+        """Start worker, watch and sink; return once the worker's views answer. Raises
+        ``RuntimeError`` with a log tail when a component exits or the views stay silent."""
         from streams.kafka.publishing import ensure_topics
 
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.install_rbac()
         ensure_topics(self.settings)
         for name in ("worker", "watch", "sink"):
-            self._spawn(name, self._args(name), self._env())
+            self._spawn(name)
         deadline = time.monotonic() + ready_timeout
         while True:
             for name, proc in self.procs.items():
@@ -154,7 +192,7 @@ class Chain:
         and start it again with the same arguments; its log continues in the same file."""
         proc = self.procs.pop(name)
         controlplane_module().terminate(proc, timeout)
-        self._spawn(name, self._args(name), self._env())
+        self._spawn(name)
 
     def log_tail(self, name: str, chars: int = 3000) -> str:
         """The end of a component's log."""
@@ -183,6 +221,5 @@ class Chain:
     def gangstate(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """Run one ``gangstate`` command (e.g. ``explain pod NS/NAME --server ...``) and return
         its completed process (text output)."""
-        env = worker_env(self.settings)
-        return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
+        return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=self._env(),
                               capture_output=True, text=True, timeout=timeout)

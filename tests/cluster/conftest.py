@@ -13,7 +13,6 @@ deleted namespace would never finish terminating) and vanish with the control pl
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,13 +26,6 @@ from streams.core.fold import FoldSettings
 from streams.dev.localcluster import Chain, controlplane_module
 
 GRACE_SECONDS = 10.0
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -69,7 +61,7 @@ def chain(local_cluster: Any, kafka_bootstrap: str,
                         fold=FoldSettings(grace_seconds=GRACE_SECONDS))
     ensure_topics(settings)
     logdir = tmp_path_factory.mktemp("chain-logs")
-    chain = Chain(local_cluster, settings, logdir, free_port())
+    chain = Chain(local_cluster, settings, logdir)
     chain.start(ready_timeout=180)
     try:
         yield chain

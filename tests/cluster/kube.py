@@ -5,27 +5,23 @@ Imported as ``tests.cluster.kube`` by the conftest and the tests alike (one modu
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import pytest
 from kubernetes import client
 
 from streams.dev.localcluster import pod_events
+from tests.doubles.apiserver import eventually
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float, interval: float = 1.0,
              describe: Callable[[], str] = lambda: "") -> Any:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` (and
-    ``describe()``) after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{describe()}")
-        time.sleep(interval)
+    """Poll ``probe`` (``eventually`` of the test API server) until it returns something
+    truthy; fail with ``what`` (and ``describe()``) after ``timeout`` seconds."""
+    try:
+        return eventually(probe, timeout, interval)
+    except AssertionError:
+        pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{describe()}")
 
 
 def gangstate_events(core: client.CoreV1Api, namespace: str, pod: str,
@@ -63,8 +59,6 @@ def report_table() -> str:
 def record_scenario(core: client.CoreV1Api, namespace: str) -> None:
     """Count, for the report, the Events each writer left on the pods of ``namespace``."""
     from collections import Counter
-
-    from streams.dev.localcluster import pod_events
 
     scheduler: Counter[str] = Counter()
     mine: Counter[str] = Counter()

@@ -15,10 +15,10 @@ import time
 
 from kubernetes import client
 
-from streams.dev.localcluster import Chain
+from streams.dev.localcluster import Chain, gang_pod
 from streams.kafka.reading import read_topic
 from tests.cluster.kube import wait_for
-from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods, pod
+from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods
 
 
 def dead_letters(chain: Chain) -> list[dict]:
@@ -42,8 +42,9 @@ def test_watcher_restart_after_deleted_pods_writes_no_dead_letter_and_lists_no_d
         custom_objects: client.CustomObjectsApi) -> None:
     ns = "sc-restart"
     create_namespace(core_v1, ns)
-    create(core_v1, custom_objects, [pod(ns, "x-0", gang="x", min_available=2),
-                                     pod(ns, "x-1", gang="x", min_available=2, cpu="100")])
+    create(core_v1, custom_objects, [
+        gang_pod(ns, "x-0", gang="x", min_available=2),
+        gang_pod(ns, "x-1", gang="x", min_available=2, cpu="100")])
     wait_for("the scheduler's FailedScheduling Events",
              lambda: len(core_v1.list_namespaced_event(ns).items) >= 3, 60)
     wait_for("the gang listed", lambda: re.search(r"^sc-restart\s+x\s", get_gangs(chain, ns),

@@ -18,41 +18,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from streams.dev.localcluster import Chain
+from streams.dev.localcluster import Chain, gang_pod, pod_events
 from tests.cluster.kube import (gangstate_events, record_scenario, scheduler_events,
                                     wait_for)
 
-GANG_NAME = "gang.scheduling.koordinator.sh/name"
-MIN_AVAILABLE = "gang.scheduling.koordinator.sh/min-available"
 PODGROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
-SCHEDULER = "koord-scheduler"
 #: how long a scenario may take to show its Events: grace (10 s) + ticks + Kafka + sink
 SETTLE = 90.0
-
-
-def pod(namespace: str, name: str, *, gang: str | None = None, min_available: int | None = None,
-        annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-        cpu: str = "100m", gpu: int = 0, gates: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A Pod of koord-scheduler with gang annotations and resource requests."""
-    ann = dict(annotations or {})
-    if gang is not None:
-        ann[GANG_NAME] = gang
-    if min_available is not None:
-        ann[MIN_AVAILABLE] = str(min_available)
-    requests: dict[str, str] = {"cpu": cpu, "memory": "64Mi"}
-    limits: dict[str, str] = {}
-    if gpu:
-        requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(gpu)
-    spec: dict[str, Any] = {
-        "schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": "busybox:1.36",
-                        "resources": {"requests": requests, "limits": limits}}]}
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "annotations": ann,
-                         "labels": dict(labels or {})},
-            "spec": spec}
 
 
 def podgroup(namespace: str, name: str, min_member: int) -> dict[str, Any]:
@@ -106,8 +78,6 @@ def describe(core: client.CoreV1Api, namespace: str, chain: Chain) -> str:
     """Every pod's Events in ``namespace`` plus the chain's log tails (for failure messages)."""
     lines = []
     for p in core.list_namespaced_pod(namespace).items:
-        from streams.dev.localcluster import pod_events
-
         lines.append(f"pod {namespace}/{p.metadata.name} node={p.spec.node_name}")
         lines += [f"  {e['type']} {e['reason']} ({e['from']}): {e['message'][:200]}"
                   for e in pod_events(core, namespace, p.metadata.name)[-8:]]
@@ -131,24 +101,24 @@ def wait_gangstate_reasons(core: client.CoreV1Api, chain: Chain, namespace: str,
 
 HELD = {
     # 2 pods of a gang whose min-available is 3: held at PreEnqueue, 1 more pod needed
-    "sc-too-few": [pod("sc-too-few", f"train-{i}", gang="train", min_available=3)
+    "sc-too-few": [gang_pod("sc-too-few", f"train-{i}", gang="train", min_available=3)
                    for i in range(2)],
     # pods naming a gang with neither a PodGroup nor min-available: never initialised
-    "sc-no-spec": [pod("sc-no-spec", f"job-{i}", gang="job") for i in range(2)],
+    "sc-no-spec": [gang_pod("sc-no-spec", f"job-{i}", gang="job") for i in range(2)],
     # a PodGroup with minMember 3 and 2 pods labelled with it
     "sc-pg-short": [podgroup("sc-pg-short", "pg", 3)]
-    + [pod("sc-pg-short", f"pg-{i}", labels={PODGROUP_LABEL: "pg"}) for i in range(2)],
+    + [gang_pod("sc-pg-short", f"pg-{i}", labels={PODGROUP_LABEL: "pg"}) for i in range(2)],
     # gang a (min 1, 1 pod: complete) and gang b (min 2, 1 pod: short), one gang group
-    "sc-group": [pod("sc-group", "a-0", gang="a", min_available=1, annotations={
+    "sc-group": [gang_pod("sc-group", "a-0", gang="a", min_available=1, annotations={
         "gang.scheduling.koordinator.sh/groups": json.dumps(["sc-group/a", "sc-group/b"])}),
-                 pod("sc-group", "b-0", gang="b", min_available=2, annotations={
+                 gang_pod("sc-group", "b-0", gang="b", min_available=2, annotations={
         "gang.scheduling.koordinator.sh/groups": json.dumps(["sc-group/a", "sc-group/b"])})],
     # invalid settings: the scheduler falls back to Strict and 600 s and schedules the gang
-    "sc-invalid": [pod("sc-invalid", f"w-{i}", gang="w", min_available=2, annotations={
+    "sc-invalid": [gang_pod("sc-invalid", f"w-{i}", gang="w", min_available=2, annotations={
         "gang.scheduling.koordinator.sh/mode": "nonstrict",
         "gang.scheduling.koordinator.sh/waiting-time": "1h30"}) for i in range(2)],
     # a gang that fits: 2 pods of 100m cpu on two 8-cpu nodes
-    "sc-fits": [pod("sc-fits", f"ok-{i}", gang="ok", min_available=2) for i in range(2)],
+    "sc-fits": [gang_pod("sc-fits", f"ok-{i}", gang="ok", min_available=2) for i in range(2)],
 }
 
 
@@ -279,10 +249,10 @@ def test_late_member_ends_the_hold(chain: Chain, core_v1: client.CoreV1Api,
                                    custom_objects: client.CustomObjectsApi) -> None:
     ns = "sc-late"
     create_namespace(core_v1, ns)
-    create(core_v1, custom_objects, [pod(ns, f"late-{i}", gang="late", min_available=3)
+    create(core_v1, custom_objects, [gang_pod(ns, f"late-{i}", gang="late", min_available=3)
                                      for i in range(2)])
     wait_gangstate_reasons(core_v1, chain, ns, "late-0", {"GangMembersInsufficient"})
-    create(core_v1, custom_objects, [pod(ns, "late-2", gang="late", min_available=3)])
+    create(core_v1, custom_objects, [gang_pod(ns, "late-2", gang="late", min_available=3)])
     satisfied = "gang sc-late/late has 3 of minMember 3 pods; no longer held at PreEnqueue"
     scheduled = "gang sc-late/late is scheduled: 3 of minMember 3 pods bound"
     for name in ("late-0", "late-1", "late-2"):
@@ -303,7 +273,7 @@ def test_recreated_pods_get_the_open_diagnostics_again(
         chain: Chain, core_v1: client.CoreV1Api, custom_objects: client.CustomObjectsApi) -> None:
     ns = "sc-recreated"
     create_namespace(core_v1, ns)
-    objects = [pod(ns, f"r-{i}", gang="r", min_available=2,
+    objects = [gang_pod(ns, f"r-{i}", gang="r", min_available=2,
                    annotations={"gang.scheduling.koordinator.sh/mode": "nonstrict"})
                for i in range(2)]
     create(core_v1, custom_objects, objects)
@@ -364,7 +334,7 @@ def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1A
     ns = "sc-gpu-short"
     create_namespace(core_v1, ns)
     names = [f"gpu-{i}" for i in range(3)]
-    create(core_v1, custom_objects, [pod(ns, n, gang="gpu", min_available=3, gpu=1)
+    create(core_v1, custom_objects, [gang_pod(ns, n, gang="gpu", min_available=3, gpu=1)
                                      for n in names])
     # the shortfall: 3 members of 1 GPU to place; 2 GPUs allocatable (no other pod asks GPUs)
     message = ("gang sc-gpu-short/gpu cannot be scheduled: gpu-0, gpu-1 and gpu-2 did not fit "
@@ -396,8 +366,8 @@ def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.Core
     gangstate names big-1 and its reason on both pods, and that big-0 fits."""
     ns = "sc-cpu-member"
     create_namespace(core_v1, ns)
-    create(core_v1, custom_objects, [pod(ns, "big-0", gang="big", min_available=2),
-                                     pod(ns, "big-1", gang="big", min_available=2, cpu="100")])
+    create(core_v1, custom_objects, [gang_pod(ns, "big-0", gang="big", min_available=2),
+                                     gang_pod(ns, "big-1", gang="big", min_available=2, cpu="100")])
     # big-1 asks 100 cpu; the nodes have 8 allocatable each: it can never fit
     message = ("gang sc-cpu-member/big cannot be scheduled: big-1 did not fit (Insufficient cpu "
                "on 2 of 2 nodes); at most 1 of minMember 2 members fits at once; the scheduler "
@@ -428,8 +398,8 @@ def test_member_held_by_scheduling_gates(chain: Chain, core_v1: client.CoreV1Api
     and ends the warning once the gate's controller lifts it and the gang is scheduled."""
     ns = "sc-gated"
     create_namespace(core_v1, ns)
-    create(core_v1, custom_objects, [pod(ns, "g-0", gang="g", min_available=2),
-                                     pod(ns, "g-1", gang="g", min_available=2,
+    create(core_v1, custom_objects, [gang_pod(ns, "g-0", gang="g", min_available=2),
+                                     gang_pod(ns, "g-1", gang="g", min_available=2,
                                          gates=("example.com/quota",))])
     gated = ("gang sc-gated/g has 1 of minMember 2 pods free of scheduling gates (g-1 waits for "
              "example.com/quota); scheduling is held at PreEnqueue until the gates of 1 more "

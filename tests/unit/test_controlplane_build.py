@@ -223,7 +223,7 @@ def test_a_waiting_build_says_so(fake_env) -> None:
     cache = root / "cache"
     lock = cp.binaries_dir(cache).parent / ".lock"
     lines: list[str] = []
-    with cp._file_lock(lock):
+    with cp._SHARED.file_lock(lock):
         waiter = threading.Thread(target=lambda: cp.build(cache, progress=lines.append))
         waiter.start()
         waiter.join(1.0)
