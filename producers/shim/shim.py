@@ -182,13 +182,28 @@ class Shim:
             key_serializer=lambda k: None if k is None else k.encode("utf-8"),
             value_serializer=lambda v: json.dumps(v, separators=(",", ":")).encode())
         self._consumer = KafkaConsumer(
-            self.settings.topics.commands, bootstrap_servers=self.settings.bootstrap,
+            bootstrap_servers=self.settings.bootstrap,
             group_id=f"{self.settings.app_id}-shim-{self.shim_id}",
             client_id=f"gangstate-shim-{self.shim_id}", enable_auto_commit=False,
             auto_offset_reset="earliest")
+        # Subscribe only once the broker reports the topic's partitions: a group joined while a
+        # just-created topic has no metadata yet is assigned nothing, and kafka-python rejoins
+        # only at the next metadata refresh (metadata_max_age_ms, 5 minutes by default).
+        self._await_topic(self.settings.topics.commands, recover_timeout)
+        self._consumer.subscribe([self.settings.topics.commands])
         self._thread = threading.Thread(target=self._run, name=f"shim-{self.shim_id}",
                                         daemon=True)
         self._thread.start()
+
+    def _await_topic(self, topic: str, timeout: float) -> None:
+        """Block until the consumer's metadata lists ``topic``'s partitions; raises
+        ``TimeoutError`` after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self._consumer.partitions_for_topic(topic):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"topic {topic} has no partitions after {timeout:.0f} s")
+            self._consumer.topics()  # forces a metadata refresh
+            time.sleep(0.1)
 
     def wait_assigned(self, timeout: float = 30.0) -> bool:
         """Wait until the consumer owns its partitions (useful before the first command is

@@ -207,6 +207,7 @@ def test_shim_restart_recovers_fences_from_its_acks(kafka_settings):
     shim = Shim(kafka_settings, [group], shim_id="s1")
     shim.start()
     try:
+        assert shim.wait_assigned()
         shim.set_representative(group, w0)
         _send_commands(kafka_settings, [first])
         assert _wait(lambda: shim.pending(group) == 1)
@@ -222,6 +223,7 @@ def test_shim_restart_recovers_fences_from_its_acks(kafka_settings):
     restarted = Shim(kafka_settings, [group], shim_id="s1")
     restarted.start()
     try:
+        assert restarted.wait_assigned()
         assert restarted.state.fence(group) == 1
         restarted.set_representative(group, w0)
         second = cmd(2, w0, f"{group}-w-2", group=group)
