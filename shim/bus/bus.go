@@ -1,0 +1,357 @@
+// Package bus is the shim's Kafka shell (franz-go): a publisher into gang-events that never
+// blocks its caller (a bounded buffer; records that do not fit are dropped and counted), a
+// reader of the shim's own acks for recovery, and a consumer of the commands topic.
+//
+// Where it sits: gangshim (the scheduler plugin) calls Publish from scheduling cycles and
+// handles commands it receives from Commands; nothing here decides anything about gangs.
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config is read from the environment (docs/shim.md): GANGSTATE_KAFKA_BOOTSTRAP (host:port,
+// comma separated; empty = the shim publishes nothing and consumes nothing),
+// GANGSTATE_TOPIC_PREFIX (default "gangstate."), GANGSTATE_SHIM_ID (default
+// "koord-scheduler"; keep it across restarts), GANGSTATE_SHIM_BUFFER (records, default 10000),
+// GANGSTATE_SHIM_COMMANDS ("1" default, "0" = publish only, no commands consumed).
+type Config struct {
+	Bootstrap []string
+	Prefix    string
+	ShimID    string
+	Buffer    int
+	Commands  bool
+}
+
+// FromEnv reads Config from the environment.
+func FromEnv() Config {
+	c := Config{Prefix: "gangstate.", ShimID: "koord-scheduler", Buffer: 10000, Commands: true}
+	if v := strings.TrimSpace(os.Getenv("GANGSTATE_KAFKA_BOOTSTRAP")); v != "" {
+		c.Bootstrap = strings.Split(v, ",")
+	}
+	if v, ok := os.LookupEnv("GANGSTATE_TOPIC_PREFIX"); ok {
+		c.Prefix = v
+	}
+	if v := os.Getenv("GANGSTATE_SHIM_ID"); v != "" {
+		c.ShimID = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("GANGSTATE_SHIM_BUFFER")); err == nil && v > 0 {
+		c.Buffer = v
+	}
+	if os.Getenv("GANGSTATE_SHIM_COMMANDS") == "0" {
+		c.Commands = false
+	}
+	return c
+}
+
+// GangEvents and CommandsTopic are the full topic names.
+func (c Config) GangEvents() string    { return c.Prefix + "gang-events" }
+func (c Config) CommandsTopic() string { return c.Prefix + "commands" }
+
+// Metrics of the publisher, registered by the caller on the scheduler's /metrics.
+var (
+	Published = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gangstate_shim_records_published_total",
+		Help: "Records the shim delivered to gang-events, by schema.",
+	}, []string{"schema"})
+	Dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gangstate_shim_records_dropped_total",
+		Help: "Records the shim dropped, by schema and reason (buffer_full: the bounded buffer " +
+			"was full, the scheduling cycle did not wait; encode; delivery: Kafka refused them).",
+	}, []string{"schema", "reason"})
+	Buffered = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gangstate_shim_buffer_records",
+		Help: "Records waiting in the shim's bounded buffer for Kafka.",
+	})
+	Commands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gangstate_shim_commands_total",
+		Help: "Commands the shim answered, by outcome (Applied, Stale, PreconditionFailed), " +
+			"plus duplicate (an id already answered, not acked again).",
+	}, []string{"outcome"})
+)
+
+// Collectors lists the metrics above.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{Published, Dropped, Buffered, Commands}
+}
+
+type item struct {
+	key, schema string
+	value       []byte
+	done        func(error)
+}
+
+// Publisher queues records for gang-events; Publish never blocks.
+type Publisher struct {
+	cfg    Config
+	client *kgo.Client
+	queue  chan item
+	wg     sync.WaitGroup
+}
+
+// NewPublisher connects (lazily: franz-go dials on first use) with acks=all and idempotence
+// (franz-go's defaults, set explicitly) and starts the delivery goroutine.
+func NewPublisher(cfg Config) (*Publisher, error) {
+	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...),
+		kgo.ClientID("gangstate-shim-"+cfg.ShimID),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordDeliveryTimeout(2*time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg, client: client, queue: make(chan item, cfg.Buffer)}
+	p.wg.Add(1)
+	go p.run()
+	return p, nil
+}
+
+// Publish queues value (JSON-encoded) keyed by key; schema labels the metrics. It never blocks:
+// when the buffer is full the record is dropped and counted. done (may be nil) is called once
+// the record is delivered or failed; it is not called for a record dropped here (Publish then
+// returns false).
+func (p *Publisher) Publish(key, schema string, value any, done func(error)) bool {
+	raw, err := json.Marshal(value)
+	if err != nil {
+		Dropped.WithLabelValues(schema, "encode").Inc()
+		return false
+	}
+	select {
+	case p.queue <- item{key: key, schema: schema, value: raw, done: done}:
+		Buffered.Inc()
+		return true
+	default:
+		Dropped.WithLabelValues(schema, "buffer_full").Inc()
+		return false
+	}
+}
+
+func (p *Publisher) run() {
+	defer p.wg.Done()
+	topic := p.cfg.GangEvents()
+	for it := range p.queue {
+		Buffered.Dec()
+		it := it
+		rec := &kgo.Record{Topic: topic, Key: []byte(it.key), Value: it.value}
+		p.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				Dropped.WithLabelValues(it.schema, "delivery").Inc()
+			} else {
+				Published.WithLabelValues(it.schema).Inc()
+			}
+			if it.done != nil {
+				it.done(err)
+			}
+		})
+	}
+}
+
+// Close delivers what is buffered (waiting at most timeout) and closes the client.
+func (p *Publisher) Close(timeout time.Duration) {
+	close(p.queue)
+	p.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = p.client.Flush(ctx)
+	p.client.Close()
+}
+
+// ReadAcks reads every gangstate.ack/v1 of shimID on gang-events from the start up to the end
+// offsets at call time (no consumer group) and returns them in partition order.
+func ReadAcks(ctx context.Context, cfg Config) ([]Ack, error) {
+	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...),
+		kgo.ClientID("gangstate-shim-recovery-"+cfg.ShimID))
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	topic := cfg.GangEvents()
+	ends, err := listEnds(ctx, client, topic)
+	if err != nil {
+		return nil, err
+	}
+	offsets := map[int32]kgo.Offset{}
+	todo := map[int32]int64{}
+	for p, end := range ends {
+		if end > 0 {
+			offsets[p] = kgo.NewOffset().AtStart()
+			todo[p] = end
+		}
+	}
+	var out []Ack
+	if len(todo) == 0 {
+		return out, nil
+	}
+	client.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets})
+	marker := []byte(`"gangstate.ack/v1"`)
+	for len(todo) > 0 {
+		fetches := client.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reading acks back from %s: %w", topic, ctx.Err())
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			if end, ok := todo[r.Partition]; ok && r.Offset+1 >= end {
+				delete(todo, r.Partition)
+			}
+			if !containsBytes(r.Value, marker) {
+				return
+			}
+			var a Ack
+			if json.Unmarshal(r.Value, &a) == nil && a.Schema == "gangstate.ack/v1" &&
+				(a.Shim == cfg.ShimID) {
+				out = append(out, a)
+			}
+		})
+	}
+	return out, nil
+}
+
+// Ack mirrors fencing.Ack for decoding (kept here so bus does not import fencing).
+type Ack = struct {
+	Schema         string  `json:"schema"`
+	ObservedAt     string  `json:"observed_at"`
+	CommandID      string  `json:"command_id"`
+	GangGroup      string  `json:"gang_group"`
+	Epoch          int64   `json:"epoch"`
+	Outcome        string  `json:"outcome"`
+	Representative *string `json:"representative"`
+	Shim           string  `json:"shim,omitempty"`
+}
+
+func listEnds(ctx context.Context, client *kgo.Client, topic string) (map[int32]int64, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ends, err := endOffsets(ctx, client, topic)
+		if err == nil && len(ends) > 0 {
+			return ends, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("end offsets of %s: %v", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func containsBytes(b, sub []byte) bool {
+	return strings.Contains(string(b), string(sub))
+}
+
+// CommandHandler receives each command value with a commit function: call commit once the
+// command's ack is delivered (or when it needs no ack), so that offsets move only past answered
+// commands and a crash redelivers the unanswered ones.
+type CommandHandler func(value []byte, commit func())
+
+// ConsumeCommands joins the consumer group gangstate-shim-<shimID> on the commands topic
+// (auto commit off) and hands each record to handle, in partition order, until ctx ends.
+// Offsets are committed up to the lowest record not yet committed-by-handler per partition.
+func ConsumeCommands(ctx context.Context, cfg Config, handle CommandHandler) error {
+	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...),
+		kgo.ClientID("gangstate-shim-"+cfg.ShimID),
+		kgo.ConsumerGroup("gangstate-shim-"+cfg.ShimID),
+		kgo.ConsumeTopics(cfg.CommandsTopic()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	tr := newTracker()
+	ticker := time.NewTicker(200 * time.Millisecond)
+	defer ticker.Stop()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				if offs := tr.commitable(); len(offs) > 0 {
+					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					client.CommitOffsetsSync(cctx, map[string]map[int32]kgo.EpochOffset{
+						cfg.CommandsTopic(): offs}, nil)
+					cancel()
+				}
+			}
+		}
+	}()
+	for ctx.Err() == nil {
+		fetches := client.PollFetches(ctx)
+		fetches.EachRecord(func(r *kgo.Record) {
+			part, off := r.Partition, r.Offset
+			tr.seen(part, off)
+			handle(r.Value, func() { tr.done(part, off) })
+		})
+	}
+	// a last commit of what was answered
+	if offs := tr.commitable(); len(offs) > 0 {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		client.CommitOffsetsSync(cctx, map[string]map[int32]kgo.EpochOffset{
+			cfg.CommandsTopic(): offs}, nil)
+		cancel()
+	}
+	return nil
+}
+
+// tracker keeps, per partition, the offsets handed out and not yet answered.
+type tracker struct {
+	mu        sync.Mutex
+	open      map[int32]map[int64]bool
+	next      map[int32]int64
+	committed map[int32]int64
+}
+
+func newTracker() *tracker {
+	return &tracker{open: map[int32]map[int64]bool{}, next: map[int32]int64{},
+		committed: map[int32]int64{}}
+}
+
+func (t *tracker) seen(p int32, off int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open[p] == nil {
+		t.open[p] = map[int64]bool{}
+	}
+	t.open[p][off] = true
+	if off+1 > t.next[p] {
+		t.next[p] = off + 1
+	}
+}
+
+func (t *tracker) done(p int32, off int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.open[p], off)
+}
+
+func (t *tracker) commitable() map[int32]kgo.EpochOffset {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[int32]kgo.EpochOffset{}
+	for p, next := range t.next {
+		upto := next
+		for off := range t.open[p] {
+			if off < upto {
+				upto = off
+			}
+		}
+		if upto != t.committed[p] {
+			out[p] = kgo.EpochOffset{Epoch: -1, Offset: upto}
+			t.committed[p] = upto
+		}
+	}
+	return out
+}

@@ -1,0 +1,207 @@
+// Package fencing is the scheduler shim's fencing core: which gangstate commands to apply and
+// the acks that answer them. It is the Go twin of producers/shim/fencing.py (the reference used
+// by the simulator) and follows docs/contracts.md "gangstate.command/v1" and "gangstate.ack/v1".
+//
+// Rule: a command is applied only if its epoch is greater than its gang group's fence and its
+// expected representative still holds (compare-and-swap); every command is answered Applied,
+// Stale or PreconditionFailed. The fence is the highest epoch answered Applied or
+// PreconditionFailed, so a redelivered command that once failed its precondition is never
+// applied later.
+//
+// One addition over the Python reference, for "acked exactly once, also across a restart": a
+// State remembers the command ids it has answered (and Recover the ids of the acks read back),
+// and a command id already answered gets no second ack (Decide returns Duplicate).
+//
+// Everything here is pure: no clock, no I/O, no locks (the caller serialises).
+package fencing
+
+import (
+	"sort"
+)
+
+// Command is a gangstate.command/v1 record (the fields the shim reads).
+type Command struct {
+	Schema                 string  `json:"schema"`
+	ID                     string  `json:"id"`
+	Type                   string  `json:"type"`
+	GangGroup              string  `json:"gang_group"`
+	Gang                   string  `json:"gang,omitempty"`
+	Epoch                  int64   `json:"epoch"`
+	Representative         string  `json:"representative"`
+	ExpectedRepresentative *string `json:"expected_representative"`
+	IssuedAt               string  `json:"issued_at,omitempty"`
+	Cycle                  *int64  `json:"cycle,omitempty"`
+}
+
+// Outcomes of an ack (contracts.md gangstate.ack/v1).
+const (
+	Applied            = "Applied"
+	Stale              = "Stale"
+	PreconditionFailed = "PreconditionFailed"
+	// AckSchema is the schema id of an ack record.
+	AckSchema = "gangstate.ack/v1"
+)
+
+// Ack is a gangstate.ack/v1 record. Representative is the group's representative after the
+// decision ("" is written as null); Shim names the shim that answered (so a restarted shim finds
+// its own acks).
+type Ack struct {
+	Schema         string  `json:"schema"`
+	ObservedAt     string  `json:"observed_at"`
+	CommandID      string  `json:"command_id"`
+	GangGroup      string  `json:"gang_group"`
+	Epoch          int64   `json:"epoch"`
+	Outcome        string  `json:"outcome"`
+	Representative *string `json:"representative"`
+	Shim           string  `json:"shim,omitempty"`
+}
+
+// State is what a shim remembers: per gang group the fence epoch (absent = 0), the commands
+// received and not yet decided (in arrival order), and the command ids already answered.
+type State struct {
+	Fences   map[string]int64
+	Pending  map[string][]Command
+	Answered map[string]bool
+}
+
+// NewState returns an empty State.
+func NewState() *State {
+	return &State{Fences: map[string]int64{}, Pending: map[string][]Command{}, Answered: map[string]bool{}}
+}
+
+// Fence is the group's fence epoch (0 when no command of the group was answered).
+func (s *State) Fence(group string) int64 { return s.Fences[group] }
+
+// Buffer keeps a received command until its group's next apply point. A command already
+// buffered (same id) is not buffered twice; one already answered is dropped (it was acked
+// before: no second ack). Returns true when the command was buffered.
+func (s *State) Buffer(c Command) bool {
+	if s.Answered[c.ID] {
+		return false
+	}
+	for _, q := range s.Pending[c.GangGroup] {
+		if q.ID == c.ID {
+			return false
+		}
+	}
+	s.Pending[c.GangGroup] = append(s.Pending[c.GangGroup], c)
+	return true
+}
+
+// Groups lists the gang groups with buffered commands, sorted.
+func (s *State) Groups() []string {
+	out := make([]string, 0, len(s.Pending))
+	for g := range s.Pending {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Decide answers one command against the group's current representative (current, "" = none)
+// and the group's pending members (candidates, ns/name; nil = not checked). It returns the
+// outcome and the representative after the decision, and moves the fence:
+//   - Stale when the epoch is not greater than the fence (fence unchanged);
+//   - PreconditionFailed when the compare-and-swap fails: SwitchRepresentative needs
+//     expected_representative == current; ElectRepresentative needs no representative or the
+//     expected one; and the new representative must be among candidates when they are given;
+//   - Applied otherwise: the command's representative is the new one.
+//
+// The command id is remembered as answered either way.
+func (s *State) Decide(c Command, current string, candidates []string) (string, string) {
+	s.Answered[c.ID] = true
+	if c.Epoch <= s.Fences[c.GangGroup] {
+		return Stale, current
+	}
+	expected := ""
+	if c.ExpectedRepresentative != nil {
+		expected = *c.ExpectedRepresentative
+	}
+	var holds bool
+	if c.Type == "ElectRepresentative" {
+		holds = current == "" || current == expected
+	} else {
+		holds = current == expected
+	}
+	if holds && candidates != nil && !contains(candidates, c.Representative) {
+		holds = false
+	}
+	s.Fences[c.GangGroup] = c.Epoch
+	if !holds {
+		return PreconditionFailed, current
+	}
+	return Applied, c.Representative
+}
+
+// Decision is one answered command: the command, its outcome and the representative after it.
+type Decision struct {
+	Command        Command
+	Outcome        string
+	Representative string
+}
+
+// ApplyPending decides every buffered command of group in epoch order (arrival order among
+// equal epochs) and empties the group's buffer. It returns the representative to use from now
+// on (current when nothing applied) and one Decision per command, in the order decided.
+func (s *State) ApplyPending(group, current string, candidates []string) (string, []Decision) {
+	queued := s.Pending[group]
+	if len(queued) == 0 {
+		return current, nil
+	}
+	delete(s.Pending, group)
+	sorted := append([]Command(nil), queued...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Epoch < sorted[j].Epoch })
+	rep := current
+	out := make([]Decision, 0, len(sorted))
+	for _, c := range sorted {
+		if s.Answered[c.ID] {
+			continue
+		}
+		outcome, after := s.Decide(c, rep, candidates)
+		rep = after
+		out = append(out, Decision{Command: c, Outcome: outcome, Representative: after})
+	}
+	return rep, out
+}
+
+// MakeAck builds the ack record of a decision; at is the RFC 3339 observed_at.
+func MakeAck(d Decision, at, shimID string) Ack {
+	var rep *string
+	if d.Representative != "" {
+		r := d.Representative
+		rep = &r
+	}
+	return Ack{Schema: AckSchema, ObservedAt: at, CommandID: d.Command.ID,
+		GangGroup: d.Command.GangGroup, Epoch: d.Command.Epoch, Outcome: d.Outcome,
+		Representative: rep, Shim: shimID}
+}
+
+// Recover rebuilds a State from acks read back from gang-events after a restart: only acks of
+// shimID count (a shim trusts only its own answers; "" = every ack); each group's fence becomes
+// the highest epoch among its Applied/PreconditionFailed acks, and every acked command id is
+// answered (never acked again).
+func Recover(acks []Ack, shimID string) *State {
+	s := NewState()
+	for _, a := range acks {
+		if a.Schema != AckSchema || (shimID != "" && a.Shim != shimID) || a.GangGroup == "" {
+			continue
+		}
+		s.Answered[a.CommandID] = true
+		if a.Outcome != Applied && a.Outcome != PreconditionFailed {
+			continue
+		}
+		if a.Epoch > s.Fences[a.GangGroup] {
+			s.Fences[a.GangGroup] = a.Epoch
+		}
+	}
+	return s
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,171 @@
+package gangshim
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwktype "k8s.io/kube-scheduler/framework"
+
+	"github.com/koordinator-sh/koordinator/pkg/scheduler/plugins/coscheduling/util"
+
+	"gangstate.local/shim/bus"
+	"gangstate.local/shim/fencing"
+)
+
+// commandLoop recovers the fences from this shim's own acks on gang-events (as
+// producers/shim/shim.py does), then consumes the commands topic for as long as the process
+// lives. Until the fences are recovered no command is decided.
+func (s *Shim) commandLoop() {
+	ctx := context.Background()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		acks, err := bus.ReadAcks(rctx, s.cfg)
+		cancel()
+		if err == nil {
+			recovered := make([]fencing.Ack, 0, len(acks))
+			for _, a := range acks {
+				recovered = append(recovered, fencing.Ack(a))
+			}
+			s.mu.Lock()
+			s.state = fencing.Recover(recovered, s.cfg.ShimID)
+			s.ready = true
+			s.mu.Unlock()
+			klog.InfoS("gangstate shim: fences recovered", "acks", len(acks),
+				"groups", len(s.state.Fences))
+			break
+		}
+		klog.ErrorS(err, "gangstate shim: reading acks back; retrying")
+		time.Sleep(2 * time.Second)
+	}
+	go s.sweep()
+	for {
+		err := bus.ConsumeCommands(ctx, s.cfg, s.onCommand)
+		klog.ErrorS(err, "gangstate shim: consuming commands stopped; restarting")
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// onCommand buffers one command until its group's next apply point. A command whose id was
+// answered before (in this process or, through the recovered acks, before a restart) is not
+// acked again: its offset is committed at once.
+func (s *Shim) onCommand(value []byte, commit func()) {
+	var c fencing.Command
+	if err := json.Unmarshal(value, &c); err != nil || c.Schema != "gangstate.command/v1" ||
+		c.ID == "" || c.GangGroup == "" || c.Epoch < 1 {
+		klog.InfoS("gangstate shim: skipping an invalid command", "err", err)
+		commit()
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.state.Buffer(c) {
+		bus.Commands.WithLabelValues("duplicate").Inc()
+		if s.state.Answered[c.ID] {
+			commit()
+		} else {
+			s.commit[c.ID] = append(s.commit[c.ID], commit)
+		}
+		return
+	}
+	s.commit[c.ID] = append(s.commit[c.ID], commit)
+}
+
+// sweep answers, every 5 s, the buffered commands of groups that have no pending member left
+// (the gang was scheduled or deleted): no apply point will come for them, and every command
+// must be acked. With no candidate the compare-and-swap fails (PreconditionFailed).
+func (s *Shim) sweep() {
+	for range time.Tick(5 * time.Second) {
+		s.mu.Lock()
+		groups := s.state.Groups()
+		s.mu.Unlock()
+		for _, g := range groups {
+			group := splitGroup(g)
+			if keys, _ := s.pending(group); len(keys) == 0 {
+				s.applyPoint(g, group, nil)
+			}
+		}
+	}
+}
+
+func splitGroup(id string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(id); i++ {
+		if i == len(id) || id[i] == ',' {
+			if i > start {
+				out = append(out, id[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// applyPoint decides the group's buffered commands (fencing.State.ApplyPending) against the
+// representative in Koordinator's gang cache and the group's pending members, makes an Applied
+// representative current with the gang cache's own methods (GangGroupInfo.DeleteIfRepresentative
+// and RecordIfNoRepresentatives, K core/ganggroup.go:144-167), activates the new representative
+// through the framework (Handle.Activate: kube-scheduler moves it to activeQ, where PreEnqueue
+// lets it pass), and acks every command on gang-events keyed by the gang group id. The offset
+// of a command is committed once its ack is delivered.
+func (s *Shim) applyPoint(groupID string, group []string, _ fwktype.CycleState) {
+	if s.pub == nil {
+		return
+	}
+	s.mu.Lock()
+	if !s.ready || len(s.state.Pending[groupID]) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	current := s.representative(group)
+	candidates, pods := s.pending(group)
+	rep, decisions := s.state.ApplyPending(groupID, current, candidates)
+	commits := map[string][]func(){}
+	for _, d := range decisions {
+		commits[d.Command.ID] = s.commit[d.Command.ID]
+		delete(s.commit, d.Command.ID)
+	}
+	s.mu.Unlock()
+	if rep != current && rep != "" {
+		if target := pods[rep]; target != nil {
+			s.switchTo(group, current, target)
+		}
+	}
+	at := now()
+	for _, d := range decisions {
+		bus.Commands.WithLabelValues(d.Outcome).Inc()
+		ack := fencing.MakeAck(d, at, s.cfg.ShimID)
+		done := commits[d.Command.ID]
+		klog.InfoS("gangstate shim: command answered", "command", d.Command.ID,
+			"outcome", d.Outcome, "representative", d.Representative, "was", current)
+		s.pub.Publish(groupID, fencing.AckSchema, ack, func(err error) {
+			if err != nil {
+				return // not committed: redelivered after a restart, decided then
+			}
+			for _, c := range done {
+				c()
+			}
+		})
+	}
+}
+
+// switchTo makes target the group's representative in Koordinator's gang cache and activates it.
+func (s *Shim) switchTo(group []string, current string, target *v1.Pod) {
+	gangID := util.GetId(target.Namespace, util.GetGangNameByPod(target))
+	sum, ok := s.mgr.GetGangSummary(gangID)
+	if !ok || sum == nil || sum.GangGroupInfo == nil {
+		return
+	}
+	gg := sum.GangGroupInfo
+	if current != "" {
+		gg.DeleteIfRepresentative(podOfKey(current), "gangstate command")
+	}
+	gg.RecordIfNoRepresentatives(target)
+	key := util.GetId(target.Namespace, target.Name)
+	// PreEnqueue runs under the scheduling queue's lock: activate from another goroutine
+	go s.handle.Activate(klog.Background(), map[string]*v1.Pod{key: target})
+	_ = group
+}
