@@ -80,9 +80,21 @@ var (
 	}, []string{"outcome"})
 )
 
+var (
+	SampledOut = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gangstate_shim_records_sampled_out_total",
+		Help: "Records not published because their round was sampled out (docs/shim.md).",
+	})
+	RoundsSampledOut = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gangstate_shim_rounds_sampled_out_total",
+		Help: "Rounds (gang scheduling contexts) reported only as a count (rounds_skipped).",
+	})
+)
+
 // Collectors lists the metrics above.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{Published, Dropped, Buffered, Commands}
+	return []prometheus.Collector{Published, Dropped, Buffered, Commands, SampledOut,
+		RoundsSampledOut}
 }
 
 type item struct {
@@ -105,6 +117,9 @@ func NewPublisher(cfg Config) (*Publisher, error) {
 	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...),
 		kgo.ClientID("gangstate-shim-"+cfg.ShimID),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// uncompressed: gangstate's Python consumers (kafka-python, aiokafka) have no snappy,
+		// franz-go's default codec
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordDeliveryTimeout(2*time.Minute))
 	if err != nil {

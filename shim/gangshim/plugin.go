@@ -30,6 +30,7 @@ package gangshim
 import (
 	"context"
 	"fmt"
+	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -75,14 +76,23 @@ type Shim struct {
 	reps   map[string]string   // gang group id -> representative last published
 	rounds map[string]*round   // gang group id -> the open round
 	commit map[string][]func() // command id -> offset commits waiting for its ack
+
+	// sampling of repeated rounds (see sampleRound)
+	interval  time.Duration
+	lastRound map[string]time.Time // gang group id -> when its last detailed round opened
+	skipped   map[string]int64     // gang group id -> rounds sampled out since then
+	quiet     map[string]bool      // gang group id -> its current round is sampled out
+	lastPre   map[string]string    // pod ns/name -> its last PreEnqueue outcome published
 }
 
 type round struct {
-	cycle   int64
-	first   string
-	culprit string
-	fitErr  string
-	waiting int
+	cycle    int64
+	first    string
+	culprit  string
+	fitErr   string
+	waiting  int
+	detailed bool
+	skipped  int64 // rounds sampled out before this one, reported once by its first failure or release
 }
 
 // New builds Koordinator's Coscheduling and wraps it. Without GANGSTATE_KAFKA_BOOTSTRAP the
@@ -99,7 +109,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktyp
 	}
 	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, cfg: bus.FromEnv(),
 		state: fencing.NewState(), reps: map[string]string{}, rounds: map[string]*round{},
-		commit: map[string][]func(){}}
+		commit: map[string][]func(){}, interval: roundInterval(), lastRound: map[string]time.Time{},
+		skipped: map[string]int64{}, quiet: map[string]bool{}, lastPre: map[string]string{}}
 	registerOnce.Do(func() {
 		for _, c := range bus.Collectors() {
 			legacyregistry.RawMustRegister(c)
@@ -139,27 +150,30 @@ func managerOf(cs *coscheduling.Coscheduling) (*core.PodGroupManager, error) {
 // -- records ------------------------------------------------------------------------------------
 
 // Record is a gangstate.cycle/v1 record as the shim writes it (contracts.md): the optional
-// fields round, event and code are the shim's.
+// fields shim (the shim's id, on every record it writes), round, rounds_skipped, event and code
+// are the shim's.
 type Record struct {
-	Schema               string  `json:"schema"`
-	ObservedAt           string  `json:"observed_at"`
-	Scheduler            string  `json:"scheduler"`
-	Cycle                int64   `json:"cycle"`
-	Pod                  PodRef  `json:"pod"`
-	Gang                 string  `json:"gang"`
-	GangGroup            string  `json:"gang_group"`
-	Stage                string  `json:"stage"`
-	Status               string  `json:"status"`
-	Reason               string  `json:"reason"`
-	Message              string  `json:"message"`
-	Representative       *string `json:"representative"`
-	Node                 *string `json:"node"`
-	Culprit              *string `json:"culprit,omitempty"`
-	FitError             *string `json:"fit_error,omitempty"`
-	AlreadyWaitForBound  *int    `json:"already_wait_for_bound,omitempty"`
-	Round                *int64  `json:"round,omitempty"`
-	Event                string  `json:"event,omitempty"`
-	Code                 string  `json:"code,omitempty"`
+	Schema              string  `json:"schema"`
+	ObservedAt          string  `json:"observed_at"`
+	Scheduler           string  `json:"scheduler"`
+	Shim                string  `json:"shim"`
+	Cycle               int64   `json:"cycle"`
+	Pod                 PodRef  `json:"pod"`
+	Gang                string  `json:"gang"`
+	GangGroup           string  `json:"gang_group"`
+	Stage               string  `json:"stage"`
+	Status              string  `json:"status"`
+	Reason              string  `json:"reason"`
+	Message             string  `json:"message"`
+	Representative      *string `json:"representative"`
+	Node                *string `json:"node"`
+	Culprit             *string `json:"culprit,omitempty"`
+	FitError            *string `json:"fit_error,omitempty"`
+	AlreadyWaitForBound *int    `json:"already_wait_for_bound,omitempty"`
+	Round               *int64  `json:"round,omitempty"`
+	RoundsSkipped       int64   `json:"rounds_skipped,omitempty"`
+	Event               string  `json:"event,omitempty"`
+	Code                string  `json:"code,omitempty"`
 }
 
 // PodRef names a pod.
@@ -267,10 +281,26 @@ func setOf(xs []string) map[string]bool {
 // publish sends one record for pod (never blocks; see bus.Publisher).
 func (s *Shim) publish(pod *v1.Pod, gangID, groupID string, group []string, stage, status,
 	reason, message string, fill func(*Record)) {
+	s.publishIf(false, pod, gangID, groupID, group, stage, status, reason, message, fill)
+}
+
+// publishIf publishes unless the group's current round is sampled out (always: publish anyway).
+func (s *Shim) publishIf(always bool, pod *v1.Pod, gangID, groupID string, group []string, stage,
+	status, reason, message string, fill func(*Record)) {
 	if s.pub == nil {
 		return
 	}
+	if !always {
+		s.mu.Lock()
+		q := s.quiet[groupID]
+		s.mu.Unlock()
+		if q {
+			bus.SampledOut.Inc()
+			return
+		}
+	}
 	rec := &Record{Schema: "gangstate.cycle/v1", ObservedAt: now(), Scheduler: SchedulerName,
+		Shim:  s.cfg.ShimID,
 		Cycle: s.cycle(), Pod: PodRef{pod.Namespace, pod.Name, string(pod.UID)}, Gang: gangID,
 		GangGroup: groupID, Stage: stage, Status: status, Reason: reason, Message: message,
 		Representative: strp(s.representative(group))}
@@ -322,31 +352,37 @@ func (s *Shim) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwktype.Status {
 	if gangID == "" || s.pub == nil {
 		return st
 	}
-	if st.IsSuccess() {
-		s.publish(pod, gangID, groupID, group, "PreEnqueue", "Success", "", "", nil)
-	} else {
-		msg := st.Message()
-		s.publish(pod, gangID, groupID, group, "PreEnqueue", "Gated", preEnqueueReason(msg), msg,
-			func(r *Record) { r.Code = st.Code().String() })
+	key := util.GetId(pod.Namespace, pod.Name)
+	status, reason, msg := "Success", "", ""
+	if !st.IsSuccess() {
+		msg = st.Message()
+		status, reason = "UnschedulableAndUnresolvable", preEnqueueReason(msg)
 	}
+	s.mu.Lock()
+	changed := s.lastPre[key] != status+"|"+reason
+	s.lastPre[key] = status + "|" + reason
+	s.mu.Unlock()
+	s.publishIf(changed, pod, gangID, groupID, group, "PreEnqueue", status, reason, msg,
+		func(r *Record) { r.Code = st.Code().String() })
 	s.noteRepresentative(pod, gangID, groupID, group, "PreEnqueue")
 	return st
 }
 
 // preEnqueueReason names Koordinator's PreEnqueue refusals (K core/core.go:202-240,
-// core/gang.go:35-37).
+// core/gang.go:35-37) with the reasons of the scheduler message catalogue
+// (producers/watch/scheduler_events.py, rows B1a, B1b, B1c, P7, P8).
 func preEnqueueReason(msg string) string {
 	switch {
-	case strings.HasPrefix(msg, "can't find gang"), strings.HasPrefix(msg, "gang has not init"):
+	case strings.HasPrefix(msg, "can't find gang"):
+		return "GangNotFound"
+	case strings.HasPrefix(msg, "gang has not init"):
 		return "GangNotInitialized"
-	case strings.Contains(msg, "child pod not collect enough"):
-		return "GangMembersInsufficient"
 	case strings.Contains(msg, "basic check"):
-		return "GangGroupIncomplete"
+		return "GangBasicCheckUnsatisfied"
 	case strings.Contains(msg, "is scheduling and this pod has not been attempted"):
 		return "GangGroupScheduling"
 	case strings.HasPrefix(msg, "representative pod"), strings.Contains(msg, "is not exists in gangCache"):
-		return "NotRepresentative"
+		return "GangRepresentative"
 	}
 	return "PreEnqueue"
 }
@@ -364,12 +400,10 @@ func (s *Shim) BeforePreFilter(ctx context.Context, state fwktype.CycleState, po
 	key := util.GetId(pod.Namespace, pod.Name)
 	if st.IsSuccess() {
 		if wasRep && s.representative(group) == "" {
-			s.mu.Lock()
-			s.rounds[groupID] = &round{cycle: cycle, first: key}
-			s.mu.Unlock()
+			rd := s.sampleRound(groupID, cycle, key)
 			s.publish(pod, gangID, groupID, group, "PreFilter", "Success", "RoundOpened",
 				"gang scheduling context opened by the representative", func(r *Record) {
-					r.Event, r.Round = "RoundOpened", &cycle
+					r.Event, r.Round, r.RoundsSkipped = "RoundOpened", &cycle, rd.skipped
 				})
 			s.noteRepresentative(pod, gangID, groupID, group, "gang group enters scheduling")
 		}
@@ -387,7 +421,7 @@ func (s *Shim) BeforePreFilter(ctx context.Context, state fwktype.CycleState, po
 	}
 	s.mu.Unlock()
 	s.publish(pod, gangID, groupID, group, "PreFilter", "UnschedulableAndUnresolvable",
-		"Coscheduling", msg, func(r *Record) {
+		"GangGroupRejected", msg, func(r *Record) {
 			r.Round = rnum
 			r.Culprit, r.FitError = strp(culprit), strp(fitErr)
 			r.Code = st.Code().String()
@@ -425,13 +459,17 @@ func (s *Shim) NextPod() *v1.Pod {
 	}
 	s.mu.Lock()
 	delete(s.rounds, openGroup)
+	skipped := rd.skipped
+	rd.skipped = 0
 	s.mu.Unlock()
 	c := rd.cycle
 	for _, w := range waiting {
 		gangID, groupID, group := s.gangOf(w)
-		s.publish(w, gangID, groupID, group, "Permit", "Rejected", "RoundClosed",
+		n := skipped
+		skipped = 0
+		s.publish(w, gangID, groupID, group, "Permit", "Rejected", "GangRoundEnded",
 			core.ReasonAllPendingPodsIsAlreadyAttempted, func(r *Record) {
-				r.Event, r.Round = "RoundClosed", &c
+				r.Event, r.Round, r.RoundsSkipped = "RoundClosed", &c, n
 			})
 	}
 	if len(waiting) == 0 && rd.first != "" {
@@ -459,18 +497,21 @@ func (s *Shim) PostFilter(ctx context.Context, state fwktype.CycleState, pod *v1
 		s.mu.Lock()
 		rd := s.rounds[groupID]
 		var rnum *int64
+		var skipped int64
 		if rd != nil {
 			if rd.culprit == "" {
 				rd.culprit, rd.fitErr, rd.waiting = key, fit, waiting
 			}
 			c := rd.cycle
 			rnum = &c
+			skipped, rd.skipped = rd.skipped, 0
 		}
 		s.mu.Unlock()
-		s.publish(pod, gangID, groupID, group, "Filter", "Unschedulable", "FailedScheduling", fit,
+		s.publish(pod, gangID, groupID, group, "Filter", "Unschedulable", dominantReason(fit), fit,
 			func(r *Record) {
 				r.Round, r.Culprit, r.FitError = rnum, strp(key), strp(fit)
 				r.AlreadyWaitForBound = &waiting
+				r.RoundsSkipped = skipped
 			})
 	}
 	return s.Coscheduling.PostFilter(ctx, state, pod, m)
@@ -537,7 +578,7 @@ func (s *Shim) AfterPostFilter(ctx context.Context, state fwktype.CycleState, po
 				continue
 			}
 			wg, wgr, wgroup := s.gangOf(w)
-			s.publish(w, wg, wgr, wgroup, "Permit", "Rejected", "Coscheduling",
+			s.publish(w, wg, wgr, wgroup, "PostFilter", "Rejected", "GangGroupRejected",
 				fmt.Sprintf("GangGroup %q gets rejected due to member Pod %q is unschedulable, "+
 					"alreadyWaitForBound: %d", groupID, key, n), func(r *Record) {
 					r.Round, r.Culprit, r.FitError = rnum, strp(key), strp(fit)
@@ -572,7 +613,7 @@ func (s *Shim) Permit(ctx context.Context, state fwktype.CycleState, pod *v1.Pod
 		}
 	}
 	s.mu.Unlock()
-	s.publish(pod, gangID, groupID, group, "Permit", status, "Coscheduling", st.Message(),
+	s.publishIf(status == "Success", pod, gangID, groupID, group, "Permit", status, "Coscheduling", st.Message(),
 		func(r *Record) {
 			r.Node, r.Round, r.Event = strp(nodeName), rnum, event
 			if wait > 0 {
@@ -590,7 +631,7 @@ func (s *Shim) Unreserve(ctx context.Context, state fwktype.CycleState, pod *v1.
 	if gangID == "" || s.pub == nil {
 		return
 	}
-	s.publish(pod, gangID, groupID, group, "Unreserve", "Rejected", "Unreserve",
+	s.publish(pod, gangID, groupID, group, "Unreserve", "Rejected", "GangGroupRejected",
 		fmt.Sprintf("Gang %q gets rejected due to Pod %q in Unreserve", gangID, pod.Name),
 		func(r *Record) { r.Node = strp(nodeName) })
 }
@@ -603,8 +644,66 @@ func (s *Shim) PostBind(ctx context.Context, state fwktype.CycleState, pod *v1.P
 	if gangID == "" || s.pub == nil {
 		return
 	}
-	s.publish(pod, gangID, groupID, group, "Bind", "Bound", "Scheduled",
+	s.publishIf(true, pod, gangID, groupID, group, "Bind", "Bound", "",
 		fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, nodeName),
 		func(r *Record) { r.Node = strp(nodeName) })
 	s.noteRepresentative(pod, gangID, groupID, group, "pod bound")
+}
+
+// roundInterval is GANGSTATE_SHIM_ROUND_INTERVAL (a Go duration, default 1s): at most one
+// round per gang group and interval is reported in detail.
+func roundInterval() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("GANGSTATE_SHIM_ROUND_INTERVAL")); err == nil && d >= 0 {
+		return d
+	}
+	return time.Second
+}
+
+// sampleRound records a round opened at cycle by first and decides whether it is reported in
+// detail. koord-scheduler v1.8.0 retries a gang that cannot fit as fast as its queue allows
+// (hundreds of rounds per second on the local control plane: the failed members go through the
+// backoff queue, K core/core.go:150-190, and every round repeats the last); reporting each
+// would flood gang-events. So at most one round per gang group and interval is reported with
+// all its records; the rounds in between are counted, and the next detailed round's first
+// failure (or release) carries that count as rounds_skipped. Outcomes that change something
+// (a PreEnqueue outcome that differs from the pod's last, Permit Success, Bound) are always
+// reported.
+func (s *Shim) sampleRound(groupID string, cycle int64, first string) *round {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := time.Now()
+	rd := &round{cycle: cycle, first: first}
+	if last, ok := s.lastRound[groupID]; !ok || t.Sub(last) >= s.interval {
+		rd.detailed, rd.skipped = true, s.skipped[groupID]
+		s.lastRound[groupID] = t
+		s.skipped[groupID] = 0
+		s.quiet[groupID] = false
+	} else {
+		s.skipped[groupID]++
+		s.quiet[groupID] = true
+		bus.RoundsSampledOut.Inc()
+	}
+	s.rounds[groupID] = rd
+	return rd
+}
+
+// dominantReason is the most frequent reason of a fit error written by fitError ("2
+// Insufficient nvidia.com/gpu" -> "Insufficient nvidia.com/gpu"); FailedScheduling when none.
+func dominantReason(fit string) string {
+	_, list, ok := strings.Cut(fit, "available: ")
+	if !ok {
+		return "FailedScheduling"
+	}
+	best, bestN := "FailedScheduling", 0
+	for _, part := range strings.Split(strings.TrimSuffix(list, "."), ", ") {
+		var n int
+		var r string
+		if c, err := fmt.Sscanf(part, "%d", &n); err == nil && c == 1 {
+			r = strings.TrimSpace(strings.TrimPrefix(part, fmt.Sprint(n)))
+			if n > bestN {
+				best, bestN = r, n
+			}
+		}
+	}
+	return best
 }
