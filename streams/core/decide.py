@@ -587,8 +587,10 @@ def _decide_cycle(state: GangState, rec: CycleObserved, out: list[dict[str, Any]
     number (the scheduler shim, the simulator). An attempt without one (one pod's, from a
     scheduler Event) is told by its failure episode instead (``GangUnschedulable``,
     ``_decide_unschedulable``): koord-scheduler v1.8.0 writes one Event per pod and attempt,
-    about one per second, and the member that fails changes from round to round."""
-    if rec.cycle is None or rec.cycle != state.cycle:
+    about one per second, and the member that fails changes from round to round. The
+    scheduler shim's records report those same rounds (one cycle number each): they are told
+    by the episode too (``episode.is_attempt``), never by one diagnostic per round."""
+    if rec.cycle is None or rec.shim or rec.cycle != state.cycle:
         return state
     facts = cycle_facts(state)
     if facts is None:

@@ -90,11 +90,19 @@ def fit_phrase(fit_error: str) -> str:
     return ", ".join(parts) if parts else "fit error not known"
 
 
+def is_attempt(rec: CycleObserved) -> bool:
+    """True for a record that episodes fold: an attempt derived from a scheduler Event (no
+    cycle number), or a record of the scheduler shim (``rec.shim``), which reports the same
+    attempts from inside the scheduler, with its cycle number and the same ``culprit``,
+    ``fit_error`` and ``already_wait_for_bound`` (contracts.md, ``gangstate.cycle/v1``)."""
+    return rec.cycle is None or bool(rec.shim)
+
+
 def is_failure(rec: CycleObserved) -> bool:
     """True for an attempt that reports a member not fitting: its own fit error or a refusal
     or release that names the culprit (``rec.culprit``, set by the scheduler message catalogue
-    for the forms ``FIT``, ``B2``, ``F3``, ``F5``)."""
-    return rec.cycle is None and rec.culprit is not None and rec.status != "Bound"
+    for the forms ``FIT``, ``B2``, ``F3``, ``F5``, or by the scheduler shim)."""
+    return is_attempt(rec) and rec.culprit is not None and rec.status != "Bound"
 
 
 def _name(pod: str) -> str:
@@ -108,26 +116,29 @@ def count_round(ep: Episode, rec: CycleObserved) -> Episode:
     ``all pending pods is already been attempted`` releases (written to every waiting member at
     once, ``core/core.go:186-187``) with no other attempt in between is one round that ended
     without a failure. Releases in ``Unreserve`` come within a round already counted and count
-    nothing. Also keeps ``fit`` (the largest number of members seen waiting at once)."""
+    nothing. Also keeps ``fit`` (the largest number of members seen waiting at once). The
+    rounds a shim record says it left out (``rec.rounds_skipped``) are added."""
     if rec.reason == ROUND_ENDED:
         released = ep.released + 1
-        return ep._replace(rounds=ep.rounds + (1 if ep.released == 0 else 0),
-                           released=released, fit=max(ep.fit, released))
-    rounds = ep.rounds + (1 if rec.culprit == rec.pod and rec.status != "Rejected"
-                          and rec.stage == "Filter" else 0)
+        return ep._replace(rounds=ep.rounds + (1 if ep.released == 0 else 0)
+                           + rec.rounds_skipped, released=released, fit=max(ep.fit, released))
+    rounds = ep.rounds + rec.rounds_skipped + (
+        1 if rec.culprit == rec.pod and rec.status != "Rejected" and rec.stage == "Filter"
+        else 0)
     fit = ep.fit if rec.already_wait_for_bound is None \
         else max(ep.fit, rec.already_wait_for_bound)
     return ep._replace(rounds=rounds, released=0, fit=fit)
 
 
 def fold_attempt(ep: Episode | None, rec: CycleObserved, quiet: int) -> Episode | None:
-    """The episode after attempt ``rec`` (a cycle record without a cycle number), ``quiet``
+    """The episode after attempt ``rec`` (``is_attempt``: a cycle record without a cycle number
+    or one of the scheduler shim), ``quiet``
     microseconds of event time without a failure ending an episode. A failure (``is_failure``)
     opens an episode when none is open or the open one has been quiet for longer than
     ``quiet``, and names its culprit with its fit error (the latest readable one; a cut one
     never replaces a readable one); round ends update an open episode only. Returns ``ep``
     itself when nothing changes. Pure."""
-    if rec.cycle is not None:
+    if not is_attempt(rec):
         return ep
     if is_failure(rec):
         if ep is None or rec.at > ep.last_at + quiet:

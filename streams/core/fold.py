@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, MutableMapping
 
 from . import decide, episode
-from .records import (AckObserved, CycleObserved, GangRecord, GangSummarized, PodGroupObserved,
-                      PodObserved, Record, Tick)
+from .records import (FAILED_STATUSES, AckObserved, CycleObserved, GangRecord, GangSummarized,
+                      PodGroupObserved, PodObserved, Record, Tick)
 from .spec import parse_spec
 from .state import (GangState, HistoryEntry, Member, Peer, PodGroupInfo, cycle_key,
                     spec_and_fallbacks)
@@ -29,6 +29,11 @@ Output = dict[str, Any]
 
 RECENT_CYCLES = 64
 RECENT_ACKS = 32
+SHIM_PREFERRED_SECONDS = 60
+"""While a gang's last record of the scheduler shim is at most this old (event time), records
+derived from scheduler Events are not folded: the shim reports the same attempts from inside
+the scheduler, with cycle numbers. Past it (the shim stopped, or the scheduler runs without
+it), Events are folded again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +234,17 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     number is an attempt of its own: it is the latest, and it groups with no other record;
     it also counts in the gang's storm window when it failed (``episode.count_attempt``) and
     folds into its failure episode (``episode.fold_attempt``); a ``Bind``/``Bound`` ends the
-    episode. Any change is made on a copy."""
+    episode. A record of the scheduler shim (``rec.shim``) keeps its cycle number and folds into
+    the episode and the storm window the same way (its failures: ``Unschedulable``,
+    ``UnschedulableAndUnresolvable``, ``Error`` or ``Rejected``, the ones the scheduler writes a
+    FailedScheduling Event for: none at PreEnqueue, K ``coscheduling.go:122-128``, and none for
+    the ``Unreserve`` that follows a release it already wrote); while the gang's last shim record is at most
+    ``SHIM_PREFERRED_SECONDS`` of event time old, a record derived from a scheduler Event
+    changes nothing: the shim reports the same attempts, with cycle numbers. Any change is made
+    on a copy."""
+    if rec.cycle is None and not rec.shim and state.shim_at is not None \
+            and rec.at <= state.shim_at + SHIM_PREFERRED_SECONDS * 1_000_000:
+        return state
     key = cycle_key(rec.scheduler, rec.attempt if rec.cycle is None else rec.cycle, rec.pod,
                     rec.stage, rec.status)
     if key in state.recent_cycles:
@@ -249,11 +264,15 @@ def apply_cycle(state: GangState, rec: CycleObserved,
             new.put_member(uid, Member(m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
                                        m.waits_for_podgroup, rec.stage, rec.status, rec.reason,
                                        rec.cycle, m.gates))
-    if rec.cycle is None:
+    if rec.shim:
+        new.shim_at = rec.at if state.shim_at is None else max(state.shim_at, rec.at)
+    if episode.is_attempt(rec):
         if rec.status == "Bound":
             new.episode = None
         else:
-            new.storm = episode.count_attempt(state.storm, rec.at)
+            if rec.cycle is None or (rec.stage not in ("PreEnqueue", "Unreserve") and (
+                    rec.status in FAILED_STATUSES or rec.status == "Rejected")):
+                new.storm = episode.count_attempt(state.storm, rec.at)
             new.episode = episode.fold_attempt(state.episode, rec, settings.quiet_micros)
     latest = state.cycle
     if rec.cycle is None or latest is None or rec.cycle > latest:

@@ -82,7 +82,11 @@ class CycleObserved(NamedTuple):
     2 Insufficient nvidia.com/gpu.``) and ``already_wait_for_bound`` how many members of the
     gang group waited at Permit then (Koordinator's count); each ``None`` when the message does
     not say; ``capacity`` what the cluster had of the culprit's short resource, when the
-    producer knows its nodes (contracts.md, ``gangstate.cycle/v1``).
+    producer knows its nodes (contracts.md, ``gangstate.cycle/v1``). ``shim`` is the id of the
+    scheduler shim that wrote the record (``""``: not the shim's: the watch producer's or the
+    simulator's); ``round`` the cycle number in which the round (Koordinator's gang scheduling
+    context) the record belongs to was opened, ``None`` outside a round or when not known;
+    ``rounds_skipped`` the rounds the shim reported only as a count before this one.
     """
 
     at: int
@@ -103,6 +107,9 @@ class CycleObserved(NamedTuple):
     fit_error: str | None = None
     already_wait_for_bound: int | None = None
     capacity: Capacity | None = None
+    shim: str = ""
+    round: int | None = None
+    rounds_skipped: int = 0
 
 
 class AckObserved(NamedTuple):

@@ -143,7 +143,10 @@ class GangState:
     a PodGroup brings it back. ``episode`` is the gang's current or last failure episode
     (``streams.core.episode``, from scheduler Events), ``None`` when it had none since it was
     last bound or deleted; ``storm`` counts its failed attempts per second of event time over
-    the last minute (``episode.count_attempt``). A deleted gang keeps its state (the epoch of its group, the
+    the last minute (``episode.count_attempt``). ``shim_at`` is the event time of the last
+    record of the scheduler shim (``CycleObserved.shim``) for the gang: while it is recent, the
+    fold prefers the shim's records to those derived from scheduler Events
+    (``fold.SHIM_PREFERRED_SECONDS``). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -181,6 +184,7 @@ class GangState:
     deleted_by: str | None = None
     episode: Episode | None = None
     storm: tuple[tuple[int, int], ...] = ()
+    shim_at: int | None = None
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -265,6 +269,7 @@ class GangState:
         new.deleted_by = self.deleted_by
         new.episode = self.episode
         new.storm = self.storm
+        new.shim_at = self.shim_at
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
@@ -520,6 +525,7 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "db": state.deleted_by,
         **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
         **({} if not state.storm else {"sw": [list(s) for s in state.storm]}),
+        **({} if state.shim_at is None else {"sh": state.shim_at}),
     }
 
 
@@ -538,7 +544,7 @@ def _episode_in(row: list[Any] | None) -> Episode | None:
 
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
-    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``) are optional, so values stored before
+    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``sh``) are optional, so values stored before
     them still decode (a gang stored before ``da`` is not deleted); so is a member row's 13th
     value (its scheduling gates: a row of 12 is a member without gates). Raises ``ValueError`` on an
     unknown wire version and ``KeyError``/``TypeError`` on a malformed value."""
@@ -588,4 +594,5 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         deleted_by=data.get("db"),
         episode=_episode_in(data.get("ep")),
         storm=tuple((a, b) for a, b in data.get("sw", [])),
+        shim_at=data.get("sh"),
     )

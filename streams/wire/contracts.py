@@ -242,6 +242,22 @@ class CycleRecord(_Timed):
         default=None, description="what the cluster had of the culprit's short resource "
                                   "(its fit error says Insufficient <resource>), when the "
                                   "producer knows the nodes; absent otherwise")
+    shim: str | None = Field(
+        default=None, description="id of the scheduler shim that wrote the record (on every "
+                                  "record the shim writes); absent for other producers")
+    round: int | None = Field(
+        default=None, ge=0, description="the shim's: cycle number in which the round (the gang "
+                                        "scheduling context) this record belongs to was opened")
+    rounds_skipped: int | None = Field(
+        default=None, ge=0, description="the shim's: rounds of the gang group reported only as "
+                                        "this count, since its previous detailed round")
+    event: str | None = Field(
+        default=None, description="the shim's: what the record marks besides an outcome "
+                                  "(RepresentativeRecorded, RepresentativeCleared, RoundOpened, "
+                                  "MemberHandedOut, RoundClosed, Allowed)")
+    code: str | None = Field(
+        default=None, description="the shim's: the scheduler framework's status code as "
+                                  "written by the plugin (e.g. UnschedulableAndUnresolvable)")
 
     @model_validator(mode="after")
     def _identified(self) -> "CycleRecord":
@@ -403,6 +419,11 @@ class CycleView(_InputView):
     fit_error: NotRequired[str | None]
     already_wait_for_bound: NotRequired[Annotated[int, Field(ge=0)] | None]
     capacity: NotRequired[_CapacityView | None]
+    shim: NotRequired[str | None]
+    round: NotRequired[Annotated[int, Field(ge=0)] | None]
+    rounds_skipped: NotRequired[Annotated[int, Field(ge=0)] | None]
+    event: NotRequired[str | None]
+    code: NotRequired[str | None]
 
 
 class AckView(_InputView):

@@ -115,7 +115,8 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
         pod.get("uid", ""), gang, get("gang_group") or gang, rec["stage"], rec["status"],
         get("reason", ""), get("message", ""), get("representative"), get("node"), attempt,
         get("culprit"), get("fit_error"), get("already_wait_for_bound"),
-        _capacity(get("capacity"))))
+        _capacity(get("capacity")), get("shim") or "", get("round"),
+        get("rounds_skipped") or 0))
 
 
 def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
