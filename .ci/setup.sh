@@ -6,7 +6,9 @@
 #   - the Kafka 4 broker jars from Maven Central, cached in ~/.cache/gangstate (or $GANGSTATE_CACHE);
 #   - with --cluster: the local control plane (etcd, kube-apiserver, koord-scheduler v1.8.0) built
 #     with Go from the Go module proxy, cached by version in ~/.cache/gangstate/controlplane
-#     (~7 min the first time on 2 cores here; under a second once cached). The tests need it.
+#     (~7 min the first time on 2 cores here; under a second once cached), and gangstate's
+#     scheduler shim (shim/, cached by version and a hash of its sources; ~40 s with the Go
+#     build cache warm from that build). The tests need them.
 # Used by both README commands and by .ci/run. Re-running it is fast: each step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,5 +77,5 @@ if [ "$cluster" = 1 ]; then
     echo "run the tests without the cluster tier: .venv/bin/python -m pytest -m 'not cluster'" >&2
     exit 1
   fi
-  .venv/bin/python deploy/cluster/controlplane.py build >/dev/null
+  .venv/bin/python deploy/cluster/controlplane.py build --shim >/dev/null
 fi

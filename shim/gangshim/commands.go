@@ -73,18 +73,47 @@ func (s *Shim) onCommand(value []byte, commit func()) {
 	s.commit[c.ID] = append(s.commit[c.ID], commit)
 }
 
-// sweep answers, every 5 s, the buffered commands of groups that have no pending member left
-// (the gang was scheduled or deleted): no apply point will come for them, and every command
-// must be acked. With no candidate the compare-and-swap fails (PreconditionFailed).
+// sweep runs every second over the groups with buffered commands. A group with no pending
+// member left (scheduled or deleted) gets no apply point any more: its commands are decided
+// now (with no candidate the compare-and-swap fails: PreconditionFailed), since every command
+// must be acked. A group with pending members may sit in the unschedulable pods for good (a pod
+// refused at PreEnqueue by Coscheduling is moved by no cluster event: K coscheduling.go:109-112;
+// docs/contracts.md "Scheduling gates"), so its next PreEnqueue is brought about with the
+// framework's own means: the pending pod each command names is activated once
+// (Handle.Activate), which runs its PreEnqueue, the apply point.
 func (s *Shim) sweep() {
-	for range time.Tick(5 * time.Second) {
+	activated := map[string]bool{}
+	for range time.Tick(time.Second) {
 		s.mu.Lock()
 		groups := s.state.Groups()
+		targets := map[string][]string{}
+		for _, g := range groups {
+			for _, c := range s.state.Pending[g] {
+				if !activated[c.ID] {
+					activated[c.ID] = true
+					targets[g] = append(targets[g], c.Representative)
+				}
+			}
+		}
 		s.mu.Unlock()
 		for _, g := range groups {
 			group := splitGroup(g)
-			if keys, _ := s.pending(group); len(keys) == 0 {
+			keys, pods := s.pending(group)
+			if len(keys) == 0 {
 				s.applyPoint(g, group, nil)
+				continue
+			}
+			wake := map[string]*v1.Pod{}
+			for _, t := range targets[g] {
+				if p := pods[t]; p != nil {
+					wake[t] = p
+				}
+			}
+			if len(wake) == 0 && len(targets[g]) > 0 {
+				wake[keys[0]] = pods[keys[0]] // the target is not pending: any member's PreEnqueue decides
+			}
+			if len(wake) > 0 {
+				s.handle.Activate(klog.Background(), wake)
 			}
 		}
 	}

@@ -78,11 +78,11 @@ type Shim struct {
 	commit map[string][]func() // command id -> offset commits waiting for its ack
 
 	// sampling of repeated rounds (see sampleRound)
-	interval  time.Duration
-	lastRound map[string]time.Time // gang group id -> when its last detailed round opened
-	skipped   map[string]int64     // gang group id -> rounds sampled out since then
-	quiet     map[string]bool      // gang group id -> its current round is sampled out
-	lastPre   map[string]string    // pod ns/name -> its last PreEnqueue outcome published
+	interval   time.Duration
+	lastRound  map[string]time.Time // gang group id -> when its last detailed round opened
+	skipped    map[string]int64     // gang group id -> rounds sampled out since then
+	quiet      map[string]bool      // gang group id -> its current round is sampled out
+	lastOpened map[string]time.Time // gang group id -> when its last round opened
 }
 
 type round struct {
@@ -110,7 +110,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktyp
 	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, cfg: bus.FromEnv(),
 		state: fencing.NewState(), reps: map[string]string{}, rounds: map[string]*round{},
 		commit: map[string][]func(){}, interval: roundInterval(), lastRound: map[string]time.Time{},
-		skipped: map[string]int64{}, quiet: map[string]bool{}, lastPre: map[string]string{}}
+		skipped: map[string]int64{}, quiet: map[string]bool{}, lastOpened: map[string]time.Time{}}
 	registerOnce.Do(func() {
 		for _, c := range bus.Collectors() {
 			legacyregistry.RawMustRegister(c)
@@ -292,7 +292,8 @@ func (s *Shim) publishIf(always bool, pod *v1.Pod, gangID, groupID string, group
 	}
 	if !always {
 		s.mu.Lock()
-		q := s.quiet[groupID]
+		// a sampled-out round keeps the group quiet only while rounds keep coming
+		q := s.quiet[groupID] && time.Since(s.lastOpened[groupID]) < 2*s.interval
 		s.mu.Unlock()
 		if q {
 			bus.SampledOut.Inc()
@@ -352,17 +353,12 @@ func (s *Shim) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwktype.Status {
 	if gangID == "" || s.pub == nil {
 		return st
 	}
-	key := util.GetId(pod.Namespace, pod.Name)
 	status, reason, msg := "Success", "", ""
 	if !st.IsSuccess() {
 		msg = st.Message()
 		status, reason = "UnschedulableAndUnresolvable", preEnqueueReason(msg)
 	}
-	s.mu.Lock()
-	changed := s.lastPre[key] != status+"|"+reason
-	s.lastPre[key] = status + "|" + reason
-	s.mu.Unlock()
-	s.publishIf(changed, pod, gangID, groupID, group, "PreEnqueue", status, reason, msg,
+	s.publishIf(false, pod, gangID, groupID, group, "PreEnqueue", status, reason, msg,
 		func(r *Record) { r.Code = st.Code().String() })
 	s.noteRepresentative(pod, gangID, groupID, group, "PreEnqueue")
 	return st
@@ -665,13 +661,15 @@ func roundInterval() time.Duration {
 // backoff queue, K core/core.go:150-190, and every round repeats the last); reporting each
 // would flood gang-events. So at most one round per gang group and interval is reported with
 // all its records; the rounds in between are counted, and the next detailed round's first
-// failure (or release) carries that count as rounds_skipped. Outcomes that change something
-// (a PreEnqueue outcome that differs from the pod's last, Permit Success, Bound) are always
+// failure (or release) carries that count as rounds_skipped; a group is quiet only while its
+// rounds keep coming (a round opened within two intervals), so the PreEnqueue outcomes of a
+// gang that stopped being retried are reported again. Permit Success and Bound are always
 // reported.
 func (s *Shim) sampleRound(groupID string, cycle int64, first string) *round {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := time.Now()
+	s.lastOpened[groupID] = t
 	rd := &round{cycle: cycle, first: first}
 	if last, ok := s.lastRound[groupID]; !ok || t.Sub(last) >= s.interval {
 		rd.detailed, rd.skipped = true, s.skipped[groupID]

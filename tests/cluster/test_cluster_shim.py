@@ -1,0 +1,206 @@
+"""gangstate's scheduler shim on the real control plane: koord-scheduler v1.8.0 built from
+``shim/`` (``deploy/cluster/controlplane.py`` ``build_shim``), started in place of Koordinator's
+own build for this module (``LocalCluster.use_shim``), publishing into the chain's topics.
+
+- ``describe gang`` shows the representative, the rounds and a numbered last cycle taken from
+  the scheduler's own records (the Events path has no cycle numbers and no representative);
+- commands on ``commands`` are applied with the fencing and acked on ``gang-events`` once each,
+  also across a scheduler restart (the shim recovers its fences and answered ids from its own
+  acks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from typing import Any, Iterator
+
+import pytest
+from kubernetes import client
+
+from streams.dev.localcluster import Chain, gang_pod
+from tests.cluster.kube import gangstate_events, record_scenario, wait_for
+from tests.cluster.test_cluster_chain import describe_gang
+from tests.cluster.test_cluster_scenarios import create, create_namespace
+
+SETTLE = 120.0
+
+
+@pytest.fixture(scope="module")
+def shim_id(local_cluster: Any, chain: Chain) -> Iterator[str]:
+    """Run the shim build for this module, publishing into the chain's topics; Koordinator's
+    own build again afterwards."""
+    ident = f"cluster-shim-{uuid.uuid4().hex[:6]}"
+    local_cluster.use_shim({"GANGSTATE_KAFKA_BOOTSTRAP": chain.settings.bootstrap,
+                            "GANGSTATE_TOPIC_PREFIX": chain.settings.topics.prefix,
+                            "GANGSTATE_SHIM_ID": ident}, timeout=120)
+    try:
+        yield ident
+    finally:
+        local_cluster.use_shim(None, timeout=120)
+
+
+class Follower:
+    """The shim's records and acks on ``gang-events``, read once and then followed (the topic
+    holds every record of the session: it is not read again from the start at each poll)."""
+
+    def __init__(self, chain: Chain, ident: str) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        self.ident = ident
+        self.records: list[dict[str, Any]] = []
+        self.consumer = KafkaConsumer(bootstrap_servers=chain.settings.bootstrap,
+                                      enable_auto_commit=False, client_id="cluster-shim-test")
+        topic = chain.settings.topics.gang_events
+        parts = [TopicPartition(topic, p)
+                 for p in sorted(self.consumer.partitions_for_topic(topic) or ())]
+        self.consumer.assign(parts)
+        self.consumer.seek_to_beginning(*parts)
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Read on up to the end offsets as of the call (the storm keeps the topic growing)."""
+        marker = f'"shim":"{self.ident}"'.encode()
+        parts = list(self.consumer.assignment())
+        ends = self.consumer.end_offsets(parts)
+        deadline = time.monotonic() + 120
+        while any(self.consumer.position(tp) < ends[tp] for tp in parts) \
+                and time.monotonic() < deadline:
+            for recs in self.consumer.poll(timeout_ms=500, max_records=20000).values():
+                for r in recs:
+                    if r.value and marker in r.value:
+                        self.records.append(json.loads(r.value))
+        return self.records
+
+    def cycle_records(self, gang: str) -> list[dict[str, Any]]:
+        return [v for v in self.poll() if v.get("schema") == "gangstate.cycle/v1"
+                and v.get("gang") == gang]
+
+    def acks(self, command_id: str) -> list[dict[str, Any]]:
+        return [v for v in self.poll() if v.get("schema") == "gangstate.ack/v1"
+                and v["command_id"] == command_id]
+
+
+@pytest.fixture(scope="module")
+def follower(chain: Chain, shim_id: str) -> Iterator[Follower]:
+    f = Follower(chain, shim_id)
+    try:
+        yield f
+    finally:
+        f.consumer.close()
+
+
+def field(text: str, name: str) -> str:
+    found = re.search(rf"^{name}:\s+(.*)$", text, re.M)
+    return found.group(1).strip() if found else ""
+
+
+def test_describe_gang_shows_the_representative_and_rounds_from_the_scheduler(
+        chain: Chain, shim_id: str, follower: Follower, core_v1: client.CoreV1Api,
+        custom_objects: client.CustomObjectsApi) -> None:
+    """Three one-GPU members, minMember 3, two one-GPU nodes: the gang never fits and
+    koord-scheduler retries it in rounds. With the shim, ``describe gang`` has the
+    representative (a member of the gang), a failure episode counting rounds, and the last
+    cycle with the scheduler's cycle number; the shim's records carry the culprit with its
+    fit error and the round it belongs to; the pods get one GangUnschedulable from gangstate."""
+    ns = "sh-gpu"
+    create_namespace(core_v1, ns)
+    create(core_v1, custom_objects, [gang_pod(ns, f"g-{i}", gang="g", min_available=3, gpu=1)
+                                     for i in range(3)])
+
+    def described() -> str | None:
+        text = describe_gang(chain, f"{ns}/g")
+        rep, failing, last = (field(text, "Representative"), field(text, "Failing"),
+                              field(text, "Last cycle"))
+        rounds = re.match(r"since \S+, (\d+) rounds?", failing)
+        if re.fullmatch(rf"{ns}/g-[012]", rep) and rounds and int(rounds.group(1)) >= 2 \
+                and re.match(r"\d+", last):
+            return text
+        return None
+
+    text = wait_for("describe gang with the representative, rounds and a numbered cycle",
+                    described, SETTLE, describe=lambda: describe_gang(chain, f"{ns}/g"))
+    assert "cycle number unknown" not in text
+    recs = follower.cycle_records(f"{ns}/g")
+    failures = [r for r in recs if r["stage"] == "Filter" and r["status"] == "Unschedulable"]
+    assert failures, f"no failure among {len(recs)} shim records"
+    f = failures[0]
+    assert f["culprit"] == f"{ns}/{f['pod']['name']}"
+    assert f["fit_error"] == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert f["reason"] == "Insufficient nvidia.com/gpu"
+    assert isinstance(f["cycle"], int) and f["round"] == f["cycle"]
+    opened = [r for r in recs if r.get("event") == "RoundOpened"]
+    assert opened and all(r["representative"] is None for r in opened)
+    assert {r["event"] for r in recs if r.get("event")} >= {
+        "RoundOpened", "MemberHandedOut", "RepresentativeRecorded", "RepresentativeCleared"}
+    wait_for("gangstate's GangUnschedulable on the pods", lambda: all(
+        "GangUnschedulable" in [e["reason"] for e in gangstate_events(core_v1, ns, f"g-{i}")]
+        for i in range(3)), SETTLE)
+    record_scenario(core_v1, ns)
+
+
+def _command(gang: str, epoch: int, target: str, kind: str = "ElectRepresentative",
+             expected: str | None = None, tag: str = "") -> dict[str, Any]:
+    return {"schema": "gangstate.command/v1", "id": f"{gang}#{epoch}{tag}",
+            "issued_at": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
+            "type": kind, "gang_group": gang, "epoch": epoch,
+            "expected_representative": expected, "representative": target,
+            "reason": "cluster test"}
+
+
+def _send(chain: Chain, commands: list[dict[str, Any]]) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=chain.settings.bootstrap,
+                             key_serializer=str.encode,
+                             value_serializer=lambda v: json.dumps(v).encode())
+    for c in commands:
+        producer.send(chain.settings.topics.commands, key=c["gang_group"], value=c)
+    producer.flush()
+    producer.close()
+
+
+def test_commands_are_fenced_and_acked_once_each_across_a_scheduler_restart(
+        local_cluster: Any, chain: Chain, shim_id: str, follower: Follower,
+        core_v1: client.CoreV1Api,
+        custom_objects: client.CustomObjectsApi) -> None:
+    """A gang that never fits (its group's PreEnqueue comes round after round). Epochs far
+    above any the chain's own decisions reach. Command A (epoch E+1) is answered once,
+    Applied or PreconditionFailed (the representative moves every round). The scheduler is
+    stopped; A is sent again (a duplicate: it was answered), with B (E+2, new) and C (E,
+    new, below A's fence); the scheduler is started again. The restarted shim recovers the
+    fence E+1 and A's id from its acks: A gets no second ack, B one (Applied or
+    PreconditionFailed), C one, Stale."""
+    ns = "sh-cmd"
+    gang = f"{ns}/g"
+    create_namespace(core_v1, ns)
+    create(core_v1, custom_objects, [gang_pod(ns, f"g-{i}", gang="g", min_available=3, gpu=1)
+                                     for i in range(3)])
+    wait_for("the shim's records of the gang", lambda: follower.cycle_records(gang), 60)
+    base = 1_000_000
+    a = _command(gang, base + 1, f"{ns}/g-1")
+    _send(chain, [a])
+    got = wait_for("the ack of A", lambda: follower.acks(a["id"]), 60)
+    assert [x["outcome"] for x in got] in (["Applied"], ["PreconditionFailed"])
+    if got[0]["outcome"] == "Applied":
+        assert got[0]["representative"] == f"{ns}/g-1"
+    assert got[0]["epoch"] == base + 1 and got[0]["gang_group"] == gang
+    time.sleep(2)  # the ack's offset commit (every 200 ms once delivered)
+    local_cluster.stop_scheduler()
+    b = _command(gang, base + 2, f"{ns}/g-2")
+    c = _command(gang, base, f"{ns}/g-0", tag="-late")
+    _send(chain, [a, b, c])
+    log = local_cluster.log_path("koord-scheduler")
+    offset = log.stat().st_size
+    local_cluster.start_scheduler(timeout=120)
+    wait_for("B and C answered", lambda: follower.acks(b["id"])
+             and follower.acks(c["id"]), 90)
+    time.sleep(5)  # room for a wrong second ack
+    assert len(follower.acks(a["id"])) == 1
+    assert [x["outcome"] for x in follower.acks(b["id"])] in (
+        ["Applied"], ["PreconditionFailed"])
+    assert [x["outcome"] for x in follower.acks(c["id"])] == ["Stale"]
+    restarted = log.read_text(errors="replace")[offset:]
+    assert re.search(r'"gangstate shim: fences recovered" acks=1 groups=1', restarted), \
+        restarted[-3000:]
