@@ -10,6 +10,7 @@ Must not: start anything.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from datetime import datetime, timezone
@@ -80,14 +81,59 @@ def _apply(f: F, *decorators: Callable[[F], F]) -> F:
     return f
 
 
+SECURITY_FLAGS = ("security_protocol", "sasl_mechanism", "sasl_username",
+                  "sasl_password_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile")
+"""The security flags' parameter names (``KafkaSecurity`` fields, plus the password file)."""
+
+
+def kafka_security_options(f: F) -> F:
+    """``--security-protocol``, ``--sasl-mechanism``, ``--sasl-username``,
+    ``--sasl-password-file``, ``--ssl-cafile``, ``--ssl-certfile``, ``--ssl-keyfile``: how to
+    connect to a secured Kafka (each defaults to its ``KAFKA_*`` variable; the password only
+    from ``KAFKA_SASL_PASSWORD`` or a file, never a flag, so it stays out of ``ps``). The
+    command receives them as one ``kafka_security`` dict (field -> value, ``None``: not
+    given), for ``Settings.with_flags``."""
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["kafka_security"] = {name: kwargs.pop(name) for name in SECURITY_FLAGS}
+        return f(*args, **kwargs)
+
+    return _apply(
+        wrapper,  # type: ignore[arg-type]
+        click.option("--security-protocol",
+                     type=click.Choice(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+                     default=None, help="Kafka security.protocol "
+                                        "(default: $KAFKA_SECURITY_PROTOCOL or PLAINTEXT)"),
+        click.option("--sasl-mechanism",
+                     type=click.Choice(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+                     default=None, help="Kafka sasl.mechanism (default: $KAFKA_SASL_MECHANISM "
+                                        "or PLAIN)"),
+        click.option("--sasl-username", metavar="USER", default=None,
+                     help="SASL user (default: $KAFKA_SASL_USERNAME)"),
+        click.option("--sasl-password-file", metavar="PATH", default=None,
+                     help="file holding the SASL password (default: $KAFKA_SASL_PASSWORD or "
+                          "$KAFKA_SASL_PASSWORD_FILE)"),
+        click.option("--ssl-cafile", metavar="PEM", default=None,
+                     help="CA certificates to trust (default: $KAFKA_SSL_CAFILE or the "
+                          "system's)"),
+        click.option("--ssl-certfile", metavar="PEM", default=None,
+                     help="client certificate, for brokers that ask for one "
+                          "(default: $KAFKA_SSL_CERTFILE)"),
+        click.option("--ssl-keyfile", metavar="PEM", default=None,
+                     help="key of the client certificate (default: $KAFKA_SSL_KEYFILE)"),
+    )
+
+
 def kafka_options(f: F) -> F:
-    """``--bootstrap`` and ``--prefix``: which Kafka and which topics."""
+    """``--bootstrap`` and ``--prefix`` (which Kafka and which topics) and the security flags
+    (``kafka_security_options``)."""
     return _apply(
         f,
         click.option("--bootstrap", metavar="HOST:PORT[,...]",
                      help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)"),
         click.option("--prefix", help="topic prefix (default: $GANGSTATE_TOPIC_PREFIX or "
                                       "'gangstate.')"),
+        kafka_security_options,
     )
 
 

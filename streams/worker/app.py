@@ -41,7 +41,7 @@ from typing import Any
 import faust
 
 from streams.core.fold import Output, PartitionFold
-from streams.kafka.settings import Settings, environment
+from streams.kafka.settings import KafkaSecurity, Settings, environment
 from streams.wire.contracts import COMMAND_SCHEMA, DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
 from streams.wire.decoding import DecodeError, decode_input
 from streams.worker.faust_patches import PatchedApp
@@ -88,6 +88,21 @@ def _json(record: dict[str, Any]) -> bytes:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def faust_credentials(security: KafkaSecurity) -> dict[str, Any]:
+    """Faust's connection settings for ``security``: ``broker_credentials``
+    (``faust.SASLCredentials`` with the mechanism, user, password and, with SASL_SSL, the TLS
+    context) or, for plain ``SSL``, ``ssl_context``; nothing for PLAINTEXT. Faust hands them to
+    every aiokafka client it makes (``faust/transport/drivers/aiokafka.py``,
+    ``credentials_to_aiokafka_auth``), and the table's bulk loader takes them from the app."""
+    if security.uses_sasl:
+        return {"broker_credentials": faust.SASLCredentials(
+            username=security.sasl_username, password=security.sasl_password,
+            mechanism=security.mechanism, ssl_context=security.ssl_context())}
+    if security.uses_ssl:
+        return {"ssl_context": security.ssl_context()}
+    return {}
+
+
 def create_app(settings: Settings, *, web_port: int | None = None,
                datadir: str | None = None) -> faust.App:
     """Build the Faust application for ``settings`` (nothing connects until it runs).
@@ -126,6 +141,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         producer_max_batch_size=PRODUCER_BATCH_BYTES,
         producer_max_request_size=4 * PRODUCER_BATCH_BYTES,
         producer_linger_ms=PRODUCER_LINGER_MS,
+        **faust_credentials(settings.security),
     )
     topics = settings.topics
 
