@@ -63,7 +63,8 @@ def run_watch(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, registry=metrics.registry)
+        start_http_server(args.metrics_port, addr=getattr(args, "metrics_bind", "127.0.0.1"),
+                          registry=metrics.registry)
     stop = threading.Event()
     watcher: Watcher | None = None
 

@@ -2,8 +2,9 @@
 
 Where it sits: the CLI, below its command modules. One spelling per meaning, after kubectl:
 ``-n/--namespace``, ``-A/--all-namespaces``, ``-o/--output``, ``--kubeconfig``/``--context``/
-``--in-cluster``, ``--bootstrap``/``--prefix`` for Kafka, and ``--http-port`` on every long-running
-command (its older spellings ``--web-port`` and ``--metrics-port`` stay accepted, hidden).
+``--in-cluster``, ``--bootstrap``/``--prefix`` and the security flags for Kafka, and
+``--http-port`` with ``--http-bind`` (default 127.0.0.1) on every long-running command (the
+port's older spellings ``--web-port`` and ``--metrics-port`` stay accepted, hidden).
 
 Must not: start anything.
 """
@@ -154,13 +155,21 @@ def check_kube_options(kubeconfig: str | None, in_cluster: bool) -> None:
         raise click.UsageError("--kubeconfig and --in-cluster exclude each other")
 
 
+HTTP_BIND = "127.0.0.1"
+"""Where an HTTP server of gangstate listens unless ``--http-bind`` says otherwise: loopback
+only, so that nothing is exposed by default (the Deployments pass ``--http-bind 0.0.0.0``)."""
+
+
 def http_port_option(help: str) -> Callable[[F], F]:
-    """``--http-port PORT`` (hidden old spellings: ``--web-port``, ``--metrics-port``); the
-    command receives ``http_port`` (``None``: no HTTP server)."""
+    """``--http-port PORT`` (hidden old spellings: ``--web-port``, ``--metrics-port``) and
+    ``--http-bind ADDRESS`` (default ``HTTP_BIND``); the command receives ``http_port``
+    (``None``: no HTTP server) and ``http_bind``."""
     def decorate(f: F) -> F:
         return _apply(
             f,
             click.option("--http-port", type=int, metavar="PORT", default=None, help=help),
+            click.option("--http-bind", metavar="ADDRESS", default=HTTP_BIND, show_default=True,
+                         help="address the HTTP server listens on (0.0.0.0: every interface)"),
             click.option("--web-port", "web_port_alias", type=int, hidden=True, default=None),
             click.option("--metrics-port", "metrics_port_alias", type=int, hidden=True,
                          default=None),

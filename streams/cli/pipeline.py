@@ -115,20 +115,27 @@ def _kafka_reachable(bootstrap: str, security: KafkaSecurity | None = None,
 @click.command(short_help="run the Faust worker (fold + decisions)")
 @kafka_options
 @http_port_option("serve the worker's views (/gangs, /pods/.../why) and /metrics on "
-                  "127.0.0.1:PORT (default: off)")
+                  "this port (default: off)")
+@click.option("--advertise-host", metavar="HOST", default=None,
+              help="address the other workers forward requests for this worker's gangs to "
+                   "(default: $POD_IP, else --http-bind unless it is 0.0.0.0, else the host "
+                   "name)")
 @click.option("--loglevel", default="warning", show_default=True, help="Faust log level")
 def worker(bootstrap: str | None, prefix: str | None, kafka_security: dict[str, Any],
-           http_port: int | None, web_port_alias: int | None, metrics_port_alias: int | None,
-           loglevel: str) -> int:
+           http_port: int | None, http_bind: str, web_port_alias: int | None,
+           metrics_port_alias: int | None, advertise_host: str | None, loglevel: str) -> int:
     """Consume gang-events, keep the gang table, write diagnostics, commands and dead letters.
-    Runs until SIGINT/SIGTERM."""
-    from streams.worker.app import run_worker
+    Runs until SIGINT/SIGTERM. With --http-port, any worker answers a view for any gang: a
+    request for a gang another worker owns is forwarded to the address that worker
+    advertises."""
+    from streams.worker.app import advertised_host, run_worker
 
     port = chosen_port(http_port, web_port_alias, metrics_port_alias)
     settings = kafka_settings(bootstrap, prefix, kafka_security)
     if not _need_kafka(settings, "worker"):
         return 2
-    run_worker(settings, web_port=port, loglevel=loglevel)
+    run_worker(settings, web_port=port, web_bind=http_bind,
+               web_host=advertise_host or advertised_host(http_bind), loglevel=loglevel)
     return 0
 
 

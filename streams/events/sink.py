@@ -464,7 +464,8 @@ def run_sink(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, registry=metrics.registry)
+        start_http_server(args.metrics_port, addr=getattr(args, "metrics_bind", "127.0.0.1"),
+                          registry=metrics.registry)
     recorder = Recorder(SpamFilter(time.monotonic, args.spam_burst, args.spam_refill_seconds))
     sink = EventSink(_transport(args), api=args.api, metrics=metrics, recorder=recorder,
                      instance=args.instance or socket.gethostname())

@@ -15,6 +15,7 @@ line, which the CLI prints (exit status 2):
 | ``GANGSTATE_GRACE_SECONDS`` | ``10`` | hold-warning grace period, seconds of event time |
 | ``GANGSTATE_SERVER`` | ``http://127.0.0.1:6066`` | the worker the query commands ask |
 | ``GANGSTATE_DATA_DIR`` | ``~/.cache/gangstate/worker`` | the worker's Faust data folder |
+| ``POD_IP`` | unset | the address a worker advertises for its views (Kubernetes downward API) |
 | ``KAFKA_SECURITY_PROTOCOL`` | ``PLAINTEXT`` | ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL`` |
 | ``KAFKA_SASL_MECHANISM`` | ``PLAIN`` with a SASL protocol | ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` |
 | ``KAFKA_SASL_USERNAME`` | unset | SASL user (needed with a SASL protocol) |
@@ -65,6 +66,9 @@ class Environment(BaseSettings):
     """``GANGSTATE_SERVER``: the worker whose views the query commands ask."""
     data_dir: str | None = None
     """``GANGSTATE_DATA_DIR``: the worker's Faust data folder."""
+    pod_ip: str | None = Field(default=None, validation_alias=AliasChoices("POD_IP"))
+    """``POD_IP``: the pod's address (downward API ``status.podIP``), which the worker
+    advertises to the other workers for its views."""
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT", validation_alias=AliasChoices("KAFKA_SECURITY_PROTOCOL"))
     kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
