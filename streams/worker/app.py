@@ -41,7 +41,7 @@ from typing import Any
 import faust
 
 from streams.core.fold import Output, PartitionFold
-from streams.kafka.settings import Settings, environment
+from streams.kafka.settings import KafkaSecurity, Settings, environment
 from streams.wire.contracts import COMMAND_SCHEMA, DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
 from streams.wire.decoding import DecodeError, decode_input
 from streams.worker.faust_patches import PatchedApp
@@ -88,14 +88,47 @@ def _json(record: dict[str, Any]) -> bytes:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def faust_credentials(security: KafkaSecurity) -> dict[str, Any]:
+    """Faust's connection settings for ``security``: ``broker_credentials``
+    (``faust.SASLCredentials`` with the mechanism, user, password and, with SASL_SSL, the TLS
+    context) or, for plain ``SSL``, ``ssl_context``; nothing for PLAINTEXT. Faust hands them to
+    every aiokafka client it makes (``faust/transport/drivers/aiokafka.py``,
+    ``credentials_to_aiokafka_auth``), and the table's bulk loader takes them from the app."""
+    if security.uses_sasl:
+        return {"broker_credentials": faust.SASLCredentials(
+            username=security.sasl_username, password=security.sasl_password,
+            mechanism=security.mechanism, ssl_context=security.ssl_context())}
+    if security.uses_ssl:
+        return {"ssl_context": security.ssl_context()}
+    return {}
+
+
+def advertised_host(bind: str) -> str:
+    """The host a worker advertises for its views when none is given: ``POD_IP`` (the pod's
+    address, from the downward API) when set, else ``bind`` unless it is a wildcard
+    (``0.0.0.0``, ``::``), else the host name."""
+    pod_ip = environment().pod_ip
+    if pod_ip:
+        return pod_ip
+    if bind not in ("0.0.0.0", "::", ""):
+        return bind
+    import socket
+
+    return socket.gethostname()
+
+
 def create_app(settings: Settings, *, web_port: int | None = None,
-               datadir: str | None = None) -> faust.App:
+               datadir: str | None = None, web_bind: str = "127.0.0.1",
+               web_host: str | None = None) -> faust.App:
     """Build the Faust application for ``settings`` (nothing connects until it runs).
 
     ``datadir``: Faust's data folder (default ``GANGSTATE_DATA_DIR`` or
     ``~/.cache/gangstate/worker``). ``web_port``: serve gangstate's views (``streams.worker.web``) on
-    127.0.0.1 at that port (Faust's built-in ``/table``, ``/router``, ``/graph`` and stats views
-    stay off); ``None`` turns the web server off. ``app.gangstate_metrics`` is the app's
+    ``web_bind`` (default 127.0.0.1) at that port (Faust's built-in ``/table``, ``/router``,
+    ``/graph`` and stats views stay off); ``None`` turns the web server off. ``web_host``: the
+    host the worker advertises to the others (Faust's ``canonical_url``
+    ``http://<web_host>:<web_port>``, which its table router forwards requests for this
+    worker's keys to; default ``advertised_host(web_bind)``). ``app.gangstate_metrics`` is the app's
     ``WorkerMetrics``.
     Raises ``AssertionError`` when ``settings.bootstrap`` is unset.
     """
@@ -111,8 +144,8 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         topic_replication_factor=1,
         consumer_auto_offset_reset="earliest",
         web_enabled=web_port is not None,
-        web_bind="127.0.0.1",
-        web_host="127.0.0.1",
+        web_bind=web_bind,
+        web_host=web_host or advertised_host(web_bind),
         web_port=web_port or 6066,
         web_tables_enabled=False,
         web_router_enabled=False,
@@ -126,6 +159,7 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         producer_max_batch_size=PRODUCER_BATCH_BYTES,
         producer_max_request_size=4 * PRODUCER_BATCH_BYTES,
         producer_linger_ms=PRODUCER_LINGER_MS,
+        **faust_credentials(settings.security),
     )
     topics = settings.topics
 
@@ -233,13 +267,14 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     return app
 
 
-def run_worker(settings: Settings, *, web_port: int | None = None, loglevel: str = "warning"
-               ) -> None:
-    """Run the worker in the foreground until SIGINT/SIGTERM (``gangstate worker``)."""
+def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str = "127.0.0.1",
+               web_host: str | None = None, loglevel: str = "warning") -> None:
+    """Run the worker in the foreground until SIGINT/SIGTERM (``gangstate worker``); the
+    ``web_*`` arguments as ``create_app``'s."""
     from streams.kafka.publishing import ensure_topics
 
     ensure_topics(settings)
-    app = create_app(settings, web_port=web_port)
+    app = create_app(settings, web_port=web_port, web_bind=web_bind, web_host=web_host)
     level = logging.getLevelName(loglevel.upper())
     if isinstance(level, int):
         for name in QUIET_LOGGERS:

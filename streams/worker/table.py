@@ -105,6 +105,7 @@ class BulkRecoveryStore(MemoryStore):
 
     async def _load(self, tps: list[TP]) -> dict[TP, int]:
         from aiokafka import AIOKafkaConsumer, TopicPartition
+        from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
         self.data.clear()
         self._key_partition.clear()
@@ -114,7 +115,10 @@ class BulkRecoveryStore(MemoryStore):
         consumer = AIOKafkaConsumer(
             bootstrap_servers=servers, group_id=None, enable_auto_commit=False,
             auto_offset_reset="earliest", client_id=f"{self.app.conf.id}-table-loader",
-            max_partition_fetch_bytes=LOAD_FETCH_BYTES, fetch_max_bytes=LOAD_FETCH_BYTES * 4)
+            max_partition_fetch_bytes=LOAD_FETCH_BYTES, fetch_max_bytes=LOAD_FETCH_BYTES * 4,
+            # TLS and SASL as the app's own clients (Settings.security -> Faust credentials)
+            **credentials_to_aiokafka_auth(self.app.conf.broker_credentials,
+                                           self.app.conf.ssl_context))
         await consumer.start()
         try:
             parts = [TopicPartition(tp.topic, tp.partition) for tp in tps]
