@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,8 +95,12 @@ def run_mode(bootstrap: str, topic: str, records: int, mode: str, partitions: in
                                 stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "log", "wb"),
                                 start_new_session=True)
         spy = None
-        if profile:
-            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
+        spy_path = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or \
+            shutil.which("py-spy")
+        if profile and spy_path is None:
+            print("profile skipped: py-spy is not installed", flush=True)
+        elif profile:
+            spy = subprocess.Popen([spy_path, "record",
                                     "--pid", str(proc.pid), "--rate", "200", "--format", "raw",
                                     "-o", profile], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)

@@ -34,9 +34,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import synthetic  # noqa: E402
-from kafkabench import (PARTITIONS, Watcher, bare_consumer, create_compacted_topic,  # noqa: E402
-                        make_settings, preload, probe_gangs,
-                        proc_memory, produce)
+from kafkabench import (PARTITIONS, Watcher, bare_consumer, bare_latency,  # noqa: E402
+                        create_compacted_topic, make_settings, paced_send, preload,
+                        probe_gangs, proc_memory, produce)
 
 from streams.kafka.partitions import partition_of  # noqa: E402
 from streams.kafka.settings import Settings  # noqa: E402
@@ -168,26 +168,55 @@ def bench_store_memory(gangs: int) -> dict:
             "store_bytes_per_member": round(held / members)}
 
 
+def missing_profilers() -> list[str]:
+    """The bench-only profilers that are not installed (``pyinstrument``: the pure-Python
+    profiles; ``py-spy``: the compiled fold's and the worker's). Their profiles are skipped."""
+    import importlib.util
+
+    missing = []
+    if importlib.util.find_spec("pyinstrument") is None:
+        missing.append("pyinstrument")
+    if py_spy() is None:
+        missing.append("py-spy")
+    return missing
+
+
+def py_spy() -> str | None:
+    """Path of the ``py-spy`` beside this Python, or on ``PATH``; ``None`` if not installed."""
+    return shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+
+
 def profile_core(gangs: int) -> dict:
-    from profiling import profile_call
-
-    values = [v for _k, v in synthetic.trace(gangs)]
+    """Profiles of decode and fold (pyinstrument) and of the compiled fold (py-spy
+    ``--native``); each is skipped, and says so, when its profiler is not installed."""
+    missing = missing_profilers()
     result: dict = {}
-    decoded: list = []
-    result["decode"] = profile_call(lambda: decoded.extend(decode_input(v) for v in values),
-                                    str(PROFILES / "decode.txt"),
-                                    f"decode_input on {len(values)} synthetic records")
+    if missing:
+        result["skipped"] = f"not installed: {', '.join(missing)}"
+        say(f"  profiles skipped for lack of {', '.join(missing)} "
+            f"(pip install pyinstrument py-spy)")
+    values = [v for _k, v in synthetic.trace(gangs)]
+    decoded = [decode_input(v) for v in values]
+    if "pyinstrument" not in missing:
+        from profiling import profile_call
 
-    def fold_all() -> None:
-        fold = PartitionFold({})
-        for d in decoded:
-            fold.feed(d.key, d.record)
+        again: list = []
+        result["decode"] = profile_call(lambda: again.extend(decode_input(v) for v in values),
+                                        str(PROFILES / "decode.txt"),
+                                        f"decode_input on {len(values)} synthetic records")
 
-    result["fold"] = profile_call(fold_all, str(PROFILES / "fold.txt"),
-                                  f"PartitionFold.feed on {len(decoded)} decoded records")
+        def fold_all() -> None:
+            fold = PartitionFold({})
+            for d in decoded:
+                fold.feed(d.key, d.record)
+
+        result["fold"] = profile_call(fold_all, str(PROFILES / "fold.txt"),
+                                      f"PartitionFold.feed on {len(decoded)} decoded records")
+        say("  profiles: bench/profiles/decode.txt, bench/profiles/fold.txt")
     import streams.core
 
-    if streams.core.COMPILED:  # pyinstrument sees none of the compiled functions
+    if streams.core.COMPILED and "py-spy" not in missing:
+        # pyinstrument sees none of the compiled functions
         from profiling import native_fold_profile
 
         result["fold_compiled"] = native_fold_profile(min(gangs, 400),
@@ -235,28 +264,10 @@ def pct(values: list[float], q: float) -> float:
     return quantiles(values, n=1000, method="inclusive")[int(q * 1000) - 1]
 
 
-def paced(total: int, rate: int, send) -> float:
-    """Call ``send(i)`` for i in 0..total-1 at ``rate`` calls per second (catching up in bursts
-    when behind); returns the seconds it took."""
-    now = time.monotonic
-    t0, i = now(), 0
-    while i < total:
-        target = min(total, int((now() - t0) * rate) + 1)
-        if i >= target:
-            time.sleep(0.0005)
-            continue
-        while i < target:
-            send(i)
-            i += 1
-    return now() - t0
-
-
 def offered_load(settings: Settings, watcher: Watcher, rate: int, seconds: float,
                  first_gang: int, tag: str, drain_timeout: float, alive) -> dict:
     """Offer ``rate`` records/s of synthetic background load for ``seconds``, with a probe about
     every 20 ms mixed in; latency = probe produce time -> its GangCycleRejected readable."""
-    from streams.kafka.publishing import Publisher
-
     total = int(rate * seconds)
     gangs_needed = total // 90 + 2
     background: list[tuple[str, bytes]] = []
@@ -275,23 +286,11 @@ def offered_load(settings: Settings, watcher: Watcher, rate: int, seconds: float
             plan.append((gang, synthetic.probe(gang, pid[1], probe_at(value)), pid))
             n_probe += 1
         plan.append((key, value, None))
-    pub = Publisher(settings, client_id=f"gangstate-bench-load{rate}")
     topic = settings.topics.gang_events
-    sent_at: dict[tuple[str, int], float] = {}
-    index_of: dict[tuple[str, int], int] = {}
-    now = time.monotonic
-
-    def send(i: int) -> None:
-        key, value, pid = plan[i]
-        if pid is not None:
-            sent_at[pid] = now()
-            index_of[pid] = i
-        pub.send(topic, key, value)
-
-    send_seconds = paced(len(plan), rate, send)
-    pub.flush()
+    send_seconds, sent_at, index_of = paced_send(
+        settings.bootstrap or "", [(topic, key.encode(), value, pid) for key, value, pid in plan],
+        rate)
     watcher.wait_for(sent_at, drain_timeout, alive)
-    pub.close()
     got = sorted((sent_at[k], watcher.seen[k] - sent_at[k], index_of[k], watcher.seen[k])
                  for k in sent_at if k in watcher.seen)
     lat = [g[1] * 1000 for g in got]
@@ -319,7 +318,7 @@ def latency_floor(bootstrap: str, rate: int, seconds: float) -> dict:
     ``rate`` records/s of synthetic values published straight to an output topic and a probe
     (already in the form of its ``GangCycleRejected``) about every 20 ms; send() -> readable.
     What the end-to-end latency cannot go below on this machine."""
-    from streams.kafka.publishing import Publisher, ensure_topics
+    from streams.kafka.publishing import ensure_topics
 
     settings = make_settings(bootstrap, "floor")
     ensure_topics(settings)
@@ -330,23 +329,17 @@ def latency_floor(bootstrap: str, rate: int, seconds: float) -> dict:
         total = int(rate * seconds)
         filler = [kv[1] for _i, kv in zip(range(total), synthetic.trace(total // 90 + 2))]
         every = max(1, rate // 50)
-        pub = Publisher(settings, client_id="gangstate-bench-floor")
-        sent: dict[tuple[str, int], float] = {}
-
-        def send(i: int) -> None:
+        plan: list = []
+        for i in range(total):
             if i % every == every // 2:
                 gang = f"floor/g{i % 97}"
-                sent[(gang, i)] = time.monotonic()
-                pub.send(topic, gang, json.dumps({
+                plan.append((topic, gang.encode(), json.dumps({
                     "reason": "GangCycleRejected", "gang": gang,
-                    "facts": {"cycle": synthetic.PROBE_BASE + i}}).encode())
+                    "facts": {"cycle": synthetic.PROBE_BASE + i}}).encode(), (gang, i)))
             else:
-                pub.send(topic, f"filler-{i}", filler[i])
-
-        paced(total, rate, send)
-        pub.flush()
+                plan.append((topic, f"filler-{i}".encode(), filler[i], None))
+        _seconds, sent, _index = paced_send(bootstrap, plan, rate)
         watcher.wait_for(sent, 30)
-        pub.close()
         lat = sorted((watcher.seen[k] - sent[k]) * 1000 for k in sent if k in watcher.seen)
     finally:
         watcher.stop()
@@ -377,10 +370,22 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
     say(f"  Faust's own ceiling (an agent that does nothing, same stream): "
         f"{result['faust_null_agent']['records_per_s']}/s "
         f"({result['faust_null_agent']['cpu_seconds']} s CPU)")
-    result["latency_floor"] = [latency_floor(bootstrap, rate, seconds)
-                               for rate, seconds in cfg["lat"][:1]]
-    say(f"  latency floor (publisher -> broker -> watcher, no worker): "
-        f"{json.dumps(result['latency_floor'])}")
+    result["latency_bare"] = []
+    result["latency_floor"] = []
+    for rate, seconds in cfg["lat"]:
+        bare = bare_latency(bootstrap, settings.topics.commands, PARTITIONS, rate, seconds,
+                            [v for _k, v in items[:5000]])
+        bare["loadavg"] = os.getloadavg()[0]
+        floor = latency_floor(bootstrap, rate, seconds)
+        floor["loadavg"] = os.getloadavg()[0]
+        if "p99_ms" in bare and "p99_ms" in floor:
+            floor["p50_over_bare"] = round(floor["p50_ms"] / max(bare["p50_ms"], 0.1), 1)
+            floor["p99_over_bare"] = round(floor["p99_ms"] / max(bare["p99_ms"], 0.1), 1)
+        result["latency_bare"].append(bare)
+        result["latency_floor"].append(floor)
+        say(f"  bare aiokafka produce->consume at {rate}/s: {json.dumps(bare)}")
+        say(f"  harness floor (publisher -> broker -> watcher, no worker) at {rate}/s: "
+            f"{json.dumps(floor)}")
     members = members_after(items)
     watcher = Watcher(bootstrap, [settings.topics.diagnostics], PARTITIONS)
     watcher.start()
@@ -417,8 +422,10 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
                 latency.append(r)
                 say(f"  offered {rate}/s: {json.dumps(r)}")
             result["latency"] = latency
-            if profile and cfg["profile_worker_gangs"] and shutil.which(
-                    "py-spy", path=str(Path(sys.executable).parent)):
+            if profile and cfg["profile_worker_gangs"] and py_spy() is None:
+                result["profile_worker"] = {"skipped": "py-spy is not installed"}
+                say("  worker profile skipped: py-spy is not installed")
+            elif profile and cfg["profile_worker_gangs"]:
                 result["profile_worker"] = profile_worker(settings, watcher, worker, first,
                                                           cfg["profile_worker_gangs"])
     finally:
@@ -438,7 +445,7 @@ def profile_worker(settings: Settings, watcher: Watcher, worker, first: int, gan
     items = list(synthetic.trace(gangs, first=first, ns_prefix="prof"))
     items, heads, tails = with_edge_probes(items, "prof", 700_000)
     raw = PROFILES / "worker-pyspy.raw"
-    spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
+    spy = subprocess.Popen([str(py_spy()), "record", "--pid",
                             str(worker.pid), "--nonblocking", "--rate", "200", "--format", "raw",
                             "-o", str(raw)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
@@ -632,7 +639,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['fold_process_memory']['wire_bytes_per_member']} B/member")
         if profile and (cfg["profile_gangs"] or "fold" not in parts):
             results["profile_core"] = profile_core(cfg["profile_gangs"] or 300)
-            say("  profiles: bench/profiles/decode.txt, bench/profiles/fold.txt")
         if parts & {"e2e", "recovery"}:
             if broker is not None:
                 t = time.monotonic()
@@ -677,6 +683,19 @@ def targets(r: dict) -> dict:
     for lat in r.get("end_to_end", {}).get("latency", []):
         if lat["offered_per_s"] == 2_000 and "p99_ms" in lat:
             out["p99_50ms_at_2k"] = lat["p99_ms"] <= 50 and lat["probes_seen"] == lat["probes"]
+    for floor in r.get("end_to_end", {}).get("latency_floor", []):
+        if "p99_over_bare" in floor:
+            out[f"floor_2x_of_bare_at_{floor['offered_per_s']}"] = (
+                floor["p50_over_bare"] <= 2 and floor["p99_over_bare"] <= 2)
+    e2e = r.get("end_to_end", {})
+    if "faust_null_agent" in e2e and "limit" in e2e:
+        out["faust_ceiling_half_of_limit"] = (
+            e2e["faust_null_agent"]["records_per_s"] >= 0.5 * e2e["limit"]["records_per_s"])
+    if "faust_null_agent" in e2e and "saturation" in e2e:
+        out["worker_0.8_of_faust_ceiling"] = (
+            e2e["saturation"]["records_per_s"] >= 0.8 * e2e["faust_null_agent"]["records_per_s"])
+    if "decode" in r:
+        out["decode_200k_per_s"] = r["decode"]["records_per_s"] >= 200_000
     rec = r.get("recovery", {})
     if rec.get("gangs"):
         out[f"recovery_{rec['gangs']}_gangs_20s"] = (rec.get("serves_s") or 1e9) <= 20
