@@ -49,11 +49,11 @@ PROFILES = HERE / "profiles"
 
 FULL = dict(fold_gangs=10_000, mem_gangs=1_000, profile_gangs=1_000, sat_gangs=1_000,
             lat=((2_000, 10), (10_000, 5)), drain_timeout=240, recovery_gangs=100_000,
-            recovery_timeout=150,
+            recovery_timeout=150, scale_gangs=600,
             profile_worker_gangs=200)
 QUICK = dict(fold_gangs=600, mem_gangs=200, profile_gangs=0, sat_gangs=40,
              lat=((2_000, 1.5), (10_000, 0.5)), drain_timeout=20, recovery_gangs=3_000,
-             recovery_timeout=40,
+             recovery_timeout=40, scale_gangs=60,
              profile_worker_gangs=0)
 
 
@@ -487,6 +487,96 @@ def profile_worker(settings: Settings, watcher: Watcher, worker, first: int, gan
     return summary
 
 
+# -- 5. scale out -------------------------------------------------------------------------------
+
+def group_members(bootstrap: str, group_id: str) -> tuple[str, int]:
+    """State and member count of consumer group ``group_id``."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gangstate-bench-scale")
+    try:
+        group = admin.describe_groups([group_id]).get(group_id) or {}
+    except Exception:  # coordinator still loading
+        group = {}
+    finally:
+        admin.close()
+    state = str(group.get("group_state") or group.get("state") or "")
+    return state.lower(), len(group.get("members") or [])
+
+
+def records_folded(port: int) -> int:
+    """``gangstate_records_total`` summed over schemas, read from a worker's ``/metrics``."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return round(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                     if line.startswith("gangstate_records_total{")))
+
+
+def bench_scale(bootstrap: str, gangs: int, workers: int) -> dict:
+    """``workers`` workers (one consumer group) on one 8-partition ``gang-events``: start them
+    on the empty topic, wait for the group to be stable with all of them and for one probe per
+    partition to be answered (every partition served), then write ``gangs`` synthetic gangs
+    with head and tail probes per partition as fast as aiokafka goes (``produce``); rate =
+    records / (last tail probe's output - first head probe's output). Each worker's share is
+    its ``gangstate_records_total`` (``/metrics``) over the same span."""
+    import contextlib
+
+    from streams.kafka.publishing import ensure_topics
+
+    from kafkabench import free_port
+
+    settings = make_settings(bootstrap, f"scale{workers}")
+    ensure_topics(settings)
+    items = list(synthetic.trace(gangs, ns_prefix=f"scale{workers}"))
+    items, heads, tails = with_edge_probes(items, f"scale{workers}", 800_000)
+    warm = [(g, 850_000 + p) for p, (g,) in enumerate(probe_gangs(PARTITIONS, 1,
+                                                                  f"warm{workers}"))]
+    watcher = Watcher(bootstrap, [settings.topics.diagnostics], PARTITIONS)
+    watcher.start()
+    ports = [free_port() for _ in range(workers)]
+    out: dict = {"workers": workers, "records": len(items), "gangs": gangs,
+                 "loadavg_start": os.getloadavg()[0]}
+    try:
+        with contextlib.ExitStack() as stack:
+            procs = [stack.enter_context(running_worker(
+                settings, log_path=Path(f"/tmp/gangstate-bench-{settings.app_id}-{i}.log"),
+                extra_args=("--http-port", str(port)), ready_timeout=None))
+                for i, port in enumerate(ports)]
+            alive = lambda: all(p.poll() is None for p in procs)  # noqa: E731
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline and alive():
+                if group_members(bootstrap, settings.app_id) == ("stable", workers):
+                    break
+                time.sleep(0.5)
+            produce(bootstrap, ((settings.topics.gang_events, g.encode(), synthetic.probe(
+                g, c, probe_at(items[0][1])), partition_of(g, PARTITIONS)) for g, c in warm))
+            if not watcher.wait_for(warm, 120, alive):
+                raise RuntimeError(f"scale-out ({workers}): not every partition served")
+            before = [records_folded(port) for port in ports]
+            t_produce = time.monotonic()
+            produce(bootstrap, ((settings.topics.gang_events, k.encode(), v,
+                                 partition_of(k, PARTITIONS)) for k, v in items))
+            t_produce = time.monotonic() - t_produce
+            if not watcher.wait_for(heads + tails, 120 + len(items) / 300, alive):
+                raise RuntimeError(f"scale-out ({workers}): probes missing")
+            t0 = min(watcher.seen[h] for h in heads)
+            t1 = max(watcher.seen[t] for t in tails)
+            span = t1 - t0
+            per = [records_folded(port) - b for port, b in zip(ports, before)]
+            # the records are written while the workers read them: when writing took about as
+            # long as the span, the producer (same 2 cores) bounds the rate, not the workers
+            out.update(produce_seconds=round(t_produce, 2),
+                       produce_per_s=round(len(items) / t_produce),
+                       seconds=round(span, 2), records_per_s=round(len(items) / span),
+                       per_worker_records=per,
+                       per_worker_per_s=[round(n / span) for n in per])
+    finally:
+        watcher.stop()
+    out["loadavg_end"] = os.getloadavg()[0]
+    return out
+
+
 # -- 4. recovery -----------------------------------------------------------------------------------
 
 def write_changelog(settings: Settings, gangs: int) -> dict:
@@ -608,8 +698,8 @@ def bench_recovery(bootstrap: str, gangs: int, timeout: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, under a minute")
-    ap.add_argument("--only", default="fold,e2e,recovery,profile",
-                    help="comma list of parts: fold, e2e, recovery, profile")
+    ap.add_argument("--only", default="fold,e2e,scale,recovery,profile",
+                    help="comma list of parts: fold, e2e, scale, recovery, profile")
     ap.add_argument("--no-profile", action="store_true", help="skip the profiles")
     args = ap.parse_args(argv)
 
@@ -627,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     kafka_version = "external" if bootstrap else "?"
-    if not bootstrap and parts & {"e2e", "recovery"}:
+    if not bootstrap and parts & {"e2e", "recovery", "scale"}:
         from streams.dev.localkafka import broker_module
 
         mod = broker_module()
@@ -657,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['fold_process_memory']['wire_bytes_per_member']} B/member")
         if profile and (cfg["profile_gangs"] or "fold" not in parts):
             results["profile_core"] = profile_core(cfg["profile_gangs"] or 300)
-        if parts & {"e2e", "recovery"}:
+        if parts & {"e2e", "recovery", "scale"}:
             if broker is not None:
                 t = time.monotonic()
                 bootstrap = broker.start(timeout=120)
@@ -670,6 +760,16 @@ def main(argv: list[str] | None = None) -> int:
                 results["end_to_end_over_limit"] = round(
                     e2e["saturation"]["records_per_s"] / e2e["limit"]["records_per_s"], 3)
                 say(f"  end to end / limit = {results['end_to_end_over_limit']}")
+            if "scale" in parts:
+                say(f"scale out: {cfg['scale_gangs']} gangs, one worker, then two ...")
+                one = bench_scale(bootstrap, cfg["scale_gangs"], 1)
+                say(f"  one worker:  {json.dumps(one)}")
+                two = bench_scale(bootstrap, cfg["scale_gangs"], 2)
+                say(f"  two workers: {json.dumps(two)}")
+                results["scale_out"] = {"one": one, "two": two,
+                                        "two_over_one": round(two["records_per_s"]
+                                                              / one["records_per_s"], 2)}
+                say(f"  two workers / one = {results['scale_out']['two_over_one']}")
             if "recovery" in parts:
                 say(f"recovery: {cfg['recovery_gangs']} gangs in the changelog ...")
                 results["recovery"] = bench_recovery(bootstrap, cfg["recovery_gangs"],
