@@ -236,15 +236,14 @@ def make_settings(bootstrap: str, tag: str) -> Settings:
 
 
 def preload(settings: Settings, items: list[tuple[str, bytes]]) -> dict:
-    from streams.kafka.publishing import Publisher
-
-    pub = Publisher(settings, client_id="gangstate-bench-preload", linger_ms=20,
-                    batch_size=512 * 1024)
-    t = time.perf_counter()
+    """Write ``items`` (``(gang id, value)``) into ``gang-events``, each in its key's partition
+    (``partition_of``, the partitioner of ``Publisher``), with aiokafka (``produce``: several
+    times faster than the kafka-python ``Publisher`` here); returns records, seconds, rate."""
     topic = settings.topics.gang_events
-    for key, value in items:
-        pub.send(topic, key, value)
-    pub.close()
+    n = settings.partitions
+    t = time.perf_counter()
+    produce(settings.bootstrap or "", ((topic, key.encode(), value, partition_of(key, n))
+                                       for key, value in items))
     dt = time.perf_counter() - t
     return {"records": len(items), "seconds": round(dt, 2),
             "records_per_s": round(len(items) / dt)}

