@@ -158,7 +158,7 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, expected: int) ->
             await consumer.seek_to_beginning(*tps)
             n = 0
             nbytes = 0
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             while n < expected:
                 batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
                 for msgs in batch.values():
@@ -168,9 +168,10 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, expected: int) ->
                     n += len(msgs)
                 if time.perf_counter() - t0 > 600:
                     break
-            dt = time.perf_counter() - t0
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             return {"records": n, "seconds": round(dt, 3), "records_per_s": round(n / dt),
-                    "mib_per_s": round(nbytes / dt / 2**20, 1)}
+                    "mib_per_s": round(nbytes / dt / 2**20, 1), "cpu_seconds": round(cpu, 2),
+                    "cpu_records_per_s": round(n / max(cpu, 1e-9))}
         finally:
             await consumer.stop()
 
@@ -374,3 +375,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (``/proc/<pid>/stat``)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import synthetic  # noqa: E402
 from kafkabench import (PARTITIONS, Watcher, bare_consumer, bare_latency,  # noqa: E402
-                        create_compacted_topic, make_settings, paced_send, preload,
+                        cpu_seconds, create_compacted_topic, make_settings, paced_send, preload,
                         probe_gangs, proc_memory, produce)
 
 from streams.kafka.partitions import partition_of  # noqa: E402
@@ -377,14 +377,16 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
     say(f"  preloaded {len(items)} records ({result['preload']['records_per_s']}/s)")
     result["limit"] = bare_consumer(bootstrap, settings.topics.gang_events, PARTITIONS,
                                     len(items))
-    say(f"  limit (bare aiokafka consumer + json.loads): {result['limit']['records_per_s']}/s")
+    say(f"  limit (bare aiokafka consumer + json.loads): {result['limit']['records_per_s']}/s "
+        f"({result['limit']['cpu_records_per_s']}/s per CPU second)")
     from faust_ceiling import run_mode
 
     result["faust_null_agent"] = run_mode(bootstrap, settings.topics.gang_events, len(items),
                                           "null", PARTITIONS)
     say(f"  Faust's own ceiling (an agent that does nothing, same stream): "
         f"{result['faust_null_agent']['records_per_s']}/s "
-        f"({result['faust_null_agent']['cpu_seconds']} s CPU)")
+        f"({result['faust_null_agent']['cpu_seconds']} s CPU for "
+        f"{result['faust_null_agent']['records']} records)")
     result["latency_bare"] = []
     result["latency_floor"] = []
     for rate, seconds in cfg["lat"]:
@@ -409,7 +411,13 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
         t_start = time.monotonic()
         with running_worker(settings, log_path=log) as worker:
             alive = lambda: worker.poll() is None  # noqa: E731
-            ok = watcher.wait_for(heads + tails, 120 + len(items) / 300, alive)
+            # the worker's CPU time from when every head probe is answered (its first batch)
+            # to when every tail probe is: the rate per second of one core, whatever else
+            # runs on the machine
+            ok = watcher.wait_for(heads, 120, alive)
+            c0 = cpu_seconds(worker.pid)
+            ok = ok and watcher.wait_for(heads + tails, 120 + len(items) / 300, alive)
+            c1 = cpu_seconds(worker.pid)
             if not ok:
                 raise RuntimeError(f"saturation probes missing; worker log {log}")
             t0 = min(watcher.seen[h] for h in heads)
@@ -418,6 +426,9 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
             result["saturation"] = {
                 "records": len(items), "gangs": cfg["sat_gangs"],
                 "seconds": round(t1 - t0, 2), "records_per_s": round(len(items) / (t1 - t0)),
+                "cpu_seconds": round(c1 - c0, 2),
+                "cpu_records_per_s": round(len(items) / max(c1 - c0, 1e-9)),
+                "loadavg": round(os.getloadavg()[0], 2),
                 "worker_start_to_first_output_s": round(t0 - t_start, 2)}
             faust_rss = result["faust_null_agent"]["peak_rss_bytes"]
             result["worker_memory"] = {
@@ -425,8 +436,20 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
                 "peak_rss_bytes_per_member": round(mem["VmHWM"] / members),
                 "faust_null_agent_peak_rss_bytes": faust_rss,
                 "rss_over_faust_per_member": round((mem["VmHWM"] - faust_rss) / members)}
+            sat, null, lim = (result["saturation"], result["faust_null_agent"],
+                              result["limit"])
+            null["cpu_records_per_s"] = round(null["records"] / max(null["cpu_seconds"], 1e-9))
+            result["ratios"] = {
+                "faust_ceiling_over_limit": round(null["records_per_s"] / lim["records_per_s"], 3),
+                "worker_over_faust_ceiling": round(sat["records_per_s"] / null["records_per_s"], 3),
+                "cpu_faust_ceiling_over_limit": round(null["cpu_records_per_s"]
+                                                      / lim["cpu_records_per_s"], 3),
+                "cpu_worker_over_faust_ceiling": round(sat["cpu_records_per_s"]
+                                                       / null["cpu_records_per_s"], 3)}
+            say(f"  ratios (wall clock, and per CPU second): {json.dumps(result['ratios'])}")
             say(f"  saturation: {result['saturation']['records_per_s']}/s over "
-                f"{len(items)} records; worker peak RSS {mem['VmHWM'] / 2**20:.0f} MiB for "
+                f"{len(items)} records ({sat['cpu_records_per_s']}/s per CPU second of the "
+                f"worker); worker peak RSS {mem['VmHWM'] / 2**20:.0f} MiB for "
                 f"{members} members")
             latency = []
             first = cfg["sat_gangs"]
@@ -519,7 +542,8 @@ def bench_scale(bootstrap: str, gangs: int, workers: int) -> dict:
     partition to be answered (every partition served), then write ``gangs`` synthetic gangs
     with head and tail probes per partition as fast as aiokafka goes (``produce``); rate =
     records / (last tail probe's output - first head probe's output). Each worker's share is
-    its ``gangstate_records_total`` (``/metrics``) over the same span."""
+    its ``gangstate_records_total`` (``/metrics``) over the same span, and per CPU second of
+    that worker (``/proc``: the workers idle before the records are written)."""
     import contextlib
 
     from streams.kafka.publishing import ensure_topics
@@ -554,6 +578,7 @@ def bench_scale(bootstrap: str, gangs: int, workers: int) -> dict:
             if not watcher.wait_for(warm, 120, alive):
                 raise RuntimeError(f"scale-out ({workers}): not every partition served")
             before = [records_folded(port) for port in ports]
+            cpu0 = [cpu_seconds(p.pid) for p in procs]
             t_produce = time.monotonic()
             produce(bootstrap, ((settings.topics.gang_events, k.encode(), v,
                                  partition_of(k, PARTITIONS)) for k, v in items))
@@ -563,7 +588,11 @@ def bench_scale(bootstrap: str, gangs: int, workers: int) -> dict:
             t0 = min(watcher.seen[h] for h in heads)
             t1 = max(watcher.seen[t] for t in tails)
             span = t1 - t0
+            cpu = [cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0)]
             per = [records_folded(port) - b for port, b in zip(ports, before)]
+            out["per_worker_cpu_seconds"] = [round(c, 2) for c in cpu]
+            out["per_worker_cpu_records_per_s"] = [round(n / max(c, 1e-9))
+                                                   for n, c in zip(per, cpu)]
             # the records are written while the workers read them: when writing took about as
             # long as the span, the producer (same 2 cores) bounds the rate, not the workers
             out.update(produce_seconds=round(t_produce, 2),
