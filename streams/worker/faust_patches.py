@@ -242,13 +242,15 @@ class PatchedApp(faust.App):
         consumer reads them again from the committed offset); the others are tracked as
         unacked (a rebalance or shutdown waits for them) and acked when the caller asks for
         the next batch, so their offsets can be committed. A batch the caller does not finish
-        (it raised) is not acked. Sensors' per-message calls (``on_message_in``, stream
-        events) are not made."""
+        (it raised, or the agent was stopped) is neither acked nor left tracked: its offsets are
+        not committed, so a restart or rebalance reads it again. Sensors' per-message calls
+        (``on_message_in``, stream events) are not made."""
         buffer = self.__dict__["batch_buffers"][topic.topics[0]]
         items = buffer.items
         popleft = items.popleft
         consumer = self.consumer
         unacked_add = consumer.unacked.add
+        unacked_discard = consumer.unacked.discard
         ack: Callable[[Message], bool] = consumer.ack
         flow_active = self.flow_control.is_active
         while True:
@@ -267,7 +269,14 @@ class PatchedApp(faust.App):
                 continue
             for message in batch:
                 unacked_add(message)
-            yield batch
+            try:
+                yield batch
+            except BaseException:
+                # the agent raised or was stopped (the generator is closed): not acked, and
+                # not tracked either, or a rebalance would wait for these forever
+                for message in batch:
+                    unacked_discard(message)
+                raise
             for message in batch:
                 ack(message)
 
