@@ -18,6 +18,7 @@ from time import monotonic as time_monotonic
 from typing import Any, Iterator, MutableMapping
 
 import faust
+from pydantic_core import to_json
 from faust.stores.memory import Store as MemoryStore
 from faust.types import TP
 
@@ -49,7 +50,7 @@ def encode_state(state: GangState, has_timer: bool) -> bytes:
     rebuilding the timer index does not decode it (whether a gang has a timer depends on its
     state only; the fold settings move the due time, not its existence)."""
     data = {"tm": int(has_timer), **to_wire(state)}
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return to_json(data)  # compact UTF-8 JSON, as json.dumps(separators=(",", ":")), ~2x faster
 
 
 class BulkRecoveryStore(MemoryStore):
