@@ -35,6 +35,7 @@ COMMAND_SCHEMA = "gangstate.command/v1"
 SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
 from .records import (FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved)
+from .spec import MAX_PERMIT_WAIT_MICROS
 from .state import GangState, Summary, own_summary
 
 if TYPE_CHECKING:
@@ -57,6 +58,11 @@ GATED_NAMES_SHOWN = 3
 """How many pods a ``GangMemberGated`` message names per set of gates (the facts name all)."""
 WAITING_STATUSES = ("Wait", "Gated")
 """A representative in one of these statuses is parked: waiting at Permit or held at PreEnqueue."""
+
+
+PERMIT_CAP_TEXT = f"{MAX_PERMIT_WAIT_MICROS // 1_000_000}s"
+"""The ``effective`` waiting time of a ``GangSpecInvalid`` for a waiting time above
+kube-scheduler's 15-minute cap on a Permit wait (rule T3, ``spec.MAX_PERMIT_WAIT_MICROS``)."""
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -113,10 +119,13 @@ def facts_digest(facts: dict[str, Any]) -> str:
 
 
 def involved(state: GangState) -> list[dict[str, str]]:
-    """Every live member Pod (arrival order) and the PodGroup when one exists."""
+    """Every live member Pod (arrival order), then the pods dropped with the gang's PodGroup
+    (``GangState.orphans``), and the PodGroup when one exists."""
     ns = state.namespace
     out = [{"kind": "Pod", "namespace": ns, "name": m.name, "uid": uid}
            for uid, m in state.members.items()]
+    out.extend({"kind": "Pod", "namespace": ns, "name": m.name, "uid": uid}
+               for uid, m in state.orphans.items())
     if state.podgroup is not None:
         out.append({"kind": "PodGroup", "namespace": ns, "name": state.podgroup.name,
                     "uid": state.podgroup.uid})
@@ -154,6 +163,19 @@ def gated_text(gated: dict[str, list[str]]) -> str:
 def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
     """The human message of a diagnostic: a deterministic function of gang, reason and facts."""
     f = facts
+    if reason == "GangNotInitialized" and f.get("orphaned"):
+        return (f"gang {gang} was removed from the scheduler's gang cache with its PodGroup "
+                f"{f['podgroup_deleted'] or ''}".rstrip() + f"; its {f['orphaned']} remaining "
+                f"{_plural(f['orphaned'], 'pod is', 'pods are')} held at PreEnqueue (can't find "
+                f"gang) until the PodGroup exists again and each pod is created again")
+    if reason == "GangMembersInsufficient" and f.get("orphaned"):
+        missing = f["min_member"] - f["members"]
+        return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods as the "
+                f"scheduler counts them: {f['orphaned']} "
+                f"{_plural(f['orphaned'], 'pod was', 'pods were')} dropped from the gang with "
+                f"its deleted PodGroup and {_plural(f['orphaned'], 'counts', 'count')} again "
+                f"only once created again; scheduling is held at PreEnqueue until "
+                f"{missing} more {_plural(missing, 'counts', 'count')}")
     if reason == "GangNotInitialized":
         return (f"gang {gang} is not initialized: {f['members']} "
                 f"{_plural(f['members'], 'pod names', 'pods name')} it, but no PodGroup and no valid "
@@ -193,9 +215,23 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
                 f"scheduling gates; no longer held at PreEnqueue")
     if reason == "GangScheduled":
         return f"gang {gang} is scheduled: {f['bound']} of minMember {f['min_member']} pods bound"
+    if reason == "GangMembersStranded":
+        n = len(f["stranded"])
+        shown = ", ".join(f["stranded"][:GATED_NAMES_SHOWN]) + (
+            f" and {n - GATED_NAMES_SHOWN} more" if n > GATED_NAMES_SHOWN else "")
+        return (f"gang {gang}: {shown} {_plural(n, 'was', 'were')} refused at PreEnqueue and "
+                f"koord-scheduler will not retry {_plural(n, 'it', 'them')}: it runs PreEnqueue "
+                f"again only for a pod being created, and no round of the gang group has "
+                f"handed {_plural(n, 'it', 'them')} out in {f['after_seconds']}s; delete "
+                f"{_plural(n, 'it', 'them')} so that {_plural(n, 'its', 'their')} controller "
+                f"creates {_plural(n, 'it', 'them')} again")
     if reason == "GangSpecInvalid" and f["field"] == "groups" and f["value"] == f["effective"]:
         return (f"gang {gang}: groups {f['value']} does not list the gang itself; the scheduler "
                 f"uses the list as written, so {gang} is not a member of its own gang group")
+    if reason == "GangSpecInvalid" and f["field"] in ("waiting-time", "scheduleTimeoutSeconds") \
+            and f["effective"] == PERMIT_CAP_TEXT:
+        return (f"gang {gang}: {f['field']} {f['value']!r} is longer than kube-scheduler lets a "
+                f"pod wait at Permit; members wait at most {f['effective']} (15 minutes)")
     if reason == "GangSpecInvalid":
         return (f"gang {gang}: {f['field']} {f['value']!r} is not valid; the scheduler silently "
                 f"uses {f['effective']}")
@@ -291,16 +327,43 @@ def _emit_hold(state: GangState, reason: str, facts: dict[str, Any], at: int,
     return state
 
 
+def skips_gang_checks(state: GangState) -> bool:
+    """True when koord-scheduler v1.8.0 lets the gang's pods through PreEnqueue, PreFilter,
+    PostFilter and Permit without any gang check: the gang's match policy is
+    ``once-satisfied`` and its group was once satisfied (``GangState.once_satisfied``, rule
+    M2). K = ``pkg/scheduler/plugins/coscheduling/``: ``core/core.go:213-216`` (PreEnqueue),
+    ``301-304`` (BeforePreFilter, so no gang scheduling context is opened), ``372-374``
+    (AfterPostFilter: no gang rejection), ``core/gang.go:567-568`` (Permit), rule P4. Its pods
+    are then scheduled one by one, like pods of no gang."""
+    spec = state.spec
+    return state.once_satisfied and spec is not None and spec.match_policy == "once-satisfied"
+
+
+def orphans_pending(state: GangState) -> int:
+    """How many of the pods dropped with the gang's PodGroup (``GangState.orphans``) are still
+    pending (``Member.pending``)."""
+    return sum(1 for m in state.orphans.values() if m.pending)
+
+
 def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     """Why the gang's pending pods are held at PreEnqueue, as ``(reason, facts)``, or ``None``.
 
-    Held means: at least one member is pending, and the gang is not initialised
-    (``GangNotInitialized`` [members]), has fewer live members than minMember
-    (``GangMembersInsufficient`` [members, min_member, total_number]), or another gang of its
-    gang group is missing, uninitialised or short (``GangGroupIncomplete`` [gang_group,
-    blocking_gang, members, min_member when known]; the first such gang in sorted order).
-    This is Koordinator's PreEnqueue basic check (``core/core.go`` ``PreEnqueue``,
+    Held means: at least one member (or pod dropped with the PodGroup) is pending, and the
+    gang is not initialised (``GangNotInitialized`` [members]), has fewer live members than
+    minMember (``GangMembersInsufficient`` [members, min_member, total_number]), or another
+    gang of its gang group is missing, uninitialised or short (``GangGroupIncomplete``
+    [gang_group, blocking_gang, members, min_member when known]; the first such gang in sorted
+    order). This is Koordinator's PreEnqueue basic check (``core/core.go`` ``PreEnqueue``,
     ``GangBasicCheckUnsatisfied``; every gang of the group must have min-available members).
+    Koordinator v1.8.0 rules (K = ``pkg/scheduler/plugins/coscheduling/``):
+
+    - P2/M5: pods dropped with their PodGroup (``GangState.orphans``) are refused with
+      ``can't find gang`` while the gang is gone, and counted by no gang when it is created
+      again (K ``core/core.go:202-206``, ``core/gang_cache.go:295-310``); the facts then add
+      ``orphaned`` (how many) and ``podgroup_deleted`` (its name, or ``None``).
+    - P4: a gang that skips the gang checks (``skips_gang_checks``) is never held.
+    - P6: the gang's own count is checked only when its gang group lists it
+      (K ``core/core.go:247-264`` iterates the group, ``getGangGroup``).
 
     Otherwise, held means fewer than minMember members are free of scheduling gates
     (``GangMemberGated`` [members, ungated, min_member, gated: {pod name: [gates]}]; bound
@@ -329,15 +392,23 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
       ``pkg/registry/core/pod/storage/storage.go:241-244``): minMember members can only be
       bound together once minMember of them are free of gates (K ``core/gang.go:554-569``).
     """
-    if not state.n_pending:
+    if not state.n_pending and not (state.orphans and orphans_pending(state)):
         return None
     spec = state.spec
     members = len(state.members)
+    orphaned: dict[str, Any] = {}
+    if state.orphans:
+        orphaned = {"orphaned": len(state.orphans),
+                    "podgroup_deleted": (state.deleted_by or "").partition("/")[2]
+                    if state.deleted_by and state.deleted_by.startswith("PodGroup/")
+                    else None}
     if spec is None:
-        return "GangNotInitialized", {"members": members}
-    if members < spec.min_member:
+        return "GangNotInitialized", {"members": members, **orphaned}
+    if skips_gang_checks(state):
+        return None
+    if members < spec.min_member and state.gang in spec.groups:
         return "GangMembersInsufficient", {"members": members, "min_member": spec.min_member,
-                                           "total_number": spec.total_number}
+                                           "total_number": spec.total_number, **orphaned}
     for other in spec.groups:
         if other == state.gang:
             continue
@@ -392,7 +463,7 @@ def summary_as_of(state: GangState, at: int) -> Summary:
             return summary
     if log and len(log) >= SUMMARY_LOG:
         return log[0][1]
-    return ((), False, False, 0, None)
+    return ((), False, False, 0, None, False)
 
 
 def answer_peers(state: GangState, due: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -434,7 +505,7 @@ def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict
     if spec is not None and state.waiting:
         state = _emit(state, "GangPermitTimeout", "GangPermitTimeout",
                       {"waiting": state.waiting, "min_member": spec.min_member,
-                       "waiting_seconds": spec.waiting_seconds}, at, out)
+                       "waiting_seconds": spec.permit_wait_seconds}, at, out)
     state.permit_warned = True
     return state, out
 
@@ -453,7 +524,7 @@ def _decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]])
         timed_out = sum(1 for status, _ in state.outcomes.values() if status == "Timeout")
         state = _emit(state, "GangPermitTimeout", "GangPermitTimeout",
                       {"waiting": timed_out, "min_member": spec.min_member,
-                       "waiting_seconds": spec.waiting_seconds}, rec.at, out)
+                       "waiting_seconds": spec.permit_wait_seconds}, rec.at, out)
     return state
 
 
@@ -605,9 +676,10 @@ UNSCHEDULABLE_KEY = "GangUnschedulable"
 def unschedulable_facts(state: GangState) -> dict[str, Any] | None:
     """The facts of the gang's failure episode that make its ``GangUnschedulable`` (``episode.
     episode_facts``: ``unfit``, ``fit``, ``min_member``, ``since`` in microseconds), or ``None``
-    without an episode naming a member, or once the gang is scheduled."""
+    without an episode naming a member, once the gang is scheduled, or while it skips the gang
+    checks (``skips_gang_checks``: its pods fail one by one, each with its own Event)."""
     ep = state.episode
-    if ep is None or not ep.unfit:
+    if ep is None or not ep.unfit or skips_gang_checks(state):
         return None
     spec = state.spec
     if spec is not None and state.members and state.bound >= max(spec.min_member, 1):
@@ -730,11 +802,13 @@ def summary_record(state: GangState, to: str, at: int, wanted_as_of: int | None 
     """A ``gangstate.gang-summary/v1`` record telling gang ``to`` about ``state``'s gang as of
     event time ``at`` (``summary``, default the current one); ``wanted_as_of`` asks ``to`` for
     its own summary as of that time."""
-    groups, exists, initialized, members, min_member = summary or own_summary(state)
+    groups, exists, initialized, members, min_member, once = summary or own_summary(state)
     record = {"schema": SUMMARY_SCHEMA, "observed_at": format_time(at), "gang": state.gang,
               "to": to, "gang_group": state.gang_group, "groups": list(groups),
               "exists": exists, "initialized": initialized, "members": members,
               "min_member": min_member}
+    if once:
+        record["once_satisfied"] = True
     if wanted_as_of is not None:
         record["wanted_as_of"] = format_time(wanted_as_of)
     return record
@@ -743,7 +817,9 @@ def summary_record(state: GangState, to: str, at: int, wanted_as_of: int | None 
 def _decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: int,
                       out: list[dict[str, Any]]) -> GangState:
     """Tell the other gangs of the gang group about this gang when its summary changed, and
-    answer a gang that introduced itself (its summary lists this gang) for the first time.
+    answer a gang that introduced itself (its summary lists this gang) for the first time, or
+    that says its group is not once satisfied when this gang knows it is (a gang of the group
+    created again while this one lived: rule M2).
     Summaries travel through ``gang-events`` keyed by the receiving gang, so the other gangs'
     state reaches each gang's fold through Kafka, in its own partition's order."""
     spec = state.spec
@@ -759,9 +835,10 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: 
     if mine != state.sent_summary and (listeners or state.sent_summary is not None):
         targets = listeners
         state.sent_summary = mine
-    elif isinstance(rec, GangSummarized) and rec.gang not in before.peers \
-            and state.gang in rec.groups:
-        targets = {rec.gang}
+    elif isinstance(rec, GangSummarized) and state.gang in rec.groups \
+            and (rec.gang not in before.peers or (state.once_satisfied
+                                                  and not rec.once_satisfied)):
+        targets = {rec.gang}  # a newcomer, or a gang that has not heard the group is satisfied
     for to in sorted(targets):
         out.append(summary_record(state, to, at))
     return state
@@ -896,6 +973,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     at = max(rec.at, before.clock) if isinstance(rec, GangSummarized) else rec.at
     state = _decide_spec(before, state, rec, at, out)
     state = _decide_hold(state, at, out, settings.refresh_micros)
+    state = track_refusals(before, state, rec, at)
     state = resend_to_joined(before, state, rec, at, out)
     state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):
@@ -906,4 +984,119 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
         state = _decide_elect(before_rep, state, rec, out)
     state = _decide_scheduled(state, at, out)
     state = _decide_summaries(before, state, rec, at, out)
+    return state, out
+
+
+STRANDED_SECONDS = 120.0
+"""Default ``FoldSettings.stranded_seconds``: after a PreEnqueue hold ended, how long a member
+refused during it may go without an attempt before it is told stranded. koord-scheduler
+v1.8.0 hands out a gang group's members one per cycle as soon as its representative is
+popped (K = ``pkg/scheduler/plugins/coscheduling/``, ``core/core.go:150-187``), about a
+second per round on the recorded cluster; two minutes leave room for a long scheduling
+queue."""
+
+
+def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int) -> GangState:
+    """Mark the members Coscheduling refuses at PreEnqueue, and when the hold ends.
+
+    While the gang is held (``held_since``), every pending member without scheduling gates is
+    refused at PreEnqueue (no Event; K ``coscheduling.go:122-128``): all of them when the hold
+    begins, a member that joins or changes during it as it comes (``Member.refused_at``). A
+    gated member is left out: its gates' plugin refused it, and that plugin requeues it when
+    the gates are removed (KS ``framework/plugins/schedulinggates/scheduling_gates.go``). When
+    the hold ends, ``released_at`` is set, and ``released_attempted`` when the scheduler first
+    attempts a member after that (a round ran). The gang's first bind (no member was bound
+    before) means its group was allowed at Permit, which ends the round: a pending member
+    without an attempt then is marked too (it was refused behind the representative or as
+    not yet attempted, K ``core/core.go:228-240``), and the bind counts as the attempt. Why it matters (KS = kubernetes v1.35.2
+    ``pkg/scheduler/``): a refused pod waits in the scheduling queue's unschedulable pods;
+    Coscheduling registers no cluster events (K ``coscheduling.go:109-112``), so no event and
+    not the 5-minute flush moves it (KS ``backend/queue/scheduling_queue.go:1225-1229``), and a
+    pod update does not either (no queueing hint, ``scheduling_queue.go:1062-1082,456-501``);
+    the gang cache activates only a pod being created (K ``core/gang_cache.go:153-165``) or
+    one child when a PodGroup makes the gang complete (``core/gang_cache.go:236-249``). The
+    refused pod moves again only when a round of its gang group hands it out (NextPod,
+    ``core/core.go:150-187``), and a round ends when the group is allowed at Permit (its
+    context cleared, ``core/core.go:192-194``) or every pending member was attempted."""
+    if state.held_since is not None:
+        if before.held_since is None:
+            refused = {uid: m._replace(refused_at=at) for uid, m in state.members.items()
+                       if m.pending and not m.gates and m.refused_at is None}
+            for uid, m in refused.items():
+                state.put_member(uid, m)
+        elif isinstance(rec, PodObserved):
+            changed = state.members.get(rec.uid)
+            if changed is not None and changed.pending and not changed.gates \
+                    and changed.refused_at is None:
+                state.put_member(rec.uid, changed._replace(refused_at=at))
+        if state.released_at is not None or state.stranded_told \
+                or state.released_attempted is not None:
+            state.released_at, state.stranded_told = None, False
+            state.released_attempted = None
+    elif before.held_since is not None:
+        state.released_at, state.stranded_told, state.released_attempted = at, False, None
+    elif isinstance(rec, CycleObserved) and state.released_at is not None \
+            and state.released_attempted is None and rec.at >= state.released_at \
+            and not (rec.stage == "PreEnqueue" and rec.status != "Success"):
+        state.released_attempted = rec.at
+    if state.held_since is None and before.n_bound == 0 and state.n_bound > 0 \
+            and state.n_pending > state.n_refused:
+        # the gang's first bind: its group was allowed at Permit and the round's context
+        # cleared (K core/core.go:192-194); a member the round did not hand out was refused
+        # at PreEnqueue behind the representative or as not yet attempted (K core/core.go:
+        # 228-240) and nothing retries it either
+        left = {uid: m._replace(refused_at=at) for uid, m in state.members.items()
+                if m.pending and not m.gates and m.refused_at is None
+                and (m.status is None or m.stage == "PreEnqueue")}
+        for uid, m in left.items():
+            state.put_member(uid, m)
+        if left and state.released_at is None:
+            state.released_at, state.stranded_told = at, False
+        if state.released_attempted is None and state.released_at is not None:
+            state.released_attempted = at
+    return state
+
+
+def stranded_members(state: GangState) -> list[str]:
+    """Names (sorted) of the pending members refused at PreEnqueue during the gang's last hold
+    and not attempted since (``Member.refused_at``), while the gang is not held."""
+    if state.held_since is not None or not state.n_refused:
+        return []
+    return sorted(m.name for m in state.members.values()
+                  if m.refused_at is not None and m.pending)
+
+
+def stranded_due(state: GangState, settings: "FoldSettings") -> int | None:
+    """When refused members are due to be told stranded (microseconds of event time):
+    ``stranded_seconds`` after the scheduler first attempted a member since the hold ended (a
+    round ran and may leave them out; ``released_attempted``), or after the hold ended for a
+    gang that is not in its own gang group (a round of that group never hands out its pods,
+    K ``core/core.go:164-179``); once per release.
+    Without such evidence (the scheduler may be down or its queue long) nothing is said.
+    ``None`` when no member is refused, the gang is held, or the release was told."""
+    if not state.n_refused or state.held_since is not None or state.released_at is None \
+            or state.stranded_told:
+        return None
+    spec = state.spec
+    if state.released_attempted is not None:
+        return state.released_attempted + settings.stranded_micros
+    if spec is None or state.gang in spec.groups:
+        return None
+    return state.released_at + settings.stranded_micros
+
+
+def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit ``GangMembersStranded`` at ``at`` for the members still refused since the gang's
+    last hold (``stranded_members``; facts ``stranded`` [names], ``after_seconds`` [whole
+    seconds since the hold ended]), naming only those pods. Marks the release as told."""
+    out: list[dict[str, Any]] = []
+    names = stranded_members(state)
+    state.stranded_told = True
+    if names and state.released_at is not None:
+        facts = {"stranded": names, "after_seconds": (at - state.released_at) // 1_000_000}
+        digest = facts_digest({"reason": "GangMembersStranded", "stranded": names})
+        if state.emitted.get("GangMembersStranded") != digest:
+            uids = tuple(uid for uid, m in state.members.items() if m.name in names)
+            out.append(diagnostic(state, "GangMembersStranded", facts, at, uids))
+            state.emitted = {**state.emitted, "GangMembersStranded": digest}
     return state, out

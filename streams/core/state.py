@@ -33,7 +33,10 @@ class Member(NamedTuple):
 
     ``rv`` is the last applied resourceVersion; ``node`` is ``spec.nodeName`` (bound when set);
     ``stage``/``status``/``reason``/``cycle`` are the pod's last scheduling-cycle outcome;
-    ``gates`` the names of its ``spec.schedulingGates`` (``PodObserved.gates``).
+    ``gates`` the names of its ``spec.schedulingGates`` (``PodObserved.gates``);
+    ``refused_at`` the event time (microseconds) since which Coscheduling's PreEnqueue has
+    refused the pod without the scheduler attempting it since (``decide.track_refusals``), or
+    ``None``.
     """
 
     name: str
@@ -48,6 +51,7 @@ class Member(NamedTuple):
     reason: str = ""
     cycle: int | None = None
     gates: tuple[str, ...] = ()
+    refused_at: int | None = None
 
     @property
     def pending(self) -> bool:
@@ -64,17 +68,17 @@ class Member(NamedTuple):
         return self.node is None and bool(self.gates)
 
 
-def _tally(m: Member) -> tuple[int, int, int, int, int]:
-    """A member's contribution to ``(bound, waiting, pending, in a cycle, gated)``: bound = has
-    a node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``; in a cycle
-    = unbound with a cycle status other than ``Gated`` (for ``GangState.phase``); gated =
-    ``Member.gated``."""
+def _tally(m: Member) -> tuple[int, int, int, int, int, int]:
+    """A member's contribution to ``(bound, waiting, pending, in a cycle, gated, refused)``:
+    bound = has a node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``;
+    in a cycle = unbound with a cycle status other than ``Gated`` (for ``GangState.phase``);
+    gated = ``Member.gated``; refused = pending with ``refused_at`` set."""
     if m.node is not None:
-        return 1, 0, 0, 0, 0
+        return 1, 0, 0, 0, 0, 0
     pending = 0 if m.terminating or m.phase not in ("Pending", "") else 1
     status = m.status
     return (0, status == "Wait", pending, status is not None and status != "Gated",
-            1 if m.gates else 0)
+            1 if m.gates else 0, 1 if pending and m.refused_at is not None else 0)
 
 
 def cycle_key(scheduler: str, cycle: int | str, pod: str, stage: str, status: str) -> int:
@@ -106,10 +110,12 @@ class Peer(NamedTuple):
     members: int
     min_member: int | None
     as_of: int = 0
+    once_satisfied: bool = False
 
 
-Summary = tuple[tuple[str, ...], bool, bool, int, "int | None"]
-"""A gang's own summary for its peers: ``(groups, exists, initialized, members, min_member)``."""
+Summary = tuple[tuple[str, ...], bool, bool, int, "int | None", bool]
+"""A gang's own summary for its peers: ``(groups, exists, initialized, members, min_member,
+once_satisfied)``."""
 
 HistoryEntry = tuple[int, str, str]
 """One transition of a gang: ``(event time in microseconds, what changed, the cause)``."""
@@ -143,9 +149,19 @@ class GangState:
     a PodGroup brings it back. ``episode`` is the gang's current or last failure episode
     (``streams.core.episode``, from scheduler Events), ``None`` when it had none since it was
     last bound or deleted; ``storm`` counts its failed attempts per second of event time over
-    the last minute (``episode.count_attempt``). ``shim_at`` is the event time of the last
-    record of the scheduler shim (``CycleObserved.shim``) for the gang: while it is recent, the
-    fold prefers the shim's records to those derived from scheduler Events
+    the last minute (``episode.count_attempt``). ``once_satisfied`` is Koordinator's
+    ``OnceResourceSatisfied`` of the gang's group as far as this gang saw it: a member was bound
+    since the gang was last created (rule M2, ``fold.apply_pod``). ``orphans`` holds the pods
+    of the gang that Koordinator's gang cache dropped with their PodGroup (rule M5,
+    ``fold.apply_podgroup``) and that no later event of theirs has brought back yet, by uid;
+    they are not ``members`` (not the scheduler's children). ``released_at`` is when the gang's
+    last PreEnqueue hold ended (``None`` while held or never held), ``released_attempted``
+    when the scheduler first attempted a member of the gang since then (a round ran; event
+    time, ``None`` before), and
+    ``stranded_told`` whether its members refused during that hold and never attempted since
+    have been told ``GangMembersStranded`` (``decide.warn_stranded``). ``shim_at`` is the event time of
+    the last record of the scheduler shim (``CycleObserved.shim``) for the gang: while it is
+    recent, the fold prefers the shim's records to those derived from scheduler Events
     (``fold.SHIM_PREFERRED_SECONDS``). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
@@ -184,6 +200,11 @@ class GangState:
     deleted_by: str | None = None
     episode: Episode | None = None
     storm: tuple[tuple[int, int], ...] = ()
+    once_satisfied: bool = False
+    orphans: Mapping[str, Member] = field(default_factory=dict)
+    released_at: int | None = None
+    stranded_told: bool = False
+    released_attempted: int | None = None
     shim_at: int | None = None
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
@@ -192,6 +213,7 @@ class GangState:
     n_pending: int = field(default=0, compare=False, repr=False)
     n_in_cycle: int = field(default=0, compare=False, repr=False)
     n_gated: int = field(default=0, compare=False, repr=False)
+    n_refused: int = field(default=0, compare=False, repr=False)
     _spec_memo: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -199,12 +221,12 @@ class GangState:
 
     def recount(self) -> None:
         """Recompute the member counters from ``members`` (after building a state by hand)."""
-        b = w = p = c = g = 0
+        b = w = p = c = g = r = 0
         for m in self.members.values():
-            mb, mw, mp, mc, mg = _tally(m)
-            b, w, p, c, g = b + mb, w + mw, p + mp, c + mc, g + mg
+            mb, mw, mp, mc, mg, mr = _tally(m)
+            b, w, p, c, g, r = b + mb, w + mw, p + mp, c + mc, g + mg, r + mr
         self.n_bound, self.n_waiting, self.n_pending, self.n_in_cycle = b, w, p, c
-        self.n_gated = g
+        self.n_gated, self.n_refused = g, r
 
     def put_member(self, uid: str, member: Member) -> None:
         """Add or replace member ``uid`` (a new ``members`` mapping; the old one is shared with
@@ -223,12 +245,13 @@ class GangState:
         self._count(old, -1)
 
     def _count(self, m: Member, sign: int) -> None:
-        b, w, p, c, g = _tally(m)
+        b, w, p, c, g, r = _tally(m)
         self.n_bound += sign * b
         self.n_waiting += sign * w
         self.n_pending += sign * p
         self.n_in_cycle += sign * c
         self.n_gated += sign * g
+        self.n_refused += sign * r
 
     def copy(self) -> "GangState":
         """A shallow copy (containers shared): the fold copies a state once per record that
@@ -269,12 +292,18 @@ class GangState:
         new.deleted_by = self.deleted_by
         new.episode = self.episode
         new.storm = self.storm
+        new.once_satisfied = self.once_satisfied
+        new.orphans = self.orphans
         new.shim_at = self.shim_at
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
         new.n_in_cycle = self.n_in_cycle
         new.n_gated = self.n_gated
+        new.n_refused = self.n_refused
+        new.released_at = self.released_at
+        new.stranded_told = self.stranded_told
+        new.released_attempted = self.released_attempted
         new._spec_memo = self._spec_memo
         return new
 
@@ -398,12 +427,15 @@ def summary(state: GangState) -> dict[str, Any]:
     Shape: ``{"phase", "members", "bound", "waiting", "representative", "min_member",
     "total_number", "mode", "waiting_seconds", "match_policy", "gang_group", "spec_source",
     "epoch", "last_cycle", "deleted_at", "deleted_by", "failing", "failed_attempts_per_minute",
-    "pods": {"ns/name": {...}}}``; counts are integers, pods named ``ns/name`` (each with
+    "once_satisfied", "orphans", "pods": {"ns/name": {...}}}``; counts are integers, pods named ``ns/name`` (each with
     ``gates``, the names of its scheduling gates), ``deleted_at`` RFC 3339. ``failing`` is the
     gang's last failure episode, ``{"since", "last_failed_at"`` (RFC 3339), ``"rounds",
     "unfit": {member name: fit error}, "fit"}``, or ``None`` (none since it was last bound or
     deleted); ``failed_attempts_per_minute`` the FailedScheduling Events of the gang in the last
-    60 s of event time up to its clock (``episode.per_minute``). Unknown values are ``None``.
+    60 s of event time up to its clock (``episode.per_minute``). ``once_satisfied``: a member
+    was bound since the gang was last created (rule M2); ``orphans``: the pods Koordinator
+    dropped with the gang's PodGroup (rule M5), ``ns/name`` sorted. Unknown values are
+    ``None``.
     """
     spec = state.spec
     ns = state.namespace
@@ -432,6 +464,8 @@ def summary(state: GangState) -> dict[str, Any]:
             "rounds": state.episode.rounds, "unfit": dict(state.episode.unfit),
             "fit": state.episode.fit},
         "failed_attempts_per_minute": per_minute(state.storm, state.clock),
+        "once_satisfied": state.once_satisfied,
+        "orphans": sorted(f"{ns}/{m.name}" for m in state.orphans.values()),
         "pods": {
             f"{ns}/{m.name}": {
                 "uid": uid, "phase": m.phase, "node": m.node, "resource_version": m.rv,
@@ -445,10 +479,11 @@ def summary(state: GangState) -> dict[str, Any]:
 
 def own_summary(state: GangState) -> Summary:
     """What this gang tells the other gangs of its group: ``(groups, exists, initialized,
-    members, min_member)``; ``groups`` is empty while the gang is not initialised."""
+    members, min_member, once_satisfied)``; ``groups`` is empty while the gang is not
+    initialised."""
     spec = state.spec
     return (spec.groups if spec else (), state.exists, spec is not None, len(state.members),
-            spec.min_member if spec else None)
+            spec.min_member if spec else None, state.once_satisfied)
 
 
 # -- wire form ---------------------------------------------------------------------------------
@@ -469,20 +504,23 @@ def _settings_in(v: list[str | None] | None) -> RawSettings | None:
 def _member_out(uid: str, m: Member) -> list[Any]:
     row = [uid, m.name, m.rv, m.node, m.phase, m.terminating, _settings_out(m.settings),
            m.waits_for_podgroup, m.stage, m.status, m.reason, m.cycle]
+    if m.refused_at is not None:
+        return row + [list(m.gates), m.refused_at]
     return row if not m.gates else row + [list(m.gates)]
 
 
 def _member_in(row: list[Any]) -> Member:
     return Member(row[1], row[2], row[3], row[4], row[5], _settings_in(row[6]) or RawSettings(),
                   row[7], row[8], row[9], row[10], row[11],
-                  tuple(row[12]) if len(row) > 12 else ())
+                  tuple(row[12]) if len(row) > 12 else (), row[13] if len(row) > 13 else None)
 
 
 def to_wire(state: GangState) -> dict[str, Any]:
     """Encode a ``GangState`` as a compact JSON-ready dict (``{"v": 1, ...}``).
 
     Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
-    member with gates; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
+    member with gates or a 14th value, and a 14th (``refused_at``) only for a member refused
+    at PreEnqueue; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
     """
     return {
         "v": WIRE_VERSION,
@@ -507,15 +545,18 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "em": dict(state.emitted),
         "es": state.ever_scheduled,
         "p": [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member, p.as_of]
-              for g, p in state.peers.items()],
+              + ([True] if p.once_satisfied else []) for g, p in state.peers.items()],
         "pa": dict(state.pending_answers),
-        "sl": [[at, list(sm[0]), *sm[1:]] for at, sm in state.summary_log],
+        "sl": [[at, list(sm[0]), *sm[1:5]] + ([True] if sm[5] else [])
+               for at, sm in state.summary_log],
         "he": state.hold_emitted_at,
         "df": [[r.at, r.gang, r.to, list(r.groups), r.exists, r.initialized, r.members,
-                r.min_member, r.wanted_as_of] for r in state.deferred],
+                r.min_member, r.wanted_as_of] + ([True] if r.once_satisfied else [])
+               for r in state.deferred],
         "aa": state.asked_as_of,
         "ss2": None if state.sent_summary is None else [
-            list(state.sent_summary[0]), *state.sent_summary[1:]],
+            list(state.sent_summary[0]), *state.sent_summary[1:5]]
+        + ([True] if state.sent_summary[5] else []),
         "h": [list(h) for h in state.history],
         "ws": state.waiting_since,
         "pw": state.permit_warned,
@@ -525,6 +566,12 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "db": state.deleted_by,
         **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
         **({} if not state.storm else {"sw": [list(s) for s in state.storm]}),
+        **({} if not state.once_satisfied else {"os": True}),
+        **({} if state.released_at is None else {"rl": state.released_at}),
+        **({} if not state.stranded_told else {"sd": True}),
+        **({} if state.released_attempted is None else {"rt": state.released_attempted}),
+        **({} if not state.orphans else {"or": [_member_out(uid, m)
+                                                for uid, m in state.orphans.items()]}),
         **({} if state.shim_at is None else {"sh": state.shim_at}),
     }
 
@@ -544,9 +591,10 @@ def _episode_in(row: list[Any] | None) -> Episode | None:
 
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
-    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``sh``) are optional, so values stored before
-    them still decode (a gang stored before ``da`` is not deleted); so is a member row's 13th
-    value (its scheduling gates: a row of 12 is a member without gates). Raises ``ValueError`` on an
+    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``rl``,
+    ``sd``, ``rt``, ``sh``) are optional, so values stored before them still decode (a gang stored before
+    ``da`` is not deleted); so are a member row's 13th value (its scheduling gates: a row of 12
+    is a member without gates) and 14th (``refused_at``). Raises ``ValueError`` on an
     unknown wire version and ``KeyError``/``TypeError`` on a malformed value."""
     if data.get("v") != WIRE_VERSION:
         raise ValueError(f"unknown gang state wire version {data.get('v')!r}")
@@ -573,18 +621,19 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         emitted=dict(data["em"]),
         ever_scheduled=data["es"],
         peers={row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5],
-                            row[6] if len(row) > 6 else 0)
+                            row[6] if len(row) > 6 else 0, len(row) > 7 and row[7])
                for row in data.get("p", [])},
         pending_answers=dict(data.get("pa", {})),
-        summary_log=tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5]))
+        summary_log=tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5],
+                                    len(row) > 6 and row[6]))
                           for row in data.get("sl", [])),
         hold_emitted_at=data.get("he"),
         deferred=tuple(GangSummarized(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7],
-                                      r[8]) for r in data.get("df", [])),
+                                      r[8], len(r) > 9 and r[9]) for r in data.get("df", [])),
         asked_as_of=data.get("aa"),
         sent_summary=None if data.get("ss2") is None else (
             tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
-            data["ss2"][4]),
+            data["ss2"][4], len(data["ss2"]) > 5 and data["ss2"][5]),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
         waiting_since=data.get("ws"),
         permit_warned=data.get("pw", False),
@@ -594,5 +643,10 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         deleted_by=data.get("db"),
         episode=_episode_in(data.get("ep")),
         storm=tuple((a, b) for a, b in data.get("sw", [])),
+        once_satisfied=data.get("os", False),
+        orphans={row[0]: _member_in(row) for row in data.get("or", [])},
+        released_at=data.get("rl"),
+        stranded_told=data.get("sd", False),
+        released_attempted=data.get("rt"),
         shim_at=data.get("sh"),
     )
