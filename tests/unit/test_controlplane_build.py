@@ -230,3 +230,51 @@ def test_a_waiting_build_says_so(fake_env) -> None:
         assert waiter.is_alive()  # blocked behind the held lock
     waiter.join(30)
     assert lines[0].startswith("waiting for another build of the control plane (lock ")
+
+
+def fake_shim(root: Path) -> Path:
+    shim = root / "shim"
+    (shim / "cmd" / "koord-scheduler").mkdir(parents=True)
+    (shim / "go.mod").write_text("module gangstate.local/shim\n")
+    (shim / "go.sum").write_text("")
+    (shim / "cmd" / "koord-scheduler" / "main.go").write_text("package main\n")
+    (shim / "cmd" / "koord-scheduler" / "main_test.go").write_text("package main\n")
+    return shim
+
+
+def test_the_shim_is_built_once_per_version_and_sources_outside_the_repository(fake_env) -> None:
+    """The shim's binary is cached by Koordinator's version, the recipe and a hash of its
+    sources (tests excluded): a second build is no go call; a changed source is a new entry;
+    the build runs in a copy (the shim folder gets no build output)."""
+    root = fake_env()
+    cache, shim = root / "cache", fake_shim(root)
+    key = cp.shim_key(shim)
+    assert re.fullmatch(r"koordinator-v1\.8\.0-r1-[0-9a-f]{16}", key)
+    binary = cp.build_shim(cache, shim_dir=shim)
+    assert binary == cache / "controlplane" / "shim" / key / "bin" / "koord-scheduler"
+    assert binary.read_text() == "binary\n"
+    made = calls(root)
+    assert len(made) == 1 and made[0].startswith("build -trimpath")
+    assert made[0].endswith("./cmd/koord-scheduler")
+    assert sorted(p.name for p in shim.rglob("*")) == sorted(
+        ["cmd", "koord-scheduler", "go.mod", "go.sum", "main.go", "main_test.go"])
+    assert cp.build_shim(cache, shim_dir=shim) == binary
+    assert len(calls(root)) == 1
+    (shim / "cmd" / "koord-scheduler" / "main_test.go").write_text("package main // x\n")
+    assert cp.shim_key(shim) == key  # tests are not built into the binary
+    (shim / "cmd" / "koord-scheduler" / "main.go").write_text("package main // changed\n")
+    assert cp.shim_key(shim) != key
+    assert cp.build_shim(cache, shim_dir=shim) != binary
+    assert len(calls(root)) == 2
+
+
+def test_a_failed_shim_build_reports_the_tail_and_caches_nothing(fake_env) -> None:
+    root = fake_env(fail_on="./cmd/koord-scheduler")
+    cache, shim = root / "cache", fake_shim(root)
+    with pytest.raises(cp.ClusterError) as err:
+        cp.build_shim(cache, shim_dir=shim)
+    text = str(err.value)
+    assert text.startswith("building the shim's koord-scheduler failed (exit 1)")
+    assert "compile: something broke in build" in text and text.rstrip().endswith("last line")
+    assert not cp.shim_binary(cache, shim).exists()
+    assert not (cp.shim_binary(cache, shim).parent.parent / ".gangstate-build-complete").exists()
