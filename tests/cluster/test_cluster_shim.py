@@ -23,7 +23,7 @@ from kubernetes import client
 from streams.dev.localcluster import Chain, gang_pod
 from tests.cluster.kube import gangstate_events, record_scenario, wait_for
 from tests.cluster.test_cluster_chain import describe_gang
-from tests.cluster.test_cluster_scenarios import create, create_namespace
+from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods
 
 SETTLE = 120.0
 
@@ -138,6 +138,7 @@ def test_describe_gang_shows_the_representative_and_rounds_from_the_scheduler(
         "GangUnschedulable" in [e["reason"] for e in gangstate_events(core_v1, ns, f"g-{i}")]
         for i in range(3)), SETTLE)
     record_scenario(core_v1, ns)
+    delete_pods(core_v1, ns, [f"g-{i}" for i in range(3)])  # no storm for the rest of the tier
 
 
 def _command(gang: str, epoch: int, target: str, kind: str = "ElectRepresentative",
@@ -204,6 +205,7 @@ def test_commands_are_fenced_and_acked_once_each_across_a_scheduler_restart(
     restarted = log.read_text(errors="replace")[offset:]
     assert re.search(r'"gangstate shim: fences recovered" acks=1 groups=1', restarted), \
         restarted[-3000:]
+    delete_pods(core_v1, ns, [f"g-{i}" for i in range(3)])
 
 
 def test_a_gated_representative_blocks_a_gang_that_could_run_until_a_switch_command(
@@ -216,7 +218,7 @@ def test_a_gated_representative_blocks_a_gang_that_could_run_until_a_switch_comm
     SchedulingGates for g-0 (the order of a Go map, KS scheduler.go:386-394), the gated g-0 is
     the representative and u-1, u-2 are refused for good, though two members could run. The
     scenario is retried in fresh namespaces until that happens (about 1 in 4 here); then a
-    SwitchRepresentative g-0 -> u-2 is Applied and u-1, u-2 are bound."""
+    SwitchRepresentative g-0 -> u-2 is Applied and the gang makes progress: u-2 is bound."""
     for attempt in range(12):
         ns = f"sh-gated-{attempt}"
         gang = f"{ns}/g"
@@ -242,9 +244,15 @@ def test_a_gated_representative_blocks_a_gang_that_could_run_until_a_switch_comm
         got = wait_for("the switch answered", lambda: follower.acks(cmd["id"]), 60)
         assert [a["outcome"] for a in got] == ["Applied"]
         assert got[0]["representative"] == f"{ns}/u-2"
-        wait_for("u-1 and u-2 bound", lambda: sorted(
+        # u-2 opens the round and waits at Permit; the next member handed out (u-1 or the
+        # gated g-0: NextPod walks a Go map, K core/core.go:165-183) makes minMember 2 and the
+        # group is allowed; g-0's binding is refused by the API server (its gate), so u-2 is
+        # bound always, u-1 when it came second
+        wait_for("u-2 bound", lambda: "u-2" in [
             p.metadata.name for p in core_v1.list_namespaced_pod(ns).items
-            if p.spec.node_name) == ["u-1", "u-2"], 60)
+            if p.spec.node_name], 60)
+        assert {p.metadata.name for p in core_v1.list_namespaced_pod(ns).items
+                if p.spec.node_name} <= {"u-1", "u-2"}
         record_scenario(core_v1, ns)
         return
     pytest.skip("the gated pod never became the representative in 12 tries (plugin order)")
