@@ -33,6 +33,29 @@ ACK_SCHEMA = "gangstate.ack/v1"
 TICK_SCHEMA = "gangstate.tick/v1"
 DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
 
+INT64_MAX = 2**63 - 1
+"""The largest number an input record may carry in ``cycle``, an ack's ``epoch``, a source
+Event's ``count`` and a decimal ``resourceVersion`` (docs/contracts.md, "Limits"). Kubernetes
+resourceVersions of an etcd-backed API server are etcd revisions, an ``int64``
+(go.etcd.io/etcd/api/v3 v3.6.5 ``mvccpb/kv.pb.go:58``, ``ModRevision int64``), which
+k8s.io/apiserver v0.35.2 writes and parses as a decimal (``pkg/storage/
+api_object_versioner.go:40,55,94``); kube-scheduler v1.35.2's cycle counter is an ``int64``
+(``pkg/scheduler/backend/queue/scheduling_queue.go:110``, ``SchedulingCycle() int64``)."""
+
+RV_MAX_LENGTH = 64
+"""The longest ``metadata.resourceVersion`` accepted, characters (a decimal int64 has at most
+19 digits; a non-decimal resourceVersion, compared only for equality, is bounded too)."""
+
+
+def check_resource_version(value: str) -> str:
+    """``value`` when it is a resourceVersion gangstate can order: a decimal one must be at
+    most ``INT64_MAX``. Raises ``ValueError`` (the contract's reason) otherwise. The length
+    bound (``RV_MAX_LENGTH``) is the field's own constraint."""
+    if value.isdigit() and value.isascii() and int(value) > INT64_MAX:
+        raise ValueError(f"a decimal resourceVersion is an etcd revision (int64): at most "
+                         f"{INT64_MAX}")
+    return value
+
 Stage = Literal[
     "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Permit", "Reserve", "Unreserve",
     "PreBind", "Bind",
@@ -117,11 +140,16 @@ class ObjectMeta(BaseModel):
     name: str = Field(min_length=1)
     namespace: str = ""
     uid: str = Field(min_length=1)
-    resourceVersion: str = ""
+    resourceVersion: str = Field(default="", max_length=RV_MAX_LENGTH)
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     creationTimestamp: str | None = None
     deletionTimestamp: str | None = None
+
+    @field_validator("resourceVersion")
+    @classmethod
+    def _rv_bounded(cls, value: str) -> str:
+        return check_resource_version(value)
 
     @field_validator("labels", "annotations", mode="before")
     @classmethod
@@ -172,7 +200,7 @@ class EventSource(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     event: str = Field(default="", description="the Event's namespace/name")
     uid: str = Field(default="", description="the Event's metadata.uid")
-    count: int = Field(default=1, ge=1, description="how often the Event has happened: "
+    count: int = Field(default=1, ge=1, le=INT64_MAX, description="how often the Event has happened: "
                                                     "series.count, else count, else 1")
     form: str = Field(default="", description="the row of the scheduler message catalogue "
                                               "(producers.watch.scheduler_events.CATALOGUE) the "
@@ -209,7 +237,7 @@ class CycleRecord(_Timed):
             "type": "object", "required": ["uid"], "properties": {"uid": {"minLength": 1}}}}}})
     schema_: Literal["gangstate.cycle/v1"] = Field(alias="schema")
     scheduler: str = ""
-    cycle: int | None = Field(ge=0, description="the scheduler's monotonic scheduling-attempt "
+    cycle: int | None = Field(ge=0, le=INT64_MAX, description="the scheduler's monotonic scheduling-attempt "
                                                 "counter; null when unknown (a record derived "
                                                 "from a scheduler Event, see source)")
     pod: PodRef
@@ -257,7 +285,7 @@ class AckRecord(_Timed):
     schema_: Literal["gangstate.ack/v1"] = Field(alias="schema")
     command_id: str = Field(min_length=1)
     gang_group: str = Field(min_length=1)
-    epoch: int = Field(ge=1)
+    epoch: int = Field(ge=1, le=INT64_MAX)
     outcome: AckOutcome
     representative: str | None = None
 
@@ -320,7 +348,7 @@ class _MetaView(TypedDict, total=False):
     name: Required[Annotated[str, Field(min_length=1)]]
     namespace: str
     uid: Required[Annotated[str, Field(min_length=1)]]
-    resourceVersion: str
+    resourceVersion: Annotated[str, Field(max_length=RV_MAX_LENGTH)]
     labels: dict[str, str] | None
     annotations: dict[str, str] | None
     creationTimestamp: str | None
@@ -370,7 +398,7 @@ class _PodRefView(TypedDict):
 class _EventSourceView(TypedDict, total=False):
     event: str
     uid: str
-    count: Annotated[int, Field(ge=1)]
+    count: Annotated[int, Field(ge=1, le=INT64_MAX)]
     form: str
     truncated: bool
 
@@ -388,7 +416,7 @@ class _CapacityView(TypedDict):
 class CycleView(_InputView):
     schema: Literal["gangstate.cycle/v1"]
     scheduler: NotRequired[str]
-    cycle: Annotated[int, Field(ge=0)] | None
+    cycle: Annotated[int, Field(ge=0, le=INT64_MAX)] | None
     pod: _PodRefView
     gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
     gang_group: NotRequired[str]
@@ -409,7 +437,7 @@ class AckView(_InputView):
     schema: Literal["gangstate.ack/v1"]
     command_id: Annotated[str, Field(min_length=1)]
     gang_group: Annotated[str, Field(min_length=1)]
-    epoch: Annotated[int, Field(ge=1)]
+    epoch: Annotated[int, Field(ge=1, le=INT64_MAX)]
     outcome: AckOutcome
     representative: NotRequired[str | None]
 

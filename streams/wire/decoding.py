@@ -22,7 +22,8 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
-                                    SUMMARY_SCHEMA, TICK_SCHEMA, event_time)
+                                    SUMMARY_SCHEMA, TICK_SCHEMA, check_resource_version,
+                                    event_time)
 from streams.core.records import (AckObserved, Capacity, CycleObserved, GangSummarized,
                                   PodGroupObserved, PodObserved, Record, Tick)
 from streams.core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
@@ -149,6 +150,10 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
         return Decoded(None, None, "events")
     obj = rec["object"]
     meta = obj["metadata"]
+    try:
+        check_resource_version(meta.get("resourceVersion", ""))
+    except ValueError:
+        raise _ByContract from None  # the models give the reason
     namespace = meta.get("namespace", "")
     if not namespace:
         raise DecodeError(f"invalid record: object.metadata.namespace: missing for a "
