@@ -17,6 +17,8 @@ validated, because a full Pod validation would cost more than the fold itself
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import NotRequired, Required, TypedDict
@@ -513,12 +515,26 @@ class Command(_Record):
     cycle: int | None = None
 
 
-class DeadLetter(_Record):
-    """``gangstate.dead-letter/v1``: a record that failed validation, kept with the reason.
+DEAD_LETTER_HEAD_BYTES = 4096
+"""Bytes of the raw value a dead letter carries at most (``DeadLetter.value``)."""
+DEAD_LETTER_KEY_BYTES = 1024
+"""Bytes of the raw key a dead letter carries at most (``DeadLetter.key``)."""
+DEAD_LETTER_ERROR_CHARS = 2048
+"""Characters of the reason a dead letter carries at most (``DeadLetter.error``)."""
 
-    ``observed_at`` is wall-clock time: dead letters are not fold outputs. ``value`` is the raw
-    bytes as UTF-8 text, or base64 when they are not UTF-8 (then ``value_encoding`` is
-    ``base64``).
+
+class DeadLetter(_Record):
+    """``gangstate.dead-letter/v1``: a record that could not be folded, kept with the reason.
+
+    ``observed_at`` is wall-clock time: dead letters are not fold outputs. ``value`` is the
+    head of the raw bytes (at most ``DEAD_LETTER_HEAD_BYTES``, cut at a character boundary) as
+    UTF-8 text, or base64 when they are not UTF-8 (then ``value_encoding`` is ``base64``);
+    ``value_size`` and ``value_sha256`` describe the whole raw value, ``value_truncated`` says
+    whether ``value`` is only its head. A dead letter is thus at most about 8 KiB, whatever
+    the record (docs/contracts.md, "Dead letters"). ``key`` is the raw key's head (at most
+    ``DEAD_LETTER_KEY_BYTES``), ``error`` the reason (at most ``DEAD_LETTER_ERROR_CHARS``).
+    Dead letters written before the head and digest lack the three ``value_*`` fields and carry
+    the whole value.
     """
 
     schema_: Literal["gangstate.dead-letter/v1"] = Field(alias="schema", default=DEAD_LETTER_SCHEMA)
@@ -527,9 +543,55 @@ class DeadLetter(_Record):
     partition: int | None = None
     offset: int | None = None
     key: str | None = None
-    value: str
+    value: str = Field(description="the head of the raw value (UTF-8 text, or base64)")
     value_encoding: Literal["utf-8", "base64"] = "utf-8"
+    value_size: int | None = Field(default=None, ge=0,
+                                   description="bytes of the whole raw value")
+    value_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$",
+                                     description="sha256 of the whole raw value, hex")
+    value_truncated: bool = Field(default=False,
+                                  description="value holds only the head of the raw value")
     error: str
+
+
+def _utf8_head(raw: bytes, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` bytes at most of ``raw`` as text, cut before a character split by
+    the limit; ``(text, True)``, or ``("", False)`` when that head is not UTF-8."""
+    head = raw[:limit]
+    for cut in range(4 if len(raw) > limit else 1):  # a UTF-8 character has at most 4 bytes
+        try:
+            return head[:len(head) - cut].decode("utf-8"), True
+        except UnicodeDecodeError:
+            continue
+    return "", False
+
+
+def dead_letter(observed_at: str, topic: str, partition: int | None, offset: int | None,
+                key: bytes | None, value: bytes | None, error: str) -> dict[str, Any]:
+    """A ``gangstate.dead-letter/v1`` record (JSON-ready) for raw ``key``/``value`` that could
+    not be folded because of ``error``: the head of the value, its size and sha256, the head
+    of the key, the reason cut to ``DEAD_LETTER_ERROR_CHARS``. ``observed_at`` is the caller's
+    (the worker's wall clock). Never larger than about 8 KiB."""
+    raw = value or b""
+    text, utf8 = _utf8_head(raw, DEAD_LETTER_HEAD_BYTES)
+    if utf8:
+        encoding = "utf-8"
+        truncated = len(text.encode("utf-8")) < len(raw)
+    else:
+        head = raw[:DEAD_LETTER_HEAD_BYTES]
+        text, encoding, truncated = base64.b64encode(head).decode("ascii"), "base64", \
+            len(head) < len(raw)
+    key_text = None
+    if key is not None:
+        key_text = key[:DEAD_LETTER_KEY_BYTES].decode("utf-8", "replace")
+    return {
+        "schema": DEAD_LETTER_SCHEMA, "observed_at": observed_at, "topic": topic,
+        "partition": partition, "offset": offset, "key": key_text,
+        "value": text, "value_encoding": encoding, "value_size": len(raw),
+        "value_sha256": hashlib.sha256(raw).hexdigest(), "value_truncated": truncated,
+        "error": error if len(error) <= DEAD_LETTER_ERROR_CHARS
+        else error[:DEAD_LETTER_ERROR_CHARS - 1] + "…",
+    }
 
 
 ALL_MODELS: dict[str, type[BaseModel]] = {
