@@ -45,6 +45,9 @@ def run_watch(args: argparse.Namespace) -> int:
     from streams.kafka.publishing import Publisher, ensure_topics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from streams.kafka.logs import limit_handlers
+
+    limit_handlers()  # a broker that is down: each kind of line once per 10 s
     try:
         config = WatchConfig(
             namespaces=tuple(args.namespace), podgroups=not args.no_podgroups,

@@ -455,6 +455,9 @@ def run_sink(args: argparse.Namespace) -> int:
     Returns 2 when neither Kafka nor ``--input`` is given, 0 otherwise."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         stream=sys.stderr)
+    from streams.kafka.logs import limit_handlers
+
+    limit_handlers()  # a broker that is down: each kind of line once per 10 s
     settings = Settings.from_env()
     if args.bootstrap:
         settings = dataclasses.replace(settings, bootstrap=args.bootstrap)
