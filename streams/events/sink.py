@@ -453,11 +453,11 @@ def _transport(args: argparse.Namespace) -> Transport:
 def run_sink(args: argparse.Namespace) -> int:
     """``gangstate sink``: write Events until SIGTERM/SIGINT (or the end of ``--input``).
     Returns 2 when neither Kafka nor ``--input`` is given, 0 otherwise."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
-    from streams.kafka.logs import limit_handlers
+    from streams.kafka.logs import limited_handler
 
-    limit_handlers()  # a broker that is down: each kind of line once per 10 s
+    # each kind of line at most once per 10 s (a broker that is down)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
+                        handlers=[limited_handler(sys.stderr)])
     settings = Settings.from_env()
     if args.bootstrap:
         settings = dataclasses.replace(settings, bootstrap=args.bootstrap)

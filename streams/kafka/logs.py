@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import IO, Callable
 
 INTERVAL_SECONDS = 10.0
 """How long the repeats of one kind of log line are dropped after one is written, seconds."""
@@ -59,6 +59,16 @@ class RateLimitFilter(logging.Filter):
                          f"{now - seen[0]:.0f} s)"
             record.args = ()
         return True
+
+
+def limited_handler(stream: IO[str] | None = None,
+                    interval: float = INTERVAL_SECONDS) -> logging.Handler:
+    """A ``logging.StreamHandler`` on ``stream`` (default ``sys.stderr``) with a
+    ``RateLimitFilter``: hand it to ``logging.basicConfig(handlers=[...])``, which leaves a
+    process that already has handlers (a test runner's) as it is."""
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RateLimitFilter(interval))
+    return handler
 
 
 def limit_handlers(logger: logging.Logger | None = None,

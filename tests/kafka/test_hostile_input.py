@@ -209,3 +209,36 @@ def test_values_over_the_bound_are_dead_lettered_with_digest_size_and_head(
     assert dead[1]["error"].startswith("invalid record")
     assert all(len(json.dumps(d).encode()) < 16 * 1024 for d in dead)
     assert sorted(table) == [gang]  # what followed was folded
+
+
+def test_a_gone_gang_leaves_the_table_with_a_changelog_tombstone(
+        kafka_settings: Settings, tmp_path: Path) -> None:
+    s = kafka_settings
+    topic = s.topics.gang_events
+    gone, kept = "rm/gone", same_partition("rm/gone", s.partitions, "rm")
+    partition = partition_of(gone, s.partitions)
+    t = (int(time.time()) - 3600) * 1_000_000  # an hour ago: records behind Kafka's clock
+    with running_worker(s, log_path=tmp_path / "worker.log") as worker:
+        p = producer(s)
+        for gang in (gone, kept):
+            ns, name = gang.split("/")
+            p.send(topic, key=gang.encode(), value=pod(t, ns, name, f"{name}-0", f"u-{name}", 1))
+        ns, name = gone.split("/")
+        deleted = json.loads(pod(t + 10_000_000, ns, name, f"{name}-0", f"u-{name}", 1, "2"))
+        deleted["type"] = "DELETED"
+        p.send(topic, key=gone.encode(), value=json.dumps(deleted).encode())
+        # 600 s after the deletion (the deleted-uid memory window) the gang is gone
+        p.send(topic, key=None, value=tick(t + 609_000_000), partition=partition)
+        p.flush()
+        assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
+        before = read_table(s)
+        p.send(topic, key=None, value=tick(t + 610_000_000), partition=partition)
+        p.flush()
+        p.close()
+        assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
+        time.sleep(3)  # the tombstone is written at the next offset commit
+        after = read_table(s)
+        written = changelog_partitions(s)
+    assert from_wire(before[gone]).phase == "Deleted" and sorted(before) == sorted([gone, kept])
+    assert sorted(after) == [kept]  # the last changelog record of the gone gang is a tombstone
+    assert written[gone] == {partition}
