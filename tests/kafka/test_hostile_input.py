@@ -242,3 +242,22 @@ def test_a_gone_gang_leaves_the_table_with_a_changelog_tombstone(
     assert from_wire(before[gone]).phase == "Deleted" and sorted(before) == sorted([gone, kept])
     assert sorted(after) == [kept]  # the last changelog record of the gone gang is a tombstone
     assert written[gone] == {partition}
+
+
+def test_topics_are_created_with_the_broker_clock_and_a_dead_letter_retention(
+        kafka_settings: Settings) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_settings.bootstrap)
+    try:
+        t = kafka_settings.topics
+        described = admin.describe_configs([
+            ConfigResource(ConfigResourceType.TOPIC, t.gang_events),
+            ConfigResource(ConfigResourceType.TOPIC, t.dead_letters)])
+    finally:
+        admin.close()
+    configs = {name: {key: data["value"] if isinstance(data, dict) else data
+                      for key, data in entries.items()}
+               for by_name in described.values() for name, entries in by_name.items()}
+    assert configs[t.gang_events]["message.timestamp.type"] == "LogAppendTime"
+    assert configs[t.dead_letters]["retention.ms"] == str(7 * 24 * 3600 * 1000)
