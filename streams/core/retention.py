@@ -8,8 +8,9 @@ few fields that must outlive it. Without this, every gang ever seen stayed in th
 (~25 KB per 8-member gang; docs/benchmarks.md, "Churn").
 
 A gang is **gone** when (docs/contracts.md, "Gangs removed from the table"):
-- it has no live member pod and no PodGroup (``GangState.exists`` is false: deleted as
-  Koordinator deletes it, or never more than peers' summaries or acks), and
+- it has no live member pod, no orphan pod (a pod Koordinator dropped with its PodGroup,
+  ``GangState.orphans``) and no PodGroup (deleted as Koordinator deletes it, or never more
+  than peers' summaries or acks), and
 - nothing happened to it for the deleted-uid memory window (``FoldSettings.
   tombstone_seconds``, 600 s of event time) after the latest of its last record
   (``GangState.clock``), its deletion and its deleted uids' deletions: a late, stale event of
@@ -36,9 +37,9 @@ from .state import GangState
 def gone_at(state: GangState, window_micros: int) -> int | None:
     """The event time (microseconds) from which ``state`` is gone if nothing else happens to
     it: the latest of its clock, ``deleted_at`` and its deleted uids' deletion times, plus
-    ``window_micros``. ``None`` while the gang exists (a live member or a PodGroup), and for a
-    remnant (``remnant``), which is kept."""
-    if state.members or state.podgroup is not None:
+    ``window_micros``. ``None`` while the gang exists (a live member or a PodGroup) or has
+    orphan pods, and for a remnant (``remnant``), which is kept."""
+    if state.members or state.orphans or state.podgroup is not None:
         return None
     if state.epoch and state == remnant(state):
         return None

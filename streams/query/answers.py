@@ -73,11 +73,20 @@ def gang_detail(state: GangState) -> dict[str, Any]:
             "findings": findings(state), "history": history(state)}
 
 
+def _knows_pod(state: GangState, pod: str) -> bool:
+    """True when pod ``ns/name`` is a live member of the gang, or one of the pods dropped with
+    its PodGroup (``GangState.orphans``, which ``why_pod`` explains too)."""
+    if state.member_by_name(pod) is not None:
+        return True
+    ns, _, name = pod.partition("/")
+    return ns == state.namespace and any(m.name == name for m in state.orphans.values())
+
+
 def find_gang_of_pod(states: Iterable[GangState], pod: str) -> GangState | None:
-    """The gang (first in gang id order) whose live members include pod ``ns/name``, or
-    ``None``."""
+    """The gang (first in gang id order) whose live members, or pods dropped with its
+    PodGroup, include pod ``ns/name``, or ``None``."""
     for state in sorted(states, key=lambda s: s.gang):
-        if state.member_by_name(pod) is not None:
+        if _knows_pod(state, pod):
             return state
     return None
 
@@ -91,7 +100,7 @@ def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = No
         state = states.get(gang)
         if state is None:
             raise NotFound(f"gang {gang} not found")
-        if state.member_by_name(pod) is None:
+        if not _knows_pod(state, pod):
             raise NotFound(f"pod {pod} is not a live member of gang {gang}")
     else:
         state = find_gang_of_pod(states.values(), pod)

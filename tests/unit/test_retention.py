@@ -101,3 +101,18 @@ def test_a_churn_of_short_lived_gangs_leaves_only_the_last_window():
     # the last record is at T + 2009 s: gangs with i + 610 <= 2009 are gone (i <= 1399)
     assert len(store) == 600
     assert sorted(store) == sorted(f"churn/g{i}" for i in range(1400, 2000))
+
+
+def test_a_gang_with_orphan_pods_is_not_removed():
+    from tests.fixtures.builders import at, pod as pod_event, podgroup
+
+    store: dict[str, GangState] = {}
+    fold = PartitionFold(store)
+    fold.feed("ns/g", podgroup(0, 2))
+    fold.feed("ns/g", pod_event("p0", 1, waits_for_podgroup=True, min_available=None))
+    fold.feed("ns/g", podgroup(20, 2, rv="2", type_="DELETED"))  # p0 stays, an orphan
+    state = store["ns/g"]
+    assert not state.members and state.podgroup is None and list(state.orphans) == ["uid-p0"]
+    assert gone_at(state, 600 * S) is None
+    fold.feed(None, Tick(at(20 + 10**5)))
+    assert "ns/g" in store
