@@ -42,12 +42,11 @@ import faust
 
 from streams.core.fold import Output, PartitionFold
 from streams.kafka.settings import Settings, environment
-from streams.kafka.logs import limit_handlers
 from streams.kafka.partitions import partition_of
 from streams.wire import contracts
 from streams.wire.contracts import COMMAND_SCHEMA, SUMMARY_SCHEMA
 from streams.wire.decoding import DecodeError, decode_input
-from streams.worker.faust_patches import PatchedApp
+from streams.worker.faust_patches import PatchedApp, RateLimitedWorker
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.table import GangTable, TableStore
 
@@ -285,16 +284,5 @@ def run_worker(settings: Settings, *, web_port: int | None = None, loglevel: str
     if isinstance(level, int):
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(level)
-    worker = _Worker(app, loglevel=loglevel, quiet=True)
+    worker = RateLimitedWorker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()
-
-
-class _Worker(faust.Worker):
-    """``faust.Worker`` whose log handlers write each kind of line at most once per 10 s
-    (``streams.kafka.logs.RateLimitFilter``): a broker that is down no longer makes ~110 error
-    lines a second."""
-
-    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-        """Faust's set-up of the root logger, then the rate limit on its handlers."""
-        super().on_setup_root_logger(logger, level)
-        limit_handlers(logger)
