@@ -203,8 +203,11 @@ def test_commands_are_fenced_and_acked_once_each_across_a_scheduler_restart(
         ["Applied"], ["PreconditionFailed"])
     assert [x["outcome"] for x in follower.acks(c["id"])] == ["Stale"]
     restarted = log.read_text(errors="replace")[offset:]
-    assert re.search(r'"gangstate shim: fences recovered" acks=1 groups=1', restarted), \
-        restarted[-3000:]
+    # A's ack at least (the chain's own commands for other gangs may have been answered too)
+    recovered = re.search(r'"gangstate shim: fences recovered" acks=(\d+) groups=(\d+)',
+                          restarted)
+    assert recovered and int(recovered.group(1)) >= 1 and int(recovered.group(2)) >= 1, \
+        restarted[:3000]
     delete_pods(core_v1, ns, [f"g-{i}" for i in range(3)])
 
 
