@@ -37,7 +37,7 @@ PODGROUPS = ("scheduling.sigs.k8s.io", "v1alpha1")
 ENTRY_GATE = "example.com/enter-after-the-gang-cache"
 """A scheduling gate that keeps a pod out of PreEnqueue until the scheduler's gang cache has
 it: a pod whose PreEnqueue runs before the gang cache's own handler saw it is refused with
-``pod <pod> is not exists in gangCache`` (K core/gang.go:572-577) and, unless its gang is
+``pod <pod> is not exists in gangCache`` (K core/gang.go:572-579) and, unless its gang is
 worth a requeue when it is added, never retried (docs/cluster.md)."""
 
 #: namespace -> match policy of the once-satisfied scenarios (None: the default, once-satisfied)
