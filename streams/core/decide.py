@@ -35,6 +35,7 @@ COMMAND_SCHEMA = "gangstate.command/v1"
 SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
 from .records import (FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved)
+from .spec import MAX_PERMIT_WAIT_MICROS
 from .state import GangState, Summary, own_summary
 
 if TYPE_CHECKING:
@@ -57,6 +58,11 @@ GATED_NAMES_SHOWN = 3
 """How many pods a ``GangMemberGated`` message names per set of gates (the facts name all)."""
 WAITING_STATUSES = ("Wait", "Gated")
 """A representative in one of these statuses is parked: waiting at Permit or held at PreEnqueue."""
+
+
+PERMIT_CAP_TEXT = f"{MAX_PERMIT_WAIT_MICROS // 1_000_000}s"
+"""The ``effective`` waiting time of a ``GangSpecInvalid`` for a waiting time above
+kube-scheduler's 15-minute cap on a Permit wait (rule T3, ``spec.MAX_PERMIT_WAIT_MICROS``)."""
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -113,10 +119,13 @@ def facts_digest(facts: dict[str, Any]) -> str:
 
 
 def involved(state: GangState) -> list[dict[str, str]]:
-    """Every live member Pod (arrival order) and the PodGroup when one exists."""
+    """Every live member Pod (arrival order), then the pods dropped with the gang's PodGroup
+    (``GangState.orphans``), and the PodGroup when one exists."""
     ns = state.namespace
     out = [{"kind": "Pod", "namespace": ns, "name": m.name, "uid": uid}
            for uid, m in state.members.items()]
+    out.extend({"kind": "Pod", "namespace": ns, "name": m.name, "uid": uid}
+               for uid, m in state.orphans.items())
     if state.podgroup is not None:
         out.append({"kind": "PodGroup", "namespace": ns, "name": state.podgroup.name,
                     "uid": state.podgroup.uid})
@@ -154,6 +163,19 @@ def gated_text(gated: dict[str, list[str]]) -> str:
 def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
     """The human message of a diagnostic: a deterministic function of gang, reason and facts."""
     f = facts
+    if reason == "GangNotInitialized" and f.get("orphaned"):
+        return (f"gang {gang} was removed from the scheduler's gang cache with its PodGroup "
+                f"{f['podgroup_deleted'] or ''}".rstrip() + f"; its {f['orphaned']} remaining "
+                f"{_plural(f['orphaned'], 'pod is', 'pods are')} held at PreEnqueue (can't find "
+                f"gang) until the PodGroup exists again and each pod is updated or recreated")
+    if reason == "GangMembersInsufficient" and f.get("orphaned"):
+        missing = f["min_member"] - f["members"]
+        return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods as the "
+                f"scheduler counts them: {f['orphaned']} "
+                f"{_plural(f['orphaned'], 'pod was', 'pods were')} dropped from the gang with "
+                f"its deleted PodGroup and {_plural(f['orphaned'], 'counts', 'count')} again "
+                f"only once updated or recreated; scheduling is held at PreEnqueue until "
+                f"{missing} more {_plural(missing, 'counts', 'count')}")
     if reason == "GangNotInitialized":
         return (f"gang {gang} is not initialized: {f['members']} "
                 f"{_plural(f['members'], 'pod names', 'pods name')} it, but no PodGroup and no valid "
@@ -196,6 +218,10 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
     if reason == "GangSpecInvalid" and f["field"] == "groups" and f["value"] == f["effective"]:
         return (f"gang {gang}: groups {f['value']} does not list the gang itself; the scheduler "
                 f"uses the list as written, so {gang} is not a member of its own gang group")
+    if reason == "GangSpecInvalid" and f["field"] in ("waiting-time", "scheduleTimeoutSeconds") \
+            and f["effective"] == PERMIT_CAP_TEXT:
+        return (f"gang {gang}: {f['field']} {f['value']!r} is longer than kube-scheduler lets a "
+                f"pod wait at Permit; members wait at most {f['effective']} (15 minutes)")
     if reason == "GangSpecInvalid":
         return (f"gang {gang}: {f['field']} {f['value']!r} is not valid; the scheduler silently "
                 f"uses {f['effective']}")
@@ -291,16 +317,43 @@ def _emit_hold(state: GangState, reason: str, facts: dict[str, Any], at: int,
     return state
 
 
+def skips_gang_checks(state: GangState) -> bool:
+    """True when koord-scheduler v1.8.0 lets the gang's pods through PreEnqueue, PreFilter,
+    PostFilter and Permit without any gang check: the gang's match policy is
+    ``once-satisfied`` and its group was once satisfied (``GangState.once_satisfied``, rule
+    M2). K = ``pkg/scheduler/plugins/coscheduling/``: ``core/core.go:213-216`` (PreEnqueue),
+    ``301-304`` (BeforePreFilter, so no gang scheduling context is opened), ``372-374``
+    (AfterPostFilter: no gang rejection), ``core/gang.go:567-568`` (Permit), rule P4. Its pods
+    are then scheduled one by one, like pods of no gang."""
+    spec = state.spec
+    return state.once_satisfied and spec is not None and spec.match_policy == "once-satisfied"
+
+
+def orphans_pending(state: GangState) -> int:
+    """How many of the pods dropped with the gang's PodGroup (``GangState.orphans``) are still
+    pending (``Member.pending``)."""
+    return sum(1 for m in state.orphans.values() if m.pending)
+
+
 def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     """Why the gang's pending pods are held at PreEnqueue, as ``(reason, facts)``, or ``None``.
 
-    Held means: at least one member is pending, and the gang is not initialised
-    (``GangNotInitialized`` [members]), has fewer live members than minMember
-    (``GangMembersInsufficient`` [members, min_member, total_number]), or another gang of its
-    gang group is missing, uninitialised or short (``GangGroupIncomplete`` [gang_group,
-    blocking_gang, members, min_member when known]; the first such gang in sorted order).
-    This is Koordinator's PreEnqueue basic check (``core/core.go`` ``PreEnqueue``,
+    Held means: at least one member (or pod dropped with the PodGroup) is pending, and the
+    gang is not initialised (``GangNotInitialized`` [members]), has fewer live members than
+    minMember (``GangMembersInsufficient`` [members, min_member, total_number]), or another
+    gang of its gang group is missing, uninitialised or short (``GangGroupIncomplete``
+    [gang_group, blocking_gang, members, min_member when known]; the first such gang in sorted
+    order). This is Koordinator's PreEnqueue basic check (``core/core.go`` ``PreEnqueue``,
     ``GangBasicCheckUnsatisfied``; every gang of the group must have min-available members).
+    Koordinator v1.8.0 rules (K = ``pkg/scheduler/plugins/coscheduling/``):
+
+    - P2/M5: pods dropped with their PodGroup (``GangState.orphans``) are refused with
+      ``can't find gang`` while the gang is gone, and counted by no gang when it is created
+      again (K ``core/core.go:202-206``, ``core/gang_cache.go:295-310``); the facts then add
+      ``orphaned`` (how many) and ``podgroup_deleted`` (its name, or ``None``).
+    - P4: a gang that skips the gang checks (``skips_gang_checks``) is never held.
+    - P6: the gang's own count is checked only when its gang group lists it
+      (K ``core/core.go:247-264`` iterates the group, ``getGangGroup``).
 
     Otherwise, held means fewer than minMember members are free of scheduling gates
     (``GangMemberGated`` [members, ungated, min_member, gated: {pod name: [gates]}]; bound
@@ -329,15 +382,23 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
       ``pkg/registry/core/pod/storage/storage.go:241-244``): minMember members can only be
       bound together once minMember of them are free of gates (K ``core/gang.go:554-569``).
     """
-    if not state.n_pending:
+    if not state.n_pending and not (state.orphans and orphans_pending(state)):
         return None
     spec = state.spec
     members = len(state.members)
+    orphaned: dict[str, Any] = {}
+    if state.orphans:
+        orphaned = {"orphaned": len(state.orphans),
+                    "podgroup_deleted": (state.deleted_by or "").partition("/")[2]
+                    if state.deleted_by and state.deleted_by.startswith("PodGroup/")
+                    else None}
     if spec is None:
-        return "GangNotInitialized", {"members": members}
-    if members < spec.min_member:
+        return "GangNotInitialized", {"members": members, **orphaned}
+    if skips_gang_checks(state):
+        return None
+    if members < spec.min_member and state.gang in spec.groups:
         return "GangMembersInsufficient", {"members": members, "min_member": spec.min_member,
-                                           "total_number": spec.total_number}
+                                           "total_number": spec.total_number, **orphaned}
     for other in spec.groups:
         if other == state.gang:
             continue
@@ -434,7 +495,7 @@ def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict
     if spec is not None and state.waiting:
         state = _emit(state, "GangPermitTimeout", "GangPermitTimeout",
                       {"waiting": state.waiting, "min_member": spec.min_member,
-                       "waiting_seconds": spec.waiting_seconds}, at, out)
+                       "waiting_seconds": spec.permit_wait_seconds}, at, out)
     state.permit_warned = True
     return state, out
 
@@ -453,7 +514,7 @@ def _decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]])
         timed_out = sum(1 for status, _ in state.outcomes.values() if status == "Timeout")
         state = _emit(state, "GangPermitTimeout", "GangPermitTimeout",
                       {"waiting": timed_out, "min_member": spec.min_member,
-                       "waiting_seconds": spec.waiting_seconds}, rec.at, out)
+                       "waiting_seconds": spec.permit_wait_seconds}, rec.at, out)
     return state
 
 
@@ -603,9 +664,10 @@ UNSCHEDULABLE_KEY = "GangUnschedulable"
 def unschedulable_facts(state: GangState) -> dict[str, Any] | None:
     """The facts of the gang's failure episode that make its ``GangUnschedulable`` (``episode.
     episode_facts``: ``unfit``, ``fit``, ``min_member``, ``since`` in microseconds), or ``None``
-    without an episode naming a member, or once the gang is scheduled."""
+    without an episode naming a member, once the gang is scheduled, or while it skips the gang
+    checks (``skips_gang_checks``: its pods fail one by one, each with its own Event)."""
     ep = state.episode
-    if ep is None or not ep.unfit:
+    if ep is None or not ep.unfit or skips_gang_checks(state):
         return None
     spec = state.spec
     if spec is not None and state.members and state.bound >= max(spec.min_member, 1):

@@ -172,6 +172,9 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
                                                    "representative", "gang_group")}
     if found is None:
         result.update(phase=None, node=None, last_cycle=None, held_at=None, held_by=None)
+        orphan = _orphan_by_name(state, pod)
+        if orphan is not None:
+            _explain_orphan(state, orphan, result)
         return result
     _, member = found
     result.update(phase=member.phase, node=member.node,
@@ -203,6 +206,8 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
         elif member.gated:
             pass  # its gates hold it at PreEnqueue whatever its last cycle said (a gated pod
             # that NextPod handed out fails to bind and goes back to the queue)
+        elif decide.skips_gang_checks(state) and member.pending:
+            held_at = _explain_on_its_own(state, member, result)
         elif (episode := unschedulable(state)) is not None:
             # koord-scheduler v1.8.0 rejects the whole gang group when one member does not
             # fit (K core/core.go:376-378,336-339): every member is held by the same failure
@@ -214,7 +219,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
             spec = state.spec
             facts: dict[str, Any] = {"waiting": state.waiting,
                                      "min_member": spec.min_member if spec else None,
-                                     "waiting_seconds": spec.waiting_seconds if spec else None}
+                                     "waiting_seconds": spec.permit_wait_seconds if spec else None}
             result["reasons"].append({
                 "reason": "WaitingAtPermit", "facts": facts,
                 "message": (f"the pod fits a node and waits at Permit: {facts['waiting']} of "
@@ -244,9 +249,120 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
                                                                     "GangCycleRejected",
                                                                     rejected)})
                 result["unblock"].append(_unblock(state, "GangCycleRejected", rejected))
+        elif member.status is None and member.pending:
+            held_at, held_by = _explain_queue(state, pod, result)
     result["held_at"] = held_at
     result["held_by"] = held_by
     for item in findings(state):
         if item["reason"] in ("GangSpecInvalid", "GangSpecConflict"):
             result["reasons"].append({k: item[k] for k in ("reason", "facts", "message")})
     return result
+
+
+def _orphan_by_name(state: GangState, pod: str) -> Any:
+    ns, _, name = pod.partition("/")
+    if ns != state.namespace:
+        return None
+    for m in state.orphans.values():
+        if m.name == name:
+            return m
+    return None
+
+
+def _explain_orphan(state: GangState, orphan: Any, result: dict[str, Any]) -> None:
+    """A pod Koordinator dropped with its gang's PodGroup (rule M5): not a child of any gang
+    until its next event. Koordinator v1.8.0 ``pkg/scheduler/plugins/coscheduling/
+    core/gang_cache.go:295-310`` (the delete), ``124-149`` (a pod event re-adds it),
+    ``core/core.go:202-206`` (``can't find gang`` at PreEnqueue)."""
+    result.update(phase=orphan.phase, node=orphan.node, orphan=True)
+    if not orphan.pending:
+        return
+    held = decide.hold(state)
+    result["held_at"], result["held_by"] = "PreEnqueue", "Coscheduling"
+    if held is not None:
+        result["reasons"].append({"reason": held[0], "facts": held[1],
+                                  "message": decide.message(state.gang, *held)})
+    pg = state.gang.split("/", 1)[1]
+    if state.podgroup is None:
+        result["unblock"].append(
+            f"create PodGroup {state.gang} again (scheduling.sigs.k8s.io/v1alpha1, with "
+            f"spec.minMember), then update each of its pods (for example add a label) or "
+            f"recreate them: the scheduler's gang cache counts a pod only from its next event")
+    else:
+        result["unblock"].append(
+            f"update this pod (for example add a label) or recreate it: PodGroup {pg} was "
+            f"created again, but the scheduler's gang cache counts a pod only from its next "
+            f"event")
+
+
+def _explain_on_its_own(state: GangState, member: Any, result: dict[str, Any]) -> str | None:
+    """A pending pod of a gang that skips the gang checks (``decide.skips_gang_checks``, rules
+    M2 and P4): koord-scheduler v1.8.0 schedules it like a pod of no gang. Returns ``held_at``:
+    ``Filter`` when its own last attempt failed, else ``None``."""
+    spec = state.spec
+    result["reasons"].append({
+        "reason": "GangOnceSatisfied", "facts": {"match_policy": spec.match_policy if spec
+                                                 else None},
+        "message": (f"gang {state.gang} was once satisfied (a member was bound) and its match "
+                    f"policy is once-satisfied: koord-scheduler v1.8.0 schedules its later pods "
+                    f"one by one, without gang checks")})
+    if member.status in ("Unschedulable", "UnschedulableAndUnresolvable", "Error"):
+        result["reasons"].append({
+            "reason": "PodUnschedulable", "facts": {"reason": member.reason},
+            "message": f"the pod's own last attempt failed: {member.reason or 'unknown'}"})
+        own = member.reason or "its fit error"
+        result["unblock"].append(f"free capacity for this pod ({own}); no other member has to "
+                                 f"fit with it")
+        return "Filter"
+    return None
+
+
+def _explain_queue(state: GangState, pod: str, result: dict[str, Any]
+                   ) -> tuple[str | None, str | None]:
+    """A pending member the scheduler has not attempted yet, of a gang that passes its checks:
+    koord-scheduler v1.8.0 lets one pod per gang group into the scheduling queue, the
+    representative (K = ``pkg/scheduler/plugins/coscheduling/``, ``core/core.go:240``,
+    ``core/gang.go:572-586``: the others are refused at PreEnqueue with ``representative pod
+    %s of gangGroupID %s already exists``, P8); popped, it opens a gang scheduling context and
+    NextPod hands out the other members one per cycle (``core/core.go:150-187``); while that
+    round runs, a member not handed out yet is refused with ``gangGroup %s is scheduling and
+    this pod has not been attempted`` (``core/core.go:228-238``, P7). Neither refusal writes an
+    Event; the representative is known only from records that name it (the scheduler shim).
+    Returns ``(held_at, held_by)``."""
+    rep = state.representative
+    group = state.gang_group
+    if rep == pod:
+        result["reasons"].append({
+            "reason": "Representative", "facts": {"gang_group": group},
+            "message": (f"the pod is the representative of gang group {group}: the one pod of "
+                        f"the group koord-scheduler v1.8.0 keeps in its scheduling queue; when "
+                        f"it is popped, a round hands out the other members")})
+        return None, None
+    if rep is not None:
+        behind = state.member_by_name(rep)
+        why = "it has not been attempted yet"
+        if behind is not None:
+            m = behind[1]
+            if m.gated:
+                why = f"it waits for its scheduling gates ({', '.join(m.gates)})"
+            elif m.status is not None:
+                why = f"its last attempt ended {m.stage} {m.status}" + \
+                    (f" ({m.reason})" if m.reason else "")
+        result["reasons"].append({
+            "reason": "WaitingForRepresentative", "facts": {"representative": rep,
+                                                            "gang_group": group},
+            "message": (f"koord-scheduler v1.8.0 lets one pod of gang group {group} into its "
+                        f"scheduling queue, the representative {rep}; this pod is refused at "
+                        f"PreEnqueue (representative pod {rep} of gangGroupID {group} already "
+                        f"exists) until the representative's round hands it out; {why}")})
+        result["unblock"].append(f"nothing to do while {rep} moves; if it cannot, see "
+                                 f"gangstate explain pod {rep}")
+        return "PreEnqueue", f"Coscheduling, behind the representative {rep}"
+    result["reasons"].append({
+        "reason": "NotYetAttempted", "facts": {"gang_group": group},
+        "message": (f"the gang passes its checks and the scheduler has not attempted this pod "
+                    f"yet: koord-scheduler v1.8.0 keeps one pod of gang group {group} (its "
+                    f"representative) in the scheduling queue and hands the others out one "
+                    f"per cycle when that pod is popped; which pod is the representative is "
+                    f"not in any Event (the scheduler shim reports it)")})
+    return None, None

@@ -27,6 +27,9 @@ from .state import (GangState, HistoryEntry, Member, Peer, PodGroupInfo, cycle_k
 Output = dict[str, Any]
 """A ``gangstate.diagnostic/v1`` or ``gangstate.command/v1`` record, JSON-ready."""
 
+TERMINATED_PHASES = ("Succeeded", "Failed")
+"""Pod phases of a terminated pod (Koordinator ``pkg/util`` ``IsPodTerminated``)."""
+
 RECENT_CYCLES = 64
 RECENT_ACKS = 32
 
@@ -118,9 +121,43 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     recreated with the same name is a new member (Koordinator issue #2148). A gang without a
     PodGroup is deleted with its last pod (``gang_deleted``); a pod of a deleted gang brings it
     back. A member keeps the names of its scheduling gates (``PodObserved.gates``). Any change
-    is made on a copy (``state`` itself is never changed)."""
+    is made on a copy (``state`` itself is never changed).
+
+    Koordinator v1.8.0 rules (K = ``pkg/scheduler/plugins/coscheduling/``):
+
+    - S31: an update (``MODIFIED``) of a terminated pod (phase ``Succeeded`` or ``Failed``) is
+      ignored by the gang cache (K ``core/gang_cache.go:182-184``): it cannot initialise the
+      gang, bring back a pod dropped with its PodGroup, or make the group once satisfied.
+      gangstate still records the pod's new phase (it is no longer pending).
+    - M2: a pod with ``spec.nodeName`` on add or update is a bound child and makes the gang
+      group ``OnceResourceSatisfied`` (K ``core/gang_cache.go:150-152``,
+      ``core/gang.go:489-507``), irreversibly while the gang lives (``once_satisfied``).
+    - M5: a pod dropped with its PodGroup (``orphans``) becomes a child again with its next
+      event, of the gang as it is then (K ``core/gang_cache.go:124-149``); its deletion only
+      forgets it."""
     tombstones = _pruned_tombstones(state, rec.at, settings)
     member = state.members.get(rec.uid)
+    terminated_update = rec.type == "MODIFIED" and rec.phase in TERMINATED_PHASES
+    orphan = state.orphans.get(rec.uid)
+    if orphan is not None and member is None:
+        if rec.type == "DELETED":
+            if rec.resource_version != orphan.rv \
+                    and not rv_newer(rec.resource_version, orphan.rv):
+                return state
+            new = state.copy()
+            new.orphans = {u: m for u, m in state.orphans.items() if u != rec.uid}
+            new.tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
+            return new
+        if not rv_newer(rec.resource_version, orphan.rv):
+            return state  # a relist of the same version is no event for the gang cache
+        new = state.copy()
+        if terminated_update:  # the gang cache ignores it (S31): still an orphan
+            new.orphans = {**state.orphans, rec.uid: orphan._replace(
+                rv=rec.resource_version, node=rec.node, phase=rec.phase,
+                terminating=rec.terminating)}
+            return new
+        new.orphans = {u: m for u, m in state.orphans.items() if u != rec.uid}
+        return apply_pod(new, rec, settings)
     if rec.type == "DELETED":
         if member is None or (rec.resource_version != member.rv
                               and not rv_newer(rec.resource_version, member.rv)):
@@ -161,7 +198,10 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     new.deleted_at = new.deleted_by = None
     if updated.node is not None and (member is None or member.node is None):
         new.episode = None  # a member bound: the failure episode has ended
-    if new.spec_source is None and new.podgroup is None and not rec.waits_for_podgroup:
+    if updated.node is not None and not terminated_update:
+        new.once_satisfied = True
+    if new.spec_source is None and new.podgroup is None and not rec.waits_for_podgroup \
+            and not terminated_update:
         spec, _ = parse_spec(new.gang, rec.settings, f"Pod/{rec.name}")
         if spec is not None:
             new.spec_source, new.spec_settings = f"Pod/{rec.name}", rec.settings
@@ -170,9 +210,12 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
 
 def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
     """Fold a PodGroup watch event: every add or update re-initialises the gang from the
-    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``); a delete drops the spec, and
-    deletes the gang when no pod of it is left (``gang_deleted``). Any change is made on a
-    copy."""
+    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``). A delete removes the gang
+    with all its children (rule M5, Koordinator v1.8.0 ``pkg/scheduler/plugins/coscheduling/
+    core/gang_cache.go:295-310``): the pods that remain become ``orphans``, unknown to the gang
+    cache until their next event (``apply_pod``), and the gang is deleted (``gang_deleted``).
+    A PodGroup created again starts a gang with no children (``core/gang_cache.go:225-235``).
+    Any change is made on a copy."""
     old = state.podgroup
     if rec.type == "DELETED":
         if old is None or old.uid != rec.uid:
@@ -181,8 +224,12 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
         new.podgroup = None
         if new.spec_source and new.spec_source.startswith("PodGroup/"):
             new.spec_source = new.spec_settings = None
-        if not new.members:
-            gang_deleted(new, rec.at, f"PodGroup/{rec.name}")
+        if new.members:
+            new.orphans = {**new.orphans, **new.members}
+            new.members = {}
+            new.recount()
+            new.representative = None
+        gang_deleted(new, rec.at, f"PodGroup/{rec.name}")
         return new
     if old is not None and old.uid == rec.uid and not rv_newer(rec.resource_version, old.rv):
         return state
@@ -202,7 +249,10 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
     """Mark ``new`` (the fold's own fresh copy, with no live member and no PodGroup left) as
     deleted at event time ``at`` by the deletion of ``by`` (``Pod/<name>`` or
     ``PodGroup/<name>``), and forget what belonged to that gang: its spec, representative,
-    latest cycle's outcomes, switch backoff and whether it was ever scheduled.
+    latest cycle's outcomes, switch backoff, whether it was ever scheduled and whether its group
+    was once satisfied (Koordinator drops the ``GangGroupInfo`` with the group's last gang,
+    ``core/gang_cache.go:206-220``; gangstate forgets it with this gang, see
+    docs/koordinator-rules.md).
 
     Koordinator v1.8.0 removes the gang from its cache then: a gang initialised from pod
     annotations with its last pod (``pkg/scheduler/plugins/coscheduling/core/gang.go:298-302``,
@@ -217,6 +267,7 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
     new.storm = ()
     new.switch_streak = 0
     new.ever_scheduled = False
+    new.once_satisfied = False
     new.deleted_at, new.deleted_by = at, by
 
 
@@ -228,8 +279,10 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     number, its ``attempt`` in place of the cycle) changes nothing. A record without a cycle
     number is an attempt of its own: it is the latest, and it groups with no other record;
     it also counts in the gang's storm window when it failed (``episode.count_attempt``) and
-    folds into its failure episode (``episode.fold_attempt``); a ``Bind``/``Bound`` ends the
-    episode. Any change is made on a copy."""
+    folds into its failure episode (``episode.fold_attempt``) unless the gang skips the gang
+    checks (``decide.skips_gang_checks``: then its pods fail one by one, not as a gang); a
+    ``Bound`` ends the episode and makes the group once satisfied (rule M2). Any change is made
+    on a copy."""
     key = cycle_key(rec.scheduler, rec.attempt if rec.cycle is None else rec.cycle, rec.pod,
                     rec.stage, rec.status)
     if key in state.recent_cycles:
@@ -249,12 +302,15 @@ def apply_cycle(state: GangState, rec: CycleObserved,
             new.put_member(uid, Member(m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
                                        m.waits_for_podgroup, rec.stage, rec.status, rec.reason,
                                        rec.cycle, m.gates))
+    if rec.status == "Bound" and found is not None:
+        new.once_satisfied = True  # M2: K core/core.go:506-517 (PostBind), core/gang.go:489-507
     if rec.cycle is None:
         if rec.status == "Bound":
             new.episode = None
         else:
             new.storm = episode.count_attempt(state.storm, rec.at)
-            new.episode = episode.fold_attempt(state.episode, rec, settings.quiet_micros)
+            if not decide.skips_gang_checks(new):
+                new.episode = episode.fold_attempt(state.episode, rec, settings.quiet_micros)
     latest = state.cycle
     if rec.cycle is None or latest is None or rec.cycle > latest:
         new.cycle = rec.cycle
@@ -440,7 +496,7 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
         due.append(state.held_since + settings.grace_micros)
     spec = state.spec
     if state.waiting_since is not None and not state.permit_warned and spec is not None:
-        due.append(state.waiting_since + spec.waiting_seconds * 1_000_000)
+        due.append(state.waiting_since + spec.permit_wait_micros)
     if state.pending_answers:
         due.append(min(state.pending_answers.values()))
     if state.hold_emitted_at is not None and not decide.awaiting_answers(state) \

@@ -76,19 +76,53 @@ class RawSettings(NamedTuple):
 class GangSpec:
     """What the scheduler uses for a gang once it is initialised.
 
-    ``min_member`` and ``total_number`` are pod counts; ``waiting_seconds`` is the Permit waiting
-    time in seconds; ``groups`` the gang ids of the gang group (sorted); ``gang_group`` their
-    ``,``-joined id. ``source`` names where it came from: ``PodGroup/<name>`` or ``Pod/<name>``.
+    ``min_member`` and ``total_number`` are pod counts; ``waiting_micros`` is the gang's waiting
+    time in microseconds, exactly as the scheduler uses it (rule S19: a fractional
+    ``1500ms`` is 1.5 s, Koordinator v1.8.0 ``core/gang.go:156-165`` keeps the parsed
+    ``time.Duration``); ``groups`` the gang ids of the gang group (sorted); ``gang_group``
+    their ``,``-joined id. ``source`` names where it came from: ``PodGroup/<name>`` or
+    ``Pod/<name>``.
     """
 
     source: str
     min_member: int
     total_number: int
     mode: Mode
-    waiting_seconds: int
+    waiting_micros: int
     groups: tuple[str, ...]
     gang_group: str
     match_policy: str
+
+    @property
+    def waiting_seconds(self) -> int | float:
+        """The waiting time in seconds: an ``int`` when whole (``600``), else a ``float``
+        (``1.5``), so diagnostics' facts read as the annotation was meant."""
+        return seconds_value(self.waiting_micros)
+
+    @property
+    def permit_wait_micros(self) -> int:
+        """How long a member actually waits at Permit, in microseconds: the waiting time,
+        capped at 15 minutes by kube-scheduler (rule T3: kubernetes v1.35.2
+        ``pkg/scheduler/framework/runtime/framework.go:52,1708-1711``, ``maxTimeout``)."""
+        return min(self.waiting_micros, MAX_PERMIT_WAIT_MICROS)
+
+    @property
+    def permit_wait_seconds(self) -> int | float:
+        """``permit_wait_micros`` in seconds (``int`` when whole)."""
+        return seconds_value(self.permit_wait_micros)
+
+
+MAX_PERMIT_WAIT_MICROS = 15 * 60 * 1_000_000
+"""kube-scheduler's cap on any Permit wait (``maxTimeout``, 15 min), kubernetes v1.35.2
+``pkg/scheduler/framework/runtime/framework.go:52``."""
+
+
+def seconds_value(micros: int) -> int | float:
+    """Microseconds as seconds: an ``int`` when whole, else a ``float`` (``1_500_000`` ->
+    ``1.5``)."""
+    if micros % 1_000_000 == 0:
+        return micros // 1_000_000
+    return micros / 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +250,17 @@ def parse_go_duration(text: str) -> float | None:
     return sign * total
 
 
-def _seconds_text(seconds: int) -> str:
+def go_duration_micros(text: str) -> int | None:
+    """A Go duration (``parse_go_duration``) in whole microseconds, rounded to the nearest
+    (Go keeps nanoseconds; a Permit timer finer than a microsecond is not observable in
+    Events); ``None`` when Go would return an error."""
+    seconds = parse_go_duration(text)
+    if seconds is None:
+        return None
+    return round(seconds * 1_000_000)
+
+
+def _seconds_text(seconds: int | float) -> str:
     return f"{seconds}s"
 
 
@@ -259,18 +303,22 @@ def parse_spec(gang: str, settings: RawSettings, source: str, *,
         else:
             fallbacks.append(Fallback("mode", settings.mode, "Strict"))
 
-    waiting = default_waiting_seconds
+    waiting = default_waiting_seconds * 1_000_000
     if settings.waiting_time not in (None, ""):
-        seconds = parse_go_duration(settings.waiting_time)
-        if seconds is None or seconds <= 0:
-            field = "scheduleTimeoutSeconds" if from_podgroup else "waiting-time"
-            written = settings.waiting_time[:-1] if from_podgroup else settings.waiting_time
+        micros = go_duration_micros(settings.waiting_time)
+        field = "scheduleTimeoutSeconds" if from_podgroup else "waiting-time"
+        written = settings.waiting_time[:-1] if from_podgroup else settings.waiting_time
+        if micros is None or micros <= 0:
             fallbacks.append(Fallback(field, written, _seconds_text(default_waiting_seconds)))
         else:
-            waiting = int(seconds)
+            waiting = micros
+            if micros > MAX_PERMIT_WAIT_MICROS:  # T3: kube-scheduler caps the Permit wait
+                fallbacks.append(Fallback(field, written,
+                                          _seconds_text(MAX_PERMIT_WAIT_MICROS // 1_000_000)))
     if from_podgroup and settings.ignored_waiting_time is not None:
         fallbacks.append(Fallback("waiting-time", settings.ignored_waiting_time,
-                                  _seconds_text(waiting)))
+                                  _seconds_text(seconds_value(min(waiting,
+                                                                  MAX_PERMIT_WAIT_MICROS)))))
 
     groups: tuple[str, ...] = (gang,)
     if settings.groups not in (None, ""):

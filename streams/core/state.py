@@ -143,7 +143,12 @@ class GangState:
     a PodGroup brings it back. ``episode`` is the gang's current or last failure episode
     (``streams.core.episode``, from scheduler Events), ``None`` when it had none since it was
     last bound or deleted; ``storm`` counts its failed attempts per second of event time over
-    the last minute (``episode.count_attempt``). A deleted gang keeps its state (the epoch of its group, the
+    the last minute (``episode.count_attempt``). ``once_satisfied`` is Koordinator's
+    ``OnceResourceSatisfied`` of the gang's group as far as this gang saw it: a member was bound
+    since the gang was last created (rule M2, ``fold.apply_pod``). ``orphans`` holds the pods
+    of the gang that Koordinator's gang cache dropped with their PodGroup (rule M5,
+    ``fold.apply_podgroup``) and that no later event of theirs has brought back yet, by uid;
+    they are not ``members`` (not the scheduler's children). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -181,6 +186,8 @@ class GangState:
     deleted_by: str | None = None
     episode: Episode | None = None
     storm: tuple[tuple[int, int], ...] = ()
+    once_satisfied: bool = False
+    orphans: Mapping[str, Member] = field(default_factory=dict)
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -265,6 +272,8 @@ class GangState:
         new.deleted_by = self.deleted_by
         new.episode = self.episode
         new.storm = self.storm
+        new.once_satisfied = self.once_satisfied
+        new.orphans = self.orphans
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
@@ -393,12 +402,15 @@ def summary(state: GangState) -> dict[str, Any]:
     Shape: ``{"phase", "members", "bound", "waiting", "representative", "min_member",
     "total_number", "mode", "waiting_seconds", "match_policy", "gang_group", "spec_source",
     "epoch", "last_cycle", "deleted_at", "deleted_by", "failing", "failed_attempts_per_minute",
-    "pods": {"ns/name": {...}}}``; counts are integers, pods named ``ns/name`` (each with
+    "once_satisfied", "orphans", "pods": {"ns/name": {...}}}``; counts are integers, pods named ``ns/name`` (each with
     ``gates``, the names of its scheduling gates), ``deleted_at`` RFC 3339. ``failing`` is the
     gang's last failure episode, ``{"since", "last_failed_at"`` (RFC 3339), ``"rounds",
     "unfit": {member name: fit error}, "fit"}``, or ``None`` (none since it was last bound or
     deleted); ``failed_attempts_per_minute`` the FailedScheduling Events of the gang in the last
-    60 s of event time up to its clock (``episode.per_minute``). Unknown values are ``None``.
+    60 s of event time up to its clock (``episode.per_minute``). ``once_satisfied``: a member
+    was bound since the gang was last created (rule M2); ``orphans``: the pods Koordinator
+    dropped with the gang's PodGroup (rule M5), ``ns/name`` sorted. Unknown values are
+    ``None``.
     """
     spec = state.spec
     ns = state.namespace
@@ -427,6 +439,8 @@ def summary(state: GangState) -> dict[str, Any]:
             "rounds": state.episode.rounds, "unfit": dict(state.episode.unfit),
             "fit": state.episode.fit},
         "failed_attempts_per_minute": per_minute(state.storm, state.clock),
+        "once_satisfied": state.once_satisfied,
+        "orphans": sorted(f"{ns}/{m.name}" for m in state.orphans.values()),
         "pods": {
             f"{ns}/{m.name}": {
                 "uid": uid, "phase": m.phase, "node": m.node, "resource_version": m.rv,
@@ -520,6 +534,9 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "db": state.deleted_by,
         **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
         **({} if not state.storm else {"sw": [list(s) for s in state.storm]}),
+        **({} if not state.once_satisfied else {"os": True}),
+        **({} if not state.orphans else {"or": [_member_out(uid, m)
+                                                for uid, m in state.orphans.items()]}),
     }
 
 
@@ -538,7 +555,7 @@ def _episode_in(row: list[Any] | None) -> Episode | None:
 
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
-    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``) are optional, so values stored before
+    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``) are optional, so values stored before
     them still decode (a gang stored before ``da`` is not deleted); so is a member row's 13th
     value (its scheduling gates: a row of 12 is a member without gates). Raises ``ValueError`` on an
     unknown wire version and ``KeyError``/``TypeError`` on a malformed value."""
@@ -588,4 +605,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         deleted_by=data.get("db"),
         episode=_episode_in(data.get("ep")),
         storm=tuple((a, b) for a, b in data.get("sw", [])),
+        once_satisfied=data.get("os", False),
+        orphans={row[0]: _member_in(row) for row in data.get("or", [])},
     )

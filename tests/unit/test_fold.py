@@ -265,14 +265,36 @@ def test_a_podgroup_gang_is_deleted_when_its_podgroup_and_its_pods_are_gone():
     assert (state.phase, state.deleted_at, state.deleted_by) == ("Deleted", at(20), "PodGroup/g")
     _, store = run(lone + [podgroup(30, 3, rv="3")])  # recreated: a new, unscheduled gang
     assert (store["ns/g"].phase, store["ns/g"].deleted_at) == ("Gathering", None)
-    # Pods outlive their PodGroup: the gang is not initialised, then deleted with its last pod.
+
+
+def test_a_podgroup_delete_drops_the_gang_with_its_children_m5():
+    # M5 (Koordinator v1.8.0 core/gang_cache.go:295-310): the PodGroup's delete removes the
+    # gang with all its children; p0 outlives it as an orphan, unknown to the gang cache.
     trace = [podgroup(0, 2), pod("p0", 1, waits_for_podgroup=True, min_available=None),
              podgroup(20, 2, rv="2", type_="DELETED")]
     _, store = run(trace)
-    assert (store["ns/g"].phase, store["ns/g"].deleted_at) == ("NotInitialized", None)
+    state = store["ns/g"]
+    assert (state.phase, state.deleted_by, len(state.members)) == ("Deleted", "PodGroup/g", 0)
+    assert [m.name for m in state.orphans.values()] == ["p0"]
+    # deleting the orphan forgets it; the gang stays deleted (by its PodGroup)
     _, store = run(trace + [pod("p0", 30, rv="2", type_="DELETED", waits_for_podgroup=True,
                                 min_available=None)])
-    assert (store["ns/g"].phase, store["ns/g"].deleted_by) == ("Deleted", "Pod/p0")
+    assert (store["ns/g"].phase, store["ns/g"].deleted_by, dict(store["ns/g"].orphans)) == (
+        "Deleted", "PodGroup/g", {})
+    # a PodGroup created again starts a gang with no children (core/gang_cache.go:225-235)
+    _, store = run(trace + [podgroup(40, 2, rv="3", uid="pg-2")])
+    state = store["ns/g"]
+    assert (state.phase, len(state.members), len(state.orphans)) == ("Gathering", 0, 1)
+    # the orphan's next event makes it a child again (core/gang_cache.go:124-149)
+    _, store = run(trace + [podgroup(40, 2, rv="3", uid="pg-2"),
+                            pod("p0", 50, rv="3", type_="MODIFIED", waits_for_podgroup=True,
+                                min_available=None)])
+    state = store["ns/g"]
+    assert (state.phase, len(state.members), len(state.orphans)) == ("Gathering", 1, 0)
+    # a relist of the orphan at the same resourceVersion is no event: still an orphan
+    _, store = run(trace + [pod("p0", 50, rv="1", type_="ADDED", waits_for_podgroup=True,
+                                min_available=None)])
+    assert len(store["ns/g"].orphans) == 1 and not store["ns/g"].members
 
 
 def test_a_table_value_stored_before_deletions_were_kept_reads_as_a_live_gang():
@@ -642,8 +664,10 @@ def test_an_episode_is_one_diagnostic_over_many_rounds():
 def test_an_episode_is_told_again_when_the_culprit_changes_and_ends_when_a_member_binds():
     """t=1-20: w2 fails on GPUs (diagnostic at 11). t=30: w1 fails on cpu instead: another
     culprit, told at once (the last was 19 s earlier, more than refresh_seconds). t=31-35: the
-    same facts, nothing. t=40: w0 is bound: the episode ends. t=50: a new failure starts a new
-    episode (since t=50), told at t=60."""
+    same facts, nothing. t=40: w0 is bound: the episode ends, and the gang group is once
+    satisfied (M2). t=50: w2 fails again, but with the default match policy koord-scheduler
+    v1.8.0 now schedules the gang's pods one by one without gang checks (P4, core/core.go:
+    301-304, 372-374): no gang failure episode, no GangUnschedulable."""
     records = _gang_of_three()
     for t in range(1, 21):
         records += failed_round(t)
@@ -656,13 +680,12 @@ def test_an_episode_is_told_again_when_the_culprit_changes_and_ends_when_a_membe
     assert [(when, facts["unfit"], facts["fit"], facts["since"], facts["rounds"])
             for when, facts, _ in unschedulable(outputs)] == [
         (format_time(at(11)), {"w2": GPU_FIT}, 2, format_time(at(1)), 10),
-        (format_time(at(30)), both, 2, format_time(at(1)), 21),
-        (format_time(at(60)), {"w2": GPU_FIT}, 2, format_time(at(50)), 1)]
+        (format_time(at(30)), both, 2, format_time(at(1)), 21)]
     assert unschedulable(outputs)[1][2] == (
         "gang ns/g cannot be scheduled: w1 did not fit (Insufficient cpu on 2 of 2 nodes); w2 "
         "did not fit (Insufficient nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 "
         "members fit at once; the scheduler rejects the whole gang and retries it")
-    assert store["ns/g"].episode.since == at(50)
+    assert store["ns/g"].episode is None and store["ns/g"].once_satisfied
 
 
 def test_an_episode_ends_after_ten_quiet_minutes():

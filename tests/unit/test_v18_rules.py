@@ -1,0 +1,271 @@
+"""Koordinator v1.8.0 rules that changed since the releases gangstate was first written from,
+one named scenario each, with values worked out from the source.
+
+K = ``pkg/scheduler/plugins/coscheduling/`` of ``github.com/koordinator-sh/koordinator@v1.8.0``,
+KS = ``pkg/scheduler/`` of kubernetes v1.35.2. Rule ids are those of docs/koordinator-rules.md.
+Times are seconds after ``tests.fixtures.builders.T0``; the grace period is 10 s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streams.core.decide import hold, skips_gang_checks
+from streams.core.explain import why_pod
+from streams.core.fold import FoldSettings, PartitionFold
+from streams.core.records import Tick
+from streams.core.spec import RawSettings, parse_spec
+from streams.core.state import from_wire, summary, to_wire
+from streams.core.timefmt import format_time
+from tests.fixtures.builders import at, attempt, cycle, pod, podgroup
+
+GPU_FIT = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+
+
+def run(records: list[Any], end: float | None = None) -> tuple[list[dict[str, Any]], dict]:
+    store: dict = {}
+    fold = PartitionFold(store, FoldSettings())
+    outputs: list[dict[str, Any]] = []
+    for rec in records:
+        outputs += fold.feed(getattr(rec, "gang", None), rec)
+    if end is not None:
+        outputs += fold.feed(None, Tick(at(end)))
+    for state in store.values():  # every state survives the table's wire form
+        assert from_wire(to_wire(state)) == state
+    return outputs, store
+
+
+def told(outputs: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(o["observed_at"], o["reason"], o["facts"]) for o in outputs]
+
+
+# -- S19, T3: the waiting time ----------------------------------------------------------------
+
+def test_s19_a_fractional_waiting_time_is_used_exactly():
+    """K core/gang.go:156-165 keeps the parsed time.Duration: ``1500ms`` is 1.5 s. p0 waits at
+    Permit from t=1, so its GangPermitTimeout is due at t=2.5 (not t=2)."""
+    spec, fallbacks = parse_spec("ns/g", RawSettings("2", waiting_time="1500ms"), "Pod/p0")
+    assert (spec.waiting_micros, spec.waiting_seconds, fallbacks) == (1_500_000, 1.5, ())
+    outputs, _ = run([pod("p0", 0, waiting_time="1500ms"), pod("p1", 0, waiting_time="1500ms"),
+                      cycle("p0", 1, 1, "Permit", "Wait")], 10)
+    assert told(outputs) == [(format_time(at(2.5)), "GangPermitTimeout",
+                              {"waiting": 1, "min_member": 2, "waiting_seconds": 1.5})]
+    assert outputs[0]["message"] == (
+        "gang ns/g: 1 member waited at Permit for the full waiting time of 1.5s without "
+        "minMember 2 ready together; they are rejected and retried")
+
+
+def test_t3_kube_scheduler_caps_a_permit_wait_at_15_minutes():
+    """Koordinator keeps ``1h`` (K core/gang.go:156-165), but kube-scheduler caps every Permit
+    wait at 15 min (KS framework/runtime/framework.go:52,1708-1711): the timeout comes 900 s
+    after the wait began (t=1 -> t=901), and the cap is told as a silent fallback."""
+    outputs, _ = run([pod("p0", 0, waiting_time="1h"), pod("p1", 0, waiting_time="1h"),
+                      cycle("p0", 1, 1, "Permit", "Wait")], 1000)
+    invalid = {"field": "waiting-time", "value": "1h", "effective": "900s"}
+    assert told(outputs) == [
+        (format_time(at(0)), "GangSpecInvalid", invalid),   # to p0
+        (format_time(at(0)), "GangSpecInvalid", invalid),   # again to p1, which joined later
+        (format_time(at(901)), "GangPermitTimeout",
+         {"waiting": 1, "min_member": 2, "waiting_seconds": 900})]
+    assert outputs[0]["message"] == (
+        "gang ns/g: waiting-time '1h' is longer than kube-scheduler lets a pod wait at Permit; "
+        "members wait at most 900s (15 minutes)")
+    # 15m exactly is no fallback; a PodGroup's scheduleTimeoutSeconds is capped the same way
+    assert parse_spec("ns/g", RawSettings("2", waiting_time="15m"), "Pod/p0")[1] == ()
+    spec, fallbacks = parse_spec("ns/g", RawSettings("2", waiting_time="3600s"), "PodGroup/g",
+                                 from_podgroup=True)
+    assert (spec.permit_wait_seconds, [tuple(f) for f in map(lambda f: (f.field, f.value,
+                                                                        f.effective),
+                                                          fallbacks)]) == (
+        900, [("scheduleTimeoutSeconds", "3600", "900s")])
+
+
+# -- S31: updates of terminated pods ----------------------------------------------------------
+
+def test_s31_an_update_of_a_terminated_pod_cannot_initialise_the_gang():
+    """K core/gang_cache.go:182-184: onPodUpdate returns for a Succeeded or Failed pod. p0 was
+    added without min-available (not initialised); its update that adds the annotation comes
+    when it has failed: the gang stays uninitialised. The same update of a running pod
+    initialises it."""
+    base = [pod("p0", 0, min_available=None)]
+    _, store = run(base + [pod("p0", 5, rv="2", type_="MODIFIED", min_available="1",
+                                phase="Failed")])
+    assert (store["ns/g"].spec, store["ns/g"].phase) == (None, "NotInitialized")
+    _, store = run(base + [pod("p0", 5, rv="2", type_="MODIFIED", min_available="1",
+                                phase="Running")])
+    assert store["ns/g"].spec.min_member == 1
+
+
+def test_s31_a_terminated_update_does_not_make_the_group_once_satisfied():
+    """A pod first seen bound in an update that also reports it Succeeded is ignored by the
+    gang cache (K core/gang_cache.go:182-184), so it never reaches addBoundPod
+    (core/gang.go:489-507): the group is not once satisfied and a new member is still held.
+    p0 pending at t=0 starts a hold that ends at t=5 (nothing pending, no warning yet); p1 at
+    t=6 starts another, warned at t=16 with 2 children (a finished pod is still a child, M1:
+    K core/gang.go:396-415)."""
+    records = [pod("p0", 0, min_available="3"),
+               pod("p0", 5, rv="2", type_="MODIFIED", min_available="3", node="n1",
+                   phase="Succeeded"),
+               pod("p1", 6, min_available="3")]
+    outputs, store = run(records, 20)
+    assert not store["ns/g"].once_satisfied
+    assert told(outputs) == [(format_time(at(16)), "GangMembersInsufficient",
+                              {"members": 2, "min_member": 3, "total_number": 3})]
+
+
+# -- M2, P4: once satisfied -------------------------------------------------------------------
+
+def _replaced(policy: str | None) -> list[Any]:
+    """Gang of minMember 3: w0-w2 bound at t=5; w1 and w2 deleted at t=20; a replacement w3
+    created at t=30 (2 children < 3)."""
+    extra = {} if policy is None else {"match_policy": policy}
+    recs = [pod(f"w{i}", 0, min_available="3", **extra) for i in range(3)]
+    recs += [pod(f"w{i}", 5, rv="2", type_="MODIFIED", min_available="3", node=f"n{i}",
+                 phase="Running", **extra) for i in range(3)]
+    recs += [pod(f"w{i}", 20, rv="3", type_="DELETED", min_available="3", node=f"n{i}",
+                 phase="Running", **extra) for i in (1, 2)]
+    return recs + [pod("w3", 30, min_available="3", **extra)]
+
+
+def test_m2_p4_a_replacement_pod_of_a_once_satisfied_gang_is_not_held():
+    """With the default match policy (once-satisfied), the binds at t=5 make the group
+    OnceResourceSatisfied (K core/gang.go:489-507), and PreEnqueue passes every later pod
+    without the basic check (K core/core.go:213-216): no GangMembersInsufficient for w3,
+    although the gang has 2 of minMember 3 pods."""
+    outputs, store = run(_replaced(None), 100)
+    state = store["ns/g"]
+    assert (state.once_satisfied, skips_gang_checks(state), hold(state)) == (True, True, None)
+    assert [o["reason"] for o in outputs] == ["GangScheduled"]
+    why = why_pod(state, "ns/w3")
+    assert (why["held_at"], [r["reason"] for r in why["reasons"]]) == (None, ["GangOnceSatisfied"])
+    assert summary(state)["once_satisfied"] is True
+
+
+def test_m2_p4_with_match_policy_waiting_and_running_the_replacement_is_held():
+    """Match policy waiting-and-running never skips the checks (K core/core.go:213-216 asks
+    for once-satisfied): w3 is held at PreEnqueue, warned at t=40 (30 + 10 s grace)."""
+    outputs, store = run(_replaced("waiting-and-running"), 100)
+    assert store["ns/g"].once_satisfied and not skips_gang_checks(store["ns/g"])
+    assert told(outputs)[1:] == [(format_time(at(40)), "GangMembersInsufficient",
+                                  {"members": 2, "min_member": 3, "total_number": 3})]
+
+
+def test_m2_p4_a_once_satisfied_gang_has_no_gang_failure_episode():
+    """After the group was once satisfied, AfterPostFilter rejects no gang (K core/core.go:
+    372-374) and BeforePreFilter opens no gang scheduling context (core/core.go:301-304): a
+    replacement that does not fit fails on its own; no GangUnschedulable, and explain gives the
+    pod's own fit error."""
+    records = _replaced(None) + [
+        attempt("w3", 31 + i, "ev-w3", "Filter", "Unschedulable", count=i + 1,
+                reason="Insufficient nvidia.com/gpu", culprit="w3", fit_error=GPU_FIT)
+        for i in range(20)]
+    outputs, store = run(records, 100)
+    assert [o["reason"] for o in outputs] == ["GangScheduled"]
+    state = store["ns/g"]
+    assert state.episode is None
+    why = why_pod(state, "ns/w3")
+    assert (why["held_at"], [r["reason"] for r in why["reasons"]]) == (
+        "Filter", ["GangOnceSatisfied", "PodUnschedulable"])
+    assert why["unblock"] == ["free capacity for this pod (Insufficient nvidia.com/gpu); no "
+                              "other member has to fit with it"]
+
+
+def test_m2_a_deleted_gang_forgets_that_it_was_once_satisfied():
+    """An annotation gang is deleted with its last pod (K core/gang.go:298-302) and its
+    GangGroupInfo with it (core/gang_cache.go:206-220): a gang of the same name starts again
+    not once satisfied, and a lone new pod of minMember 2 is held."""
+    records = [pod("p0", 0, min_available="1"),
+               pod("p0", 1, rv="2", type_="MODIFIED", min_available="1", node="n1"),
+               pod("p0", 5, rv="3", type_="DELETED", min_available="1", node="n1"),
+               pod("q0", 10, min_available="2")]
+    outputs, store = run(records, 30)
+    assert not store["ns/g"].once_satisfied
+    assert told(outputs)[-1] == (format_time(at(20)), "GangMembersInsufficient",
+                                 {"members": 1, "min_member": 2, "total_number": 2})
+
+
+# -- M5: a PodGroup delete drops the gang with its children ----------------------------------
+
+def test_m5_pods_left_by_a_deleted_podgroup_are_told_why_they_wait():
+    """PodGroup g (minMember 2) with pending p0, p1; deleted at t=20 (K core/gang_cache.go:
+    295-310 removes the gang with its children): the pods are refused with ``can't find gang``
+    (core/core.go:202-206), warned at t=30. Created again at t=40: a gang with no children
+    (core/gang_cache.go:225-235), so PreEnqueue finds 0 of 2 (child pod not collect enough);
+    the new facts are told at t=40 (the refresh interval after t=30 has passed)."""
+    records = [podgroup(0, 2), pod("p0", 0, waits_for_podgroup=True, min_available=None),
+               pod("p1", 1, waits_for_podgroup=True, min_available=None),
+               podgroup(20, 2, rv="2", type_="DELETED")]
+    outputs, store = run(records, 35)
+    assert told(outputs) == [(format_time(at(30)), "GangNotInitialized",
+                              {"members": 0, "orphaned": 2, "podgroup_deleted": "g"})]
+    assert outputs[0]["message"] == (
+        "gang ns/g was removed from the scheduler's gang cache with its PodGroup g; its 2 "
+        "remaining pods are held at PreEnqueue (can't find gang) until the PodGroup exists "
+        "again and each pod is updated or recreated")
+    assert [i["name"] for i in outputs[0]["involved"]] == ["p0", "p1"]
+    why = why_pod(store["ns/g"], "ns/p1")
+    assert (why["member"], why["orphan"], why["held_at"]) == (False, True, "PreEnqueue")
+    assert why["unblock"] == [
+        "create PodGroup ns/g again (scheduling.sigs.k8s.io/v1alpha1, with spec.minMember), "
+        "then update each of its pods (for example add a label) or recreate them: the "
+        "scheduler's gang cache counts a pod only from its next event"]
+
+    again, store = run(records + [podgroup(40, 2, rv="3", uid="pg-2")], 45)
+    assert told(again)[1:] == [(format_time(at(40)), "GangMembersInsufficient",
+                                {"members": 0, "min_member": 2, "total_number": 2,
+                                 "orphaned": 2, "podgroup_deleted": None})]
+    # each pod's next event brings it back: with both, the gang has its 2 children
+    back, store = run(records + [podgroup(40, 2, rv="3", uid="pg-2")] + [
+        pod(name, 50, rv="2", type_="MODIFIED", waits_for_podgroup=True, min_available=None)
+        for name in ("p0", "p1")], 70)
+    assert (len(store["ns/g"].members), dict(store["ns/g"].orphans), hold(store["ns/g"])) == (
+        2, {}, None)
+    assert told(back)[-1] == (format_time(at(50)), "GangMembersSatisfied",
+                              {"members": 2, "min_member": 2})
+
+
+# -- P6: a gang whose groups omit it ------------------------------------------------------------
+
+def test_p6_the_gangs_own_count_is_not_checked_when_its_groups_omit_it():
+    """Gang a (minMember 3, one pod) lists only gang b in its groups; K core/core.go:247-264
+    checks the gangs of that list, so a's own shortfall holds nothing: a is told only that its
+    list omits it (S25), and b, complete, does not hold it either."""
+    outputs, store = run([pod("a-0", 0, gang="ns/a", min_available="3", groups='["ns/b"]'),
+                          pod("b-0", 0, gang="ns/b", min_available="1", groups='["ns/b"]')], 60)
+    assert told(outputs) == [(format_time(at(0)), "GangSpecInvalid",
+                              {"field": "groups", "value": '["ns/b"]',
+                               "effective": '["ns/b"]'})]
+    assert hold(store["ns/a"]) is None
+
+
+# -- P7, P8: the representative gate ----------------------------------------------------------
+
+def test_p8_explain_names_the_representative_the_others_wait_behind():
+    """One pod per gang group passes PreEnqueue (K core/core.go:240, core/gang.go:572-586);
+    the others are refused with ``representative pod %s of gangGroupID %s already exists``.
+    The scheduler shim's record names p0 the representative; p0 is gated, so it does not move
+    (KS framework/plugins/schedulinggates/scheduling_gates.go:48-57)."""
+    records = [pod("p0", 0, min_available="1", gates=("example.com/quota",)),
+               pod("p1", 0, min_available="1"),
+               cycle("p0", 1, 7, "PreEnqueue", "Gated", reason="SchedulingGates",
+                     representative="ns/p0")]
+    _, store = run(records, 30)
+    why = why_pod(store["ns/g"], "ns/p1")
+    assert (why["held_at"], why["held_by"]) == (
+        "PreEnqueue", "Coscheduling, behind the representative ns/p0")
+    assert [r["message"] for r in why["reasons"]] == [
+        "koord-scheduler v1.8.0 lets one pod of gang group ns/g into its scheduling queue, the "
+        "representative ns/p0; this pod is refused at PreEnqueue (representative pod ns/p0 of "
+        "gangGroupID ns/g already exists) until the representative's round hands it out; it "
+        "waits for its scheduling gates (example.com/quota)"]
+    rep = why_pod(store["ns/g"], "ns/p0")
+    assert rep["held_by"] == "schedulingGates of ns/p0"
+
+
+def test_p7_a_member_not_attempted_yet_is_told_so_without_naming_a_representative():
+    """From Events alone the representative is unknown (no Event names it): a pending member
+    of a gang that passes its checks and has no attempt is 'not yet attempted'
+    (K core/core.go:228-238 during a round; core/gang.go:572-586 before it)."""
+    _, store = run([pod("p0", 0), pod("p1", 0)], 30)
+    why = why_pod(store["ns/g"], "ns/p1")
+    assert (why["held_at"], [r["reason"] for r in why["reasons"]]) == (None, ["NotYetAttempted"])
