@@ -299,6 +299,11 @@ def test_podgroup_deleted_while_its_pods_remain(
     names = ["pg-0", "pg-1"]
     assert_stays_pending(core_v1, ns, names, 3.0)
     deleted = {name: explain(v18, f"{ns}/{name}") for name in names}
+    # the hold warning of the pods left without a gang (the PodGroup was deleted in the fixture,
+    # more than the 10 s grace period ago by now)
+    events_at_deletion = {name: wait_gangstate_reasons(core_v1, v18, ns, name,
+                                                       {"GangNotInitialized"})
+                          for name in names}
     # the PodGroup comes back: its gang has no children yet
     create_podgroup(custom_objects, ns, podgroup(ns, "pg", 3))
     assert_stays_pending(core_v1, ns, names, 3.0)
@@ -317,16 +322,33 @@ def test_podgroup_deleted_while_its_pods_remain(
         assert reasons(scheduler_events(core_v1, ns, name)) == ["Scheduled"]
     record_scenario(core_v1, ns, v18)
     # what gangstate explained at each step (asserted last, so the scheduler's side above is
-    # checked even while gangstate's explanation is wrong)
+    # checked even while gangstate's explanation is wrong): the two pods left without a gang,
+    # then a gang of 0 counted children (the 2 dropped pods count again only from their next
+    # event), then 2 of minMember 3
+    dropped = ("gang v18-pgdel/pg was removed from the scheduler's gang cache with its PodGroup "
+               "pg; its 2 remaining pods are held at PreEnqueue (can't find gang) until the "
+               "PodGroup exists again and each pod is updated or recreated")
+    uncounted = ("gang v18-pgdel/pg has 0 of minMember 3 pods as the scheduler counts them: 2 "
+                 "pods were dropped from the gang with its deleted PodGroup and count again only "
+                 "once updated or recreated; scheduling is held at PreEnqueue until 3 more count")
     short = ("gang v18-pgdel/pg has 2 of minMember 3 pods; scheduling is held at PreEnqueue "
              "until 1 more exists")
     for name in names:
-        for step, out in (("deleted", deleted[name]), ("recreated", recreated[name]),
-                          ("re-added", readded[name])):
+        for step, out, text in (("deleted", deleted[name], f"GangNotInitialized: {dropped}"),
+                                ("recreated", recreated[name],
+                                 f"GangMembersInsufficient: {uncounted}"),
+                                ("re-added", readded[name], f"GangMembersInsufficient: {short}")):
             assert explain_fields(out)["Held at"].startswith("PreEnqueue"), (step, out)
-        why = deleted[name].split("Why it is pending:", 1)[1]
-        assert "PodGroup v18-pgdel/pg" in why and "deleted" in why, deleted[name]
-        assert f"GangMembersInsufficient: {short}" in readded[name], readded[name]
+            assert f"  {text}\n" in out, (step, out)
+        assert ("  - create PodGroup v18-pgdel/pg again (scheduling.sigs.k8s.io/v1alpha1, with "
+                "spec.minMember), then update each of its pods (for example add a label) or "
+                "recreate them: the scheduler's gang cache counts a pod only from its next "
+                "event\n") in deleted[name], deleted[name]
+        assert ("  - update this pod (for example add a label) or recreate it: PodGroup pg was "
+                "created again, but the scheduler's gang cache counts a pod only from its next "
+                "event\n") in recreated[name], recreated[name]
+        assert dropped in messages(events_at_deletion[name], "GangNotInitialized"), \
+            events_at_deletion[name]
 
 
 # ---------------------------------------------------------------------------------------------
