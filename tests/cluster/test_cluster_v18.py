@@ -24,7 +24,8 @@ import pytest
 from kubernetes import client
 
 from streams.dev.localcluster import Chain, gang_pod
-from tests.cluster.kube import gangstate_events, record_scenario, scheduler_events, wait_for
+from tests.cluster.kube import (gangstate_events, record_scenario, scheduler_events,
+                                scheduler_log_matches, wait_for)
 from tests.cluster.test_cluster_scenarios import (PODGROUP_LABEL, SETTLE, create,
                                                   create_namespace, delete_pods, describe,
                                                   explain, explain_fields, messages, podgroup,
@@ -115,7 +116,10 @@ def v18(chain: Chain, core_v1: client.CoreV1Api,
       behind the scheduling gate :data:`ENTRY_GATE`, lifted once gangstate knows the pod
       (well within the grace period);
     - ``v18-late-pg``: 3 pods labelled with PodGroup ``pg`` before it exists; then the
-      PodGroup, minMember 2.
+      PodGroup, minMember 2;
+    - ``v18-groups-late``: ``a-0`` of gang ``a`` (min-available 1, ``groups``
+      ``["v18-groups-late/b"]``) while gang b does not exist; then ``b-0`` of gang ``b``
+      (min-available 1, a group of itself).
     """
     for namespace in POLICIES:
         create_namespace(core_v1, namespace)
@@ -135,6 +139,10 @@ def v18(chain: Chain, core_v1: client.CoreV1Api,
     ns = "v18-late-pg"
     create_namespace(core_v1, ns)
     create(core_v1, custom_objects, [pg_member(ns, f"pg-{i}") for i in range(3)])
+    ns = "v18-groups-late"
+    create_namespace(core_v1, ns)
+    create(core_v1, custom_objects, [gang_pod(ns, "a-0", gang="a", min_available=1,
+                                              annotations={GROUPS: json.dumps([f"{ns}/b"])})])
 
     for namespace in POLICIES:
         wait_bound(core_v1, chain, namespace, ["m-0", "m-1", "m-2"])
@@ -154,6 +162,8 @@ def v18(chain: Chain, core_v1: client.CoreV1Api,
         "v18-groups", "a-0", gang="a", min_available=2, gates=(ENTRY_GATE,),
         annotations={GROUPS: json.dumps(["v18-groups/b"]), MATCH_POLICY: "waiting-and-running"})])
     create_podgroup(custom_objects, "v18-late-pg", podgroup("v18-late-pg", "pg", 2))
+    create(core_v1, custom_objects, [gang_pod("v18-groups-late", "b-0", gang="b",
+                                              min_available=1)])
     wait_for("gangstate to know v18-groups/a-0",
              lambda: explains(chain, "v18-groups/a-0", "Gang:"), SETTLE)
     time.sleep(1.0)  # the scheduler's informer has had the pod as long as the watcher
@@ -279,6 +289,27 @@ def test_groups_without_the_gang_itself_skip_its_own_count(
     record_scenario(core_v1, ns, v18)
 
 
+def test_a_gang_refused_while_its_group_did_not_exist_is_not_retried(
+        v18: Chain, core_v1: client.CoreV1Api, local_cluster: Any) -> None:
+    """a-0's gang group is [b] alone; when a-0 reached PreEnqueue gang b did not exist:
+    refused with ``memberGangs [v18-groups-late/b] doesn't exists`` (K core/core.go:252-255,
+    266-267), no Event. b-0 then came and was bound; its add activates only b-0
+    (core/gang_cache.go:153-165) and its round hands out the pending pods of gang b only
+    (NextPod walks the group of b, core.go:164-179): nothing retries a-0 (coscheduling.go:109-111,
+    KS scheduler.go:480-485), which stays Pending although every check would now pass it."""
+    ns = "v18-groups-late"
+    wait_bound(core_v1, v18, ns, ["b-0"])
+    assert_stays_pending(core_v1, ns, ["a-0"], 5.0)
+    assert scheduler_log_matches(local_cluster, (
+        rf'"PreEnqueue failed" err="gangGroup \[{ns}/b\] basic check: memberGangs \[{ns}/b\] '
+        rf"doesn't exists, current gang: {ns}/a, podName: {ns}/a-0\" pod=\"{ns}/(a-0)\""))
+    omits = (f'gang {ns}/a: groups ["{ns}/b"] does not list the gang itself; the scheduler '
+             f'uses the list as written, so {ns}/a is not a member of its own gang group')
+    events = wait_gangstate_reasons(core_v1, v18, ns, "a-0", {"GangSpecInvalid"})
+    assert messages(events, "GangSpecInvalid") == [omits]
+    record_scenario(core_v1, ns, v18)
+
+
 # ---------------------------------------------------------------------------------------------
 # (c) a PodGroup deleted while its pods remain (rule M5)
 # ---------------------------------------------------------------------------------------------
@@ -391,12 +422,14 @@ def test_podgroup_created_after_its_pods_schedules_min_member_and_strands_the_re
 @pytest.mark.xfail(strict=True, reason=(
     "the core does not model a pod refused at PreEnqueue and never retried by kube-scheduler "
     "(Coscheduling registers no cluster event); see docs/cluster.md"))
-def test_stranded_pod_is_explained_as_held_at_preenqueue(v18: Chain,
-                                                         core_v1: client.CoreV1Api) -> None:
-    """The pod the round left behind (previous test) is held: PreEnqueue refused it while the
-    gang was not initialised and nothing requeues it, so ``explain`` must say it is held at
-    PreEnqueue, not that no gang condition holds it."""
-    _, pending = late_pg_split(core_v1)
-    assert len(pending) == 1
-    out = explain(v18, f"v18-late-pg/{pending[0]}")
+@pytest.mark.parametrize("case", ["v18-late-pg", "v18-groups-late"])
+def test_stranded_pod_is_explained_as_held_at_preenqueue(v18: Chain, core_v1: client.CoreV1Api,
+                                                         case: str) -> None:
+    """The pods left behind above are held: PreEnqueue refused them (gang not initialised;
+    a gang of the group missing) and nothing requeues them, so ``explain`` must say they are
+    held at PreEnqueue, not that no gang condition holds them or that a round will hand them
+    out."""
+    pending = late_pg_split(core_v1)[1] if case == "v18-late-pg" else ["a-0"]
+    assert len(pending) == 1 and node_of(core_v1, case, pending[0]) is None
+    out = explain(v18, f"{case}/{pending[0]}")
     assert explain_fields(out)["Held at"].startswith("PreEnqueue"), out
