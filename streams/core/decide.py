@@ -453,7 +453,7 @@ def summary_as_of(state: GangState, at: int) -> Summary:
             return summary
     if log and len(log) >= SUMMARY_LOG:
         return log[0][1]
-    return ((), False, False, 0, None)
+    return ((), False, False, 0, None, False)
 
 
 def answer_peers(state: GangState, due: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -790,11 +790,13 @@ def summary_record(state: GangState, to: str, at: int, wanted_as_of: int | None 
     """A ``gangstate.gang-summary/v1`` record telling gang ``to`` about ``state``'s gang as of
     event time ``at`` (``summary``, default the current one); ``wanted_as_of`` asks ``to`` for
     its own summary as of that time."""
-    groups, exists, initialized, members, min_member = summary or own_summary(state)
+    groups, exists, initialized, members, min_member, once = summary or own_summary(state)
     record = {"schema": SUMMARY_SCHEMA, "observed_at": format_time(at), "gang": state.gang,
               "to": to, "gang_group": state.gang_group, "groups": list(groups),
               "exists": exists, "initialized": initialized, "members": members,
               "min_member": min_member}
+    if once:
+        record["once_satisfied"] = True
     if wanted_as_of is not None:
         record["wanted_as_of"] = format_time(wanted_as_of)
     return record
@@ -803,7 +805,9 @@ def summary_record(state: GangState, to: str, at: int, wanted_as_of: int | None 
 def _decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: int,
                       out: list[dict[str, Any]]) -> GangState:
     """Tell the other gangs of the gang group about this gang when its summary changed, and
-    answer a gang that introduced itself (its summary lists this gang) for the first time.
+    answer a gang that introduced itself (its summary lists this gang) for the first time, or
+    that says its group is not once satisfied when this gang knows it is (a gang of the group
+    created again while this one lived: rule M2).
     Summaries travel through ``gang-events`` keyed by the receiving gang, so the other gangs'
     state reaches each gang's fold through Kafka, in its own partition's order."""
     spec = state.spec
@@ -819,9 +823,10 @@ def _decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: 
     if mine != state.sent_summary and (listeners or state.sent_summary is not None):
         targets = listeners
         state.sent_summary = mine
-    elif isinstance(rec, GangSummarized) and rec.gang not in before.peers \
-            and state.gang in rec.groups:
-        targets = {rec.gang}
+    elif isinstance(rec, GangSummarized) and state.gang in rec.groups \
+            and (rec.gang not in before.peers or (state.once_satisfied
+                                                  and not rec.once_satisfied)):
+        targets = {rec.gang}  # a newcomer, or a gang that has not heard the group is satisfied
     for to in sorted(targets):
         out.append(summary_record(state, to, at))
     return state

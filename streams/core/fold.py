@@ -358,11 +358,19 @@ def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
         if asks:
             new.pending_answers = {**state.pending_answers, **asks}
         return new
-    peer = Peer(rec.groups, rec.exists, rec.initialized, rec.members, rec.min_member, rec.at)
+    peer = Peer(rec.groups, rec.exists, rec.initialized, rec.members, rec.min_member, rec.at,
+                rec.once_satisfied)
     changed_peer = state.peers.get(rec.gang) != peer
-    if not changed_peer and not asks:
+    spec = state.spec
+    # M2: the flag is the gang group's (K core/ganggroup.go:29-32), shared by its gangs: a
+    # peer of this gang's group that reports it makes this gang once satisfied too
+    latch = rec.once_satisfied and not state.once_satisfied and spec is not None \
+        and rec.gang in spec.groups
+    if not changed_peer and not asks and not latch:
         return state
     new = state.copy()
+    if latch:
+        new.once_satisfied = True
     if changed_peer:
         new.peers = {**state.peers, rec.gang: peer}
     if asks:
@@ -668,4 +676,5 @@ def summary_from_output(out: Output) -> GangSummarized:
     return GangSummarized(parse_time(out["observed_at"]), out["gang"], out["to"],
                           tuple(out["groups"]), out["exists"], out["initialized"],
                           out["members"], out["min_member"],
-                          None if wanted is None else parse_time(wanted))
+                          None if wanted is None else parse_time(wanted),
+                          bool(out.get("once_satisfied", False)))

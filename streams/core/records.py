@@ -122,7 +122,9 @@ class GangSummarized(NamedTuple):
     PreEnqueue. ``groups`` is the sender's gang group as it sees it; ``exists`` is false for a
     gang with no pods and no PodGroup; counts are pods. ``at`` is the event time the summary
     holds from. ``wanted_as_of`` (microseconds) asks the receiver for its own summary as of at
-    least that event time: the sender is held and must know the group's state then."""
+    least that event time: the sender is held and must know the group's state then.
+    ``once_satisfied``: the sender's gang group was once satisfied (a member bound, rule M2:
+    Koordinator keeps the flag on the group, shared by its gangs)."""
 
     at: int
     gang: str
@@ -133,6 +135,7 @@ class GangSummarized(NamedTuple):
     members: int
     min_member: int | None
     wanted_as_of: int | None = None
+    once_satisfied: bool = False
 
 
 class Tick(NamedTuple):

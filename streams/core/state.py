@@ -106,10 +106,12 @@ class Peer(NamedTuple):
     members: int
     min_member: int | None
     as_of: int = 0
+    once_satisfied: bool = False
 
 
-Summary = tuple[tuple[str, ...], bool, bool, int, "int | None"]
-"""A gang's own summary for its peers: ``(groups, exists, initialized, members, min_member)``."""
+Summary = tuple[tuple[str, ...], bool, bool, int, "int | None", bool]
+"""A gang's own summary for its peers: ``(groups, exists, initialized, members, min_member,
+once_satisfied)``."""
 
 HistoryEntry = tuple[int, str, str]
 """One transition of a gang: ``(event time in microseconds, what changed, the cause)``."""
@@ -454,10 +456,11 @@ def summary(state: GangState) -> dict[str, Any]:
 
 def own_summary(state: GangState) -> Summary:
     """What this gang tells the other gangs of its group: ``(groups, exists, initialized,
-    members, min_member)``; ``groups`` is empty while the gang is not initialised."""
+    members, min_member, once_satisfied)``; ``groups`` is empty while the gang is not
+    initialised."""
     spec = state.spec
     return (spec.groups if spec else (), state.exists, spec is not None, len(state.members),
-            spec.min_member if spec else None)
+            spec.min_member if spec else None, state.once_satisfied)
 
 
 # -- wire form ---------------------------------------------------------------------------------
@@ -516,15 +519,18 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "em": dict(state.emitted),
         "es": state.ever_scheduled,
         "p": [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member, p.as_of]
-              for g, p in state.peers.items()],
+              + ([True] if p.once_satisfied else []) for g, p in state.peers.items()],
         "pa": dict(state.pending_answers),
-        "sl": [[at, list(sm[0]), *sm[1:]] for at, sm in state.summary_log],
+        "sl": [[at, list(sm[0]), *sm[1:5]] + ([True] if sm[5] else [])
+               for at, sm in state.summary_log],
         "he": state.hold_emitted_at,
         "df": [[r.at, r.gang, r.to, list(r.groups), r.exists, r.initialized, r.members,
-                r.min_member, r.wanted_as_of] for r in state.deferred],
+                r.min_member, r.wanted_as_of] + ([True] if r.once_satisfied else [])
+               for r in state.deferred],
         "aa": state.asked_as_of,
         "ss2": None if state.sent_summary is None else [
-            list(state.sent_summary[0]), *state.sent_summary[1:]],
+            list(state.sent_summary[0]), *state.sent_summary[1:5]]
+        + ([True] if state.sent_summary[5] else []),
         "h": [list(h) for h in state.history],
         "ws": state.waiting_since,
         "pw": state.permit_warned,
@@ -584,18 +590,19 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         emitted=dict(data["em"]),
         ever_scheduled=data["es"],
         peers={row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5],
-                            row[6] if len(row) > 6 else 0)
+                            row[6] if len(row) > 6 else 0, len(row) > 7 and row[7])
                for row in data.get("p", [])},
         pending_answers=dict(data.get("pa", {})),
-        summary_log=tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5]))
+        summary_log=tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5],
+                                    len(row) > 6 and row[6]))
                           for row in data.get("sl", [])),
         hold_emitted_at=data.get("he"),
         deferred=tuple(GangSummarized(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7],
-                                      r[8]) for r in data.get("df", [])),
+                                      r[8], len(r) > 9 and r[9]) for r in data.get("df", [])),
         asked_as_of=data.get("aa"),
         sent_summary=None if data.get("ss2") is None else (
             tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
-            data["ss2"][4]),
+            data["ss2"][4], len(data["ss2"]) > 5 and data["ss2"][5]),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
         waiting_since=data.get("ws"),
         permit_warned=data.get("pw", False),

@@ -73,28 +73,20 @@ def gang_detail(state: GangState) -> dict[str, Any]:
             "findings": findings(state), "history": history(state)}
 
 
-def knows_pod(state: GangState, pod: str) -> bool:
-    """Whether pod ``ns/name`` is a live member of the gang, or one of the pods dropped with
-    the gang's deleted PodGroup that no later event has brought back yet (``GangState.orphans``,
-    rule M5: Koordinator v1.8.0 ``pkg/scheduler/plugins/coscheduling/core/gang_cache.go:
-    295-310``), which ``why_pod`` explains too."""
+def _knows_pod(state: GangState, pod: str) -> bool:
+    """True when pod ``ns/name`` is a live member of the gang, or one of the pods dropped with
+    its PodGroup (``GangState.orphans``, which ``why_pod`` explains too)."""
     if state.member_by_name(pod) is not None:
         return True
-    namespace, _, name = pod.partition("/")
-    return namespace == state.namespace and any(m.name == name
-                                                for m in state.orphans.values())
+    ns, _, name = pod.partition("/")
+    return ns == state.namespace and any(m.name == name for m in state.orphans.values())
 
 
 def find_gang_of_pod(states: Iterable[GangState], pod: str) -> GangState | None:
-    """The gang (first in gang id order) that knows pod ``ns/name`` (``knows_pod``: a live
-    member, or a pod dropped with the gang's deleted PodGroup), or ``None``; a gang with the
-    pod as a live member is preferred."""
-    ordered = sorted(states, key=lambda s: s.gang)
-    for state in ordered:
-        if state.member_by_name(pod) is not None:
-            return state
-    for state in ordered:
-        if knows_pod(state, pod):
+    """The gang (first in gang id order) whose live members, or pods dropped with its
+    PodGroup, include pod ``ns/name``, or ``None``."""
+    for state in sorted(states, key=lambda s: s.gang):
+        if _knows_pod(state, pod):
             return state
     return None
 
@@ -102,13 +94,13 @@ def find_gang_of_pod(states: Iterable[GangState], pod: str) -> GangState | None:
 def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = None
                 ) -> dict[str, Any]:
     """``why_pod`` for pod ``ns/name`` in gang ``gang`` (``None``: the gang whose members
-    know the pod, ``find_gang_of_pod``). Raises ``NotFound`` when the gang is unknown or the pod is
-    neither one of its live members nor a pod dropped with its deleted PodGroup."""
+    include the pod). Raises ``NotFound`` when the gang is unknown or the pod is not one of its
+    live members."""
     if gang is not None:
         state = states.get(gang)
         if state is None:
             raise NotFound(f"gang {gang} not found")
-        if not knows_pod(state, pod):
+        if not _knows_pod(state, pod):
             raise NotFound(f"pod {pod} is not a live member of gang {gang}")
     else:
         state = find_gang_of_pod(states.values(), pod)

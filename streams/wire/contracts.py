@@ -280,6 +280,9 @@ class GangSummaryRecord(_Timed):
     wanted_as_of: str | None = Field(
         default=None, description="RFC 3339: the sender asks for the receiver's summary as of "
                                   "at least this event time")
+    once_satisfied: bool = Field(
+        default=False, description="the sender's gang group was once satisfied (a member was "
+                                   "bound); absent = false")
 
     @field_validator("wanted_as_of")
     @classmethod
@@ -425,6 +428,7 @@ class GangSummaryView(_InputView):
     members: Annotated[int, Field(ge=0)]
     min_member: NotRequired[int | None]
     wanted_as_of: NotRequired[str | None]
+    once_satisfied: NotRequired[bool]
 
 
 class TickView(_InputView):

@@ -134,7 +134,8 @@ def _summary(rec: dict[str, Any], at: int) -> Decoded:
             raise _ByContract from None
     return Decoded(rec["to"], GangSummarized(
         at, rec["gang"], rec["to"], tuple(rec.get("groups", ())), rec["exists"],
-        rec["initialized"], rec["members"], rec.get("min_member"), wanted))
+        rec["initialized"], rec["members"], rec.get("min_member"), wanted,
+        bool(rec.get("once_satisfied", False))))
 
 
 def _ack(rec: dict[str, Any], at: int) -> Decoded:

@@ -101,7 +101,7 @@ def test_summaries_are_exchanged_only_when_they_change():
     # each gang's last sent summary equals its own current summary, and peers agree
     a, b = result.states["ml/a"], result.states["ml/b"]
     assert a.peers["ml/b"].members == 2 and b.peers["ml/a"].members == 2
-    assert a.sent_summary == (("ml/a", "ml/b"), True, True, 2, 2)
+    assert a.sent_summary == (("ml/a", "ml/b"), True, True, 2, 2, False)
 
 
 def test_history_explains_how_the_gang_got_here():

@@ -3,7 +3,8 @@ no live member of any gang (Koordinator v1.8.0 ``pkg/scheduler/plugins/coschedul
 gang_cache.go:295-310`` removes the gang with its children), yet the gang's state keeps it
 (``GangState.orphans``) and ``why_pod`` explains it; the query layer must route to it. Found on
 the real cluster tier (``tests/cluster/test_cluster_v18.py``, the deleted-PodGroup scenario),
-where ``gangstate explain pod`` answered ``not a live member of any known gang``."""
+where ``gangstate explain pod`` answered ``not a live member of any known gang`` (fixed on main
+in the same way, ``answers._knows_pod``)."""
 
 from __future__ import annotations
 

@@ -269,3 +269,26 @@ def test_p7_a_member_not_attempted_yet_is_told_so_without_naming_a_representativ
     _, store = run([pod("p0", 0), pod("p1", 0)], 30)
     why = why_pod(store["ns/g"], "ns/p1")
     assert (why["held_at"], [r["reason"] for r in why["reasons"]]) == (None, ["NotYetAttempted"])
+
+
+def test_m2_the_flag_belongs_to_the_gang_group_and_outlives_a_deleted_gang_of_it():
+    """Gangs a (minMember 1) and b (minMember 2) form one gang group; all three pods are bound
+    at t=5, so the group is OnceResourceSatisfied (K core/ganggroup.go:29-32: one flag on the
+    GangGroupInfo all gangs of the group share). b's two pods are deleted at t=20: gang b is
+    deleted with its last pod (K core/gang.go:298-302) but the GangGroupInfo stays while a
+    lives (K core/gang_cache.go:206-220). b's replacement b-2 at t=30 (1 of minMember 2) joins
+    a once-satisfied group: not held."""
+    groups = '["ns/a","ns/b"]'
+    a = {"gang": "ns/a", "min_available": "1", "groups": groups}
+    b = {"gang": "ns/b", "min_available": "2", "groups": groups}
+    records = [pod("a-0", 0, **a), pod("b-0", 0, **b), pod("b-1", 0, **b)]
+    records += [pod(name, 5, rv="2", type_="MODIFIED", node="n1", phase="Running", **kind)
+                for name, kind in (("a-0", a), ("b-0", b), ("b-1", b))]
+    records += [pod(name, 20, rv="3", type_="DELETED", node="n1", phase="Running", **b)
+                for name in ("b-0", "b-1")]
+    records += [pod("b-2", 30, **b)]
+    outputs, store = run(records, 60)
+    assert store["ns/a"].once_satisfied and store["ns/b"].once_satisfied
+    assert hold(store["ns/b"]) is None
+    assert [o["reason"] for o in outputs if o["schema"] == "gangstate.diagnostic/v1"
+            and o["observed_at"] > format_time(at(20))] == []
