@@ -43,13 +43,15 @@ worth a requeue when it is added, never retried (docs/cluster.md)."""
 
 #: namespace -> match policy of the once-satisfied scenarios (None: the default, once-satisfied)
 POLICIES: dict[str, str | None] = {"v18-once": None, "v18-war": "waiting-and-running",
-                                   "v18-ow": "only-waiting"}
+                                   "v18-ow": "only-waiting", "v18-once-big": None}
+#: namespace -> cpu of its replacement pod m-3 (default 100m); 100 cpu never fits (8-cpu nodes)
+REPLACEMENT_CPU = {"v18-once-big": "100"}
 
 
-def member(namespace: str, name: str) -> dict[str, Any]:
+def member(namespace: str, name: str, cpu: str = "100m") -> dict[str, Any]:
     """A pod of gang ``m`` (min-available 3) with the namespace's match policy."""
     policy = POLICIES[namespace]
-    return gang_pod(namespace, name, gang="m", min_available=3,
+    return gang_pod(namespace, name, gang="m", min_available=3, cpu=cpu,
                     annotations={MATCH_POLICY: policy} if policy else None)
 
 
@@ -106,9 +108,10 @@ def v18(chain: Chain, core_v1: client.CoreV1Api,
     """Create every scenario's first step at once, wait for the binds they need, then take
     every second step at once:
 
-    - ``v18-once``/``-war``/``-ow``: gang ``m``, min-available 3, 3 pods, bound; then 2 bound
-      pods deleted (not all: an annotation gang is deleted with its last pod, K
-      core/gang_cache.go:206-220) and one replacement ``m-3`` created;
+    - ``v18-once``/``-war``/``-ow``/``-once-big``: gang ``m``, min-available 3, 3 pods,
+      bound; then 2 bound pods deleted (not all: an annotation gang is deleted with its last
+      pod, K core/gang_cache.go:206-220) and one replacement ``m-3`` created (in
+      ``v18-once-big`` one that asks 100 cpu, more than any node has);
     - ``v18-nomin``: a PodGroup without ``spec.minMember`` and 2 pods;
     - ``v18-pgdel``: PodGroup ``pg`` (minMember 3) and 2 pods; then the PodGroup is deleted;
     - ``v18-groups``: gang ``b`` (min-available 1, 1 pod), bound; then ``a-0`` of gang ``a``
@@ -156,7 +159,8 @@ def v18(chain: Chain, core_v1: client.CoreV1Api,
     for namespace in POLICIES:
         wait_for(f"m-1, m-2 of {namespace} gone",
                  lambda ns=namespace: len(core_v1.list_namespaced_pod(ns).items) == 1, 30)
-        create(core_v1, custom_objects, [member(namespace, "m-3")])
+        create(core_v1, custom_objects,
+               [member(namespace, "m-3", REPLACEMENT_CPU.get(namespace, "100m"))])
     delete_podgroup(custom_objects, "v18-pgdel", "pg")
     create(core_v1, custom_objects, [gang_pod(
         "v18-groups", "a-0", gang="a", min_available=2, gates=(ENTRY_GATE,),
@@ -240,6 +244,39 @@ def test_once_satisfied_replacement_is_scheduled_without_a_warning(
     assert explain_fields(out)["Held at"] == "<none>"
     assert "GangMembersInsufficient" not in out
     record_scenario(core_v1, ns, v18)
+
+
+def test_once_satisfied_replacement_that_does_not_fit_fails_alone(
+        v18: Chain, core_v1: client.CoreV1Api) -> None:
+    """Once-satisfied, and the replacement m-3 asks 100 cpu of 8-cpu nodes: it passes
+    PreEnqueue and BeforePreFilter without gang checks (K core/core.go:213-216, 301-304), fails
+    Filter on its own, and AfterPostFilter rejects no gang for a once-satisfied group
+    (core.go:372-374): the scheduler's Events on m-3 are its own fit error, never a gang
+    rejection. gangstate warns no gang hold (2 of min-available 3 is no hold for such a
+    group) and starts no gang failure episode; explain says the pod is scheduled on its own and
+    held at Filter by its own fit error."""
+    ns = "v18-once-big"
+    try:
+        sched = wait_for("the scheduler's FailedScheduling on v18-once-big/m-3",
+                         lambda: scheduler_events(core_v1, ns, "m-3"), SETTLE)
+        assert set(reasons(sched)) == {"FailedScheduling"}
+        for e in sched:
+            assert e["message"].startswith("0/2 nodes are available: 2 Insufficient cpu."), e
+            assert "Gang" not in e["message"], e
+        # the grace period has long passed since m-3 was created (the tests above waited it)
+        for p in core_v1.list_namespaced_pod(ns).items:
+            assert [e for e in gangstate_events(core_v1, ns, p.metadata.name)
+                    if e["type"] == "Warning"] == [], p.metadata.name
+        out = explain(v18, f"{ns}/m-3")
+        assert explain_fields(out)["Held at"] == "Filter", out
+        assert ("  GangOnceSatisfied: gang v18-once-big/m was once satisfied (a member was "
+                "bound) and its match policy is once-satisfied: koord-scheduler v1.8.0 "
+                "schedules its later pods one by one, without gang checks\n") in out, out
+        assert "  PodUnschedulable: the pod's own last attempt failed: " in out, out
+        assert "; no other member has to fit with it\n" in out, out
+        record_scenario(core_v1, ns, v18)
+    finally:
+        delete_pods(core_v1, ns, ["m-3"])  # end its retries
 
 
 # ---------------------------------------------------------------------------------------------
