@@ -75,7 +75,8 @@ def explain_fields(text: str) -> dict[str, str]:
 
 
 def describe(core: client.CoreV1Api, namespace: str, chain: Chain) -> str:
-    """Every pod's Events in ``namespace`` plus the chain's log tails (for failure messages)."""
+    """Every pod's Events in ``namespace``, the chain's log tails and the scheduler's latest
+    log lines about the namespace (for failure messages)."""
     lines = []
     for p in core.list_namespaced_pod(namespace).items:
         lines.append(f"pod {namespace}/{p.metadata.name} node={p.spec.node_name}")
@@ -83,7 +84,21 @@ def describe(core: client.CoreV1Api, namespace: str, chain: Chain) -> str:
                   for e in pod_events(core, namespace, p.metadata.name)[-8:]]
     for name in ("watch", "worker", "sink"):
         lines.append(f"--- {name} log tail\n{chain.log_tail(name, 1500)}")
+    lines.append(f"--- koord-scheduler log lines of {namespace} (latest 15)")
+    lines += scheduler_log_lines(chain.cluster, namespace)[-15:]
     return "\n".join(lines)
+
+
+def scheduler_log_lines(cluster: Any, namespace: str) -> list[str]:
+    """The scheduler's log lines that name ``namespace/`` (a PreEnqueue refusal is written
+    nowhere else), without its ``in flight Pod isn't found`` noise (Koordinator #2559), each
+    cut at 300 characters."""
+    try:
+        text = cluster.log_path("koord-scheduler").read_text(errors="replace")
+    except OSError:
+        return []
+    return [line[:300] for line in text.splitlines()
+            if f"{namespace}/" in line and "in flight" not in line]
 
 
 def wait_gangstate_reasons(core: client.CoreV1Api, chain: Chain, namespace: str, pod_name: str,
