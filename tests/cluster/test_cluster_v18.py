@@ -333,7 +333,7 @@ def test_a_gang_refused_while_its_group_did_not_exist_is_not_retried(
     266-267), no Event. b-0 then came and was bound; its add activates only b-0
     (core/gang_cache.go:153-165) and its round hands out the pending pods of gang b only
     (NextPod walks the group of b, core.go:164-179): nothing retries a-0 (coscheduling.go:109-111,
-    KS scheduler.go:480-485), which stays Pending although every check would now pass it."""
+    KS scheduler.go:480-487), which stays Pending although every check would now pass it."""
     ns = "v18-groups-late"
     wait_bound(core_v1, v18, ns, ["b-0"])
     assert_stays_pending(core_v1, ns, ["a-0"], 5.0)
@@ -359,10 +359,11 @@ def test_podgroup_deleted_while_its_pods_remain(
     (gang_cache.go:124-149 only adds a pod on its own add/update), so nothing is retried; an
     update of each pod (a label) re-adds it as a child (onPodUpdate, gang_cache.go:177-190)
     but does not retry it either: Coscheduling registers no cluster event
-    (coscheduling.go:109-111), so kube-scheduler v1.35.2 never requeues a pod it refused
-    (KS scheduler.go:480-485). A third pod makes 3 children: its add activates it
-    (gang_cache.go:153-165), its round hands out the two others (core.go:150-190) and all
-    three are bound."""
+    (coscheduling.go:109-111), so kube-scheduler v1.35.2 requeues a pod it refused on no
+    event, its own update included (KS scheduler.go:480-487,
+    backend/queue/scheduling_queue.go:1063-1081). A third pod makes 3 children: its add
+    activates it (gang_cache.go:153-165), its round hands out the two others
+    (core.go:150-190) and all three are bound."""
     ns = "v18-pgdel"
     names = ["pg-0", "pg-1"]
     assert_stays_pending(core_v1, ns, names, 3.0)
@@ -439,7 +440,7 @@ def test_podgroup_created_after_its_pods_schedules_min_member_and_strands_the_re
     the representative, opens the round, NextPod hands out one more member (core.go:150-190),
     Permit sees 2 waiting >= 2 and the round succeeds: exactly 2 pods are bound. The third is
     never attempted and, refused before, is not retried (Coscheduling registers no cluster
-    event: coscheduling.go:109-111, KS scheduler.go:480-485) until kube-scheduler's 5-minute
+    event: coscheduling.go:109-111, KS scheduler.go:480-487) until kube-scheduler's 5-minute
     flush of unschedulable pods (KS backend/queue/scheduling_queue.go:942-958): it stays
     Pending with no Event although the gang checks would now pass it (once satisfied)."""
     ns = "v18-late-pg"
