@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything gangstate needs on a fresh machine, idempotently:
 #   - a Python 3.11+ virtualenv in .venv with gangstate (editable, its core compiled by mypyc)
-#     and its test extras;
+#     and its test extras, every package at the version and hash of the lock file
+#     requirements/test.txt (pip-compile from pyproject.toml; requirements/README.md);
 #   - Java 17 and Maven when missing (Debian packages; needs root);
 #   - the Kafka 4 broker jars from Maven Central, cached in ~/.cache/gangstate (or $GANGSTATE_CACHE);
 #   - with --cluster: the local control plane (etcd, kube-apiserver, koord-scheduler v1.8.0) built
@@ -40,7 +41,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.gangstate-installed
-want=$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml setup.py requirements/test.txt | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   if [ "${GANGSTATE_PURE_CORE:-0}" = 1 ]; then
     echo "installing gangstate and its packages into .venv (core left as Python) ..."
@@ -50,7 +51,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   # pip's output goes to a log shown only on failure (the build backend warns about editable
   # installs with a compiled top-level module, which is expected here)
-  if ! .venv/bin/python -m pip install -q -e '.[test]' >.venv/install.log 2>&1; then
+  # the locked packages (hashes checked), then gangstate itself, built with the locked
+  # setuptools and mypy (no build isolation: nothing unpinned is fetched to build it)
+  if ! { .venv/bin/python -m pip install -q --require-hashes -r requirements/test.txt &&
+         .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e '.[test]'; } \
+      >.venv/install.log 2>&1; then
     cat .venv/install.log >&2
     exit 1
   fi
@@ -61,7 +66,8 @@ fi
 if [ "${GANGSTATE_PURE_CORE:-0}" != 1 ] && ! .venv/bin/python -W ignore -c \
     'import sys, streams.core as c; sys.exit(0 if c.COMPILED else 1)' 2>/dev/null; then
   echo "compiling the core (streams/core) with mypyc ..."
-  if ! .venv/bin/python -m pip install -q --no-deps -e . >.venv/install.log 2>&1; then
+  if ! .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
+      >.venv/install.log 2>&1; then
     cat .venv/install.log >&2
     exit 1
   fi

@@ -3,12 +3,14 @@
 ``python bench/faust_ceiling.py [--gangs N] [--modes null,decode,fold]`` preloads a synthetic
 ``gang-events`` topic (8 partitions, like ``bench/run.py``) and, for each mode, starts a Faust
 worker process whose one agent reads it exactly as gangstate's worker does
-(``stream.take_events(500, 0.05)``, concurrency 1, the same app settings) and does:
+(``PatchedApp``, the batch path ``app.batches(topic, 500)``, concurrency 1) and does:
 
 - ``null``: nothing (counts the events): the ceiling of any Faust agent on this machine;
 - ``decode``: ``decode_input`` of each value;
 - ``fold``: ``decode_input`` and ``PartitionFold.feed`` into a dict per partition (no table, no
-  changelog, no outputs sent).
+  changelog, no outputs sent);
+- ``stock``: nothing, through Faust's own per-event path (``faust.App``,
+  ``stream.take_events(500, 0.01)``): what the batch path is measured against.
 
 Each prints records/s from the first event to the last; ``bench/run.py``'s end-to-end figure is
 the full worker (plus the table, its changelog and the outputs). Figures are in
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,22 +33,28 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-MODES = ("null", "decode", "fold")
+MODES = ("null", "decode", "fold", "stock")
 
 
 def agent_process() -> None:
     """The child: a Faust app with one agent of mode ``CEILING_MODE`` over ``CEILING_TOPIC``;
-    writes ``{"records", "seconds", "cpu_seconds"}`` (wall and process CPU time) to ``CEILING_OUT`` once ``CEILING_RECORDS`` are read."""
+    writes ``{"records", "seconds", "cpu_seconds"}`` (wall and process CPU time) to
+    ``CEILING_OUT`` once ``CEILING_RECORDS`` are read. Modes ``null``, ``decode`` and ``fold``
+    read the topic as the worker does (``PatchedApp``, ``batch_topic``, ``app.batches(topic,
+    BATCH)``); ``stock`` is Faust's own per-event path (``faust.App``, ``stream.take_events(BATCH,
+    0.01)``), doing nothing with the records."""
     import faust
 
-    from streams.worker.app import BATCH, BATCH_SECONDS
     from streams.core.fold import PartitionFold
     from streams.wire.decoding import decode_input
+    from streams.worker.app import BATCH, BUFFERED
+    from streams.worker.faust_patches import PatchedApp
 
     mode, want = os.environ["CEILING_MODE"], int(os.environ["CEILING_RECORDS"])
     out = Path(os.environ["CEILING_OUT"])
     partitions = int(os.environ["CEILING_PARTITIONS"])
-    app = faust.App(os.environ["CEILING_APP"], broker=f"kafka://{os.environ['CEILING_BOOT']}",
+    app_class = faust.App if mode == "stock" else PatchedApp
+    app = app_class(os.environ["CEILING_APP"], broker=f"kafka://{os.environ['CEILING_BOOT']}",
                     store="memory://", datadir=tempfile.mkdtemp(prefix="ceiling-"),
                     topic_partitions=partitions, consumer_auto_offset_reset="earliest",
                     web_enabled=False)
@@ -54,25 +63,36 @@ def agent_process() -> None:
     folds: dict[int, PartitionFold] = {}
     seen = {"n": 0, "t0": 0.0, "c0": 0.0}
 
-    @app.agent(topic, concurrency=1)
-    async def ceiling(stream):  # noqa: ANN001 - Faust's stream
-        async for events in stream.take_events(BATCH, within=BATCH_SECONDS):
-            if not seen["n"]:
-                seen["t0"], seen["c0"] = time.monotonic(), time.process_time()
-            for event in events:
+    def count(n: int) -> None:
+        if not seen["n"]:
+            seen["t0"], seen["c0"] = time.monotonic(), time.process_time()
+        seen["n"] += n
+        if seen["n"] >= want and not out.exists():
+            out.write_text(json.dumps({
+                "records": seen["n"], "seconds": time.monotonic() - seen["t0"],
+                "cpu_seconds": round(time.process_time() - seen["c0"], 2)}))
+
+    if mode == "stock":
+        @app.agent(topic, concurrency=1)
+        async def stock(stream):  # noqa: ANN001 - Faust's stream
+            async for events in stream.take_events(BATCH, within=0.01):
+                count(len(events))
+    else:
+        app.batch_topic(topic, max_buffered=BUFFERED)
+
+        @app.agent(topic, concurrency=1)
+        async def ceiling(stream):  # noqa: ANN001 - Faust's stream
+            async for messages in app.batches(topic, BATCH):
                 if mode != "null":
-                    decoded = decode_input(event.value)
-                    if mode == "fold" and decoded.record is not None:
-                        p = event.message.partition
-                        fold = folds.get(p)
-                        if fold is None:
-                            fold = folds[p] = PartitionFold({}, loopback=False)
-                        fold.feed(decoded.key, decoded.record)
-            seen["n"] += len(events)
-            if seen["n"] >= want and not out.exists():
-                out.write_text(json.dumps({
-                    "records": seen["n"], "seconds": time.monotonic() - seen["t0"],
-                    "cpu_seconds": round(time.process_time() - seen["c0"], 2)}))
+                    for message in messages:
+                        decoded = decode_input(message.value)
+                        if mode == "fold" and decoded.record is not None:
+                            p = message.partition
+                            fold = folds.get(p)
+                            if fold is None:
+                                fold = folds[p] = PartitionFold({}, loopback=False)
+                            fold.feed(decoded.key, decoded.record)
+                count(len(messages))
 
     faust.Worker(app, loglevel="warning", quiet=True).execute_from_commandline()
 
@@ -94,8 +114,12 @@ def run_mode(bootstrap: str, topic: str, records: int, mode: str, partitions: in
                                 stdout=subprocess.DEVNULL, stderr=open(Path(tmp) / "log", "wb"),
                                 start_new_session=True)
         spy = None
-        if profile:
-            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
+        spy_path = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or \
+            shutil.which("py-spy")
+        if profile and spy_path is None:
+            print("profile skipped: py-spy is not installed", flush=True)
+        elif profile:
+            spy = subprocess.Popen([spy_path, "record",
                                     "--pid", str(proc.pid), "--rate", "200", "--format", "raw",
                                     "-o", profile], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)

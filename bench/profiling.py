@@ -139,7 +139,11 @@ def native_fold_profile(gangs: int, out_path: str, seconds: float = 8.0) -> dict
             f"dec = [decode_input(v) for _k, v in synthetic.trace({gangs})]\n"
             f"t = time.monotonic()\nwhile time.monotonic() - t < {seconds}:\n"
             "    f = PartitionFold({})\n    for d in dec: f.feed(d.key, d.record)\n")
-    spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    import shutil
+
+    spy = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which("py-spy")
+    if spy is None:
+        return {"skipped": "py-spy is not installed"}
     with tempfile.TemporaryDirectory() as tmp:
         raw = os.path.join(tmp, "native.raw")
         subprocess.run([spy, "record", "--native", "--rate", "400", "--format", "raw", "-o",

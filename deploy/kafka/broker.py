@@ -41,7 +41,7 @@ import time
 import weakref
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, Sequence
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
@@ -381,6 +381,15 @@ class LocalKafka:
       picks free ports (bind to port 0), so several instances on one machine never collide.
     - ``heap``: the JVM's ``-Xmx`` value, e.g. ``"512m"``.
     - ``properties``: extra or overriding broker settings (``{"name": "value"}``), keyword only.
+    - ``listeners``: extra client listeners, keyword only, each named by its security protocol
+      (``"SSL"``, ``"SASL_SSL"``, ``"SASL_PLAINTEXT"``) and given a free port of its own
+      (:meth:`address`); the PLAINTEXT listener stays (the readiness probe and inter-broker
+      traffic use it). Their keystores and JAAS settings come through ``properties``
+      (``ssl.keystore.*``, ``sasl.enabled.mechanisms``,
+      ``listener.name.<listener>.<mechanism>.sasl.jaas.config``).
+    - ``scram``: SCRAM credentials written into the new cluster's metadata when it is formatted
+      (``kafka-storage format --add-scram``), e.g.
+      ``"SCRAM-SHA-512=[name=alice,password=alice-secret]"``, keyword only.
 
     Use :meth:`start` / :meth:`stop`, or ``with LocalKafka() as kafka: kafka.bootstrap``.
     """
@@ -393,12 +402,21 @@ class LocalKafka:
         heap: str = "512m",
         *,
         properties: Mapping[str, str] | None = None,
+        listeners: Sequence[str] = (),
+        scram: Sequence[str] = (),
     ) -> None:
         self._given_workdir = Path(workdir).resolve() if workdir is not None else None
         self._given_port = port
         self._given_controller_port = controller_port
         self.heap = heap
         self.extra_properties = dict(properties or {})
+        unknown = set(listeners) - {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}
+        if unknown:
+            raise BrokerError(f"unknown listener(s) {sorted(unknown)}: use SSL, SASL_SSL or "
+                              "SASL_PLAINTEXT")
+        self.extra_listeners = list(dict.fromkeys(listeners))
+        self.listener_ports: dict[str, int] = {}
+        self.scram = list(scram)
         self.workdir: Path | None = None
         self.port: int | None = None
         self.controller_port: int | None = None
@@ -419,6 +437,14 @@ class LocalKafka:
         if self.port is None or self._proc is None:
             raise BrokerError("LocalKafka is not started")
         return f"{_HOST}:{self.port}"
+
+    def address(self, listener: str) -> str:
+        """``"127.0.0.1:<port>"`` of the extra ``listener`` (``"SSL"``, ``"SASL_SSL"``,
+        ``"SASL_PLAINTEXT"``) of the running broker. Raises :class:`BrokerError` when the broker
+        is not started or has no such listener."""
+        if self._proc is None or listener not in self.listener_ports:
+            raise BrokerError(f"LocalKafka has no running {listener} listener")
+        return f"{_HOST}:{self.listener_ports[listener]}"
 
     @property
     def pid(self) -> int | None:
@@ -459,7 +485,7 @@ class LocalKafka:
             lib = fetch()
             self._prepare_workdir()
             auto_ports = self._given_port is None or self._given_controller_port is None
-            attempts = 3 if auto_ports else 1
+            attempts = 3 if auto_ports or self.extra_listeners else 1
             deadline = time.monotonic() + timeout
             for attempt in range(1, attempts + 1):
                 self._choose_ports()
@@ -470,11 +496,12 @@ class LocalKafka:
                     self._kill(timeout=5.0)
                     picked = {p for p, given in ((self.port, self._given_port),
                                                  (self.controller_port, self._given_controller_port))
-                              if not given}
+                              if not given} | set(self.listener_ports.values())
                     if attempt < attempts and self._ports_failed_to_bind() & picked:
                         continue  # a port we picked was taken since we probed it: pick again
                     self._cleanup_workdir()
                     self.port = self.controller_port = None
+                    self.listener_ports = {}
                     raise
                 _RUNNING.add(self)
                 return self.bootstrap
@@ -492,6 +519,7 @@ class LocalKafka:
             _RUNNING.discard(self)
             self._cleanup_workdir()
             self.port = self.controller_port = None
+            self.listener_ports = {}
 
     def __enter__(self) -> "LocalKafka":
         """Start (if not running) and return self."""
@@ -526,13 +554,15 @@ class LocalKafka:
 
     def _choose_ports(self) -> None:
         """Fill in the client and controller ports (free ones unless given)."""
-        free = free_ports(2)
+        free = free_ports(2 + len(self.extra_listeners))
         self.port = self._given_port or free[0]
         self.controller_port = self._given_controller_port or next(
             p for p in free if p != self.port
         )
         if self.port == self.controller_port:
             raise BrokerError(f"port and controller_port are both {self.port}")
+        spare = [p for p in free if p not in (self.port, self.controller_port)]
+        self.listener_ports = dict(zip(self.extra_listeners, spare))
 
     def server_properties(self) -> dict[str, str]:
         """Return the broker settings :meth:`start` writes (after ports and workdir are set).
@@ -542,15 +572,19 @@ class LocalKafka:
         delay; then ``properties`` given to the constructor override or add.
         """
         assert self.workdir is not None and self.port and self.controller_port
+        extra = [f"{name}://{_HOST}:{port}" for name, port in self.listener_ports.items()]
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": f"{_HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{_HOST}:{self.port},CONTROLLER://{_HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{_HOST}:{self.port}",
+            "listeners": ",".join([f"PLAINTEXT://{_HOST}:{self.port}",
+                                   f"CONTROLLER://{_HOST}:{self.controller_port}", *extra]),
+            "advertised.listeners": ",".join([f"PLAINTEXT://{_HOST}:{self.port}", *extra]),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(
+                ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT",
+                 *(f"{name}:{name}" for name in self.listener_ports)]),
             "log.dirs": str(self.workdir / "data"),
             "num.partitions": "8",
             "default.replication.factor": "1",
@@ -613,8 +647,10 @@ class LocalKafka:
         props_path.write_text("\n".join(lines) + "\n")
 
         self.cluster_id = self._run_tool(lib, deadline, "random-uuid").strip().splitlines()[-1]
+        scram = [arg for credential in self.scram for arg in ("--add-scram", credential)]
         self._run_tool(
-            lib, deadline, "format", "-t", self.cluster_id, "-c", str(props_path), "--standalone"
+            lib, deadline, "format", "-t", self.cluster_id, "-c", str(props_path), "--standalone",
+            *scram,
         )
 
         self._out = open(self.workdir / "logs" / "kafka.out", "wb")

@@ -176,16 +176,15 @@ class Shim:
         self.state = recover(acks, self.shim_id, self.groups)
         log.info("shim %s recovered fences for %d gang groups", self.shim_id,
                  len(self.state.fences))
-        self._producer = KafkaProducer(
-            bootstrap_servers=self.settings.bootstrap, client_id=f"gangstate-shim-{self.shim_id}",
+        self._producer = KafkaProducer(**self.settings.kafka_python(
+            client_id=f"gangstate-shim-{self.shim_id}",
             acks="all", enable_idempotence=True, retries=10, linger_ms=5,
             key_serializer=lambda k: None if k is None else k.encode("utf-8"),
-            value_serializer=lambda v: json.dumps(v, separators=(",", ":")).encode())
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap,
+            value_serializer=lambda v: json.dumps(v, separators=(",", ":")).encode()))
+        self._consumer = KafkaConsumer(**self.settings.kafka_python(
             group_id=f"{self.settings.app_id}-shim-{self.shim_id}",
             client_id=f"gangstate-shim-{self.shim_id}", enable_auto_commit=False,
-            auto_offset_reset="earliest")
+            auto_offset_reset="earliest"))
         # Subscribe only once the broker reports the topic's partitions: a group joined while a
         # just-created topic has no metadata yet is assigned nothing, and kafka-python rejoins
         # only at the next metadata refresh (metadata_max_age_ms, 5 minutes by default).
@@ -319,8 +318,8 @@ def read_acks(settings: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
     ``kafka.errors.KafkaError`` when the broker cannot be reached."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False,
-                             client_id="gangstate-shim-recovery")
+    consumer = KafkaConsumer(**settings.kafka_python(enable_auto_commit=False,
+                                                     client_id="gangstate-shim-recovery"))
     try:
         topic = settings.topics.gang_events
         parts = consumer.partitions_for_topic(topic) or set()

@@ -281,7 +281,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         settings = Settings.from_env()
         settings = Settings(bootstrap=bootstrap, topics=settings.topics,
                             partitions=settings.partitions, app_id=settings.app_id,
-                            fold=settings.fold)
+                            fold=settings.fold, security=settings.security)
         result = run_live(scenario, args.seed, settings, commands=not args.no_commands,
                           speed=args.speed)
     else:

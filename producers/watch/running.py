@@ -16,7 +16,6 @@ import random
 import signal
 import sys
 import threading
-from dataclasses import replace
 from typing import Any
 
 from producers.watch.watching import (DEFAULT_SCHEDULERS, Metrics, WatchConfig, Watcher,
@@ -54,9 +53,8 @@ def run_watch(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"gangstate watch: {err}", file=sys.stderr, flush=True)
         return 2
-    settings = Settings.from_env()
-    if args.bootstrap:
-        settings = replace(settings, bootstrap=args.bootstrap)
+    settings = Settings.from_env().with_flags(args.bootstrap, getattr(args, "prefix", None),
+                                              getattr(args, "kafka_security", None))
     if not settings.bootstrap:
         print("gangstate watch: set KAFKA_BOOTSTRAP_SERVERS or --bootstrap", file=sys.stderr,
               flush=True)
@@ -65,7 +63,8 @@ def run_watch(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, registry=metrics.registry)
+        start_http_server(args.metrics_port, addr=getattr(args, "metrics_bind", "127.0.0.1"),
+                          registry=metrics.registry)
     stop = threading.Event()
     watcher: Watcher | None = None
 

@@ -54,7 +54,9 @@ from producers.watch.scheduler_events import dominant_fit_reason, parse_schedule
 from streams.kafka.settings import Settings
 from streams.wire.contracts import CYCLE_SCHEMA, DEAD_LETTER_SCHEMA, KUBE_SCHEMA
 from streams.core.capacity import pod_requests
-from streams.core.spec import (gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
+from streams.core.spec import (ANNOTATION_MATCH_POLICY_ALIAS, LABEL_MIN_AVAILABLE_DEPRECATED,
+                               LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, PREFIX,
+                               gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
 from streams.core.timefmt import format_time
 
@@ -74,11 +76,91 @@ CAPACITY_RESOURCES = ("nodes", "boundpods")
 pod bound to a node (any scheduler's: they hold what the gang's members would need)."""
 
 
+GANG_LABELS = (LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED,
+               LABEL_MIN_AVAILABLE_DEPRECATED)
+"""The pod labels the fold reads (``streams.core.spec``: ``gang_of_pod``,
+``waits_for_podgroup``, ``settings_of_pod``); every other label stays out of ``gang-events``."""
+PUBLISHED_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
+                  "deletionTimestamp")
+"""The ``metadata`` fields of a published Pod or PodGroup besides its gang labels and
+annotations (docs/contracts.md, "The published Pod and PodGroup")."""
+
+
+def _gang_annotation(key: str) -> bool:
+    """An annotation the fold reads: Koordinator's ``gang.scheduling.koordinator.sh/*`` and the
+    ``pod-group.scheduling.sigs.k8s.io/match-policy`` alias (``streams.core.spec``)."""
+    return key.startswith(PREFIX) or key == ANNOTATION_MATCH_POLICY_ALIAS
+
+
+def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """The slimmed Pod or PodGroup that a ``gangstate.kube/v1`` record carries: exactly what
+    the fold reads (docs/contracts.md, "The published Pod and PodGroup"), so that container
+    env values, commands, images, volumes, other labels and annotations (such as
+    ``kubectl.kubernetes.io/last-applied-configuration``, a copy of the whole manifest) never
+    reach ``gang-events``:
+
+    - both: ``apiVersion``, ``kind``, ``metadata.{name, namespace, uid, resourceVersion,
+      creationTimestamp, deletionTimestamp}`` (those present) and the gang annotations
+      (``gang.scheduling.koordinator.sh/*``, ``pod-group.scheduling.sigs.k8s.io/match-policy``);
+    - a Pod: the gang labels (``GANG_LABELS``), ``spec.{nodeName, schedulingGates}`` and
+      ``status.phase``;
+    - a PodGroup: ``spec.{minMember, scheduleTimeoutSeconds}``.
+
+    Other resources (core/v1 Events) pass unchanged. Pure."""
+    if resource not in ("pods", "podgroups"):
+        return obj
+    meta = obj.get("metadata") or {}
+    out_meta: dict[str, Any] = {k: meta[k] for k in PUBLISHED_META if k in meta}
+    if resource == "pods":
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in GANG_LABELS}
+        if labels:
+            out_meta["labels"] = labels
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if _gang_annotation(k)}
+    if annotations:
+        out_meta["annotations"] = annotations
+    out: dict[str, Any] = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    out["metadata"] = out_meta
+    spec = obj.get("spec") or {}
+    if resource == "pods":
+        out["spec"] = {k: spec[k] for k in ("nodeName", "schedulingGates") if k in spec}
+        status = obj.get("status") or {}
+        out["status"] = {"phase": status["phase"]} if "phase" in status else {}
+    else:
+        out["spec"] = {k: spec[k] for k in ("minMember", "scheduleTimeoutSeconds")
+                       if k in spec}
+    return out
+
+
+def _requests(containers: Any) -> list[dict[str, Any]]:
+    """Containers reduced to their resource requests (and an init container's
+    ``restartPolicy``, which makes it a sidecar: ``streams.core.capacity.pod_requests``)."""
+    return [{"resources": {"requests": (c.get("resources") or {}).get("requests") or {}},
+             **({"restartPolicy": c["restartPolicy"]} if "restartPolicy" in c else {})}
+            for c in containers or []]
+
+
 def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """Keep of a Node or a bound Pod only what the per-node cache reads (name, uid,
-    resourceVersion; a Node's ``spec.unschedulable``, taints and ``status.allocatable``; a
-    Pod's node, container and init-container requests, overhead and phase), so that the
-    watcher's memory for a large cluster stays small. Other resources pass unchanged. Pure."""
+    """What the watcher keeps of an object it lists or watches, so that its memory for a large
+    cluster stays small and nothing it does not need (env values above all) is held:
+
+    - a Node or a bound Pod: only what the per-node cache reads (name, uid, resourceVersion; a
+      Node's ``spec.unschedulable``, taints and ``status.allocatable``; a Pod's node, container
+      and init-container requests, overhead and phase);
+    - a gang Pod or a PodGroup: its ``published`` shape; a Pod also keeps its containers'
+      requests and overhead, which the capacity facts of its cycle records need
+      (``GangRouter``), and which ``published`` leaves out of ``gang-events``.
+
+    core/v1 Events pass unchanged. Pure."""
+    if resource == "podgroups":
+        return published(resource, obj)
+    if resource == "pods":
+        out = published(resource, obj)
+        spec = obj.get("spec") or {}
+        out["spec"] = {**out["spec"], "containers": _requests(spec.get("containers")),
+                       "initContainers": _requests(spec.get("initContainers")),
+                       **({"overhead": spec["overhead"]} if spec.get("overhead") else {})}
+        return out
     if resource not in CAPACITY_RESOURCES:
         return obj
     meta = obj.get("metadata") or {}
@@ -90,14 +172,9 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         out["status"] = {"allocatable": status.get("allocatable") or {}}
         return out
 
-    def requests(containers: Any) -> list[dict[str, Any]]:
-        return [{"resources": {"requests": (c.get("resources") or {}).get("requests") or {}},
-                 **({"restartPolicy": c["restartPolicy"]} if "restartPolicy" in c else {})}
-                for c in containers or []]
-
     out["spec"] = {"nodeName": spec.get("nodeName"),
-                   "containers": requests(spec.get("containers")),
-                   "initContainers": requests(spec.get("initContainers")),
+                   "containers": _requests(spec.get("containers")),
+                   "initContainers": _requests(spec.get("initContainers")),
                    **({"overhead": spec["overhead"]} if spec.get("overhead") else {})}
     out["status"] = {"phase": status.get("phase")}
     return out
@@ -246,9 +323,10 @@ def event_count(event: Mapping[str, Any]) -> int:
 
 
 def kube_record(resource: str, type_: str, obj: dict[str, Any], at: int) -> dict[str, Any]:
-    """A ``gangstate.kube/v1`` record at event time ``at`` (microseconds)."""
+    """A ``gangstate.kube/v1`` record at event time ``at`` (microseconds); a Pod or PodGroup
+    goes in its ``published`` shape, whoever built ``obj`` (the watch streams, a dump)."""
     return {"schema": KUBE_SCHEMA, "observed_at": format_time(at), "resource": resource,
-            "type": type_, "object": obj}
+            "type": type_, "object": published(resource, obj)}
 
 
 def gang_group_of(gang: str, pod: Mapping[str, Any],

@@ -9,6 +9,7 @@ Where it sits: the CLI; each command parses its flags and hands them to the comp
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import click
 
@@ -41,13 +42,13 @@ READ_TIMEOUT = 90.0
               metavar="SECONDS", help="a watch connection silent this long is reconnected")
 @click.option("--queue-size", type=int, default=1000, show_default=True,
               help="watch events buffered before the watches are slowed")
-@click.option("--bootstrap", metavar="HOST:PORT[,...]",
-              help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)")
+@kafka_options
 def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
           namespace: tuple[str, ...], all_namespaces: bool, scheduler_name: tuple[str, ...],
-          no_podgroups: bool, http_port: int | None, web_port_alias: int | None,
-          metrics_port_alias: int | None, tick_interval: float, watch_timeout: int,
-          read_timeout: float, queue_size: int, bootstrap: str | None) -> int:
+          no_podgroups: bool, http_port: int | None, http_bind: str,
+          web_port_alias: int | None, metrics_port_alias: int | None, tick_interval: float, watch_timeout: int,
+          read_timeout: float, queue_size: int, bootstrap: str | None, prefix: str | None,
+          kafka_security: dict[str, Any]) -> int:
     """List and watch gang Pods, PodGroups and scheduler Events and publish them to the
     gang-events topic (Kafka from KAFKA_BOOTSTRAP_SERVERS)."""
     from producers.watch.running import run_watch
@@ -60,8 +61,9 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
         namespace=list(namespace), scheduler_name=list(scheduler_name),
         no_podgroups=no_podgroups,
         metrics_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
-        tick_interval=tick_interval, watch_timeout=watch_timeout, read_timeout=read_timeout,
-        queue_size=queue_size, bootstrap=bootstrap))
+        metrics_bind=http_bind, tick_interval=tick_interval, watch_timeout=watch_timeout, read_timeout=read_timeout,
+        queue_size=queue_size, bootstrap=bootstrap, prefix=prefix,
+        kafka_security=kafka_security))
 
 
 
@@ -85,8 +87,9 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
 @kafka_options
 def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run: bool,
          api: str, instance: str | None, input_: str | None, spam_burst: int,
-         spam_refill_seconds: float, http_port: int | None, web_port_alias: int | None,
-         metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None) -> int:
+         spam_refill_seconds: float, http_port: int | None, http_bind: str,
+         web_port_alias: int | None, metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None,
+         kafka_security: dict[str, Any]) -> int:
     """Consume the diagnostics topic (consumer group <app id>-event-sink) and write one
     Kubernetes Event per (involved object, reason, field), deduped and counted like client-go's
     event recorder; idempotent across restarts and replays (docs/events.md)."""
@@ -98,7 +101,8 @@ def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run:
         api=api, instance=instance, input=input_, spam_burst=spam_burst,
         spam_refill_seconds=spam_refill_seconds,
         metrics_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
-        bootstrap=bootstrap, prefix=prefix))
+        metrics_bind=http_bind, bootstrap=bootstrap, prefix=prefix,
+        kafka_security=kafka_security))
 
 
 @click.command(short_help="simulate a Koordinator-like gang scheduler with gangstate in the loop")

@@ -2,14 +2,16 @@
 
 Where it sits: the CLI, below its command modules. One spelling per meaning, after kubectl:
 ``-n/--namespace``, ``-A/--all-namespaces``, ``-o/--output``, ``--kubeconfig``/``--context``/
-``--in-cluster``, ``--bootstrap``/``--prefix`` for Kafka, and ``--http-port`` on every long-running
-command (its older spellings ``--web-port`` and ``--metrics-port`` stay accepted, hidden).
+``--in-cluster``, ``--bootstrap``/``--prefix`` and the security flags for Kafka, and
+``--http-port`` with ``--http-bind`` (default 127.0.0.1) on every long-running command (the
+port's older spellings ``--web-port`` and ``--metrics-port`` stay accepted, hidden).
 
 Must not: start anything.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from datetime import datetime, timezone
@@ -80,14 +82,59 @@ def _apply(f: F, *decorators: Callable[[F], F]) -> F:
     return f
 
 
+SECURITY_FLAGS = ("security_protocol", "sasl_mechanism", "sasl_username",
+                  "sasl_password_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile")
+"""The security flags' parameter names (``KafkaSecurity`` fields, plus the password file)."""
+
+
+def kafka_security_options(f: F) -> F:
+    """``--security-protocol``, ``--sasl-mechanism``, ``--sasl-username``,
+    ``--sasl-password-file``, ``--ssl-cafile``, ``--ssl-certfile``, ``--ssl-keyfile``: how to
+    connect to a secured Kafka (each defaults to its ``KAFKA_*`` variable; the password only
+    from ``KAFKA_SASL_PASSWORD`` or a file, never a flag, so it stays out of ``ps``). The
+    command receives them as one ``kafka_security`` dict (field -> value, ``None``: not
+    given), for ``Settings.with_flags``."""
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["kafka_security"] = {name: kwargs.pop(name) for name in SECURITY_FLAGS}
+        return f(*args, **kwargs)
+
+    return _apply(
+        wrapper,  # type: ignore[arg-type]
+        click.option("--security-protocol",
+                     type=click.Choice(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+                     default=None, help="Kafka security.protocol "
+                                        "(default: $KAFKA_SECURITY_PROTOCOL or PLAINTEXT)"),
+        click.option("--sasl-mechanism",
+                     type=click.Choice(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+                     default=None, help="Kafka sasl.mechanism (default: $KAFKA_SASL_MECHANISM "
+                                        "or PLAIN)"),
+        click.option("--sasl-username", metavar="USER", default=None,
+                     help="SASL user (default: $KAFKA_SASL_USERNAME)"),
+        click.option("--sasl-password-file", metavar="PATH", default=None,
+                     help="file holding the SASL password (default: $KAFKA_SASL_PASSWORD or "
+                          "$KAFKA_SASL_PASSWORD_FILE)"),
+        click.option("--ssl-cafile", metavar="PEM", default=None,
+                     help="CA certificates to trust (default: $KAFKA_SSL_CAFILE or the "
+                          "system's)"),
+        click.option("--ssl-certfile", metavar="PEM", default=None,
+                     help="client certificate, for brokers that ask for one "
+                          "(default: $KAFKA_SSL_CERTFILE)"),
+        click.option("--ssl-keyfile", metavar="PEM", default=None,
+                     help="key of the client certificate (default: $KAFKA_SSL_KEYFILE)"),
+    )
+
+
 def kafka_options(f: F) -> F:
-    """``--bootstrap`` and ``--prefix``: which Kafka and which topics."""
+    """``--bootstrap`` and ``--prefix`` (which Kafka and which topics) and the security flags
+    (``kafka_security_options``)."""
     return _apply(
         f,
         click.option("--bootstrap", metavar="HOST:PORT[,...]",
                      help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)"),
         click.option("--prefix", help="topic prefix (default: $GANGSTATE_TOPIC_PREFIX or "
                                       "'gangstate.')"),
+        kafka_security_options,
     )
 
 
@@ -108,13 +155,21 @@ def check_kube_options(kubeconfig: str | None, in_cluster: bool) -> None:
         raise click.UsageError("--kubeconfig and --in-cluster exclude each other")
 
 
+HTTP_BIND = "127.0.0.1"
+"""Where an HTTP server of gangstate listens unless ``--http-bind`` says otherwise: loopback
+only, so that nothing is exposed by default (the Deployments pass ``--http-bind 0.0.0.0``)."""
+
+
 def http_port_option(help: str) -> Callable[[F], F]:
-    """``--http-port PORT`` (hidden old spellings: ``--web-port``, ``--metrics-port``); the
-    command receives ``http_port`` (``None``: no HTTP server)."""
+    """``--http-port PORT`` (hidden old spellings: ``--web-port``, ``--metrics-port``) and
+    ``--http-bind ADDRESS`` (default ``HTTP_BIND``); the command receives ``http_port``
+    (``None``: no HTTP server) and ``http_bind``."""
     def decorate(f: F) -> F:
         return _apply(
             f,
             click.option("--http-port", type=int, metavar="PORT", default=None, help=help),
+            click.option("--http-bind", metavar="ADDRESS", default=HTTP_BIND, show_default=True,
+                         help="address the HTTP server listens on (0.0.0.0: every interface)"),
             click.option("--web-port", "web_port_alias", type=int, hidden=True, default=None),
             click.option("--metrics-port", "metrics_port_alias", type=int, hidden=True,
                          default=None),

@@ -8,26 +8,23 @@ Kafka is found with ``KAFKA_BOOTSTRAP_SERVERS`` (or ``--bootstrap``), topics wit
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from streams.cli.options import _at, http_port_option, kafka_options
 from streams.cli.options import http_port as chosen_port
-from streams.kafka.settings import Settings, Topics
+from streams.kafka.settings import KafkaSecurity, Settings
 
 
-def kafka_settings(bootstrap: str | None, prefix: str | None) -> Settings:
-    """The environment's settings with ``--bootstrap`` and ``--prefix`` applied."""
-    settings = Settings.from_env()
-    if bootstrap:
-        settings = dataclasses.replace(settings, bootstrap=bootstrap)
-    if prefix:
-        settings = dataclasses.replace(settings, topics=Topics(prefix))
-    return settings
+def kafka_settings(bootstrap: str | None, prefix: str | None,
+                   kafka_security: dict[str, Any] | None = None) -> Settings:
+    """The environment's settings with ``--bootstrap``, ``--prefix`` and the security flags
+    applied (``Settings.with_flags``)."""
+    return Settings.from_env().with_flags(bootstrap, prefix, kafka_security)
 
 
 def _need_kafka(settings: Settings, command: str) -> bool:
@@ -47,7 +44,7 @@ def _need_kafka(settings: Settings, command: str) -> bool:
                    "gangstate wrote on each pod (about 75 s once built)")
 @kafka_options
 def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
-         prefix: str | None) -> int:
+         prefix: str | None, kafka_security: dict[str, Any]) -> int:
     """Start the local single-node Kafka (unless KAFKA_BOOTSTRAP_SERVERS is set) and a worker,
     replay the bundled traces (or TRACE...), print the diagnostics and commands read back from
     Kafka, compare them with the offline fold, and stop everything started. Exit 0 when both
@@ -55,7 +52,7 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
     from streams.dev.demo import run_demo
 
     traces = [Path(p) for p in trace] if trace else None
-    settings = kafka_settings(bootstrap, prefix)
+    settings = kafka_settings(bootstrap, prefix, kafka_security)
 
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt
@@ -63,7 +60,7 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
     # SIGTERM (kill, timeout, a CI cancel) stops the demo as Ctrl-C does: everything it
     # started is stopped on the way out
     signal.signal(signal.SIGTERM, interrupt)
-    if settings.bootstrap and not _kafka_reachable(settings.bootstrap):
+    if settings.bootstrap and not _kafka_reachable(settings.bootstrap, settings.security):
         print(f"gangstate demo: cannot reach Kafka at {settings.bootstrap} "
               f"(KAFKA_BOOTSTRAP_SERVERS); unset it to use a local one", file=sys.stderr)
         return 1
@@ -86,36 +83,59 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
         return 130
 
 
-def _kafka_reachable(bootstrap: str, timeout: float = 5.0) -> bool:
-    """Whether any broker of ``host:port[,host:port]`` answers a metadata request."""
-    from streams.dev.localkafka import broker_module
+def _kafka_reachable(bootstrap: str, security: KafkaSecurity | None = None,
+                     timeout: float = 5.0) -> bool:
+    """Whether any broker of ``host:port[,host:port]`` answers a metadata request, spoken
+    with ``security`` (TLS and SASL as every other client; ``None``: PLAINTEXT): a broker that
+    refuses the handshake or the credentials counts as unreachable. ``timeout``: seconds per
+    broker."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
 
-    module = broker_module()
+    config = (security or KafkaSecurity()).kafka_python()
     for address in bootstrap.split(","):
         try:
-            module.metadata(address.strip(), timeout)
-            return True
-        except (OSError, ValueError, module.BrokerError):
+            probe = KafkaConsumer(bootstrap_servers=address.strip(), group_id=None,
+                                  client_id="gangstate-probe",
+                                  bootstrap_timeout_ms=int(timeout * 1000),
+                                  request_timeout_ms=int(timeout * 1000),
+                                  **config)
+        except (KafkaError, OSError, ValueError):
             continue
+        try:
+            probe.topics()  # a metadata request
+            return True
+        except (KafkaError, OSError, ValueError):
+            continue
+        finally:
+            probe.close()
     return False
 
 
 @click.command(short_help="run the Faust worker (fold + decisions)")
 @kafka_options
 @http_port_option("serve the worker's views (/gangs, /pods/.../why) and /metrics on "
-                  "127.0.0.1:PORT (default: off)")
+                  "this port (default: off)")
+@click.option("--advertise-host", metavar="HOST", default=None,
+              help="address the other workers forward requests for this worker's gangs to "
+                   "(default: $POD_IP, else --http-bind unless it is 0.0.0.0, else the host "
+                   "name)")
 @click.option("--loglevel", default="warning", show_default=True, help="Faust log level")
-def worker(bootstrap: str | None, prefix: str | None, http_port: int | None,
-           web_port_alias: int | None, metrics_port_alias: int | None, loglevel: str) -> int:
+def worker(bootstrap: str | None, prefix: str | None, kafka_security: dict[str, Any],
+           http_port: int | None, http_bind: str, web_port_alias: int | None,
+           metrics_port_alias: int | None, advertise_host: str | None, loglevel: str) -> int:
     """Consume gang-events, keep the gang table, write diagnostics, commands and dead letters.
-    Runs until SIGINT/SIGTERM."""
-    from streams.worker.app import run_worker
+    Runs until SIGINT/SIGTERM. With --http-port, any worker answers a view for any gang: a
+    request for a gang another worker owns is forwarded to the address that worker
+    advertises."""
+    from streams.worker.app import advertised_host, run_worker
 
     port = chosen_port(http_port, web_port_alias, metrics_port_alias)
-    settings = kafka_settings(bootstrap, prefix)
+    settings = kafka_settings(bootstrap, prefix, kafka_security)
     if not _need_kafka(settings, "worker"):
         return 2
-    run_worker(settings, web_port=port, loglevel=loglevel)
+    run_worker(settings, web_port=port, web_bind=http_bind,
+               web_host=advertise_host or advertised_host(http_bind), loglevel=loglevel)
     return 0
 
 
@@ -130,14 +150,15 @@ def worker(bootstrap: str | None, prefix: str | None, http_port: int | None,
                    "file after file")
 @kafka_options
 def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: bool,
-           merge_by_time: bool, bootstrap: str | None, prefix: str | None) -> int:
+           merge_by_time: bool, bootstrap: str | None, prefix: str | None,
+           kafka_security: dict[str, Any]) -> int:
     """Publish each record of the traces, keyed by gang id, with acks=all; pods of no gang are
     dropped and counted; malformed lines are reported with their line number and skipped. Ends
     with one tick per partition at --at."""
     from producers.replay import file_lines, merged_by_time, replay as publish
     from producers.watch.dump import trace_lines
 
-    settings = kafka_settings(bootstrap, prefix)
+    settings = kafka_settings(bootstrap, prefix, kafka_security)
     if not _need_kafka(settings, "replay"):
         return 2
     tick_at = None if no_tick else _at(at)
@@ -164,12 +185,12 @@ def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: 
 @click.option("--schema", help="only records with this schema (e.g. gangstate.cycle/v1)")
 @kafka_options
 def tap(topic: str, from_beginning: bool, follow: bool, schema: str | None,
-        bootstrap: str | None, prefix: str | None) -> int:
+        bootstrap: str | None, prefix: str | None, kafka_security: dict[str, Any]) -> int:
     """Read TOPIC without joining a consumer group and print each value as one JSON line.
     TOPIC may be short (gang-events, diagnostics, commands, dead-letters)."""
     from streams.kafka.reading import NoSuchTopic, tap as read
 
-    settings = kafka_settings(bootstrap, prefix)
+    settings = kafka_settings(bootstrap, prefix, kafka_security)
     if not _need_kafka(settings, "tap"):
         return 2
     try:

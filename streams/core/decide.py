@@ -167,14 +167,14 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
         return (f"gang {gang} was removed from the scheduler's gang cache with its PodGroup "
                 f"{f['podgroup_deleted'] or ''}".rstrip() + f"; its {f['orphaned']} remaining "
                 f"{_plural(f['orphaned'], 'pod is', 'pods are')} held at PreEnqueue (can't find "
-                f"gang) until the PodGroup exists again and each pod is updated or recreated")
+                f"gang) until the PodGroup exists again and each pod is created again")
     if reason == "GangMembersInsufficient" and f.get("orphaned"):
         missing = f["min_member"] - f["members"]
         return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods as the "
                 f"scheduler counts them: {f['orphaned']} "
                 f"{_plural(f['orphaned'], 'pod was', 'pods were')} dropped from the gang with "
                 f"its deleted PodGroup and {_plural(f['orphaned'], 'counts', 'count')} again "
-                f"only once updated or recreated; scheduling is held at PreEnqueue until "
+                f"only once created again; scheduling is held at PreEnqueue until "
                 f"{missing} more {_plural(missing, 'counts', 'count')}")
     if reason == "GangNotInitialized":
         return (f"gang {gang} is not initialized: {f['members']} "
@@ -215,6 +215,16 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
                 f"scheduling gates; no longer held at PreEnqueue")
     if reason == "GangScheduled":
         return f"gang {gang} is scheduled: {f['bound']} of minMember {f['min_member']} pods bound"
+    if reason == "GangMembersStranded":
+        n = len(f["stranded"])
+        shown = ", ".join(f["stranded"][:GATED_NAMES_SHOWN]) + (
+            f" and {n - GATED_NAMES_SHOWN} more" if n > GATED_NAMES_SHOWN else "")
+        return (f"gang {gang}: {shown} {_plural(n, 'was', 'were')} refused at PreEnqueue and "
+                f"koord-scheduler will not retry {_plural(n, 'it', 'them')}: it runs PreEnqueue "
+                f"again only for a pod being created, and no round of the gang group has "
+                f"handed {_plural(n, 'it', 'them')} out in {f['after_seconds']}s; delete "
+                f"{_plural(n, 'it', 'them')} so that {_plural(n, 'its', 'their')} controller "
+                f"creates {_plural(n, 'it', 'them')} again")
     if reason == "GangSpecInvalid" and f["field"] == "groups" and f["value"] == f["effective"]:
         return (f"gang {gang}: groups {f['value']} does not list the gang itself; the scheduler "
                 f"uses the list as written, so {gang} is not a member of its own gang group")
@@ -961,6 +971,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     at = max(rec.at, before.clock) if isinstance(rec, GangSummarized) else rec.at
     state = _decide_spec(before, state, rec, at, out)
     state = _decide_hold(state, at, out, settings.refresh_micros)
+    state = track_refusals(before, state, rec, at)
     state = resend_to_joined(before, state, rec, at, out)
     state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):
@@ -971,4 +982,119 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
         state = _decide_elect(before_rep, state, rec, out)
     state = _decide_scheduled(state, at, out)
     state = _decide_summaries(before, state, rec, at, out)
+    return state, out
+
+
+STRANDED_SECONDS = 120.0
+"""Default ``FoldSettings.stranded_seconds``: after a PreEnqueue hold ended, how long a member
+refused during it may go without an attempt before it is told stranded. koord-scheduler
+v1.8.0 hands out a gang group's members one per cycle as soon as its representative is
+popped (K = ``pkg/scheduler/plugins/coscheduling/``, ``core/core.go:150-187``), about a
+second per round on the recorded cluster; two minutes leave room for a long scheduling
+queue."""
+
+
+def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int) -> GangState:
+    """Mark the members Coscheduling refuses at PreEnqueue, and when the hold ends.
+
+    While the gang is held (``held_since``), every pending member without scheduling gates is
+    refused at PreEnqueue (no Event; K ``coscheduling.go:122-128``): all of them when the hold
+    begins, a member that joins or changes during it as it comes (``Member.refused_at``). A
+    gated member is left out: its gates' plugin refused it, and that plugin requeues it when
+    the gates are removed (KS ``framework/plugins/schedulinggates/scheduling_gates.go``). When
+    the hold ends, ``released_at`` is set, and ``released_attempted`` when the scheduler first
+    attempts a member after that (a round ran). The gang's first bind (no member was bound
+    before) means its group was allowed at Permit, which ends the round: a pending member
+    without an attempt then is marked too (it was refused behind the representative or as
+    not yet attempted, K ``core/core.go:228-240``), and the bind counts as the attempt. Why it matters (KS = kubernetes v1.35.2
+    ``pkg/scheduler/``): a refused pod waits in the scheduling queue's unschedulable pods;
+    Coscheduling registers no cluster events (K ``coscheduling.go:109-112``), so no event and
+    not the 5-minute flush moves it (KS ``backend/queue/scheduling_queue.go:1225-1229``), and a
+    pod update does not either (no queueing hint, ``scheduling_queue.go:1062-1082,456-501``);
+    the gang cache activates only a pod being created (K ``core/gang_cache.go:153-165``) or
+    one child when a PodGroup makes the gang complete (``core/gang_cache.go:236-249``). The
+    refused pod moves again only when a round of its gang group hands it out (NextPod,
+    ``core/core.go:150-187``), and a round ends when the group is allowed at Permit (its
+    context cleared, ``core/core.go:192-194``) or every pending member was attempted."""
+    if state.held_since is not None:
+        if before.held_since is None:
+            refused = {uid: m._replace(refused_at=at) for uid, m in state.members.items()
+                       if m.pending and not m.gates and m.refused_at is None}
+            for uid, m in refused.items():
+                state.put_member(uid, m)
+        elif isinstance(rec, PodObserved):
+            changed = state.members.get(rec.uid)
+            if changed is not None and changed.pending and not changed.gates \
+                    and changed.refused_at is None:
+                state.put_member(rec.uid, changed._replace(refused_at=at))
+        if state.released_at is not None or state.stranded_told \
+                or state.released_attempted is not None:
+            state.released_at, state.stranded_told = None, False
+            state.released_attempted = None
+    elif before.held_since is not None:
+        state.released_at, state.stranded_told, state.released_attempted = at, False, None
+    elif isinstance(rec, CycleObserved) and state.released_at is not None \
+            and state.released_attempted is None and rec.at >= state.released_at \
+            and not (rec.stage == "PreEnqueue" and rec.status != "Success"):
+        state.released_attempted = rec.at
+    if state.held_since is None and before.n_bound == 0 and state.n_bound > 0 \
+            and state.n_pending > state.n_refused:
+        # the gang's first bind: its group was allowed at Permit and the round's context
+        # cleared (K core/core.go:192-194); a member the round did not hand out was refused
+        # at PreEnqueue behind the representative or as not yet attempted (K core/core.go:
+        # 228-240) and nothing retries it either
+        left = {uid: m._replace(refused_at=at) for uid, m in state.members.items()
+                if m.pending and not m.gates and m.refused_at is None
+                and (m.status is None or m.stage == "PreEnqueue")}
+        for uid, m in left.items():
+            state.put_member(uid, m)
+        if left and state.released_at is None:
+            state.released_at, state.stranded_told = at, False
+        if state.released_attempted is None and state.released_at is not None:
+            state.released_attempted = at
+    return state
+
+
+def stranded_members(state: GangState) -> list[str]:
+    """Names (sorted) of the pending members refused at PreEnqueue during the gang's last hold
+    and not attempted since (``Member.refused_at``), while the gang is not held."""
+    if state.held_since is not None or not state.n_refused:
+        return []
+    return sorted(m.name for m in state.members.values()
+                  if m.refused_at is not None and m.pending)
+
+
+def stranded_due(state: GangState, settings: "FoldSettings") -> int | None:
+    """When refused members are due to be told stranded (microseconds of event time):
+    ``stranded_seconds`` after the scheduler first attempted a member since the hold ended (a
+    round ran and may leave them out; ``released_attempted``), or after the hold ended for a
+    gang that is not in its own gang group (a round of that group never hands out its pods,
+    K ``core/core.go:164-179``); once per release.
+    Without such evidence (the scheduler may be down or its queue long) nothing is said.
+    ``None`` when no member is refused, the gang is held, or the release was told."""
+    if not state.n_refused or state.held_since is not None or state.released_at is None \
+            or state.stranded_told:
+        return None
+    spec = state.spec
+    if state.released_attempted is not None:
+        return state.released_attempted + settings.stranded_micros
+    if spec is None or state.gang in spec.groups:
+        return None
+    return state.released_at + settings.stranded_micros
+
+
+def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit ``GangMembersStranded`` at ``at`` for the members still refused since the gang's
+    last hold (``stranded_members``; facts ``stranded`` [names], ``after_seconds`` [whole
+    seconds since the hold ended]), naming only those pods. Marks the release as told."""
+    out: list[dict[str, Any]] = []
+    names = stranded_members(state)
+    state.stranded_told = True
+    if names and state.released_at is not None:
+        facts = {"stranded": names, "after_seconds": (at - state.released_at) // 1_000_000}
+        digest = facts_digest({"reason": "GangMembersStranded", "stranded": names})
+        if state.emitted.get("GangMembersStranded") != digest:
+            uids = tuple(uid for uid, m in state.members.items() if m.name in names)
+            out.append(diagnostic(state, "GangMembersStranded", facts, at, uids))
+            state.emitted = {**state.emitted, "GangMembersStranded": digest}
     return state, out

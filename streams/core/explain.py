@@ -69,7 +69,26 @@ def findings(state: GangState) -> list[dict[str, Any]]:
         add("GangCycleRejected", cycle)
     if scheduled and spec is not None:
         add("GangScheduled", {"bound": state.bound, "min_member": spec.min_member})
+    stranded = stranded_finding(state)
+    if stranded is not None:
+        out.append(stranded)
     return out
+
+
+def stranded_finding(state: GangState) -> dict[str, Any] | None:
+    """``GangMembersStranded`` as a finding once it was told (``decide.warn_stranded``) and
+    while some of its members are still refused and pending: facts ``stranded`` (names) and
+    ``after_seconds`` (whole seconds of event time since the hold ended, at the gang's
+    clock)."""
+    if not state.stranded_told or state.released_at is None:
+        return None
+    names = decide.stranded_members(state)
+    if not names:
+        return None
+    facts = {"stranded": names, "after_seconds": (state.clock - state.released_at) // 1_000_000}
+    return {"reason": "GangMembersStranded", "type": "Warning",
+            "message": decide.message(state.gang, "GangMembersStranded", facts), "facts": facts,
+            "since": format_time(state.released_at)}
 
 
 def deletion(state: GangState) -> str | None:
@@ -206,6 +225,13 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
         elif member.gated:
             pass  # its gates hold it at PreEnqueue whatever its last cycle said (a gated pod
             # that NextPod handed out fails to bind and goes back to the queue)
+        elif (stranded := stranded_finding(state)) is not None \
+                and member.name in stranded["facts"]["stranded"]:
+            held_at, held_by = "PreEnqueue", "Coscheduling, refused earlier and not retried"
+            result["reasons"].append({k: stranded[k] for k in ("reason", "facts", "message")})
+            result["unblock"].append(
+                f"delete {pod} so that its controller creates it again (or create it again "
+                f"yourself): koord-scheduler runs PreEnqueue again only for a pod being created")
         elif decide.skips_gang_checks(state) and member.pending:
             held_at = _explain_on_its_own(state, member, result)
         elif (episode := unschedulable(state)) is not None:
@@ -283,16 +309,19 @@ def _explain_orphan(state: GangState, orphan: Any, result: dict[str, Any]) -> No
         result["reasons"].append({"reason": held[0], "facts": held[1],
                                   "message": decide.message(state.gang, *held)})
     pg = state.gang.split("/", 1)[1]
+    # an update makes the pod a child again (K core/gang_cache.go:177-190) but runs no
+    # PreEnqueue (seen on the real scheduler, docs/cluster.md): only a pod created again moves
     if state.podgroup is None:
         result["unblock"].append(
             f"create PodGroup {state.gang} again (scheduling.sigs.k8s.io/v1alpha1, with "
-            f"spec.minMember), then update each of its pods (for example add a label) or "
-            f"recreate them: the scheduler's gang cache counts a pod only from its next event")
+            f"spec.minMember), then delete the gang's pods so that their controller creates "
+            f"them again: the scheduler forgot them with the old PodGroup and runs PreEnqueue "
+            f"again only for a pod being created")
     else:
         result["unblock"].append(
-            f"update this pod (for example add a label) or recreate it: PodGroup {pg} was "
-            f"created again, but the scheduler's gang cache counts a pod only from its next "
-            f"event")
+            f"delete this pod so that its controller creates it again: PodGroup {pg} was "
+            f"created again, but the scheduler forgot the pod with the old one and runs "
+            f"PreEnqueue again only for a pod being created")
 
 
 def _explain_on_its_own(state: GangState, member: Any, result: dict[str, Any]) -> str | None:

@@ -58,6 +58,9 @@ class FoldSettings:
     ``DefaultPodMaxInUnschedulablePodsDuration`` 5 min plus the 10 s maximum backoff,
     ``pkg/scheduler/backend/queue/scheduling_queue.go:66,83``, so a gang retried only that
     rarely is still one episode; docs/contracts.md, "Failure episodes").
+    ``stranded_seconds``: how long after a PreEnqueue hold ended a member refused during it
+    and not attempted since is told ``GangMembersStranded`` (default 120 s:
+    ``decide.STRANDED_SECONDS``).
     """
 
     grace_seconds: float = 10.0
@@ -67,6 +70,12 @@ class FoldSettings:
     refresh_seconds: float = 10.0
     episode_settle_seconds: float = 10.0
     episode_quiet_seconds: float = episode.QUIET_SECONDS
+    stranded_seconds: float = decide.STRANDED_SECONDS
+
+    @property
+    def stranded_micros(self) -> int:
+        """``stranded_seconds`` in microseconds."""
+        return int(self.stranded_seconds * 1_000_000)
 
     @property
     def settle_micros(self) -> int:
@@ -188,10 +197,13 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
         updated = Member(rec.name, rec.resource_version, rec.node, rec.phase, rec.terminating,
                          rec.settings, rec.waits_for_podgroup, gates=rec.gates)
     else:
+        # an update re-runs no PreEnqueue for a pod Coscheduling refused (it registers no
+        # queueing hint, KS backend/queue/scheduling_queue.go:1062-1082,456-501): still refused
         updated = Member(rec.name, rec.resource_version, rec.node, rec.phase, rec.terminating,
                          member.settings if member.settings == rec.settings else rec.settings,
                          rec.waits_for_podgroup, member.stage, member.status, member.reason,
-                         member.cycle, member.gates if member.gates == rec.gates else rec.gates)
+                         member.cycle, member.gates if member.gates == rec.gates else rec.gates,
+                         member.refused_at)
     new = state.copy()
     new.put_member(rec.uid, updated)
     new.tombstones = tombstones
@@ -299,9 +311,11 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     if found is not None:
         uid, m = found
         if m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle:
+            refused = rec.stage == "PreEnqueue" and rec.status != "Success"
             new.put_member(uid, Member(m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
                                        m.waits_for_podgroup, rec.stage, rec.status, rec.reason,
-                                       rec.cycle, m.gates))
+                                       rec.cycle, m.gates,
+                                       (m.refused_at or rec.at) if refused else None))
     if rec.status == "Bound" and found is not None:
         new.once_satisfied = True  # M2: K core/core.go:506-517 (PostBind), core/gang.go:489-507
     if rec.cycle is None:
@@ -491,7 +505,8 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
 def next_due(state: GangState, settings: FoldSettings) -> int | None:
     """The event time (microseconds) of the gang's next timer, or ``None``.
 
-    Timers: the settling of a failure episode's ``GangUnschedulable`` (``decide.
+    Timers: members stranded at PreEnqueue (``decide.stranded_due``); the settling of a
+    failure episode's ``GangUnschedulable`` (``decide.
     unschedulable_due``); the grace period of a PreEnqueue hold whose warning has not been emitted yet (none
     while the gang waits for its peers' answers, see ``decide.peers_to_ask``); the Permit
     waiting time of members waiting at Permit (``GangPermitTimeout``); and answers this gang
@@ -513,6 +528,9 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
     unschedulable = decide.unschedulable_due(state, settings)
     if unschedulable is not None:
         due.append(unschedulable)
+    stranded = decide.stranded_due(state, settings)
+    if stranded is not None:
+        due.append(stranded)
     return min(due) if due else None
 
 
@@ -565,6 +583,9 @@ def fire_timers(state: GangState, now: int,
             cause = "hold refresh interval ended"
             if not fired:  # nothing sent (or only questions to the peers): move the timer on
                 state.hold_emitted_at = due
+        elif decide.stranded_due(state, settings) == due:
+            state, fired = decide.warn_stranded(state, due)
+            cause = "refused members not retried"
         else:
             state, fired = decide.warn_permit_timeout(state, due)
             cause = "Permit waiting time ended"

@@ -33,7 +33,10 @@ class Member(NamedTuple):
 
     ``rv`` is the last applied resourceVersion; ``node`` is ``spec.nodeName`` (bound when set);
     ``stage``/``status``/``reason``/``cycle`` are the pod's last scheduling-cycle outcome;
-    ``gates`` the names of its ``spec.schedulingGates`` (``PodObserved.gates``).
+    ``gates`` the names of its ``spec.schedulingGates`` (``PodObserved.gates``);
+    ``refused_at`` the event time (microseconds) since which Coscheduling's PreEnqueue has
+    refused the pod without the scheduler attempting it since (``decide.track_refusals``), or
+    ``None``.
     """
 
     name: str
@@ -48,6 +51,7 @@ class Member(NamedTuple):
     reason: str = ""
     cycle: int | None = None
     gates: tuple[str, ...] = ()
+    refused_at: int | None = None
 
     @property
     def pending(self) -> bool:
@@ -64,17 +68,17 @@ class Member(NamedTuple):
         return self.node is None and bool(self.gates)
 
 
-def _tally(m: Member) -> tuple[int, int, int, int, int]:
-    """A member's contribution to ``(bound, waiting, pending, in a cycle, gated)``: bound = has
-    a node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``; in a cycle
-    = unbound with a cycle status other than ``Gated`` (for ``GangState.phase``); gated =
-    ``Member.gated``."""
+def _tally(m: Member) -> tuple[int, int, int, int, int, int]:
+    """A member's contribution to ``(bound, waiting, pending, in a cycle, gated, refused)``:
+    bound = has a node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``;
+    in a cycle = unbound with a cycle status other than ``Gated`` (for ``GangState.phase``);
+    gated = ``Member.gated``; refused = pending with ``refused_at`` set."""
     if m.node is not None:
-        return 1, 0, 0, 0, 0
+        return 1, 0, 0, 0, 0, 0
     pending = 0 if m.terminating or m.phase not in ("Pending", "") else 1
     status = m.status
     return (0, status == "Wait", pending, status is not None and status != "Gated",
-            1 if m.gates else 0)
+            1 if m.gates else 0, 1 if pending and m.refused_at is not None else 0)
 
 
 def cycle_key(scheduler: str, cycle: int | str, pod: str, stage: str, status: str) -> int:
@@ -150,7 +154,12 @@ class GangState:
     since the gang was last created (rule M2, ``fold.apply_pod``). ``orphans`` holds the pods
     of the gang that Koordinator's gang cache dropped with their PodGroup (rule M5,
     ``fold.apply_podgroup``) and that no later event of theirs has brought back yet, by uid;
-    they are not ``members`` (not the scheduler's children). A deleted gang keeps its state (the epoch of its group, the
+    they are not ``members`` (not the scheduler's children). ``released_at`` is when the gang's
+    last PreEnqueue hold ended (``None`` while held or never held), ``released_attempted``
+    when the scheduler first attempted a member of the gang since then (a round ran; event
+    time, ``None`` before), and
+    ``stranded_told`` whether its members refused during that hold and never attempted since
+    have been told ``GangMembersStranded`` (``decide.warn_stranded``). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -190,6 +199,9 @@ class GangState:
     storm: tuple[tuple[int, int], ...] = ()
     once_satisfied: bool = False
     orphans: Mapping[str, Member] = field(default_factory=dict)
+    released_at: int | None = None
+    stranded_told: bool = False
+    released_attempted: int | None = None
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -197,6 +209,7 @@ class GangState:
     n_pending: int = field(default=0, compare=False, repr=False)
     n_in_cycle: int = field(default=0, compare=False, repr=False)
     n_gated: int = field(default=0, compare=False, repr=False)
+    n_refused: int = field(default=0, compare=False, repr=False)
     _spec_memo: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -204,12 +217,12 @@ class GangState:
 
     def recount(self) -> None:
         """Recompute the member counters from ``members`` (after building a state by hand)."""
-        b = w = p = c = g = 0
+        b = w = p = c = g = r = 0
         for m in self.members.values():
-            mb, mw, mp, mc, mg = _tally(m)
-            b, w, p, c, g = b + mb, w + mw, p + mp, c + mc, g + mg
+            mb, mw, mp, mc, mg, mr = _tally(m)
+            b, w, p, c, g, r = b + mb, w + mw, p + mp, c + mc, g + mg, r + mr
         self.n_bound, self.n_waiting, self.n_pending, self.n_in_cycle = b, w, p, c
-        self.n_gated = g
+        self.n_gated, self.n_refused = g, r
 
     def put_member(self, uid: str, member: Member) -> None:
         """Add or replace member ``uid`` (a new ``members`` mapping; the old one is shared with
@@ -228,12 +241,13 @@ class GangState:
         self._count(old, -1)
 
     def _count(self, m: Member, sign: int) -> None:
-        b, w, p, c, g = _tally(m)
+        b, w, p, c, g, r = _tally(m)
         self.n_bound += sign * b
         self.n_waiting += sign * w
         self.n_pending += sign * p
         self.n_in_cycle += sign * c
         self.n_gated += sign * g
+        self.n_refused += sign * r
 
     def copy(self) -> "GangState":
         """A shallow copy (containers shared): the fold copies a state once per record that
@@ -281,6 +295,10 @@ class GangState:
         new.n_pending = self.n_pending
         new.n_in_cycle = self.n_in_cycle
         new.n_gated = self.n_gated
+        new.n_refused = self.n_refused
+        new.released_at = self.released_at
+        new.stranded_told = self.stranded_told
+        new.released_attempted = self.released_attempted
         new._spec_memo = self._spec_memo
         return new
 
@@ -481,20 +499,23 @@ def _settings_in(v: list[str | None] | None) -> RawSettings | None:
 def _member_out(uid: str, m: Member) -> list[Any]:
     row = [uid, m.name, m.rv, m.node, m.phase, m.terminating, _settings_out(m.settings),
            m.waits_for_podgroup, m.stage, m.status, m.reason, m.cycle]
+    if m.refused_at is not None:
+        return row + [list(m.gates), m.refused_at]
     return row if not m.gates else row + [list(m.gates)]
 
 
 def _member_in(row: list[Any]) -> Member:
     return Member(row[1], row[2], row[3], row[4], row[5], _settings_in(row[6]) or RawSettings(),
                   row[7], row[8], row[9], row[10], row[11],
-                  tuple(row[12]) if len(row) > 12 else ())
+                  tuple(row[12]) if len(row) > 12 else (), row[13] if len(row) > 13 else None)
 
 
 def to_wire(state: GangState) -> dict[str, Any]:
     """Encode a ``GangState`` as a compact JSON-ready dict (``{"v": 1, ...}``).
 
     Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
-    member with gates; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
+    member with gates or a 14th value, and a 14th (``refused_at``) only for a member refused
+    at PreEnqueue; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
     """
     return {
         "v": WIRE_VERSION,
@@ -541,6 +562,9 @@ def to_wire(state: GangState) -> dict[str, Any]:
         **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
         **({} if not state.storm else {"sw": [list(s) for s in state.storm]}),
         **({} if not state.once_satisfied else {"os": True}),
+        **({} if state.released_at is None else {"rl": state.released_at}),
+        **({} if not state.stranded_told else {"sd": True}),
+        **({} if state.released_attempted is None else {"rt": state.released_attempted}),
         **({} if not state.orphans else {"or": [_member_out(uid, m)
                                                 for uid, m in state.orphans.items()]}),
     }
@@ -561,9 +585,10 @@ def _episode_in(row: list[Any] | None) -> Episode | None:
 
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
-    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``) are optional, so values stored before
-    them still decode (a gang stored before ``da`` is not deleted); so is a member row's 13th
-    value (its scheduling gates: a row of 12 is a member without gates). Raises ``ValueError`` on an
+    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``rl``,
+    ``sd``, ``rt``) are optional, so values stored before them still decode (a gang stored before
+    ``da`` is not deleted); so are a member row's 13th value (its scheduling gates: a row of 12
+    is a member without gates) and 14th (``refused_at``). Raises ``ValueError`` on an
     unknown wire version and ``KeyError``/``TypeError`` on a malformed value."""
     if data.get("v") != WIRE_VERSION:
         raise ValueError(f"unknown gang state wire version {data.get('v')!r}")
@@ -614,4 +639,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         storm=tuple((a, b) for a, b in data.get("sw", [])),
         once_satisfied=data.get("os", False),
         orphans={row[0]: _member_in(row) for row in data.get("or", [])},
+        released_at=data.get("rl"),
+        stranded_told=data.get("sd", False),
+        released_attempted=data.get("rt"),
     )

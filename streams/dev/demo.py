@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from streams.kafka.settings import Settings, Topics
+from streams.kafka.settings import KafkaSecurity, Settings, Topics
 from streams.wire.contracts import parse_time
 from streams.core.state import from_wire
 from streams.dev.localkafka import broker_module, repo_root
@@ -51,8 +51,7 @@ def _delete_run_topics(settings: Settings, write: Callable[[str], Any]) -> None:
     from kafka.errors import KafkaError
 
     try:
-        admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap,
-                                 client_id="gangstate-demo")
+        admin = KafkaAdminClient(**settings.kafka_python(client_id="gangstate-demo"))
         try:
             mine = [t for t in admin.list_topics()
                     if t.startswith(settings.topics.prefix) or t.startswith(settings.app_id + "-")]
@@ -85,7 +84,8 @@ def demo_kafka(base: Settings, write: Callable[[str], Any]) -> tuple[Any, Settin
     return broker, Settings(bootstrap=bootstrap,
                             topics=Topics(f"{base.topics.prefix}demo-{run_id}."),
                             partitions=base.partitions, app_id=f"gangstate-demo-{run_id}",
-                            fold=base.fold)
+                            fold=base.fold, security=base.security if broker is None
+                            else KafkaSecurity())
 
 
 def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = None,

@@ -29,6 +29,11 @@ def worker_env(settings: Settings, datadir: str | None = None) -> dict[str, str]
         "GANGSTATE_APP_ID": settings.app_id,
         "GANGSTATE_GRACE_SECONDS": str(settings.fold.grace_seconds),
     })
+    for name in ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",
+                 "KAFKA_SASL_PASSWORD", "KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE",
+                 "KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE", "KAFKA_SSL_CHECK_HOSTNAME"):
+        env.pop(name, None)
+    env.update(settings.security.env())
     if datadir:
         env["GANGSTATE_DATA_DIR"] = datadir
     return env
@@ -55,7 +60,7 @@ def running_worker(settings: Settings, log_path: Path | None = None,
         try:
             if ready_timeout is not None and not wait_group_stable(
                     settings.bootstrap or "", settings.app_id, ready_timeout,
-                    alive=lambda: proc.poll() is None):
+                    alive=lambda: proc.poll() is None, security=settings.security):
                 log.flush()
                 tail = Path(log.name).read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"worker not ready after {ready_timeout} s "

@@ -32,7 +32,6 @@ bad record or an API failure, or read the wall clock except through the injected
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import signal
@@ -47,7 +46,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
-from streams.kafka.settings import Settings, Topics
+from streams.kafka.settings import Settings
 from streams.wire.contracts import Diagnostic
 from streams.events.bodies import render, written_from_event
 from streams.events.recorder import (Api, Create, Decision, EventKey, Occurrence, Patch, Recorder,
@@ -399,9 +398,9 @@ def consume(settings: Settings, sink: EventSink, stop: threading.Event,
     from kafka.errors import CommitFailedError, KafkaError
 
     assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
-    consumer = KafkaConsumer(settings.topics.diagnostics, bootstrap_servers=settings.bootstrap,
-                             group_id=group_id(settings), client_id="gangstate-sink",
-                             enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(settings.topics.diagnostics, **settings.kafka_python(
+        group_id=group_id(settings), client_id="gangstate-sink", enable_auto_commit=False,
+        auto_offset_reset="earliest"))
     done = 0
     try:
         while not stop.is_set():
@@ -455,11 +454,8 @@ def run_sink(args: argparse.Namespace) -> int:
     Returns 2 when neither Kafka nor ``--input`` is given, 0 otherwise."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
                         stream=sys.stderr)
-    settings = Settings.from_env()
-    if args.bootstrap:
-        settings = dataclasses.replace(settings, bootstrap=args.bootstrap)
-    if args.prefix:
-        settings = dataclasses.replace(settings, topics=Topics(args.prefix))
+    settings = Settings.from_env().with_flags(args.bootstrap, args.prefix,
+                                              getattr(args, "kafka_security", None))
     if not args.input and not settings.bootstrap:
         print("gangstate sink: set KAFKA_BOOTSTRAP_SERVERS (or --bootstrap), or give --input",
               file=sys.stderr)
@@ -468,7 +464,8 @@ def run_sink(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, registry=metrics.registry)
+        start_http_server(args.metrics_port, addr=getattr(args, "metrics_bind", "127.0.0.1"),
+                          registry=metrics.registry)
     recorder = Recorder(SpamFilter(time.monotonic, args.spam_burst, args.spam_refill_seconds))
     sink = EventSink(_transport(args), api=args.api, metrics=metrics, recorder=recorder,
                      instance=args.instance or socket.gethostname())

@@ -32,7 +32,7 @@ def ensure_topics(settings: Settings) -> None:
     broker; an existing topic is left as it is. Raises ``kafka.errors.KafkaError`` when the
     broker cannot be reached."""
     assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
-    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="gangstate-admin")
+    admin = KafkaAdminClient(**settings.kafka_python(client_id="gangstate-admin"))
     try:
         existing = set(admin.list_topics())
         t = settings.topics
@@ -61,8 +61,8 @@ class Publisher:
                  **overrides: Any) -> None:
         assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
         self.settings = settings
-        config: dict[str, Any] = dict(
-            bootstrap_servers=settings.bootstrap, client_id=client_id, acks="all",
+        config: dict[str, Any] = settings.kafka_python(
+            client_id=client_id, acks="all",
             enable_idempotence=True, retries=10, linger_ms=5,
             max_in_flight_requests_per_connection=5,
         )

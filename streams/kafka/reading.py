@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
-from streams.kafka.settings import Settings
+from streams.kafka.settings import KafkaSecurity, Settings
 
 
 def read_topic(settings: Settings, topic: str, *, from_beginning: bool = True,
@@ -29,8 +29,8 @@ def read_topic(settings: Settings, topic: str, *, from_beginning: bool = True,
     cannot be reached.
     """
     assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
-    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False,
-                             group_id=None, consumer_timeout_ms=int(idle_seconds * 1000))
+    consumer = KafkaConsumer(**settings.kafka_python(
+        enable_auto_commit=False, group_id=None, consumer_timeout_ms=int(idle_seconds * 1000)))
     try:
         parts = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
@@ -67,7 +67,7 @@ def tap(settings: Settings, topic: str, *, from_beginning: bool, follow: bool,
         schema: str | None = None, write: Callable[[str], Any] = print) -> int:
     """Print the topic's records as JSON lines; returns how many were printed. Raises
     ``NoSuchTopic`` when the broker has no such topic."""
-    probe = KafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    probe = KafkaConsumer(**settings.kafka_python(group_id=None))
     try:
         if topic not in probe.topics():
             raise NoSuchTopic(topic)
@@ -92,8 +92,8 @@ def wait_caught_up(settings: Settings, timeout_seconds: float,
     assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
     from kafka import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="gangstate-tap")
-    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    admin = KafkaAdminClient(**settings.kafka_python(client_id="gangstate-tap"))
+    consumer = KafkaConsumer(**settings.kafka_python(group_id=None))
     try:
         topic = settings.topics.gang_events
         tps = [TopicPartition(topic, p)
@@ -145,13 +145,15 @@ def read_table(settings: Settings, table: str = "gangs") -> dict[str, Any]:
 
 def wait_group_stable(bootstrap: str, group_id: str, timeout_seconds: float,
                       alive: Callable[[], bool] = lambda: True,
-                      poll_seconds: float = 0.25) -> bool:
+                      poll_seconds: float = 0.25,
+                      security: KafkaSecurity | None = None) -> bool:
     """Wait until consumer group ``group_id`` is ``Stable`` with at least one member (a worker
     has joined and been assigned its partitions). Returns ``False`` on timeout or when
-    ``alive()`` turns false."""
+    ``alive()`` turns false. ``security``: how to connect (``None``: PLAINTEXT)."""
     from kafka import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gangstate-tap")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gangstate-tap",
+                             **(security or KafkaSecurity()).kafka_python())
     try:
         deadline = time.monotonic() + timeout_seconds
         while time.monotonic() < deadline and alive():

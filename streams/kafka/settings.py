@@ -15,11 +15,28 @@ line, which the CLI prints (exit status 2):
 | ``GANGSTATE_GRACE_SECONDS`` | ``10`` | hold-warning grace period, seconds of event time |
 | ``GANGSTATE_SERVER`` | ``http://127.0.0.1:6066`` | the worker the query commands ask |
 | ``GANGSTATE_DATA_DIR`` | ``~/.cache/gangstate/worker`` | the worker's Faust data folder |
+| ``POD_IP`` | unset | the address a worker advertises for its views (Kubernetes downward API) |
+| ``KAFKA_SECURITY_PROTOCOL`` | ``PLAINTEXT`` | ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL`` |
+| ``KAFKA_SASL_MECHANISM`` | ``PLAIN`` with a SASL protocol | ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` |
+| ``KAFKA_SASL_USERNAME`` | unset | SASL user (needed with a SASL protocol) |
+| ``KAFKA_SASL_PASSWORD`` | unset | its password (or ``KAFKA_SASL_PASSWORD_FILE``: a file holding it) |
+| ``KAFKA_SSL_CAFILE`` | the system's CAs | PEM file of the CAs that signed the brokers' certificates |
+| ``KAFKA_SSL_CERTFILE`` / ``KAFKA_SSL_KEYFILE`` | unset | client certificate and key (PEM), for brokers that require them |
+| ``KAFKA_SSL_CHECK_HOSTNAME`` | ``true`` | check that a broker's certificate names the address dialled |
+
+The ``KAFKA_*`` security variables are the Kafka client settings of the same names
+(``security.protocol``, ``sasl.mechanism``, ``sasl.username``/``sasl.password`` as librdkafka
+spells them, ``ssl.ca.location`` as ``ssl.cafile`` after Python's ``ssl``): ``KafkaSecurity``
+turns them into the keyword arguments of kafka-python, of aiokafka and of Faust
+(docs/kafka-security.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import ssl
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -49,6 +66,27 @@ class Environment(BaseSettings):
     """``GANGSTATE_SERVER``: the worker whose views the query commands ask."""
     data_dir: str | None = None
     """``GANGSTATE_DATA_DIR``: the worker's Faust data folder."""
+    pod_ip: str | None = Field(default=None, validation_alias=AliasChoices("POD_IP"))
+    """``POD_IP``: the pod's address (downward API ``status.podIP``), which the worker
+    advertises to the other workers for its views."""
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", validation_alias=AliasChoices("KAFKA_SECURITY_PROTOCOL"))
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        default=None, validation_alias=AliasChoices("KAFKA_SASL_MECHANISM"))
+    kafka_sasl_username: str | None = Field(
+        default=None, validation_alias=AliasChoices("KAFKA_SASL_USERNAME"))
+    kafka_sasl_password: str | None = Field(
+        default=None, repr=False, validation_alias=AliasChoices("KAFKA_SASL_PASSWORD"))
+    kafka_sasl_password_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("KAFKA_SASL_PASSWORD_FILE"))
+    kafka_ssl_cafile: str | None = Field(
+        default=None, validation_alias=AliasChoices("KAFKA_SSL_CAFILE"))
+    kafka_ssl_certfile: str | None = Field(
+        default=None, validation_alias=AliasChoices("KAFKA_SSL_CERTFILE"))
+    kafka_ssl_keyfile: str | None = Field(
+        default=None, validation_alias=AliasChoices("KAFKA_SSL_KEYFILE"))
+    kafka_ssl_check_hostname: bool = Field(
+        default=True, validation_alias=AliasChoices("KAFKA_SSL_CHECK_HOSTNAME"))
 
 
 def environment() -> Environment:
@@ -60,6 +98,134 @@ def environment() -> Environment:
         name = str(first["loc"][0]) if first["loc"] else "?"
         variable = name if name.isupper() else f"GANGSTATE_{name.upper()}"
         raise SettingsError(f"{variable}={first.get('input')!r}: {first['msg']}") from None
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Kafka's ``security.protocol`` values gangstate's clients speak."""
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""Kafka's ``sasl.mechanism`` values gangstate's clients speak."""
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """How every Kafka client of gangstate connects: Kafka's ``security.protocol``,
+    ``sasl.mechanism``, SASL user and password, and the TLS files (PEM paths). The default is
+    ``PLAINTEXT`` (no TLS, no SASL), as Kafka's own clients.
+
+    ``kafka_python()``, ``aiokafka()`` and ``ssl_context()`` give the clients' keyword arguments;
+    the worker turns the same value into Faust credentials. Raises ``SettingsError`` (one line)
+    from ``check()`` when the combination cannot work (a SASL protocol without user or password,
+    a mechanism without SASL, a missing file)."""
+
+    protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+
+    @property
+    def uses_ssl(self) -> bool:
+        """TLS on the connection (``SSL`` or ``SASL_SSL``)."""
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        """SASL authentication (``SASL_PLAINTEXT`` or ``SASL_SSL``)."""
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def mechanism(self) -> str | None:
+        """The SASL mechanism in use (``PLAIN`` when SASL is on and none was named)."""
+        return (self.sasl_mechanism or "PLAIN") if self.uses_sasl else None
+
+    def check(self) -> "KafkaSecurity":
+        """Return self when usable; else raise ``SettingsError`` naming the variable."""
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise SettingsError(f"KAFKA_SECURITY_PROTOCOL={self.protocol!r}: not one of "
+                                f"{', '.join(SECURITY_PROTOCOLS)}")
+        if self.sasl_mechanism and self.sasl_mechanism not in SASL_MECHANISMS:
+            raise SettingsError(f"KAFKA_SASL_MECHANISM={self.sasl_mechanism!r}: not one of "
+                                f"{', '.join(SASL_MECHANISMS)}")
+        if self.sasl_mechanism and not self.uses_sasl:
+            raise SettingsError(f"KAFKA_SASL_MECHANISM={self.sasl_mechanism!r} needs "
+                                f"KAFKA_SECURITY_PROTOCOL SASL_SSL or SASL_PLAINTEXT, not "
+                                f"{self.protocol}")
+        if self.uses_sasl and not (self.sasl_username and self.sasl_password is not None):
+            raise SettingsError(f"KAFKA_SECURITY_PROTOCOL={self.protocol}: set "
+                                "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD "
+                                "(or KAFKA_SASL_PASSWORD_FILE)")
+        for variable, path in (("KAFKA_SSL_CAFILE", self.ssl_cafile),
+                               ("KAFKA_SSL_CERTFILE", self.ssl_certfile),
+                               ("KAFKA_SSL_KEYFILE", self.ssl_keyfile)):
+            if path and not Path(path).is_file():
+                raise SettingsError(f"{variable}={path!r}: no such file")
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise SettingsError("KAFKA_SSL_KEYFILE needs KAFKA_SSL_CERTFILE")
+        return self
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of every client (``None`` without TLS): the system's CAs or
+        ``ssl_cafile``, the client certificate when given, host names checked unless
+        ``ssl_check_hostname`` is false."""
+        if not self.uses_ssl:
+            return None
+        context = ssl.create_default_context(cafile=self.ssl_cafile)
+        if self.ssl_certfile:
+            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+        context.check_hostname = self.ssl_check_hostname
+        return context
+
+    def kafka_python(self) -> dict[str, Any]:
+        """Keyword arguments for kafka-python's ``KafkaProducer``, ``KafkaConsumer`` and
+        ``KafkaAdminClient`` (its ``sasl_plain_*`` names serve PLAIN and SCRAM alike)."""
+        config: dict[str, Any] = {"security_protocol": self.protocol}
+        if self.uses_ssl:
+            config["ssl_context"] = self.ssl_context()
+        if self.uses_sasl:
+            config.update(sasl_mechanism=self.mechanism,
+                          sasl_plain_username=self.sasl_username,
+                          sasl_plain_password=self.sasl_password)
+        return config
+
+    def aiokafka(self) -> dict[str, Any]:
+        """Keyword arguments for aiokafka's ``AIOKafkaConsumer``/``AIOKafkaProducer`` (the
+        same names as kafka-python's)."""
+        return self.kafka_python()
+
+    def env(self) -> dict[str, str]:
+        """The ``KAFKA_*`` variables that give this value back (for a child process)."""
+        values = {
+            "KAFKA_SECURITY_PROTOCOL": self.protocol,
+            "KAFKA_SASL_MECHANISM": self.sasl_mechanism,
+            "KAFKA_SASL_USERNAME": self.sasl_username,
+            "KAFKA_SASL_PASSWORD": self.sasl_password,
+            "KAFKA_SSL_CAFILE": self.ssl_cafile,
+            "KAFKA_SSL_CERTFILE": self.ssl_certfile,
+            "KAFKA_SSL_KEYFILE": self.ssl_keyfile,
+            "KAFKA_SSL_CHECK_HOSTNAME": "true" if self.ssl_check_hostname else "false",
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+def security_from(e: Environment) -> KafkaSecurity:
+    """The ``KafkaSecurity`` of an environment; reads ``KAFKA_SASL_PASSWORD_FILE`` when
+    ``KAFKA_SASL_PASSWORD`` is unset. Raises ``SettingsError`` (one line)."""
+    password = e.kafka_sasl_password
+    if password is None and e.kafka_sasl_password_file:
+        try:
+            password = Path(e.kafka_sasl_password_file).read_text().rstrip("\r\n")
+        except OSError as err:
+            raise SettingsError(f"KAFKA_SASL_PASSWORD_FILE={e.kafka_sasl_password_file!r}: "
+                                f"{err.strerror}") from None
+    return KafkaSecurity(
+        protocol=e.kafka_security_protocol, sasl_mechanism=e.kafka_sasl_mechanism,
+        sasl_username=e.kafka_sasl_username, sasl_password=password,
+        ssl_cafile=e.kafka_ssl_cafile, ssl_certfile=e.kafka_ssl_certfile,
+        ssl_keyfile=e.kafka_ssl_keyfile, ssl_check_hostname=e.kafka_ssl_check_hostname,
+    ).check()
 
 
 @dataclass(frozen=True)
@@ -103,6 +269,37 @@ class Settings:
     partitions: int = 8
     app_id: str = "gangstate"
     fold: FoldSettings = field(default_factory=FoldSettings)
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    """How the clients connect (TLS, SASL); ``PLAINTEXT`` by default."""
+
+    def kafka_python(self, **config: Any) -> dict[str, Any]:
+        """Keyword arguments of a kafka-python client of this Kafka: ``bootstrap_servers``,
+        the security settings, then ``config``."""
+        return {"bootstrap_servers": self.bootstrap, **self.security.kafka_python(), **config}
+
+    def with_flags(self, bootstrap: str | None = None, prefix: str | None = None,
+                   security: dict[str, Any] | None = None) -> "Settings":
+        """These settings with command-line flags applied: ``--bootstrap``, ``--prefix`` and
+        the security flags (``KafkaSecurity`` field name -> value; ``None`` values are
+        ignored). Raises ``SettingsError`` when the result cannot work."""
+        changed = self
+        if bootstrap:
+            changed = replace(changed, bootstrap=bootstrap)
+        if prefix:
+            changed = replace(changed, topics=Topics(prefix))
+        given = {k: v for k, v in (security or {}).items() if v is not None}
+        if given:
+            if "security_protocol" in given:
+                given["protocol"] = given.pop("security_protocol")
+            password_file = given.pop("sasl_password_file", None)
+            if password_file:
+                try:
+                    given["sasl_password"] = Path(password_file).read_text().rstrip("\r\n")
+                except OSError as err:
+                    raise SettingsError(f"--sasl-password-file {password_file}: "
+                                        f"{err.strerror}") from None
+            changed = replace(changed, security=replace(changed.security, **given).check())
+        return changed
 
     @classmethod
     def from_env(cls) -> "Settings":
@@ -116,4 +313,5 @@ class Settings:
             partitions=e.partitions,
             app_id=e.app_id,
             fold=FoldSettings(grace_seconds=e.grace_seconds),
+            security=security_from(e),
         )

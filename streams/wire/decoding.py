@@ -144,6 +144,15 @@ def _ack(rec: dict[str, Any], at: int) -> Decoded:
         rec.get("representative")))
 
 
+POD_GANG_CACHE = 4096
+"""Distinct pod label/annotation sets whose gang reading ``_kube`` keeps (then it starts over)."""
+_POD_GANG: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+"""``(namespace, labels items, annotations items)`` -> ``(gang_of_pod, settings_of_pod,
+waits_for_podgroup)``: pure functions of exactly these, and every pod of a gang (and every
+record of a pod) carries the same ones, so a gang's pods are read once (about 1.2 µs of the
+2.2 µs ``_kube`` took per record)."""
+
+
 def _kube(rec: dict[str, Any], at: int) -> Decoded:
     resource = rec["resource"]
     if resource == "events":
@@ -162,7 +171,15 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
         return Decoded(group, PodGroupObserved(
             at, rec["type"], group, namespace, meta["name"], meta["uid"],
             meta.get("resourceVersion", ""), settings_of_podgroup(spec, annotations)))
-    gang = gang_of_pod(namespace, labels, annotations)
+    key = (namespace, tuple(labels.items()), tuple(annotations.items()))
+    read = _POD_GANG.get(key)
+    if read is None:
+        read = (gang_of_pod(namespace, labels, annotations),
+                settings_of_pod(labels, annotations), waits_for_podgroup(labels))
+        if len(_POD_GANG) >= POD_GANG_CACHE:
+            _POD_GANG.clear()
+        _POD_GANG[key] = read
+    gang, settings, waits = read
     if gang is None:
         return Decoded(None, None, "no-gang")
     node = spec.get("nodeName") or None
@@ -173,8 +190,7 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
     return Decoded(gang, PodObserved(
         at, rec["type"], gang, namespace, meta["name"], meta["uid"],
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
-        settings_of_pod(labels, annotations), waits_for_podgroup(labels),
-        scheduling_gates(spec.get("schedulingGates"))))
+        settings, waits, scheduling_gates(spec.get("schedulingGates"))))
 
 
 def scheduling_gates(raw: Any) -> tuple[str, ...]:

@@ -7,7 +7,15 @@ dropped when Faust fixes it upstream:
 - ``FlowControl``: ``resume()`` clears the stream buffers only after a suspension (Faust's
   recovery otherwise drops records fetched while it ends);
 - ``_ConsumerThread`` (through ``_Consumer`` and ``_Transport``): a shorter fetch long-poll
-  (``FETCH_MAX_WAIT_MS``), so table recovery's offset requests do not queue behind it.
+  (``FETCH_MAX_WAIT_MS``), so table recovery's offset requests do not queue behind it;
+- the batch path (``PatchedApp.batch_topic``, ``BatchBuffer``, ``_BatchConductor`` and
+  ``_Consumer._drain_messages``): the records of a batch topic go from the consumer's fetch
+  straight into a buffer that its agent takes in batches (``PatchedApp.batches``), instead of
+  one Event at a time through Faust's conductor, channel queue and ``Stream``. Faust's own path
+  costs 80-145 µs of CPU per record here (docs/benchmarks.md: a task pair and an
+  ``asyncio.wait`` per record in the fetch loop, the per-event decode, queue, stream, ack and
+  sensor calls); the batch path keeps Faust's app, consumer group, rebalancing, flow control,
+  offset tracking and commits, tables and changelogs.
 
 The table's bulk recovery, a store of Faust's, is in ``streams.worker.table``.
 
@@ -16,9 +24,13 @@ Must not: change what the worker computes; only how Faust and aiokafka move reco
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections import deque
+from typing import Any, AsyncIterator, Callable, cast
 
 import faust
+from faust.transport.conductor import Conductor
+from faust.types import Message
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.utils.objects import cached_property
 from mode.utils.queues import FlowControlEvent
@@ -68,18 +80,205 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         return consumer
 
 
+class BatchBuffer:
+    """The records of one batch topic fetched and not yet taken by its agent (a FIFO of
+    Faust ``Message`` objects, all partitions of the topic; per-partition order is fetch
+    order). At most ``maxsize`` are held: the fetch loop waits for room (``_BatchHandler``).
+    Registered with the app's flow control, so a rebalance clears it like Faust's stream
+    queues (nothing in it is tracked or acked yet: the consumer re-reads it from the committed
+    offsets)."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.items: deque[Message] = deque()
+        self.maxsize = maxsize
+        self.ready = asyncio.Event()
+        self.room = asyncio.Event()
+        self.room.set()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def clear(self) -> None:
+        """Drop every record held (flow control calls this on a rebalance)."""
+        self.items.clear()
+        self.ready.clear()
+        self.room.set()
+
+
+class _BatchHandler:
+    """The conductor's callback for one partition of a batch topic: appends each record to the
+    topic's ``BatchBuffer``. ``offer(message)`` is the synchronous fast path the fetch loop
+    takes (``False`` when it would have to wait); awaiting the handler waits as Faust's own
+    callback does: for the flow (rebalance), for room in the buffer, for the producer buffer
+    to ebb (``Conductor`` waits for the same three)."""
+
+    def __init__(self, app: Any, buffer: BatchBuffer) -> None:
+        self.app = app
+        self.buffer = buffer
+        self.flow_active = app.flow_control.is_active
+        self.producer_buffer = app.producer.buffer
+
+    def offer(self, message: Message) -> bool:
+        """Append ``message`` without waiting; ``False`` (nothing done) when it must wait."""
+        buffer = self.buffer
+        if (len(buffer.items) >= buffer.maxsize or not self.flow_active()
+                or self.producer_buffer.size > self.producer_buffer.max_messages):
+            return False
+        buffer.items.append(message)
+        buffer.ready.set()
+        return True
+
+    async def __call__(self, message: Message) -> None:
+        await self.app.flow_control.acquire()
+        await self.producer_buffer.wait_until_ebb()
+        buffer = self.buffer
+        while len(buffer.items) >= buffer.maxsize:
+            buffer.room.clear()
+            await buffer.room.wait()
+        buffer.items.append(message)
+        buffer.ready.set()
+
+
+class _BatchConductor(Conductor):
+    """Faust's conductor, except that the partitions of a batch topic
+    (``PatchedApp.batch_topic``) get a ``_BatchHandler`` instead of Faust's per-event
+    delivery to the channels."""
+
+    def _build_handler(self, tp: Any, channels: Any) -> Any:
+        buffer = getattr(self.app, "batch_buffers", {}).get(tp.topic)
+        if buffer is not None:
+            return _BatchHandler(self.app, buffer)
+        return super()._build_handler(tp, channels)
+
+
 class _Consumer(faust_aiokafka.Consumer):
     def _new_consumer_thread(self) -> Any:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
+    async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - the loop
+        """Faust's fetch loop (``faust.transport.consumer.Consumer._drain_messages``, 0.15.3),
+        except that a record of a batch topic goes straight to its ``_BatchHandler.offer``.
+        Faust awaits every record's callback through ``Service.wait_first`` (two tasks and an
+        ``asyncio.wait`` per record: about 40 % of an agent's CPU here); a record that must wait
+        (flow suspended, buffer full) still takes that path. The read offsets, gaps and
+        ``commit_every`` are kept as Faust keeps them."""
+        callback = self.callback
+        getmany = self.getmany
+        consumer_should_stop = cast(Any, self)._stopped.is_set
+        fetcher_should_stop = fetcher._stopped.is_set
+        get_read_offset = self._read_offset.__getitem__
+        set_read_offset = self._read_offset.__setitem__
+        commit_every = self._commit_every
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        conductor = self.app.topics
+        handlers = conductor._tp_to_callback
+        lock = conductor._tp_to_callback_lock
+        yield_every = 100
+        num_since_yield = 0
+        sleep = asyncio.sleep
+        try:
+            while not (consumer_should_stop() or fetcher_should_stop()):
+                ait = cast(AsyncIterator, getmany(timeout=1.0))
+                await self.sleep(0)
+                if self.should_stop:
+                    continue
+                async for tp, message in ait:
+                    num_since_yield += 1
+                    if num_since_yield > yield_every:
+                        await sleep(0)
+                        num_since_yield = 0
+                    offset = message.offset
+                    r_offset = get_read_offset(tp)
+                    if r_offset is None or offset >= r_offset:
+                        gap = offset - (r_offset or 0)
+                        if gap > 1 and r_offset and acks_enabled_for(message.topic):
+                            await self._add_gap(tp, r_offset + 1, offset)
+                        if commit_every is not None and self._n_acked >= commit_every:
+                            self._n_acked = 0
+                            await self.commit()
+                        handler = handlers.get(tp)
+                        if not (isinstance(handler, _BatchHandler) and not lock.locked()
+                                and handler.offer(message)):
+                            await self.wait_first(callback(message), self.suspend_flow.wait())
+                        set_read_offset(tp, offset)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                return
+            raise
+
 
 class _Transport(faust_aiokafka.Transport):
     Consumer = _Consumer
+    Conductor = _BatchConductor
 
 
 class PatchedApp(faust.App):
-    """``faust.App`` with ``FlowControl`` (records fetched while a recovery ends are kept)
-    and a ``_ConsumerThread`` (shorter fetch long-poll)."""
+    """``faust.App`` with ``FlowControl`` (records fetched while a recovery ends are kept),
+    a ``_ConsumerThread`` (shorter fetch long-poll) and batch topics (``batch_topic``,
+    ``batches``)."""
+
+    def batch_topic(self, topic: Any, max_buffered: int = 5000) -> BatchBuffer:
+        """Deliver ``topic``'s records in batches: its agent reads them with ``batches``
+        (not by iterating its stream). Call before the app starts; at most ``max_buffered``
+        records are held between the fetch and the agent."""
+        buffers: dict[str, BatchBuffer] = self.__dict__.setdefault("batch_buffers", {})
+        buffer = BatchBuffer(max_buffered)
+        for name in topic.topics:
+            buffers[name] = buffer
+        self.flow_control.manage_queue(cast(Any, buffer))
+        return buffer
+
+    async def batches(self, topic: Any, max_records: int
+                      ) -> AsyncIterator[list[Message]]:
+        """The records of batch topic ``topic`` (``batch_topic``), up to ``max_records`` at a
+        time, in fetch order, as soon as any are fetched (no wait for a batch to fill).
+
+        Per batch, as Faust's ``Stream`` does per event: records fetched before the current
+        rebalance generation, or while the flow is suspended, are dropped unacked (the
+        consumer reads them again from the committed offset); the others are tracked as
+        unacked (a rebalance or shutdown waits for them) and acked when the caller asks for
+        the next batch, so their offsets can be committed. A batch the caller does not finish
+        (it raised, or the agent was stopped) is neither acked nor left tracked: its offsets are
+        not committed, so a restart or rebalance reads it again. Sensors' per-message calls
+        (``on_message_in``, stream events) are not made."""
+        buffer = self.__dict__["batch_buffers"][topic.topics[0]]
+        items = buffer.items
+        popleft = items.popleft
+        consumer = self.consumer
+        unacked_add = consumer.unacked.add
+        unacked_discard = consumer.unacked.discard
+        ack: Callable[[Message], bool] = consumer.ack
+        flow_active = self.flow_control.is_active
+        while True:
+            if not items:
+                buffer.ready.clear()
+                await buffer.ready.wait()
+                continue
+            batch = [popleft() for _ in range(min(len(items), max_records))]
+            if len(items) <= buffer.maxsize // 2:
+                buffer.room.set()
+            generation = self.consumer_generation_id
+            if not flow_active():
+                continue
+            batch = [m for m in batch if m.generation_id == generation]
+            if not batch:
+                continue
+            for message in batch:
+                unacked_add(message)
+            try:
+                yield batch
+            except BaseException:
+                # the agent raised or was stopped (the generator is closed): not acked, and
+                # not tracked either, or a rebalance would wait for these forever
+                for message in batch:
+                    unacked_discard(message)
+                raise
+            for message in batch:
+                ack(message)
 
     @cached_property
     def flow_control(self) -> FlowControlEvent:

@@ -12,7 +12,7 @@ in prometheus-client's global default registry.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram,
                                PlatformCollector, ProcessCollector, generate_latest)
@@ -132,11 +132,16 @@ class WorkerMetrics:
         self.fold_seconds = Histogram("gangstate_fold_seconds",
                                       "Seconds spent in PartitionFold.feed per record",
                                       buckets=FOLD_BUCKETS, registry=r)
+        self._record_children: dict[str, Any] = {}
 
     def folded(self, decoded: Decoded, outputs: Iterable[Mapping[str, object]]) -> None:
         """Count one decoded record and the outputs its fold produced (diagnostics by reason,
         commands by type; gang summaries are not counted here: they come back as records)."""
-        self.records.labels(schema_of(decoded)).inc()
+        schema = schema_of(decoded)
+        child = self._record_children.get(schema)
+        if child is None:  # labels() takes a lock and builds a key: once per schema
+            child = self._record_children[schema] = self.records.labels(schema)
+        child.inc()
         if isinstance(decoded.record, AckObserved):
             self.acks.labels(decoded.record.outcome).inc()
         for out in outputs:

@@ -18,6 +18,7 @@ from time import monotonic as time_monotonic
 from typing import Any, Iterator, MutableMapping
 
 import faust
+from pydantic_core import to_json
 from faust.stores.memory import Store as MemoryStore
 from faust.types import TP
 
@@ -49,7 +50,7 @@ def encode_state(state: GangState, has_timer: bool) -> bytes:
     rebuilding the timer index does not decode it (whether a gang has a timer depends on its
     state only; the fold settings move the due time, not its existence)."""
     data = {"tm": int(has_timer), **to_wire(state)}
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return to_json(data)  # compact UTF-8 JSON, as json.dumps(separators=(",", ":")), ~2x faster
 
 
 class BulkRecoveryStore(MemoryStore):
@@ -105,6 +106,7 @@ class BulkRecoveryStore(MemoryStore):
 
     async def _load(self, tps: list[TP]) -> dict[TP, int]:
         from aiokafka import AIOKafkaConsumer, TopicPartition
+        from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
         self.data.clear()
         self._key_partition.clear()
@@ -114,7 +116,10 @@ class BulkRecoveryStore(MemoryStore):
         consumer = AIOKafkaConsumer(
             bootstrap_servers=servers, group_id=None, enable_auto_commit=False,
             auto_offset_reset="earliest", client_id=f"{self.app.conf.id}-table-loader",
-            max_partition_fetch_bytes=LOAD_FETCH_BYTES, fetch_max_bytes=LOAD_FETCH_BYTES * 4)
+            max_partition_fetch_bytes=LOAD_FETCH_BYTES, fetch_max_bytes=LOAD_FETCH_BYTES * 4,
+            # TLS and SASL as the app's own clients (Settings.security -> Faust credentials)
+            **credentials_to_aiokafka_auth(self.app.conf.broker_credentials,
+                                           self.app.conf.ssl_context))
         await consumer.start()
         try:
             parts = [TopicPartition(tp.topic, tp.partition) for tp in tps]

@@ -1,14 +1,18 @@
 """Helpers of the cluster tier: polling, the Events of a pod by writer, the scenario report,
-and the check that the Events the chain wrote agree with the offline fold of the same records
+and the time until the user sees gangstate's Event (:class:`EventClock`), and the check that the
+Events the chain wrote agree with the offline fold of the same records
 (:func:`assert_events_agree_with_fold`, run by :func:`record_scenario` for every scenario).
 
 Imported as ``tests.cluster.kube`` by the conftest and the tests alike (one module, one
-:data:`REPORT`)."""
+:data:`REPORT`, one :data:`CLOCK`)."""
 
 from __future__ import annotations
 
 import heapq
 import json
+import threading
+import time
+from statistics import quantiles
 from typing import Any, Callable, Iterable
 
 import pytest
@@ -56,23 +60,149 @@ def scheduler_log_matches(cluster: Any, pattern: str) -> set[str]:
     return {m.group(1) if m.groups() else m.group(0) for m in re.finditer(pattern, text)}
 
 
-#: scenario namespace -> {"scheduler": Counter of reasons, "gangstate": Counter of reasons}
+#: scenario namespace -> {"scheduler": Counter of reasons, "gangstate": Counter of reasons,
+#: "latency": seconds from cause to gangstate's Event, one per gangstate Event first seen}
 REPORT: dict[str, dict[str, Any]] = {}
+
+
+class EventClock:
+    """Timestamps, as they become visible through the API server, every core/v1 Event and
+    every Pod creation of the cluster: a watch of each in a daemon thread (the test's own
+    admin client), ``time.time()`` at delivery, so that both ends of a latency are read by the
+    same clock and the same watch path (the API server's own ``creationTimestamp`` has whole
+    seconds only).
+
+    ``seen_events``: ``(namespace, pod, writer, reason, time seen)``: each gangstate Event when
+    first seen, each koord-scheduler Event whenever it is written (created or counted up);
+    ``pod_added``: ``(namespace, pod) -> time``; ``pod_changed``: every time a pod was written.
+    """
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self.seen_events: list[tuple[str, str, str, str, float]] = []
+        self.pod_added: dict[tuple[str, str], float] = {}
+        self.pod_changed: dict[tuple[str, str], list[float]] = {}
+        self._uids: set[str] = set()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._watch, args=(kind,), daemon=True)
+                         for kind in ("events", "pods")]
+
+    def start(self) -> None:
+        """Start both watches; returns once they are listening."""
+        for t in self._threads:
+            t.start()
+        time.sleep(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self, kind: str) -> None:
+        from kubernetes import watch
+
+        lister = (self.core.list_event_for_all_namespaces if kind == "events"
+                  else self.core.list_pod_for_all_namespaces)
+        version = lister().metadata.resource_version
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for item in w.stream(lister, resource_version=version, timeout_seconds=30):
+                    now = time.time()
+                    obj = item["object"]
+                    version = obj.metadata.resource_version
+                    if item["type"] not in ("ADDED", "MODIFIED"):
+                        continue
+                    if kind == "pods":
+                        key = (obj.metadata.namespace, obj.metadata.name)
+                        self.pod_added.setdefault(key, now)
+                        self.pod_changed.setdefault(key, []).append(now)
+                        continue
+                    writer = (obj.source.component if obj.source and obj.source.component
+                              else obj.reporting_component) or ""
+                    new = obj.metadata.uid not in self._uids
+                    self._uids.add(obj.metadata.uid)
+                    # gangstate's Events: when first seen; the scheduler's: every occurrence
+                    # (it counts a repeated Event up on the same object)
+                    if new or writer != "gangstate":
+                        self.seen_events.append((obj.metadata.namespace,
+                                                 obj.involved_object.name, writer, obj.reason,
+                                                 now))
+            except Exception:  # an expired resource version: list again
+                version = lister().metadata.resource_version
+
+    def latencies(self, namespace: str, grace: float, settle: float) -> list[float]:
+        """Seconds from cause to gangstate's Event, for every gangstate Event of
+        ``namespace``'s pods. The cause, by reason:
+
+        - a PreEnqueue hold warning (``HOLD_REASONS``; koord-scheduler writes nothing): the end
+          of the grace period, ``grace`` seconds after the first pod of the namespace was
+          created (every scenario creates a gang's pods together);
+        - ``GangUnschedulable``: the end of the failure episode's settling time, ``settle``
+          seconds after the scheduler's first Event on the namespace's pods
+          (``streams.core.decide.unschedulable_due``);
+        - any other: the latest koord-scheduler Event written on the same pod, or the latest
+          write of the pod itself, before gangstate's Event was seen.
+        """
+        events = [e for e in self.seen_events if e[0] == namespace]
+        added = [t for (ns, _pod), t in self.pod_added.items() if ns == namespace]
+        first_sched = [e[4] for e in events if e[2] == "koord-scheduler"]
+        out = []
+        for _ns, pod, writer, reason, at in events:
+            if writer != "gangstate":
+                continue
+            if reason in HOLD_REASONS and added:
+                out.append(at - (min(added) + grace))
+                continue
+            if reason == "GangUnschedulable" and first_sched:
+                out.append(at - (min(first_sched) + settle))
+                continue
+            before = [e[4] for e in events if e[1] == pod and e[2] == "koord-scheduler"
+                      and e[4] <= at]
+            before += [t for t in self.pod_changed.get((namespace, pod), []) if t <= at]
+            if before:
+                out.append(at - max(before))
+        return out
+
+
+HOLD_REASONS = frozenset({"GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete",
+                          "GangMemberGated"})
+"""gangstate's PreEnqueue hold warnings (``streams.core.decide.hold``), written when the grace
+period ends."""
+
+#: the session's :class:`EventClock` (started by the conftest), or ``None``
+CLOCK: EventClock | None = None
+GRACE = 10.0
+"""The grace period the chain runs with (conftest ``GRACE_SECONDS``), seconds."""
+SETTLE = 10.0
+"""The failure episode's settling time the chain runs with (``FoldSettings``), seconds."""
+
+
+def latency_summary(values: list[float]) -> str:
+    """``n, p50, p99, max`` of latencies in seconds, as text."""
+    if not values:
+        return "none"
+    v = sorted(values)
+    q = quantiles(v, n=100, method="inclusive") if len(v) > 1 else v * 99
+    return f"{len(v)} Events, p50 {q[49]:.2f} s, p99 {q[98]:.2f} s, max {v[-1]:.2f} s"
 
 
 def report_table() -> str:
     """:data:`REPORT` as a Markdown table (empty when no scenario was recorded)."""
     if not REPORT:
         return ""
-    lines = ["| scenario | scheduler's own Events | gangstate's Events on the pods |",
-             "|---|---|---|"]
+    lines = ["| scenario | scheduler's own Events | gangstate's Events on the pods | "
+             "cause -> gangstate's Event seen |", "|---|---|---|---|"]
 
     def fmt(counts: Any) -> str:
         return ", ".join(f"{r} x{n}" for r, n in sorted(counts.items())) or "none"
 
     for ns, row in sorted(REPORT.items()):
         lines.append(f"| {ns} ({row['pods']} pods) | {fmt(row['scheduler'])} | "
-                     f"{fmt(row['gangstate'])} |")
+                     f"{fmt(row['gangstate'])} | {latency_summary(row.get('latency', []))} |")
+    every = [x for row in REPORT.values() for x in row.get("latency", [])]
+    lines.append("")
+    lines.append(f"time until the user sees it (the scheduler's Event or the pod's change, or "
+                 f"the end of the grace period or settling time, -> gangstate's Event), all "
+                 f"scenarios: {latency_summary(every)}")
     return "\n".join(lines)
 
 
@@ -92,7 +222,8 @@ def record_scenario(core: client.CoreV1Api, namespace: str, chain: Chain | None 
         for e in pod_events(core, namespace, p.metadata.name, p.metadata.uid):
             target = mine if e["from"] == "gangstate" else scheduler
             target[e["reason"]] += e["count"]
-    REPORT[namespace] = {"pods": len(pods), "scheduler": scheduler, "gangstate": mine}
+    REPORT[namespace] = {"pods": len(pods), "scheduler": scheduler, "gangstate": mine,
+                         "latency": CLOCK.latencies(namespace, GRACE, SETTLE) if CLOCK else []}
 
 
 # ---------------------------------------------------------------------------------------------

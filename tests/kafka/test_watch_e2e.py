@@ -17,6 +17,7 @@ from kafka import KafkaConsumer
 from kubernetes import client
 
 from streams.kafka.publishing import Publisher
+from streams.kafka.reading import read_all
 from producers.watch.watching import WatchConfig, Watcher
 from streams.kafka.settings import Settings
 from streams.dev.worker_process import running_worker
@@ -25,6 +26,8 @@ from tests.doubles.apiserver import ApiServerDouble
 pytestmark = pytest.mark.kafka
 
 GANG = "nlp/distill"
+SECRET = "s3cr3t-hf-token"
+"""An env value, a command argument and an annotation of the pods: never in gang-events."""
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -32,8 +35,13 @@ def _pod(name: str) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": "nlp", "annotations": {
                 "gang.scheduling.koordinator.sh/name": "distill",
                 "gang.scheduling.koordinator.sh/min-available": "2",
-                "gang.scheduling.koordinator.sh/mode": "nonstrict"}},
-            "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "c"}]},
+                "gang.scheduling.koordinator.sh/mode": "nonstrict",
+                "kubectl.kubernetes.io/last-applied-configuration": json.dumps(
+                    {"env": [{"name": "HF_TOKEN", "value": SECRET}]})}},
+            "spec": {"schedulerName": "koord-scheduler", "containers": [{
+                "name": "c", "command": ["train", f"--token={SECRET}"],
+                "env": [{"name": "HF_TOKEN", "value": SECRET}],
+                "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
             "status": {"phase": "Pending"}}
 
 
@@ -107,3 +115,11 @@ def test_test_apiserver_to_kafka_to_worker_diagnostics(kafka_settings: Settings)
         "distill-0", "distill-1"}
     assert watcher.metrics.value("gangstate_watch_records_published_total",
                                  schema="gangstate.cycle/v1", resource="") == 1
+    # the pods' env values, command and manifest stayed out of gang-events (issue 15), and the
+    # worker still found everything it needed in the published shape (the diagnostics above)
+    topic = kafka_settings.topics.gang_events
+    published = read_all(kafka_settings, [topic])[topic]
+    pods = [r for r in published if r.get("resource") == "pods"]
+    assert len(pods) == 2
+    assert all(set(r["object"]["spec"]) == set() for r in pods)
+    assert not [r for r in published if SECRET in json.dumps(r)]

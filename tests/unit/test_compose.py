@@ -116,20 +116,54 @@ def test_dockerfile_builds_and_runs_gangstate_worker(compose):
     assert dockerfile == ROOT / "deploy" / "Dockerfile" and dockerfile.is_file()
     lines = [ln.strip() for ln in dockerfile.read_text().splitlines()]
     lines = [ln for ln in lines if ln and not ln.startswith("#")]
-    assert lines[0] == "FROM python:3.11-slim"
-    assert "RUN pip install ." in lines
+    froms = [ln for ln in lines if ln.startswith("FROM ")]
+    assert froms == ["FROM python:3.11-slim AS build", "FROM python:3.11-slim"]
     cmd = [ln for ln in lines if ln.startswith("CMD ")]
     assert cmd and cmd[-1] == 'CMD ["gangstate", "worker"]'
-    copied = [shlex.split(ln)[1:-1] for ln in lines if ln.startswith("COPY ")]
+    copied = [shlex.split(ln)[1:-1] for ln in lines if ln.startswith("COPY ")
+              and not ln.startswith("COPY --from")]
     sources = {src.rstrip("/") for group in copied for src in group}
-    assert {"pyproject.toml", "streams", "producers", "README.md"} <= sources
+    assert {"pyproject.toml", "setup.py", "streams", "producers", "README.md",
+            "requirements/runtime.txt"} <= sources
+
+
+def test_dockerfile_compiles_the_core_and_installs_from_the_lock(compose):
+    """Issue 15: the image ran the core as Python (no C compiler in python:3.11-slim, and the
+    wheel lacked the stamp of the compiled sources) and installed unpinned packages. Now a
+    build stage with gcc builds the wheel with the locked setuptools and mypy, and the image
+    fails to build unless ``streams.core.COMPILED``."""
+    text = _dockerfile(compose).read_text()
+    build, image = text.split("\nFROM python:3.11-slim\n")
+    assert "gcc" in build and "pip wheel --no-deps --no-build-isolation" in build
+    for stage in (build, image):
+        assert "pip install --require-hashes -r requirements/runtime.txt" in stage
+    assert "COPY --from=build /wheels /wheels" in image
+    assert "pip install --no-deps /wheels/*.whl" in image
+    assert "c.COMPILED" in image
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"streams.core" = ["_compiled.json"]' in pyproject
+
+
+def test_the_worker_has_a_writable_data_folder(compose):
+    """Issue 15: the compose worker ran as a user who could write nowhere (Faust's data folder
+    defaulted to ~/.cache under a root-owned /app). Now ``GANGSTATE_DATA_DIR`` is a named
+    volume at /app/data, a folder the image gives to its user."""
+    worker = compose["services"]["worker"]
+    assert worker["environment"]["GANGSTATE_DATA_DIR"] == "/app/data"
+    assert "worker-data:/app/data" in worker["volumes"]
+    assert "worker-data" in compose["volumes"]
+    lines = _dockerfile(compose).read_text().splitlines()
+    assert any("mkdir -p /app/data" in ln for ln in lines)
+    assert any("chown gangstate /app/data" in ln for ln in lines)
+    assert "USER 10001" in lines
+    assert any("GANGSTATE_DATA_DIR=/app/data" in ln for ln in lines)
 
 
 def test_dockerfile_copies_what_pip_install_needs(compose):
     """Every COPY source exists in the repo (the build context), or `docker build` fails."""
     lines = _dockerfile(compose).read_text().splitlines()
     for line in lines:
-        if line.startswith("COPY "):
+        if line.startswith("COPY ") and not line.startswith("COPY --from"):
             for src in shlex.split(line)[1:-1]:
                 assert (ROOT / src).exists(), f"{src} is copied by deploy/Dockerfile but missing"
 

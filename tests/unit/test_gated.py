@@ -183,8 +183,10 @@ def test_a_state_with_gates_survives_its_wire_form_and_old_values_read_as_ungate
     _, store = run([pod("g-0", 0), pod("g-1", 1, gates=K + Q)], 11)
     state = store["ns/g"]
     wire = to_wire(state)
-    assert [len(row) for row in wire["m"]] == [12, 13]  # a 13th value only for a gated member
-    assert wire["m"][1][12] == list(K + Q)
+    # a 13th value only for a gated member, or with a 14th: g-0, refused at PreEnqueue since
+    # t=0 (decide.track_refusals), has no gates and refused_at T0
+    assert [len(row) for row in wire["m"]] == [14, 13]
+    assert wire["m"][1][12] == list(K + Q) and wire["m"][0][12:] == [[], at(0)]
     back = from_wire(wire)
     assert back == state and back.gated == 1 and to_wire(back) == wire
     # a table value stored before gates were kept: every member row has 12 values

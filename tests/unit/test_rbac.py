@@ -99,17 +99,23 @@ def server() -> Iterator[ApiServerDouble]:
         yield s
 
 
-def test_the_manifests_name_one_service_account_for_the_sink_and_the_watcher() -> None:
-    assert service_account("sink") == service_account("watch") == ("gangstate", "gangstate")
-    assert granted(rules_for("gangstate", "gangstate")) == {
+def test_each_component_has_its_own_least_privilege_service_account() -> None:
+    """One ServiceAccount per component: the watch may list and watch, the sink may get,
+    create and patch Events, the worker may do nothing (no binding names it)."""
+    assert service_account("watch") == ("gangstate", "gangstate-watch")
+    assert service_account("sink") == ("gangstate", "gangstate-sink")
+    assert service_account("worker") == ("gangstate", "gangstate-worker")
+    assert granted(rules_for(*service_account("watch"))) == {
         ("", "pods", "list"), ("", "pods", "watch"),
-            ("", "nodes", "list"), ("", "nodes", "watch"),
+        ("", "nodes", "list"), ("", "nodes", "watch"),
         ("scheduling.sigs.k8s.io", "podgroups", "list"),
         ("scheduling.sigs.k8s.io", "podgroups", "watch"),
-        ("", "events", "list"), ("", "events", "watch"),
+        ("", "events", "list"), ("", "events", "watch")}
+    assert granted(rules_for(*service_account("sink"))) == {
         ("", "events", "get"), ("", "events", "create"), ("", "events", "patch"),
         ("events.k8s.io", "events", "get"), ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch")}
+    assert granted(rules_for(*service_account("worker"))) == set()
 
 
 @pytest.mark.parametrize("api,store", [("core/v1", "events"),
@@ -144,7 +150,7 @@ def test_the_sink_wrote_nothing_with_the_old_rbac(server: ApiServerDouble,
     assert len(errors) == 1
     assert errors[0].startswith("the API server forbids the sink to get events (API group '') "
                                 "in namespace 'team-b'")
-    assert 'User "system:serviceaccount:gangstate:gangstate" cannot get resource "events" ' \
+    assert 'User "system:serviceaccount:gangstate:gangstate-sink" cannot get resource "events" ' \
            'in API group "" in the namespace "team-b"' in errors[0]
 
 
@@ -173,20 +179,23 @@ def test_the_watcher_lists_and_watches_with_the_shipped_rbac(server: ApiServerDo
 def test_every_granted_verb_is_used_and_none_is_refused(server: ApiServerDouble) -> None:
     """Least privilege, both ways: the watcher and the sink in both API modes, run against one
     server, use exactly what the shipped rules grant them."""
-    rules = rules_for(*service_account("watch")) + rules_for(*service_account("sink"))
-    server.allow_only(rules, user("sink"))
+    server.allow_only(rules_for(*service_account("watch")), user("watch"))
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, SHIPPED)
     try:
         eventually(lambda: server.open_watches() == 6)
     finally:
         watcher.stop()
+    assert server.forbidden == []
+    assert used(server) == granted(rules_for(*service_account("watch")))
+    server.requests.clear()
+    server.allow_only(rules_for(*service_account("sink")), user("sink"))
     for api in ("core/v1", "events.k8s.io/v1"):
         sink = make_sink(server, api=api)
         for diagnostic in diagnostics_of("member-fails-switch"):
             sink.write(diagnostic)
     assert server.forbidden == []
-    assert used(server) == granted(rules)
+    assert used(server) == granted(rules_for(*service_account("sink")))
 
 
 @pytest.mark.parametrize("refused,count,written", [

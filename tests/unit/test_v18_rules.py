@@ -201,14 +201,15 @@ def test_m5_pods_left_by_a_deleted_podgroup_are_told_why_they_wait():
     assert outputs[0]["message"] == (
         "gang ns/g was removed from the scheduler's gang cache with its PodGroup g; its 2 "
         "remaining pods are held at PreEnqueue (can't find gang) until the PodGroup exists "
-        "again and each pod is updated or recreated")
+        "again and each pod is created again")
     assert [i["name"] for i in outputs[0]["involved"]] == ["p0", "p1"]
     why = why_pod(store["ns/g"], "ns/p1")
     assert (why["member"], why["orphan"], why["held_at"]) == (False, True, "PreEnqueue")
     assert why["unblock"] == [
         "create PodGroup ns/g again (scheduling.sigs.k8s.io/v1alpha1, with spec.minMember), "
-        "then update each of its pods (for example add a label) or recreate them: the "
-        "scheduler's gang cache counts a pod only from its next event"]
+        "then delete the gang's pods so that their controller creates them again: the "
+        "scheduler forgot them with the old PodGroup and runs PreEnqueue again only for a pod "
+        "being created"]
 
     again, store = run(records + [podgroup(40, 2, rv="3", uid="pg-2")], 45)
     assert told(again)[1:] == [(format_time(at(40)), "GangMembersInsufficient",
@@ -292,3 +293,86 @@ def test_m2_the_flag_belongs_to_the_gang_group_and_outlives_a_deleted_gang_of_it
     assert hold(store["ns/b"]) is None
     assert [o["reason"] for o in outputs if o["schema"] == "gangstate.diagnostic/v1"
             and o["observed_at"] > format_time(at(20))] == []
+
+
+# -- stranded at PreEnqueue: refused while held, never retried ---------------------------------
+
+def _late_podgroup(attempts: list[Any]) -> list[Any]:
+    """p0-p2 carry the label of PodGroup g before it exists (not initialised: refused at
+    PreEnqueue from t=0, 1, 2, K core/core.go:209-212); PodGroup g (minMember 2) at t=10: the
+    hold ends, the gang cache activates one child (K core/gang_cache.go:236-249), its round
+    hands out members until 2 wait at Permit and the group is allowed (the context is cleared,
+    K core/core.go:192-194)."""
+    recs = [pod(f"p{i}", i, waits_for_podgroup=True, min_available=None) for i in range(3)]
+    return recs + [podgroup(10, 2)] + attempts
+
+
+def _bound(name: str, t: float) -> list[Any]:
+    return [attempt(name, t, f"ev-{name}", "Bind", "Bound", reason="Scheduled"),
+            pod(name, t, rv="2", type_="MODIFIED", node="n1", phase="Pending",
+                waits_for_podgroup=True, min_available=None)]
+
+
+def test_a_member_refused_while_held_and_left_out_of_the_round_is_stranded():
+    """The real scheduler bound 2 of the 3 and never attempted the third
+    (tests/cluster/test_cluster_v18.py): nothing re-runs PreEnqueue for it (Coscheduling
+    registers no events, K coscheduling.go:109-112; KS backend/queue/scheduling_queue.go:
+    1225-1229). Told 120 s after the first attempt since the hold ended (t=11 -> t=131),
+    naming p2 only."""
+    outputs, store = run(_late_podgroup(_bound("p0", 11) + _bound("p1", 11.5)), 200)
+    stranded = [o for o in outputs if o["reason"] == "GangMembersStranded"]
+    assert told(stranded) == [(format_time(at(131)), "GangMembersStranded",
+                               {"stranded": ["p2"], "after_seconds": 121})]
+    assert [i["name"] for i in stranded[0]["involved"]] == ["p2"]
+    assert stranded[0]["message"] == (
+        "gang ns/g: p2 was refused at PreEnqueue and koord-scheduler will not retry it: it runs "
+        "PreEnqueue again only for a pod being created, and no round of the gang group has "
+        "handed it out in 121s; delete it so that its controller creates it again")
+    why = why_pod(store["ns/g"], "ns/p2")
+    assert (why["held_at"], [r["reason"] for r in why["reasons"]]) == (
+        "PreEnqueue", ["GangMembersStranded"])
+
+
+def test_members_the_round_handed_out_are_not_stranded():
+    """The same with PodGroup minMember 3: the round hands out all three (K core/core.go:
+    164-179) and all are bound: nothing stranded."""
+    recs = [pod(f"p{i}", i, waits_for_podgroup=True, min_available=None) for i in range(3)]
+    recs += [podgroup(10, 3)] + _bound("p0", 11) + _bound("p1", 11.5) + _bound("p2", 12)
+    outputs, store = run(recs, 300)
+    assert "GangMembersStranded" not in [o["reason"] for o in outputs]
+    assert store["ns/g"].n_refused == 0
+
+
+def test_without_any_attempt_nothing_is_called_stranded():
+    """No attempt at all after the hold ended (the scheduler down, or its queue long): no
+    evidence that a round left anyone out, so nothing is said."""
+    outputs, _ = run(_late_podgroup([]), 600)
+    assert "GangMembersStranded" not in [o["reason"] for o in outputs]
+
+
+def test_a_gang_outside_its_own_group_is_stranded_without_a_round():
+    """a-0 (groups ["ns/b"]) was refused while gang b did not exist (K core/core.go:252-255);
+    b-0 at t=20 ends the hold. Rounds of group [b] hand out b's pods only (K core/core.go:
+    164-179), so a-0 is stranded: told 120 s after the hold ended (the real scheduler:
+    tests/cluster/test_cluster_v18.py)."""
+    outputs, _ = run([pod("a-0", 0, gang="ns/a", min_available="1", groups='["ns/b"]'),
+                      pod("b-0", 20, gang="ns/b", min_available="1")], 200)
+    assert [(t, f) for t, r, f in told(outputs) if r == "GangMembersStranded"] == [
+        (format_time(at(140)), {"stranded": ["a-0"], "after_seconds": 120})]
+
+
+def test_a_member_left_out_when_the_round_ended_in_success_is_stranded():
+    """Three pods of min-available 2 created at once: t-1 opened the round, NextPod gave t-0,
+    Permit allowed the group, and t-2, refused during that round (``gangGroup ... is scheduling
+    and this pod has not been attempted``, K core/core.go:228-238), stayed Pending with no
+    Event (seen on the real scheduler, docs/cluster.md). The first bind (t=1) ends the round
+    (K core/core.go:192-194): t-2 is told 120 s later. (t-0 alone was a gang of 1 < 2 for a
+    moment: that hold ended at t=0, so the count runs from there: 121 s.)"""
+    recs = [pod(f"t-{i}", 0, min_available="2") for i in range(3)]
+    recs += _bound("t-1", 1)[:1] + [pod("t-1", 1, rv="2", type_="MODIFIED", node="n1",
+                                        min_available="2")]
+    recs += _bound("t-0", 1.2)[:1] + [pod("t-0", 1.2, rv="2", type_="MODIFIED", node="n1",
+                                          min_available="2")]
+    outputs, _ = run(recs, 300)
+    assert [(t, f) for t, r, f in told(outputs) if r == "GangMembersStranded"] == [
+        (format_time(at(121)), {"stranded": ["t-2"], "after_seconds": 121})]

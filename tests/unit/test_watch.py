@@ -191,7 +191,16 @@ def test_router_publishes_gang_pods_keyed_by_gang_and_drops_others() -> None:
     assert r.route("pods", "ADDED", gang_pod, None, T0) == [
         Publish("team-a/train", {"schema": "gangstate.kube/v1",
                                  "observed_at": "2026-11-02T09:00:00.000000Z",
-                                 "resource": "pods", "type": "ADDED", "object": gang_pod})]
+                                 "resource": "pods", "type": "ADDED", "object": {
+                                     # published: the fold's fields only (schedulerName and
+                                     # the containers stay out of gang-events)
+                                     "apiVersion": "v1", "kind": "Pod",
+                                     "metadata": {"name": "w-0", "namespace": "team-a",
+                                                  "uid": "u0", "resourceVersion": "10",
+                                                  "annotations": {
+                                         "gang.scheduling.koordinator.sh/name": "train",
+                                         "gang.scheduling.koordinator.sh/min-available": "2"}},
+                                     "spec": {}, "status": {"phase": "Pending"}}})]
     assert r.route("pods", "ADDED", other, None, T0) == [Drop("no-gang")]
 
 

@@ -1,0 +1,138 @@
+"""The worker's batch path through a rebalance: a second worker joins the group halfway
+through the log, takes half of the partitions (and their gangs, from the changelog), and the
+outputs and the gang table still equal the offline fold of the same log, gang by gang.
+
+``streams.worker.faust_patches`` hands ``gang-events`` to the agent in batches (not through
+Faust's per-event stream); this checks what that path must keep: per-key order, every record
+folded once, records fetched before the rebalance not folded twice or lost, and the table's
+changelog co-partitioned so that the new owner of a partition resumes its gangs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from streams.dev.worker_process import running_worker
+from streams.kafka.publishing import Publisher, ensure_topics
+from streams.kafka.reading import read_all, read_table, wait_caught_up, wait_group_stable
+from streams.kafka.settings import Settings, Topics
+from streams.core.state import from_wire, summary
+from streams.wire.traces import fold_lines
+from tests.fixtures import tracegen
+
+pytestmark = pytest.mark.kafka
+
+GANGS = 160
+"""Gangs of the log: 3 pods each (min-available 3), spread over the 8 partitions."""
+
+
+def gang_log() -> list[tuple[str, bytes]]:
+    """``(gang id, value)`` in event-time order: per gang, three pods ADDED, then a cycle in
+    which the representative waits at Permit, the second pod fails Filter and the
+    representative is rejected, then a second cycle in which all three pass Permit, then the
+    three pods MODIFIED with a node. The fold answers each gang with two ``GangCycleRejected``
+    (when the Filter failure arrives, and again with the cycle's ``Rejected`` record: the
+    contract re-emits it as the same cycle's records arrive) and one ``GangScheduled`` (the
+    third pod seen bound): 1,920 records and 480 diagnostics (what the offline fold gives,
+    checked below before it is compared with the Kafka path)."""
+    out: list[tuple[str, bytes]] = []
+    for g in range(GANGS):
+        ns, name = f"rb-{g % 7}", f"job-{g}"
+        gang = f"{ns}/{name}"
+        t = g * 0.02
+        pods = [f"{name}-{i}" for i in range(3)]
+        for i, p in enumerate(pods):
+            out.append((gang, tracegen.pod(ns, p, t + 0.001 * i, 10 + i, gang=name,
+                                           min_available=3).encode()))
+        cyc = 1000 + 10 * g
+        out.append((gang, tracegen.cycle(ns, pods[0], t + 1, cyc, "Permit", "Wait", gang=gang,
+                                         representative=pods[0]).encode()))
+        out.append((gang, tracegen.cycle(ns, pods[1], t + 1.1, cyc, "Filter", "Unschedulable",
+                                         gang=gang, reason="Insufficient nvidia.com/gpu",
+                                         representative=pods[0]).encode()))
+        out.append((gang, tracegen.cycle(ns, pods[0], t + 1.2, cyc, "Permit", "Rejected",
+                                         gang=gang, representative=pods[0]).encode()))
+        for i, p in enumerate(pods):
+            out.append((gang, tracegen.cycle(ns, p, t + 2 + 0.01 * i, cyc + 1, "Permit",
+                                             "Success" if i == 2 else "Wait", gang=gang,
+                                             representative=pods[0]).encode()))
+        for i, p in enumerate(pods):
+            out.append((gang, tracegen.pod(ns, p, t + 3 + 0.01 * i, 20 + i, gang=name,
+                                           min_available=3, type_="MODIFIED",
+                                           node=f"node-{i}").encode()))
+    out.sort(key=lambda kv: json.loads(kv[1])["observed_at"])
+    return out
+
+
+def wait_members(bootstrap: str, group: str, members: int, timeout: float, alive) -> bool:
+    """Wait until consumer group ``group`` is Stable with ``members`` members."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gangstate-test-rebalance")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and alive():
+            try:
+                found = admin.describe_groups([group]).get(group) or {}
+            except Exception:  # coordinator still loading: ask again
+                found = {}
+            state = str(found.get("group_state") or found.get("state") or "").lower()
+            if state == "stable" and len(found.get("members") or []) == members:
+                return True
+            time.sleep(0.25)
+        return False
+    finally:
+        admin.close()
+
+
+def by_gang(records: list[dict]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for rec in records:
+        out.setdefault(rec["gang"], []).append(json.dumps(rec, sort_keys=True))
+    return out
+
+
+def test_a_second_worker_joining_halfway_changes_no_output(
+        kafka_bootstrap: str, tmp_path: Path) -> None:
+    run = uuid.uuid4().hex[:10]
+    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"rebalance-{run}."),
+                        partitions=8, app_id=f"gangstate-rebalance-{run}")
+    ensure_topics(settings)
+    log = gang_log()
+    expected = fold_lines(((n, v) for n, (_k, v) in enumerate(log)), None)
+    half = len(log) // 2
+    with running_worker(settings, log_path=tmp_path / "worker-1.log") as first:
+        pub = Publisher(settings)
+        for gang, value in log[:half]:
+            pub.send(settings.topics.gang_events, gang, value)
+        pub.flush()
+        with running_worker(settings, log_path=tmp_path / "worker-2.log",
+                            ready_timeout=None) as second:
+            alive = lambda: first.poll() is None and second.poll() is None  # noqa: E731
+            assert wait_members(kafka_bootstrap, settings.app_id, 2, 120, alive), \
+                (tmp_path / "worker-2.log").read_text()[-3000:]
+            for gang, value in log[half:]:
+                pub.send(settings.topics.gang_events, gang, value)
+            pub.close()
+            assert wait_group_stable(kafka_bootstrap, settings.app_id, 120, alive=alive)
+            assert wait_caught_up(settings, 180, alive=alive), \
+                (tmp_path / "worker-2.log").read_text()[-3000:]
+            t = settings.topics
+            got = read_all(settings, [t.diagnostics, t.commands, t.dead_letters])
+            table = read_table(settings)
+            assert second.poll() is None and first.poll() is None
+    assert got[t.dead_letters] == []
+    assert len(log) == 12 * GANGS
+    assert Counter(d["reason"] for d in expected.diagnostics) == {
+        "GangCycleRejected": 2 * GANGS, "GangScheduled": GANGS}
+    assert by_gang(got[t.diagnostics]) == by_gang(expected.diagnostics)
+    assert len(got[t.commands]) == len(expected.commands)
+    assert sorted(table) == sorted(expected.states)
+    for gang, state in expected.states.items():
+        assert summary(from_wire(table[gang])) == summary(state)

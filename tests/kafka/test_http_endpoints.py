@@ -1,0 +1,83 @@
+"""Metrics on one flag for every long-running component, on loopback unless told otherwise
+(issue 15): ``gangstate watch``, ``sink`` and ``worker`` each serve ``/metrics`` with
+``--http-port PORT``, listening on 127.0.0.1 by default (before: ``watch`` and ``sink``
+listened on 0.0.0.0, every interface) and on the address ``--http-bind`` names.
+
+Each component runs as a real process. "Not listening there" is checked by connecting to the
+same port on another loopback address (127.0.0.2), which a server bound to 0.0.0.0 would
+answer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from streams.kafka.settings import Settings
+from tests.kafka.test_worker_routing import free_port_on_both
+
+pytestmark = pytest.mark.kafka
+
+# component -> (its arguments besides the HTTP flags, a metric only it serves)
+COMPONENTS = {
+    # Kafka unreachable: the watch retries it with backoff and serves its metrics meanwhile
+    "watch": (["watch", "--bootstrap", "127.0.0.1:1", "--kubeconfig", "/nonexistent"],
+              "gangstate_watch_queue_depth"),
+    "sink": (["sink", "--dry-run"], "gangstate_sink_api_forbidden"),
+    "worker": (["worker"], "gangstate_records"),
+}
+
+
+def refused(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+@pytest.mark.parametrize("bind", [None, "127.0.0.2"])
+@pytest.mark.parametrize("component", sorted(COMPONENTS))
+def test_metrics_on_http_port_at_the_bind_address(component: str, bind: str | None,
+                                                  kafka_settings: Settings,
+                                                  tmp_path: Path) -> None:
+    args, metric = COMPONENTS[component]
+    port = free_port_on_both()
+    flags = ["--http-port", str(port)] + (["--http-bind", bind] if bind else [])
+    served, other = (bind or "127.0.0.1"), ("127.0.0.1" if bind else "127.0.0.2")
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=kafka_settings.bootstrap or "",
+               GANGSTATE_TOPIC_PREFIX=kafka_settings.topics.prefix,
+               GANGSTATE_APP_ID=kafka_settings.app_id, GANGSTATE_DATA_DIR=str(tmp_path))
+    env.pop("POD_IP", None)
+    log = tmp_path / "out.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "streams.cli", *args, *flags], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                answer = requests.get(f"http://{served}:{port}/metrics", timeout=2)
+                if answer.status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.3)
+        assert metric in answer.text
+        assert refused(other, port), f"{component} also listens on {other}:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -1,0 +1,124 @@
+"""Two workers, one consumer group, each on its own loopback address with the same port, as two
+pods of ``worker.yaml`` would be (issue 15): each advertises its own address (``--http-bind``;
+in Kubernetes ``POD_IP``), so a view asked of either worker for a gang the other owns is
+forwarded there by Faust's table router and answered, never 404.
+
+Before: every worker advertised ``http://127.0.0.1:<port>``; with one port for all (one per pod
+in Kubernetes) a worker forwarded to itself and answered 404 for the other's gangs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from producers.replay import merged_by_time, replay
+from streams.dev.worker_process import running_worker
+from streams.kafka.partitions import partition_of
+from streams.kafka.publishing import Publisher, ensure_topics
+from streams.kafka.reading import wait_caught_up
+from streams.kafka.settings import Settings, Topics
+from streams.query.answers import explain_pod, gang_detail
+from streams.wire.contracts import parse_time
+from streams.wire.traces import fold_lines
+from tests.fixtures.casecheck import case_dirs
+from tests.kafka.test_worker_web import plain
+
+pytestmark = pytest.mark.kafka
+
+AT = parse_time("2026-11-29T00:00:00Z")
+ADDRESSES = ("127.0.0.1", "127.0.0.2")
+
+
+def free_port_on_both() -> int:
+    """A TCP port free on 127.0.0.1 and on 127.0.0.2."""
+    for _ in range(50):
+        with socket.socket() as one:
+            one.bind((ADDRESSES[0], 0))
+            port = one.getsockname()[1]
+            with socket.socket() as two:
+                try:
+                    two.bind((ADDRESSES[1], port))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no port free on both loopback addresses")
+
+
+def group_members(settings: Settings) -> int:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(**settings.kafka_python(client_id="routing-test"))
+    try:
+        group = admin.describe_groups([settings.app_id]).get(settings.app_id) or {}
+    finally:
+        admin.close()
+    state = str(group.get("group_state") or group.get("state") or "").lower()
+    return len(group.get("members") or []) if state == "stable" else 0
+
+
+def local_gangs(base: str) -> set[str]:
+    """The gangs one worker owns (``/gangs`` lists only its own)."""
+    return {row["gang"] for row in requests.get(base + "/gangs", timeout=10).json()["gangs"]}
+
+
+def test_a_view_is_answered_by_either_worker(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             kafka_bootstrap: str) -> None:
+    monkeypatch.delenv("POD_IP", raising=False)
+    run = uuid.uuid4().hex[:10]
+    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"routing-{run}."),
+                        app_id=f"gangstate-routing-{run}")
+    ensure_topics(settings)
+    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
+    port = free_port_on_both()
+    bases = [f"http://{address}:{port}" for address in ADDRESSES]
+    with contextlib.ExitStack() as stack:
+        workers = [stack.enter_context(running_worker(
+            settings, log_path=tmp_path / f"worker-{address}.log",
+            extra_args=("--http-port", str(port), "--http-bind", address)))
+            for address in ADDRESSES]
+        logs = lambda: "\n".join((tmp_path / f"worker-{a}.log").read_text()[-1500:]  # noqa: E731
+                                 for a in ADDRESSES)
+        deadline = time.monotonic() + 90
+        while group_members(settings) != 2:
+            assert time.monotonic() < deadline and all(w.poll() is None for w in workers), \
+                logs()
+            time.sleep(0.5)
+        publisher = Publisher(settings)
+        replay(lines, settings, at=AT, publisher=publisher)
+        publisher.close()
+        assert wait_caught_up(settings, 120,
+                              alive=lambda: all(w.poll() is None for w in workers)), logs()
+        owned: list[set[str]] = []
+        deadline = time.monotonic() + 60
+        while True:  # both views up, both assignments settled, every gang owned once
+            with contextlib.suppress(requests.RequestException, ValueError, KeyError):
+                owned = [local_gangs(base) for base in bases]
+                if sorted(owned[0] | owned[1]) == sorted(expected.states) and \
+                        not owned[0] & owned[1]:
+                    break
+            assert time.monotonic() < deadline, (owned, logs())
+            time.sleep(0.5)
+        # the gangs are split between the two (partitions 0, 2, 3, 5, 6 of 8 are used), so
+        # each worker is asked for gangs it does not own
+        assert owned[0] and owned[1], owned
+        assert {partition_of(g, settings.partitions) for g in expected.states} == {0, 2, 3, 5, 6}
+        for base in bases:
+            for gang, state in sorted(expected.states.items()):
+                answer = requests.get(f"{base}/gangs/{gang}", timeout=10)
+                assert answer.status_code == 200, (base, gang, answer.text)
+                assert answer.json() == plain(gang_detail(state)), (base, gang)
+            why = requests.get(f"{base}/pods/team-b/moe-finetune-worker-2/why",
+                               params={"gang": "team-b/moe-finetune"}, timeout=10)
+            assert why.status_code == 200, (base, why.text)
+            assert why.json() == plain(explain_pod(expected.states,
+                                                   "team-b/moe-finetune-worker-2",
+                                                   "team-b/moe-finetune"))
