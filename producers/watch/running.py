@@ -43,7 +43,11 @@ def run_watch(args: argparse.Namespace) -> int:
     with backoff."""
     from streams.kafka.publishing import Publisher, ensure_topics
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from streams.kafka.logs import limited_handler
+
+    # each kind of line at most once per 10 s (a broker that is down)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
+                        handlers=[limited_handler()])
     try:
         config = WatchConfig(
             namespaces=tuple(args.namespace), podgroups=not args.no_podgroups,

@@ -52,7 +52,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from producers.watch.node_cache import NodeCache
 from producers.watch.scheduler_events import dominant_fit_reason, parse_scheduler_event
 from streams.kafka.settings import Settings
-from streams.wire.contracts import CYCLE_SCHEMA, DEAD_LETTER_SCHEMA, KUBE_SCHEMA
+from streams.wire.contracts import CYCLE_SCHEMA, KUBE_SCHEMA, dead_letter
 from streams.core.capacity import pod_requests
 from streams.core.spec import (ANNOTATION_MATCH_POLICY_ALIAS, LABEL_MIN_AVAILABLE_DEPRECATED,
                                LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, PREFIX,
@@ -970,12 +970,9 @@ class Watcher:
                 if action.detail:
                     log.debug("dropped (%s): %s", action.reason, action.detail)
             else:
-                letter = {"schema": DEAD_LETTER_SCHEMA,
-                          "observed_at": format_time(wall_clock_micros()),
-                          "topic": topics.gang_events, "partition": None, "offset": None,
-                          "key": None,
-                          "value": json.dumps(action.record, separators=(",", ":")),
-                          "error": action.error}
+                letter = dead_letter(  # the head, size and sha256 of the value: it fits
+                    format_time(wall_clock_micros()), topics.gang_events, None, None, None,
+                    json.dumps(action.record, separators=(",", ":")).encode(), action.error)
                 if self._send(topics.dead_letters, None, letter):
                     self.metrics.dead_letters.labels(action.reason).inc()
 

@@ -17,7 +17,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, MutableMapping
 
-from . import decide, episode
+from . import decide, episode, retention
 from .records import (AckObserved, CycleObserved, GangRecord, GangSummarized, PodGroupObserved,
                       PodObserved, Record, Tick)
 from .spec import parse_spec
@@ -598,7 +598,9 @@ class PartitionFold:
 
     ``store`` maps gang id to ``GangState`` (a dict offline, an adapter over the Faust table in
     the worker). ``feed(key, record)`` first fires every timer due by the record's event time,
-    for every gang in the store with a pending timer, then applies the record. The clock never
+    for every gang in the store with a pending timer, and removes the gangs gone by then
+    (``streams.core.retention``: ``del store[key]``, or the gang's remnant), then applies the
+    record. The clock never
     moves backwards: a record older than the clock is applied with the clock's time for timers.
     Deterministic: same records in the same order give the same outputs.
 
@@ -615,11 +617,13 @@ class PartitionFold:
         self.loopback = loopback
         self.clock = 0
         self._timers: list[tuple[int, str]] = []
+        self._sweeps: list[tuple[int, str]] = []  # (retention.gone_at, gang id)
 
     def rebuild_timers(self, keys: Iterable[str] | None = None) -> None:
         """Recompute the timer index from the store (after a restart or partition assignment);
         ``keys`` limits the scan to those gangs."""
         self._timers = []
+        self._sweeps = []
         for key in (self.store.keys() if keys is None else keys):
             state = self.store.get(key)
             if state is not None:
@@ -629,6 +633,9 @@ class PartitionFold:
         due = next_due(state, self.settings)
         if due is not None:
             heapq.heappush(self._timers, (due, key))
+        gone = retention.gone_at(state, self.settings.tombstone_micros)
+        if gone is not None:
+            heapq.heappush(self._sweeps, (gone, key))
 
     def advance(self, now: int) -> list[Output]:
         """Move the clock to ``now`` (if later) and fire every timer due by then, earliest
@@ -645,7 +652,25 @@ class PartitionFold:
             self.store[key] = state
             outputs.extend(fired)
             self._schedule(key, state)
+        self._sweep()
         return outputs
+
+    def _sweep(self) -> None:
+        """Remove the gangs gone by the clock (``retention.is_gone``): delete them from the
+        store, or keep their ``retention.remnant``."""
+        window = self.settings.tombstone_micros
+        while self._sweeps and self._sweeps[0][0] <= self.clock:
+            due, key = heapq.heappop(self._sweeps)
+            state = self.store.get(key)
+            if state is None or retention.gone_at(state, window) != due \
+                    or not retention.is_gone(state, self.clock, window,
+                                             next_due(state, self.settings)):
+                continue  # stale entry, or a timer pending (its firing schedules it again)
+            rest = retention.remnant(state)
+            if rest is None:
+                del self.store[key]
+            else:
+                self.store[key] = rest
 
     def feed(self, key: str | None, rec: Record) -> list[Output]:
         """Fire due timers, then apply ``rec`` to gang ``key``; returns all outputs in order.

@@ -452,8 +452,11 @@ def _transport(args: argparse.Namespace) -> Transport:
 def run_sink(args: argparse.Namespace) -> int:
     """``gangstate sink``: write Events until SIGTERM/SIGINT (or the end of ``--input``).
     Returns 2 when neither Kafka nor ``--input`` is given, 0 otherwise."""
+    from streams.kafka.logs import limited_handler
+
+    # each kind of line at most once per 10 s (a broker that is down)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
+                        handlers=[limited_handler(sys.stderr)])
     settings = Settings.from_env().with_flags(args.bootstrap, args.prefix,
                                               getattr(args, "kafka_security", None))
     if not args.input and not settings.bootstrap:

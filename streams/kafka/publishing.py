@@ -25,18 +25,35 @@ from streams.core.timefmt import format_time
 log = logging.getLogger(__name__)
 
 
+INPUT_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}
+"""Topic configuration of ``gang-events``: the broker stamps each record with its own clock
+when it appends it, so the Kafka timestamp the worker bounds ``observed_at`` by
+(``streams.wire.decoding.check_skew``) is not the producer's to choose (with ``CreateTime`` a
+producer may claim up to the broker's ``message.timestamp.after.max.ms`` ahead, one hour by
+default on Kafka 4)."""
+
+
+DEAD_LETTER_RETENTION_MS = 7 * 24 * 3600 * 1000
+"""How long ``dead-letters`` keeps a dead letter, ms (7 days; set when gangstate creates the
+topic, docs/contracts.md "Dead letters")."""
+DEAD_LETTER_TOPIC_CONFIG = {"retention.ms": str(DEAD_LETTER_RETENTION_MS)}
+"""Topic configuration of ``dead-letters``."""
+
+
 def ensure_topics(settings: Settings) -> None:
     """Create gangstate's topics when absent: ``gang-events`` and the outputs with
     ``settings.partitions`` partitions (outputs follow the input's partitioning so that Faust
-    co-partitions them), ``dead-letters`` likewise. Replication factor 1 on the embedded
-    broker; an existing topic is left as it is. Raises ``kafka.errors.KafkaError`` when the
+    co-partitions them), ``dead-letters`` likewise; ``gang-events`` with
+    ``INPUT_TOPIC_CONFIG``, ``dead-letters`` with ``DEAD_LETTER_TOPIC_CONFIG``. Replication factor 1 on the embedded broker; an existing topic is
+    left as it is. Raises ``kafka.errors.KafkaError`` when the
     broker cannot be reached."""
     assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
     admin = KafkaAdminClient(**settings.kafka_python(client_id="gangstate-admin"))
     try:
         existing = set(admin.list_topics())
         t = settings.topics
-        wanted = [NewTopic(name, settings.partitions, 1)
+        configs = {t.gang_events: INPUT_TOPIC_CONFIG, t.dead_letters: DEAD_LETTER_TOPIC_CONFIG}
+        wanted = [NewTopic(name, settings.partitions, 1, topic_configs=configs.get(name, {}))
                   for name in (t.gang_events, t.diagnostics, t.commands, t.dead_letters)
                   if name not in existing]
         if wanted:

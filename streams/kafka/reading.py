@@ -21,7 +21,8 @@ from streams.kafka.settings import KafkaSecurity, Settings
 def read_topic(settings: Settings, topic: str, *, from_beginning: bool = True,
                follow: bool = False, idle_seconds: float = 1.0,
                timeout_seconds: float | None = None) -> Iterator[tuple[str | None, Any]]:
-    """Yield ``(key, value)`` for the records of ``topic`` (values JSON-decoded when possible).
+    """Yield ``(key, value)`` for the records of ``topic`` (values JSON-decoded when possible;
+    ``None`` for a tombstone).
 
     Without ``follow`` it stops at the end offsets it saw when it started; with ``follow`` it
     keeps reading until interrupted or ``timeout_seconds`` (``None``: forever) have passed.
@@ -46,6 +47,9 @@ def read_topic(settings: Settings, topic: str, *, from_beginning: bool = True,
         while True:
             for msg in consumer:
                 key = None if msg.key is None else msg.key.decode("utf-8", "replace")
+                if msg.value is None:  # a tombstone (a gang removed from the table)
+                    yield key, None
+                    continue
                 try:
                     value: Any = json.loads(msg.value)
                 except ValueError:

@@ -15,6 +15,7 @@ line, which the CLI prints (exit status 2):
 | ``GANGSTATE_GRACE_SECONDS`` | ``10`` | hold-warning grace period, seconds of event time |
 | ``GANGSTATE_SERVER`` | ``http://127.0.0.1:6066`` | the worker the query commands ask |
 | ``GANGSTATE_DATA_DIR`` | ``~/.cache/gangstate/worker`` | the worker's Faust data folder |
+| ``GANGSTATE_MAX_SKEW_SECONDS`` | ``60`` | how far a record's ``observed_at`` may be ahead of its Kafka timestamp |
 | ``POD_IP`` | unset | the address a worker advertises for its views (Kubernetes downward API) |
 | ``KAFKA_SECURITY_PROTOCOL`` | ``PLAINTEXT`` | ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL`` |
 | ``KAFKA_SASL_MECHANISM`` | ``PLAIN`` with a SASL protocol | ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` |
@@ -42,6 +43,7 @@ from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.core.fold import FoldSettings
+from streams.wire.decoding import MAX_SKEW_SECONDS
 
 
 class SettingsError(ValueError):
@@ -66,6 +68,9 @@ class Environment(BaseSettings):
     """``GANGSTATE_SERVER``: the worker whose views the query commands ask."""
     data_dir: str | None = None
     """``GANGSTATE_DATA_DIR``: the worker's Faust data folder."""
+    max_skew_seconds: float = Field(default=MAX_SKEW_SECONDS, gt=0, allow_inf_nan=False)
+    """``GANGSTATE_MAX_SKEW_SECONDS``: how far ahead of its Kafka timestamp a record's
+    ``observed_at`` may be, seconds (``streams.wire.decoding.check_skew``)."""
     pod_ip: str | None = Field(default=None, validation_alias=AliasChoices("POD_IP"))
     """``POD_IP``: the pod's address (downward API ``status.podIP``), which the worker
     advertises to the other workers for its views."""
@@ -269,6 +274,13 @@ class Settings:
     partitions: int = 8
     app_id: str = "gangstate"
     fold: FoldSettings = field(default_factory=FoldSettings)
+    max_skew_seconds: float = MAX_SKEW_SECONDS
+    """How far a record's ``observed_at`` may be ahead of its Kafka timestamp, seconds."""
+
+    @property
+    def max_skew_micros(self) -> int:
+        """``max_skew_seconds`` in microseconds."""
+        return int(self.max_skew_seconds * 1_000_000)
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     """How the clients connect (TLS, SASL); ``PLAINTEXT`` by default."""
 
@@ -313,5 +325,6 @@ class Settings:
             partitions=e.partitions,
             app_id=e.app_id,
             fold=FoldSettings(grace_seconds=e.grace_seconds),
+            max_skew_seconds=e.max_skew_seconds,
             security=security_from(e),
         )

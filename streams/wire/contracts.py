@@ -17,6 +17,8 @@ validated, because a full Pod validation would cost more than the fold itself
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import NotRequired, Required, TypedDict
@@ -32,6 +34,29 @@ CYCLE_SCHEMA = "gangstate.cycle/v1"
 ACK_SCHEMA = "gangstate.ack/v1"
 TICK_SCHEMA = "gangstate.tick/v1"
 DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
+
+INT64_MAX = 2**63 - 1
+"""The largest number an input record may carry in ``cycle``, an ack's ``epoch``, a source
+Event's ``count`` and a decimal ``resourceVersion`` (docs/contracts.md, "Limits"). Kubernetes
+resourceVersions of an etcd-backed API server are etcd revisions, an ``int64``
+(go.etcd.io/etcd/api/v3 v3.6.5 ``mvccpb/kv.pb.go:58``, ``ModRevision int64``), which
+k8s.io/apiserver v0.35.2 writes and parses as a decimal (``pkg/storage/
+api_object_versioner.go:40,55,94``); kube-scheduler v1.35.2's cycle counter is an ``int64``
+(``pkg/scheduler/backend/queue/scheduling_queue.go:110``, ``SchedulingCycle() int64``)."""
+
+RV_MAX_LENGTH = 64
+"""The longest ``metadata.resourceVersion`` accepted, characters (a decimal int64 has at most
+19 digits; a non-decimal resourceVersion, compared only for equality, is bounded too)."""
+
+
+def check_resource_version(value: str) -> str:
+    """``value`` when it is a resourceVersion gangstate can order: a decimal one must be at
+    most ``INT64_MAX``. Raises ``ValueError`` (the contract's reason) otherwise. The length
+    bound (``RV_MAX_LENGTH``) is the field's own constraint."""
+    if value.isdigit() and value.isascii() and int(value) > INT64_MAX:
+        raise ValueError(f"a decimal resourceVersion is an etcd revision (int64): at most "
+                         f"{INT64_MAX}")
+    return value
 
 Stage = Literal[
     "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Permit", "Reserve", "Unreserve",
@@ -117,11 +142,16 @@ class ObjectMeta(BaseModel):
     name: str = Field(min_length=1)
     namespace: str = ""
     uid: str = Field(min_length=1)
-    resourceVersion: str = ""
+    resourceVersion: str = Field(default="", max_length=RV_MAX_LENGTH)
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     creationTimestamp: str | None = None
     deletionTimestamp: str | None = None
+
+    @field_validator("resourceVersion")
+    @classmethod
+    def _rv_bounded(cls, value: str) -> str:
+        return check_resource_version(value)
 
     @field_validator("labels", "annotations", mode="before")
     @classmethod
@@ -172,7 +202,7 @@ class EventSource(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     event: str = Field(default="", description="the Event's namespace/name")
     uid: str = Field(default="", description="the Event's metadata.uid")
-    count: int = Field(default=1, ge=1, description="how often the Event has happened: "
+    count: int = Field(default=1, ge=1, le=INT64_MAX, description="how often the Event has happened: "
                                                     "series.count, else count, else 1")
     form: str = Field(default="", description="the row of the scheduler message catalogue "
                                               "(producers.watch.scheduler_events.CATALOGUE) the "
@@ -209,7 +239,7 @@ class CycleRecord(_Timed):
             "type": "object", "required": ["uid"], "properties": {"uid": {"minLength": 1}}}}}})
     schema_: Literal["gangstate.cycle/v1"] = Field(alias="schema")
     scheduler: str = ""
-    cycle: int | None = Field(ge=0, description="the scheduler's monotonic scheduling-attempt "
+    cycle: int | None = Field(ge=0, le=INT64_MAX, description="the scheduler's monotonic scheduling-attempt "
                                                 "counter; null when unknown (a record derived "
                                                 "from a scheduler Event, see source)")
     pod: PodRef
@@ -257,7 +287,7 @@ class AckRecord(_Timed):
     schema_: Literal["gangstate.ack/v1"] = Field(alias="schema")
     command_id: str = Field(min_length=1)
     gang_group: str = Field(min_length=1)
-    epoch: int = Field(ge=1)
+    epoch: int = Field(ge=1, le=INT64_MAX)
     outcome: AckOutcome
     representative: str | None = None
 
@@ -323,7 +353,7 @@ class _MetaView(TypedDict, total=False):
     name: Required[Annotated[str, Field(min_length=1)]]
     namespace: str
     uid: Required[Annotated[str, Field(min_length=1)]]
-    resourceVersion: str
+    resourceVersion: Annotated[str, Field(max_length=RV_MAX_LENGTH)]
     labels: dict[str, str] | None
     annotations: dict[str, str] | None
     creationTimestamp: str | None
@@ -373,7 +403,7 @@ class _PodRefView(TypedDict):
 class _EventSourceView(TypedDict, total=False):
     event: str
     uid: str
-    count: Annotated[int, Field(ge=1)]
+    count: Annotated[int, Field(ge=1, le=INT64_MAX)]
     form: str
     truncated: bool
 
@@ -391,7 +421,7 @@ class _CapacityView(TypedDict):
 class CycleView(_InputView):
     schema: Literal["gangstate.cycle/v1"]
     scheduler: NotRequired[str]
-    cycle: Annotated[int, Field(ge=0)] | None
+    cycle: Annotated[int, Field(ge=0, le=INT64_MAX)] | None
     pod: _PodRefView
     gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
     gang_group: NotRequired[str]
@@ -412,7 +442,7 @@ class AckView(_InputView):
     schema: Literal["gangstate.ack/v1"]
     command_id: Annotated[str, Field(min_length=1)]
     gang_group: Annotated[str, Field(min_length=1)]
-    epoch: Annotated[int, Field(ge=1)]
+    epoch: Annotated[int, Field(ge=1, le=INT64_MAX)]
     outcome: AckOutcome
     representative: NotRequired[str | None]
 
@@ -489,12 +519,26 @@ class Command(_Record):
     cycle: int | None = None
 
 
-class DeadLetter(_Record):
-    """``gangstate.dead-letter/v1``: a record that failed validation, kept with the reason.
+DEAD_LETTER_HEAD_BYTES = 4096
+"""Bytes of the raw value a dead letter carries at most (``DeadLetter.value``)."""
+DEAD_LETTER_KEY_BYTES = 1024
+"""Bytes of the raw key a dead letter carries at most (``DeadLetter.key``)."""
+DEAD_LETTER_ERROR_CHARS = 2048
+"""Characters of the reason a dead letter carries at most (``DeadLetter.error``)."""
 
-    ``observed_at`` is wall-clock time: dead letters are not fold outputs. ``value`` is the raw
-    bytes as UTF-8 text, or base64 when they are not UTF-8 (then ``value_encoding`` is
-    ``base64``).
+
+class DeadLetter(_Record):
+    """``gangstate.dead-letter/v1``: a record that could not be folded, kept with the reason.
+
+    ``observed_at`` is wall-clock time: dead letters are not fold outputs. ``value`` is the
+    head of the raw bytes (at most ``DEAD_LETTER_HEAD_BYTES``, cut at a character boundary) as
+    UTF-8 text, or base64 when they are not UTF-8 (then ``value_encoding`` is ``base64``);
+    ``value_size`` and ``value_sha256`` describe the whole raw value, ``value_truncated`` says
+    whether ``value`` is only its head. A dead letter is thus at most about 8 KiB, whatever
+    the record (docs/contracts.md, "Dead letters"). ``key`` is the raw key's head (at most
+    ``DEAD_LETTER_KEY_BYTES``), ``error`` the reason (at most ``DEAD_LETTER_ERROR_CHARS``).
+    Dead letters written before the head and digest lack the three ``value_*`` fields and carry
+    the whole value.
     """
 
     schema_: Literal["gangstate.dead-letter/v1"] = Field(alias="schema", default=DEAD_LETTER_SCHEMA)
@@ -503,9 +547,55 @@ class DeadLetter(_Record):
     partition: int | None = None
     offset: int | None = None
     key: str | None = None
-    value: str
+    value: str = Field(description="the head of the raw value (UTF-8 text, or base64)")
     value_encoding: Literal["utf-8", "base64"] = "utf-8"
+    value_size: int | None = Field(default=None, ge=0,
+                                   description="bytes of the whole raw value")
+    value_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$",
+                                     description="sha256 of the whole raw value, hex")
+    value_truncated: bool = Field(default=False,
+                                  description="value holds only the head of the raw value")
     error: str
+
+
+def _utf8_head(raw: bytes, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` bytes at most of ``raw`` as text, cut before a character split by
+    the limit; ``(text, True)``, or ``("", False)`` when that head is not UTF-8."""
+    head = raw[:limit]
+    for cut in range(4 if len(raw) > limit else 1):  # a UTF-8 character has at most 4 bytes
+        try:
+            return head[:len(head) - cut].decode("utf-8"), True
+        except UnicodeDecodeError:
+            continue
+    return "", False
+
+
+def dead_letter(observed_at: str, topic: str, partition: int | None, offset: int | None,
+                key: bytes | None, value: bytes | None, error: str) -> dict[str, Any]:
+    """A ``gangstate.dead-letter/v1`` record (JSON-ready) for raw ``key``/``value`` that could
+    not be folded because of ``error``: the head of the value, its size and sha256, the head
+    of the key, the reason cut to ``DEAD_LETTER_ERROR_CHARS``. ``observed_at`` is the caller's
+    (the worker's wall clock). Never larger than about 8 KiB."""
+    raw = value or b""
+    text, utf8 = _utf8_head(raw, DEAD_LETTER_HEAD_BYTES)
+    if utf8:
+        encoding = "utf-8"
+        truncated = len(text.encode("utf-8")) < len(raw)
+    else:
+        head = raw[:DEAD_LETTER_HEAD_BYTES]
+        text, encoding, truncated = base64.b64encode(head).decode("ascii"), "base64", \
+            len(head) < len(raw)
+    key_text = None
+    if key is not None:
+        key_text = key[:DEAD_LETTER_KEY_BYTES].decode("utf-8", "replace")
+    return {
+        "schema": DEAD_LETTER_SCHEMA, "observed_at": observed_at, "topic": topic,
+        "partition": partition, "offset": offset, "key": key_text,
+        "value": text, "value_encoding": encoding, "value_size": len(raw),
+        "value_sha256": hashlib.sha256(raw).hexdigest(), "value_truncated": truncated,
+        "error": error if len(error) <= DEAD_LETTER_ERROR_CHARS
+        else error[:DEAD_LETTER_ERROR_CHARS - 1] + "…",
+    }
 
 
 ALL_MODELS: dict[str, type[BaseModel]] = {

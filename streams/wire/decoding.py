@@ -22,9 +22,11 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
-                                    SUMMARY_SCHEMA, TICK_SCHEMA, event_time)
+                                    SUMMARY_SCHEMA, TICK_SCHEMA, check_resource_version,
+                                    event_time)
 from streams.core.records import (AckObserved, Capacity, CycleObserved, GangSummarized,
                                   PodGroupObserved, PodObserved, Record, Tick)
+from streams.core.timefmt import format_time
 from streams.core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
 
 
@@ -60,27 +62,67 @@ class _ByContract(Exception):
     """The decode view cannot vouch for this record: decode it through the contract models."""
 
 
-def decode_input(raw: bytes | str) -> Decoded:
+MAX_VALUE_BYTES = 1024 * 1024
+"""The largest input value decoded, bytes (1 MiB: Kafka's default ``max.message.bytes`` is
+1048588, a record batch of one such value). A larger value is rejected before it is parsed
+(docs/contracts.md, "Limits"), on every path (worker, ``gangstate fold``, replay)."""
+
+MAX_SKEW_SECONDS = 60.0
+"""How far an input record's ``observed_at`` may be ahead of its Kafka timestamp, seconds, by
+default (``GANGSTATE_MAX_SKEW_SECONDS``; docs/contracts.md, "Limits")."""
+
+
+def check_skew(at: int, reference: int | None, max_skew_micros: int) -> None:
+    """Raise ``DecodeError`` when event time ``at`` is more than ``max_skew_micros`` ahead of
+    ``reference`` (the record's Kafka timestamp; all in microseconds since the Unix epoch).
+    ``reference`` ``None`` (unknown: a trace line, a Kafka timestamp of -1) checks nothing.
+
+    The event-time clock of a partition only moves forward, to the latest ``observed_at`` it
+    has folded, and fires every timer due by then: one record from 2099 would fire every
+    timer of its partition at once and keep the clock there. Such a record is rejected instead
+    (dead-lettered by the worker); a record behind its Kafka timestamp (a replay of an old
+    trace, a producer catching up) is the normal case and is never rejected."""
+    if reference is not None and reference >= 0 and at - reference > max_skew_micros:
+        raise DecodeError(
+            f"observed_at {format_time(at)} is {(at - reference) / 1e6:.0f} s ahead of its "
+            f"Kafka timestamp {format_time(reference)} (at most {max_skew_micros / 1e6:g} s, "
+            f"docs/contracts.md \"Limits\")")
+
+
+def decode_input(raw: bytes | str, reference: int | None = None,
+                 max_skew_micros: int = int(MAX_SKEW_SECONDS * 1_000_000)) -> Decoded:
     """Decode one ``gang-events`` value (JSON bytes or text) into a ``Decoded``.
 
-    Raises ``DecodeError`` with a one-line reason when the value is not JSON, has an unknown
-    ``schema``, or fails the contract (missing fields, bad types, a bad ``observed_at``).
+    Raises ``DecodeError`` with a one-line reason when the value is over ``MAX_VALUE_BYTES``, is
+    not JSON, has an unknown ``schema``, or fails the contract (missing fields, bad types, a
+    bad ``observed_at``, numbers beyond the contract's bounds), or when ``reference`` (the
+    record's Kafka timestamp, microseconds; ``None`` when there is none) is given and its
+    ``observed_at`` is more than ``max_skew_micros`` ahead of it (``check_skew``).
 
     Fast path: the narrow decode view (``contracts.INPUT_VIEW``: plain dicts, unknown fields
     skipped). Whatever the view rejects or cannot vouch for goes through the contract models
     (``contracts.INPUT_ADAPTER``), which give the accepted record or the reason.
     """
+    size = len(raw)
+    if size > MAX_VALUE_BYTES:
+        raise DecodeError(f"value of {size} bytes is over the {MAX_VALUE_BYTES}-byte bound "
+                          f"(docs/contracts.md \"Limits\")")
     try:
         rec = _VIEW(raw)
         at = event_time(rec["observed_at"])
     except (ValidationError, ValueError):
-        return _by_contract(raw)
-    if "schema_" in rec:
-        return _by_contract(raw)
-    try:
-        return _FROM_VIEW[rec["schema"]](rec, at)
-    except _ByContract:
-        return _by_contract(raw)
+        decoded = _by_contract(raw)
+    else:
+        if "schema_" in rec:
+            decoded = _by_contract(raw)
+        else:
+            try:
+                decoded = _FROM_VIEW[rec["schema"]](rec, at)
+            except _ByContract:
+                decoded = _by_contract(raw)
+    if reference is not None and decoded.record is not None:
+        check_skew(decoded.record.at, reference, max_skew_micros)
+    return decoded
 
 
 def _by_contract(raw: bytes | str) -> Decoded:
@@ -159,6 +201,10 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
         return Decoded(None, None, "events")
     obj = rec["object"]
     meta = obj["metadata"]
+    try:
+        check_resource_version(meta.get("resourceVersion", ""))
+    except ValueError:
+        raise _ByContract from None  # the models give the reason
     namespace = meta.get("namespace", "")
     if not namespace:
         raise DecodeError(f"invalid record: object.metadata.namespace: missing for a "

@@ -31,7 +31,7 @@ anything but dead letters' ``observed_at``.
 
 from __future__ import annotations
 
-import base64
+import functools
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,10 +42,12 @@ import faust
 from pydantic_core import to_json
 
 from streams.core.fold import Output, PartitionFold
+from streams.kafka.partitions import partition_of
 from streams.kafka.settings import KafkaSecurity, Settings, environment
-from streams.wire.contracts import COMMAND_SCHEMA, DEAD_LETTER_SCHEMA, SUMMARY_SCHEMA
+from streams.wire import contracts
+from streams.wire.contracts import COMMAND_SCHEMA, SUMMARY_SCHEMA
 from streams.wire.decoding import DecodeError, decode_input
-from streams.worker.faust_patches import PatchedApp
+from streams.worker.faust_patches import PatchedApp, RateLimitedWorker
 from streams.worker.metrics import WorkerMetrics
 from streams.worker.table import GangTable, TableStore
 
@@ -61,6 +63,12 @@ PRODUCER_BATCH_BYTES = 1024 * 1024
 """Bytes of one partition's batch in the producer (Faust's default: 16 KiB)."""
 PRODUCER_LINGER_MS = 2
 """How long the producer waits for more messages before it sends a batch, ms."""
+MAX_OUTPUT_BYTES = 1024 * 1024
+"""The largest output (diagnostic, command, gang summary) sent, bytes: Kafka's default
+``max.message.bytes`` (1048588) holds it. A larger one is not sent; the record that caused it is
+dead-lettered with the reason (a send the broker refuses would crash the producer)."""
+OWNER_CACHE = 65_536
+"""Gang ids whose ``gang-events`` partition (murmur2) the worker remembers."""
 QUIET_LOGGERS = ("aiokafka", "kafka", "faust", "mode")
 """Libraries whose DEBUG/INFO records the worker never builds: aiokafka alone creates one log
 record per message produced (filtered out later by the handler, but built: ~2 % of the worker's
@@ -69,20 +77,20 @@ time at saturation, bench/profiles/worker.txt)."""
 
 def dead_letter(topic: str, partition: int | None, offset: int | None, key: bytes | None,
                 value: bytes | None, error: str) -> dict[str, Any]:
-    """Build a ``gangstate.dead-letter/v1`` record for a value that failed; ``observed_at`` is
-    the wall clock (dead letters are not fold outputs)."""
-    raw = value or b""
-    try:
-        text, encoding = raw.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        text, encoding = base64.b64encode(raw).decode("ascii"), "base64"
-    return {
-        "schema": DEAD_LETTER_SCHEMA,
-        "observed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "topic": topic, "partition": partition, "offset": offset,
-        "key": None if key is None else key.decode("utf-8", "replace"),
-        "value": text, "value_encoding": encoding, "error": error,
-    }
+    """Build a ``gangstate.dead-letter/v1`` record for a value that failed
+    (``streams.wire.contracts.dead_letter``: the value's head, size and sha256, never the
+    whole value); ``observed_at`` is the wall clock (dead letters are not fold outputs)."""
+    return contracts.dead_letter(
+        datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), topic, partition,
+        offset, key, value, error)
+
+
+def kafka_time(message: Any) -> int | None:
+    """A Kafka message's timestamp in microseconds (``None`` when it has none)."""
+    ts = getattr(message, "timestamp", None)
+    if ts is None or ts < 0:
+        return None
+    return int(ts * 1_000_000)
 
 
 def _json(record: dict[str, Any]) -> bytes:
@@ -187,6 +195,10 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     store = TableStore(gangs, settings.fold)
     metrics = WorkerMetrics()
     folds: dict[int, PartitionFold] = {}
+    max_skew = settings.max_skew_micros
+    owner_of = functools.lru_cache(maxsize=OWNER_CACHE)(
+        functools.partial(partition_of, partitions=settings.partitions))
+    rekeyed: list[tuple[bytes, bytes, int]] = []
 
     def fold_for(partition: int) -> PartitionFold:
         fold = folds.get(partition)
@@ -203,7 +215,13 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         commits is written once, and no committed offset is ahead of the changelog."""
 
         def on_commit_initiated(self, consumer: Any) -> Any:
-            """Flush ``store`` (``TableStore.flush``) into the producer buffer."""
+            """Flush ``store`` (``TableStore.flush``) into the producer buffer. Raises
+            ``RuntimeError`` (and so stops the commit) when Faust's producer buffer has
+            crashed: a message it dropped would otherwise be behind a committed offset."""
+            buffer = getattr(app.producer, "buffer", None)
+            if buffer is not None and buffer.crashed:
+                raise RuntimeError(f"not committing: the producer buffer crashed "
+                                   f"({buffer.crash_reason!r})")
             store.flush()
             return None
 
@@ -231,8 +249,16 @@ def create_app(settings: Settings, *, web_port: int | None = None,
             pending: list[tuple[Any, bytes | None, bytes]] = []
             for message in messages:
                 try:
-                    decoded = decode_input(message.value)
+                    decoded = decode_input(message.value, kafka_time(message), max_skew)
                     outputs: list[Output] = []
+                    key = decoded.key
+                    if key is not None and decoded.record is not None:
+                        owner = owner_of(key)
+                        if message.partition != owner or message.key != key.encode("utf-8"):
+                            # keyed elsewhere: fold it only where its gang lives
+                            metrics.rekeyed()
+                            rekeyed.append((key.encode("utf-8"), message.value, owner))
+                            continue
                     if decoded.record is not None:
                         store.partition = message.partition
                         # timed by hand: Histogram.time()'s context manager was 6 % of
@@ -257,18 +283,32 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                     continue
                 metrics.folded(decoded, outputs)
                 for out in outputs:
-                    if out["schema"] == COMMAND_SCHEMA:
-                        pending.append((commands, out["gang_group"].encode(), _json(out)))
+                    data = _json(out)
+                    if len(data) > MAX_OUTPUT_BYTES:  # the broker would refuse it
+                        log.error("%s of %d bytes from %s[%s]@%s not sent (over %d bytes)",
+                                  out["schema"], len(data), message.topic, message.partition,
+                                  message.offset, MAX_OUTPUT_BYTES)
+                        metrics.dead_lettered("output-too-large")
+                        pending.append((dead_letters, message.key, _json(dead_letter(
+                            message.topic, message.partition, message.offset, message.key,
+                            message.value, f"its {out['schema']} output of {len(data)} bytes "
+                                         f"is over the {MAX_OUTPUT_BYTES}-byte bound: not "
+                                         f"sent"))))
+                    elif out["schema"] == COMMAND_SCHEMA:
+                        pending.append((commands, out["gang_group"].encode(), data))
                     elif out["schema"] == SUMMARY_SCHEMA:
-                        pending.append((gang_events, out["to"].encode(), _json(out)))
+                        pending.append((gang_events, out["to"].encode(), data))
                     else:
-                        pending.append((diagnostics, out["gang"].encode(), _json(out)))
+                        pending.append((diagnostics, out["gang"].encode(), data))
             # No await from here to the end of the batch: a shutdown cannot cut it in half.
             # Everything goes to Faust's producer buffer, which is flushed before the batch's
             # offsets are committed, so a committed record always has its outputs delivered;
             # the changed gangs join that buffer when the commit starts (_FlushBeforeCommit).
             for topic, key, value in pending:
                 topic.send_soon(key=key, value=value)
+            for key, value, owner in rekeyed:
+                gang_events.send_soon(key=key, value=value, partition=owner)
+            rekeyed.clear()
 
     if web_port is not None:
         from streams.worker import web as views
@@ -291,5 +331,5 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
     if isinstance(level, int):
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(level)
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker = RateLimitedWorker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()

@@ -107,7 +107,9 @@ class WorkerMetrics:
     """The counters and histogram of one worker app, in their own registry.
 
     ``gangstate_records_total{schema}``, ``gangstate_dead_letters_total{reason}``
-    (``invalid-record`` or ``internal-error``), ``gangstate_diagnostics_total{reason}``,
+    (``invalid-record``, ``internal-error`` or ``output-too-large``),
+    ``gangstate_records_rekeyed_total`` (records keyed elsewhere than their gang, re-published
+    to it), ``gangstate_diagnostics_total{reason}``,
     ``gangstate_commands_total{type}``, ``gangstate_acks_total{outcome}``,
     ``gangstate_fold_seconds`` (seconds in ``PartitionFold.feed`` per record), plus the
     standard ``process_*`` and ``python_info`` metrics.
@@ -123,6 +125,9 @@ class WorkerMetrics:
         self.dead_letters = Counter("gangstate_dead_letters",
                                     "Records sent to dead-letters, by reason class",
                                     ["reason"], registry=r)
+        self.rekeyed_records = Counter(
+            "gangstate_records_rekeyed", "Records keyed elsewhere than their gang (another key, "
+            "none, another partition), re-published under the gang's key", registry=r)
         self.diagnostics = Counter("gangstate_diagnostics", "Diagnostics emitted, by reason",
                                    ["reason"], registry=r)
         self.commands = Counter("gangstate_commands", "Commands issued, by type", ["type"],
@@ -150,9 +155,14 @@ class WorkerMetrics:
             elif out["schema"] == decide.COMMAND_SCHEMA:
                 self.commands.labels(str(out["type"])).inc()
 
+    def rekeyed(self) -> None:
+        """Count one record re-published under its gang's key (it came keyed elsewhere)."""
+        self.rekeyed_records.inc()
+
     def dead_lettered(self, reason: str) -> None:
-        """Count one dead letter; ``reason`` is ``invalid-record`` (failed validation) or
-        ``internal-error`` (the fold raised)."""
+        """Count one dead letter; ``reason`` is ``invalid-record`` (failed validation, a bound
+        of docs/contracts.md "Limits" included), ``internal-error`` (the fold raised) or
+        ``output-too-large`` (an output over ``app.MAX_OUTPUT_BYTES``, not sent)."""
         self.dead_letters.labels(reason).inc()
 
     def exposition(self) -> tuple[bytes, str]:

@@ -6,7 +6,8 @@ writes each changed gang once per offset commit; ``GangTable`` is the Faust tabl
 ``BulkRecoveryStore``, loads its changelog partitions in bulk on every assignment;
 ``encode_state`` is the stored value (the wire form with a timer flag in front, ``NO_TIMER``).
 
-Must not: decide anything about gangs, or delete a gang (a deleted gang stays as a tombstone).
+Must not: decide anything about gangs. It deletes a gang only when the core's fold does
+(``del store[key]``: the gang is gone, ``streams.core.retention``), with a changelog tombstone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from faust.stores.memory import Store as MemoryStore
 from faust.types import TP
 
 from streams.core.fold import FoldSettings, next_due
+from streams.core.retention import gone_at
 from streams.core.state import GangState, from_wire, to_wire
 
 log = logging.getLogger("gangstate.worker")
@@ -38,12 +40,14 @@ LOAD_FETCH_BYTES = 16 * 1024 * 1024
 
 
 NO_TIMER = b'{"tm":0,'
-"""How a stored gang value starts when the gang had no pending timer when it was written."""
+"""How a stored gang value starts when the gang had no pending timer when it was written (and
+was not waiting to be removed: ``streams.core.retention.gone_at``)."""
 
 
 def encode_state(state: GangState, has_timer: bool) -> bytes:
     """The table value of a gang: the JSON of ``to_wire(state)`` with one more member in front,
-    ``"tm"`` (1 when the gang has a pending timer, i.e. ``next_due`` is not ``None``; else 0).
+    ``"tm"`` (1 when the gang has a pending timer, i.e. ``next_due`` is not ``None``, or will be
+    removed once gone, ``retention.gone_at`` is not ``None``; else 0).
 
     ``from_wire`` ignores the extra member, so readers of the changelog see the wire form. The
     worker uses it after a restart: a value that starts with ``NO_TIMER`` has no timer, so
@@ -83,6 +87,11 @@ class BulkRecoveryStore(MemoryStore):
         """Store ``value`` under ``key``, remembering its changelog partition."""
         self.data[key] = value
         self._key_partition[key] = partition
+
+    def remove(self, key: bytes) -> None:
+        """Forget ``key`` (no error when absent)."""
+        self.data.pop(key, None)
+        self._key_partition.pop(key, None)
 
     def partition_items(self, partition: int) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` of the gangs stored in changelog ``partition``."""
@@ -187,8 +196,10 @@ class TableStore(MutableMapping[str, GangState]):
     key, so a gang is decoded once, not on every record. Writes are batched: ``__setitem__``
     only updates the cache and marks the key dirty with the partition being processed
     (``partition``); ``flush()`` then writes each dirty gang once to the table and its
-    changelog, in that partition (the changelog stays co-partitioned with ``gang-events``). The
-    worker flushes when Faust starts an offset commit, before it flushes its producer and
+    changelog, in that partition (the changelog stays co-partitioned with ``gang-events``).
+    ``del store[key]`` (the fold removes a gone gang) is written the same way: the key leaves
+    the table and its changelog gets a tombstone (a null value). The worker flushes when Faust
+    starts an offset commit, before it flushes its producer and
     commits, and before partitions are revoked. At most ``cache_gangs`` decoded states are
     kept (``flush`` drops the oldest written ones). ``timer_keys(partition)`` lists the gangs of a
     partition that may have a pending timer, without decoding the others.
@@ -200,12 +211,15 @@ class TableStore(MutableMapping[str, GangState]):
         self.fold_settings = fold_settings
         self.cache: dict[str, GangState] = {}
         self.dirty: dict[str, int] = {}
+        self.deleted: set[str] = set()
         self.partition: int | None = None
         self.cache_gangs = cache_gangs
 
     def __getitem__(self, key: str) -> GangState:
         state = self.cache.get(key)
         if state is None:
+            if key in self.deleted:
+                raise KeyError(key)
             raw = self.table.data.get(key.encode("utf-8"))
             if raw is None:
                 raise KeyError(key)
@@ -218,19 +232,27 @@ class TableStore(MutableMapping[str, GangState]):
             raise RuntimeError("TableStore.partition must name the partition being processed")
         self.cache[key] = state
         self.dirty[key] = self.partition
+        self.deleted.discard(key)
 
     def __delitem__(self, key: str) -> None:
-        raise NotImplementedError("gang states are never deleted (the epoch is kept)")
+        """Remove a gone gang: out of the cache now, out of the table and into its changelog
+        as a tombstone at the next ``flush``. Raises ``KeyError`` when absent."""
+        if self.partition is None:
+            raise RuntimeError("TableStore.partition must name the partition being processed")
+        if key not in self:
+            raise KeyError(key)
+        self.cache.pop(key, None)
+        self.dirty[key] = self.partition
+        self.deleted.add(key)
 
     def _stored(self) -> set[str]:
-        return {k.decode("utf-8") for k in self.table.data.keys()}
+        return {k.decode("utf-8") for k in self.table.data.keys()} - self.deleted
 
     def __iter__(self) -> Iterator[str]:
-        stored = self._stored()
-        return iter(sorted(stored | set(self.dirty)))
+        return iter(sorted(self._stored() | (set(self.dirty) - self.deleted)))
 
     def __len__(self) -> int:
-        return len(self._stored() | set(self.dirty))
+        return len(self._stored() | (set(self.dirty) - self.deleted))
 
     def timer_keys(self, partition: int) -> list[str]:
         """Gang ids of ``partition`` whose state may have a pending timer: every stored value
@@ -239,21 +261,28 @@ class TableStore(MutableMapping[str, GangState]):
         for key, raw in self.table.data.partition_items(partition):
             if not raw.startswith(NO_TIMER):
                 out.add(key.decode("utf-8"))
-        return sorted(out)
+        return sorted(out - self.deleted)
 
     def flush(self) -> int:
         """Write every dirty gang once to the table and its changelog; returns how many. Then,
         when more than ``cache_gangs`` states are decoded, drop the oldest written ones
         (insertion order) down to 90 % of it."""
         dirty, self.dirty = self.dirty, {}
+        deleted, self.deleted = self.deleted, set()
         settings = self.fold_settings
+        window = settings.tombstone_micros
         data = self.table.data
         cache = self.cache
         for key, partition in dirty.items():
+            k = key.encode("utf-8")
+            if key in deleted:
+                data.remove(k)
+                self.table.send_changelog(partition, k, None)
+                continue
             state = cache.pop(key)
             cache[key] = state  # most recently written last: the last to be dropped
-            raw = encode_state(state, next_due(state, settings) is not None)
-            k = key.encode("utf-8")
+            raw = encode_state(state, next_due(state, settings) is not None
+                               or gone_at(state, window) is not None)
             data.put(k, raw, partition)
             self.table.send_changelog(partition, k, raw)
         if len(cache) > self.cache_gangs:  # every cached state is clean at this point

@@ -236,10 +236,13 @@ def test_scheduled_then_finished_while_its_podgroup_remains():
 def test_a_gang_deleted_with_its_last_pod_is_a_tombstone_until_a_pod_brings_it_back():
     trace = [pod("p0", 0), pod("p1", 1),
              pod("p0", 30, rv="2", type_="DELETED"), pod("p1", 31, rv="2", type_="DELETED")]
-    outputs, store = run(trace, end=3600)
+    outputs, store = run(trace, end=630)
     # p0 and p1 arrive within the grace period; the hold that begins when p0 goes (1 of 2)
     # ends a second later when p1 goes (nothing pending): nothing to say.
     assert outputs == []
+    # The tombstone stays for the deleted-uid memory window (600 s) after its last record,
+    # then the gang is removed from the table (streams/core/retention.py).
+    assert "ns/g" not in run(trace, end=631)[1]
     state = store["ns/g"]
     assert (state.phase, state.exists, state.deleted_at, state.deleted_by) == (
         "Deleted", False, at(31), "Pod/p1")

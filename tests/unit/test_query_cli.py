@@ -22,6 +22,8 @@ from streams.query.answers import gang_detail
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 END = "2026-11-29T00:00:00Z"
+DELETED_AT_END = "2026-11-02T09:15:00Z"
+"""Within 600 s of the deletion in ``deleted_trace`` (09:10:05): the tombstone is still kept."""
 
 
 @dataclass(frozen=True)
@@ -301,10 +303,14 @@ def deleted_trace(tmp_path: Path) -> str:
 
 def test_a_deleted_gang_is_not_listed_and_describe_says_when_and_why(tmp_path, capsys) -> None:
     trace = deleted_trace(tmp_path)
-    status, out, err = run(capsys, "get", "gangs", "--from", trace, "--at", END)
-    assert (status, out, err) == (0, "", "No gangs found.\n")
+    # 600 s after its last record a deleted gang is removed from the table altogether
     status, out, _ = run(capsys, "get", "gangs", "--from", trace, "--at", END, "--phase",
                          "deleted")
+    assert (status, out) == (0, "")
+    status, out, err = run(capsys, "get", "gangs", "--from", trace, "--at", DELETED_AT_END)
+    assert (status, out, err) == (0, "", "No gangs found.\n")
+    status, out, _ = run(capsys, "get", "gangs", "--from", trace, "--at", DELETED_AT_END,
+                         "--phase", "deleted")
     assert [line.split() for line in out.splitlines()[1:]] == [
         ["nlp", "gpt-distill", "Deleted", "0/?", "0", "0", "<none>"]]
     # Before the second deletion the gang still has one pod.
@@ -313,7 +319,7 @@ def test_a_deleted_gang_is_not_listed_and_describe_says_when_and_why(tmp_path, c
     assert [line.split()[:4] for line in out.splitlines()[1:]] == [
         ["nlp", "gpt-distill", "Gathering", "1/2"]]
     status, out, _ = run(capsys, "describe", "gang", "nlp/gpt-distill", "--from", trace,
-                         "--at", END)
+                         "--at", DELETED_AT_END)
     assert status == 0
     assert out.splitlines()[2:4] == [
         "Phase:          Deleted",
@@ -325,7 +331,7 @@ def test_a_deleted_gang_is_not_listed_and_describe_says_when_and_why(tmp_path, c
     assert section(out, "History")[-1].split()[:5] == [
         "2026-11-02T09:10:05.000000Z", "phase", "Gathering", "->", "Deleted;"]
     status, out, err = run(capsys, "explain", "pod", "nlp/gpt-distill-1", "--from", trace,
-                           "--at", END)
+                           "--at", DELETED_AT_END)
     assert (status, err) == (1, "gangstate explain: pod nlp/gpt-distill-1 is not a live member "
                                 "of any known gang\n")
 
