@@ -129,7 +129,8 @@ class EventClock:
             except Exception:  # an expired resource version: list again
                 version = lister().metadata.resource_version
 
-    def latencies(self, namespace: str, grace: float, settle: float) -> list[float]:
+    def latencies(self, namespace: str, grace: float, settle: float,
+                  stranded: float = 120.0) -> list[float]:
         """Seconds from cause to gangstate's Event, for every gangstate Event of
         ``namespace``'s pods. The cause, by reason:
 
@@ -139,6 +140,10 @@ class EventClock:
         - ``GangUnschedulable``: the end of the failure episode's settling time, ``settle``
           seconds after the scheduler's first Event on the namespace's pods
           (``streams.core.decide.unschedulable_due``);
+        - ``GangMembersStranded``: ``stranded`` seconds after the scheduler's first Event on
+          the namespace's pods (the first attempt after the hold ended,
+          ``streams.core.decide.stranded_due``; for a gang outside its own group the hold's
+          end, a few milliseconds earlier);
         - any other: the latest koord-scheduler Event written on the same pod, or the latest
           write of the pod itself, before gangstate's Event was seen.
         """
@@ -154,6 +159,9 @@ class EventClock:
                 continue
             if reason == "GangUnschedulable" and first_sched:
                 out.append(at - (min(first_sched) + settle))
+                continue
+            if reason == "GangMembersStranded" and first_sched:
+                out.append(at - (min(first_sched) + stranded))
                 continue
             before = [e[4] for e in events if e[1] == pod and e[2] == "koord-scheduler"
                       and e[4] <= at]
@@ -174,6 +182,8 @@ GRACE = 10.0
 """The grace period the chain runs with (conftest ``GRACE_SECONDS``), seconds."""
 SETTLE = 10.0
 """The failure episode's settling time the chain runs with (``FoldSettings``), seconds."""
+STRANDED = 120.0
+"""``stranded_seconds`` the chain runs with (conftest ``STRANDED_SECONDS``), seconds."""
 
 
 def latency_summary(values: list[float]) -> str:
@@ -223,7 +233,7 @@ def record_scenario(core: client.CoreV1Api, namespace: str, chain: Chain | None 
             target = mine if e["from"] == "gangstate" else scheduler
             target[e["reason"]] += e["count"]
     REPORT[namespace] = {"pods": len(pods), "scheduler": scheduler, "gangstate": mine,
-                         "latency": CLOCK.latencies(namespace, GRACE, SETTLE) if CLOCK else []}
+                         "latency": CLOCK.latencies(namespace, GRACE, SETTLE, STRANDED) if CLOCK else []}
 
 
 # ---------------------------------------------------------------------------------------------
