@@ -28,6 +28,7 @@ def worker_env(settings: Settings, datadir: str | None = None) -> dict[str, str]
         "GANGSTATE_PARTITIONS": str(settings.partitions),
         "GANGSTATE_APP_ID": settings.app_id,
         "GANGSTATE_GRACE_SECONDS": str(settings.fold.grace_seconds),
+        "GANGSTATE_STRANDED_SECONDS": str(settings.fold.stranded_seconds),
         "GANGSTATE_MAX_SKEW_SECONDS": str(settings.max_skew_seconds),
     })
     for name in ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",

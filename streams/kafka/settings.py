@@ -13,6 +13,7 @@ line, which the CLI prints (exit status 2):
 | ``GANGSTATE_PARTITIONS`` | ``8`` | partitions of ``gang-events`` (outputs and changelogs follow) |
 | ``GANGSTATE_APP_ID`` | ``gangstate`` | Faust application id (consumer group, changelog names) |
 | ``GANGSTATE_GRACE_SECONDS`` | ``10`` | hold-warning grace period, seconds of event time |
+| ``GANGSTATE_STRANDED_SECONDS`` | ``120`` | after a round ran, how long a member refused at PreEnqueue may go unattempted before ``GangMembersStranded``, seconds of event time |
 | ``GANGSTATE_SERVER`` | ``http://127.0.0.1:6066`` | the worker the query commands ask |
 | ``GANGSTATE_DATA_DIR`` | ``~/.cache/gangstate/worker`` | the worker's Faust data folder |
 | ``GANGSTATE_MAX_SKEW_SECONDS`` | ``60`` | how far a record's ``observed_at`` may be ahead of its Kafka timestamp |
@@ -64,6 +65,7 @@ class Environment(BaseSettings):
     partitions: int = Field(default=8, gt=0)
     app_id: str = Field(default="gangstate", min_length=1)
     grace_seconds: float = Field(default=10.0, ge=0, allow_inf_nan=False)
+    stranded_seconds: float = Field(default=120.0, ge=0, allow_inf_nan=False)
     server: str | None = None
     """``GANGSTATE_SERVER``: the worker whose views the query commands ask."""
     data_dir: str | None = None
@@ -324,7 +326,8 @@ class Settings:
             topics=Topics(e.topic_prefix),
             partitions=e.partitions,
             app_id=e.app_id,
-            fold=FoldSettings(grace_seconds=e.grace_seconds),
+            fold=FoldSettings(grace_seconds=e.grace_seconds,
+                              stranded_seconds=e.stranded_seconds),
             max_skew_seconds=e.max_skew_seconds,
             security=security_from(e),
         )

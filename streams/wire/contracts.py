@@ -79,6 +79,7 @@ DiagnosticReason = Literal[
     "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
     "GangGroupIncomplete", "GangMemberGated", "GangCycleRejected", "GangPermitTimeout",
     "GangMembersSatisfied", "GangMembersUngated", "GangScheduled", "GangUnschedulable",
+    "GangMembersStranded",
 ]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
 

@@ -26,6 +26,8 @@ from streams.core.fold import FoldSettings
 from streams.dev.localcluster import Chain, controlplane_module
 
 GRACE_SECONDS = 10.0
+STRANDED_SECONDS = 20.0
+"""``GangMembersStranded`` 20 s after a round ran (120 s by default), so the tier sees it."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -58,7 +60,8 @@ def chain(local_cluster: Any, kafka_bootstrap: str,
     run = uuid.uuid4().hex[:8]
     settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"cluster-{run}."),
                         partitions=4, app_id=f"gangstate-cluster-{run}",
-                        fold=FoldSettings(grace_seconds=GRACE_SECONDS))
+                        fold=FoldSettings(grace_seconds=GRACE_SECONDS,
+                                          stranded_seconds=STRANDED_SECONDS))
     ensure_topics(settings)
     logdir = tmp_path_factory.mktemp("chain-logs")
     chain = Chain(local_cluster, settings, logdir)
@@ -77,6 +80,7 @@ def core_v1(local_cluster: Any) -> Iterator[client.CoreV1Api]:
     from tests.cluster import kube
 
     kube.GRACE = GRACE_SECONDS
+    kube.STRANDED = STRANDED_SECONDS
     kube.SETTLE = FoldSettings().episode_settle_seconds
     kube.CLOCK = kube.EventClock(client.CoreV1Api(local_cluster.api_client("admin")))
     kube.CLOCK.start()

@@ -1,20 +1,30 @@
 """Helpers of the cluster tier: polling, the Events of a pod by writer, the scenario report,
-and the time until the user sees gangstate's Event (:class:`EventClock`).
+and the time until the user sees gangstate's Event (:class:`EventClock`), and the check that the
+Events the chain wrote agree with the offline fold of the same records
+(:func:`assert_events_agree_with_fold`, run by :func:`record_scenario` for every scenario).
 
 Imported as ``tests.cluster.kube`` by the conftest and the tests alike (one module, one
 :data:`REPORT`, one :data:`CLOCK`)."""
 
 from __future__ import annotations
 
+import heapq
+import json
 import threading
 import time
 from statistics import quantiles
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 from kubernetes import client
 
-from streams.dev.localcluster import pod_events
+from streams.core.decide import SUMMARY_SCHEMA
+from streams.dev.localcluster import Chain, pod_events
+from streams.events.recorder import (COMPONENT, EventKey, Recorder, SpamFilter, Written,
+                                     occurrences, state_of)
+from streams.kafka.settings import Settings
+from streams.wire.traces import fold_lines
 from tests.doubles.apiserver import eventually
 
 
@@ -38,6 +48,16 @@ def gangstate_events(core: client.CoreV1Api, namespace: str, pod: str,
 def scheduler_events(core: client.CoreV1Api, namespace: str, pod: str) -> list[dict[str, Any]]:
     """The Events koord-scheduler wrote on a pod."""
     return [e for e in pod_events(core, namespace, pod) if e["from"] == "koord-scheduler"]
+
+
+def scheduler_log_matches(cluster: Any, pattern: str) -> set[str]:
+    """The first groups of every match of the regular expression ``pattern`` in the scheduler's
+    log so far (koord-scheduler logs at ``--v 2``, ``deploy/cluster/controlplane.py``); for
+    what the scheduler only logs, e.g. a PreEnqueue refusal (K coscheduling.go:122-128)."""
+    import re
+
+    text = cluster.log_path("koord-scheduler").read_text(errors="replace")
+    return {m.group(1) if m.groups() else m.group(0) for m in re.finditer(pattern, text)}
 
 
 #: scenario namespace -> {"scheduler": Counter of reasons, "gangstate": Counter of reasons,
@@ -109,7 +129,8 @@ class EventClock:
             except Exception:  # an expired resource version: list again
                 version = lister().metadata.resource_version
 
-    def latencies(self, namespace: str, grace: float, settle: float) -> list[float]:
+    def latencies(self, namespace: str, grace: float, settle: float,
+                  stranded: float = 120.0) -> list[float]:
         """Seconds from cause to gangstate's Event, for every gangstate Event of
         ``namespace``'s pods. The cause, by reason:
 
@@ -119,6 +140,10 @@ class EventClock:
         - ``GangUnschedulable``: the end of the failure episode's settling time, ``settle``
           seconds after the scheduler's first Event on the namespace's pods
           (``streams.core.decide.unschedulable_due``);
+        - ``GangMembersStranded``: ``stranded`` seconds after the scheduler's first Event on
+          the namespace's pods (the first attempt after the hold ended,
+          ``streams.core.decide.stranded_due``; for a gang outside its own group the hold's
+          end, a few milliseconds earlier);
         - any other: the latest koord-scheduler Event written on the same pod, or the latest
           write of the pod itself, before gangstate's Event was seen.
         """
@@ -134,6 +159,9 @@ class EventClock:
                 continue
             if reason == "GangUnschedulable" and first_sched:
                 out.append(at - (min(first_sched) + settle))
+                continue
+            if reason == "GangMembersStranded" and first_sched:
+                out.append(at - (min(first_sched) + stranded))
                 continue
             before = [e[4] for e in events if e[1] == pod and e[2] == "koord-scheduler"
                       and e[4] <= at]
@@ -154,6 +182,8 @@ GRACE = 10.0
 """The grace period the chain runs with (conftest ``GRACE_SECONDS``), seconds."""
 SETTLE = 10.0
 """The failure episode's settling time the chain runs with (``FoldSettings``), seconds."""
+STRANDED = 120.0
+"""``stranded_seconds`` the chain runs with (conftest ``STRANDED_SECONDS``), seconds."""
 
 
 def latency_summary(values: list[float]) -> str:
@@ -186,9 +216,14 @@ def report_table() -> str:
     return "\n".join(lines)
 
 
-def record_scenario(core: client.CoreV1Api, namespace: str) -> None:
-    """Count, for the report, the Events each writer left on the pods of ``namespace``."""
+def record_scenario(core: client.CoreV1Api, namespace: str, chain: Chain | None = None) -> None:
+    """Count, for the report, the Events each writer left on the pods of ``namespace``; with
+    ``chain``, first check that those Events agree with the offline fold of the records the
+    watcher published for the namespace (:func:`assert_events_agree_with_fold`)."""
     from collections import Counter
+
+    if chain is not None:
+        assert_events_agree_with_fold(core, chain, namespace)
 
     scheduler: Counter[str] = Counter()
     mine: Counter[str] = Counter()
@@ -198,4 +233,127 @@ def record_scenario(core: client.CoreV1Api, namespace: str) -> None:
             target = mine if e["from"] == "gangstate" else scheduler
             target[e["reason"]] += e["count"]
     REPORT[namespace] = {"pods": len(pods), "scheduler": scheduler, "gangstate": mine,
-                         "latency": CLOCK.latencies(namespace, GRACE, SETTLE) if CLOCK else []}
+                         "latency": CLOCK.latencies(namespace, GRACE, SETTLE, STRANDED) if CLOCK else []}
+
+
+# ---------------------------------------------------------------------------------------------
+# The chain against the offline fold
+# ---------------------------------------------------------------------------------------------
+
+ObjectKey = tuple[str, str, str]
+"""An involved object: ``(kind, name, uid)``."""
+Said = dict[ObjectKey, list[tuple[str, str, str]]]
+"""Per involved object, the sorted ``(type, reason, latest message)`` of each Event on it."""
+
+
+def namespace_records(settings: Settings, namespace: str) -> list[tuple[int, bytes]]:
+    """The ``gang-events`` records of the gangs of ``namespace`` (key ``<namespace>/...``:
+    Pod, PodGroup and cycle records; acks keyed by a gang group of it) and every tick, read
+    from the beginning up to the end offsets at the time of the call, as numbered raw lines for
+    ``fold_lines``. The ``gangstate.gang-summary/v1`` records the worker sent back into the
+    topic are left out: the offline fold makes its own (loopback). Partitions are merged by
+    the records' Kafka timestamps; each partition's order, hence each gang's, is kept."""
+    assert settings.bootstrap
+    topic = settings.topics.gang_events
+    prefix = (namespace + "/").encode()
+    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False,
+                             group_id=None, consumer_timeout_ms=2000)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        per_partition: dict[int, list[tuple[int, int, bytes]]] = {tp.partition: [] for tp in tps}
+        left = {tp for tp in tps if end[tp] > 0}
+        while left:
+            batch = consumer.poll(timeout_ms=2000, max_records=5000)
+            if not batch:
+                break
+            for tp, messages in batch.items():
+                for m in messages:
+                    if m.offset >= end[tp]:
+                        left.discard(tp)
+                        break
+                    if m.key is None or m.key.startswith(prefix):
+                        per_partition[tp.partition].append((m.timestamp, m.offset, m.value))
+                    if m.offset + 1 >= end[tp]:
+                        left.discard(tp)
+    finally:
+        consumer.close()
+    merged = heapq.merge(*per_partition.values(), key=lambda r: r[0])
+    lines = [value for _ts, _off, value in merged
+             if json.loads(value).get("schema") != SUMMARY_SCHEMA]
+    return list(enumerate(lines, start=1))
+
+
+def fold_said(diagnostics: Iterable[dict[str, Any]]) -> Said:
+    """What the sink writes for these diagnostics, worked out offline: each diagnostic's
+    occurrences (one per involved Pod and PodGroup) through the sink's own ``Recorder`` (series
+    ending, repeats, stale ones), starting from no Event; returns, per involved object, the
+    ``(type, reason, message)`` each of its Events ends with."""
+    written: dict[EventKey, Written] = {}
+    recorder = Recorder(SpamFilter(clock=lambda: 0.0))
+    for diagnostic in diagnostics:
+        for occ in occurrences(diagnostic):
+            decision = recorder.decide(occ, written.get)
+            state = state_of(decision)
+            if state is not None:
+                written[decision.key] = state
+                recorder.observe(decision.key, state)
+    said: Said = {}
+    for key, state in written.items():
+        ref = key.involved
+        said.setdefault((ref.kind, ref.name, ref.uid), []).append(
+            (key.type, key.reason, state.message))
+    return {obj: sorted(rows) for obj, rows in said.items()}
+
+
+def events_said(core: client.CoreV1Api, namespace: str) -> Said:
+    """The Events gangstate wrote in ``namespace`` (core/v1 view, as ``kubectl get events``
+    lists them), per involved object: sorted ``(type, reason, message)``."""
+    said: Said = {}
+    for ev in core.list_namespaced_event(namespace).items:
+        source = ev.source.component if ev.source and ev.source.component \
+            else ev.reporting_component
+        if source != COMPONENT:
+            continue
+        ref = ev.involved_object
+        said.setdefault((ref.kind, ref.name, ref.uid or ""), []).append(
+            (ev.type, ev.reason, ev.message))
+    return {obj: sorted(rows) for obj, rows in said.items()}
+
+
+def fold_of_namespace(settings: Settings, namespace: str) -> Said:
+    """Fold the namespace's records offline (``fold_lines``, no final tick: the ticks read
+    back carry the clock) and say what the sink would have written for its gangs."""
+    result = fold_lines(namespace_records(settings, namespace), None, settings.fold)
+    assert not result.errors, result.errors[:3]
+    return fold_said(d for d in result.diagnostics
+                     if d["gang"].startswith(namespace + "/"))
+
+
+def assert_events_agree_with_fold(core: client.CoreV1Api, chain: Chain, namespace: str,
+                                  timeout: float = 45.0) -> Said:
+    """Wait until the Events gangstate wrote on the objects of ``namespace`` (per Pod uid and
+    PodGroup: each Event's type, reason and latest message) are exactly what the offline fold
+    of the records the watcher published for that namespace says the sink writes; fail with
+    the difference after ``timeout`` seconds. Returns the agreed Events."""
+    last: dict[str, Said] = {}
+
+    def agree() -> Said | None:
+        offline = fold_of_namespace(chain.settings, namespace)
+        live = events_said(core, namespace)
+        last.update(offline=offline, live=live)
+        return live if offline == live and live else None
+
+    def difference() -> str:
+        offline, live = last.get("offline", {}), last.get("live", {})
+        lines = [f"Events in {namespace} vs the offline fold of its gang-events records:"]
+        for obj in sorted(set(offline) | set(live)):
+            if offline.get(obj) != live.get(obj):
+                lines.append(f"  {obj}\n    fold:   {offline.get(obj)}\n    Events: "
+                             f"{live.get(obj)}")
+        return "\n".join(lines)
+
+    return wait_for(f"gangstate's Events in {namespace} to agree with the offline fold",
+                    agree, timeout, interval=2.0, describe=difference)

@@ -20,7 +20,7 @@ from kubernetes import client
 
 from streams.dev.localcluster import Chain, gang_pod, pod_events
 from tests.cluster.kube import (gangstate_events, record_scenario, scheduler_events,
-                                    wait_for)
+                                scheduler_log_matches, wait_for)
 
 PODGROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 #: how long a scenario may take to show its Events: grace (10 s) + ticks + Kafka + sink
@@ -75,7 +75,8 @@ def explain_fields(text: str) -> dict[str, str]:
 
 
 def describe(core: client.CoreV1Api, namespace: str, chain: Chain) -> str:
-    """Every pod's Events in ``namespace`` plus the chain's log tails (for failure messages)."""
+    """Every pod's Events in ``namespace``, the chain's log tails and the scheduler's latest
+    log lines about the namespace (for failure messages)."""
     lines = []
     for p in core.list_namespaced_pod(namespace).items:
         lines.append(f"pod {namespace}/{p.metadata.name} node={p.spec.node_name}")
@@ -83,7 +84,21 @@ def describe(core: client.CoreV1Api, namespace: str, chain: Chain) -> str:
                   for e in pod_events(core, namespace, p.metadata.name)[-8:]]
     for name in ("watch", "worker", "sink"):
         lines.append(f"--- {name} log tail\n{chain.log_tail(name, 1500)}")
+    lines.append(f"--- koord-scheduler log lines of {namespace} (latest 15)")
+    lines += scheduler_log_lines(chain.cluster, namespace)[-15:]
     return "\n".join(lines)
+
+
+def scheduler_log_lines(cluster: Any, namespace: str) -> list[str]:
+    """The scheduler's log lines that name ``namespace/`` (a PreEnqueue refusal is written
+    nowhere else), without its ``in flight Pod isn't found`` noise (Koordinator #2559), each
+    cut at 300 characters."""
+    try:
+        text = cluster.log_path("koord-scheduler").read_text(errors="replace")
+    except OSError:
+        return []
+    return [line[:300] for line in text.splitlines()
+            if f"{namespace}/" in line and "in flight" not in line]
 
 
 def wait_gangstate_reasons(core: client.CoreV1Api, chain: Chain, namespace: str, pod_name: str,
@@ -150,7 +165,7 @@ def test_too_few_members_warns_every_pod_and_the_scheduler_says_nothing(
     assert fields["Held at"] == "PreEnqueue"
     assert f"GangMembersInsufficient: {text}" in out
     assert "create 1 more pod of gang sc-too-few/train, or lower min-available to 2" in out
-    record_scenario(core_v1, "sc-too-few")
+    record_scenario(core_v1, "sc-too-few", held)
 
 
 def test_no_spec_is_not_initialized(held: Chain, core_v1: client.CoreV1Api) -> None:
@@ -163,7 +178,7 @@ def test_no_spec_is_not_initialized(held: Chain, core_v1: client.CoreV1Api) -> N
     out = explain(held, "sc-no-spec/job-1")
     assert explain_fields(out)["Held at"] == "PreEnqueue"
     assert f"GangNotInitialized: {text}" in out
-    record_scenario(core_v1, "sc-no-spec")
+    record_scenario(core_v1, "sc-no-spec", held)
 
 
 def test_podgroup_with_too_few_pods(held: Chain, core_v1: client.CoreV1Api) -> None:
@@ -175,7 +190,7 @@ def test_podgroup_with_too_few_pods(held: Chain, core_v1: client.CoreV1Api) -> N
         assert messages(events, "GangMembersInsufficient") == [text]
         assert scheduler_events(core_v1, "sc-pg-short", name) == []
     assert "Held at:        PreEnqueue" in explain(held, "sc-pg-short/pg-0")
-    record_scenario(core_v1, "sc-pg-short")
+    record_scenario(core_v1, "sc-pg-short", held)
 
 
 def test_gang_group_with_one_gang_short(held: Chain, core_v1: client.CoreV1Api) -> None:
@@ -192,7 +207,7 @@ def test_gang_group_with_one_gang_short(held: Chain, core_v1: client.CoreV1Api) 
     for name in ("a-0", "b-0"):
         assert scheduler_events(core_v1, "sc-group", name) == []
     assert f"GangGroupIncomplete: {incomplete}" in explain(held, "sc-group/a-0")
-    record_scenario(core_v1, "sc-group")
+    record_scenario(core_v1, "sc-group", held)
 
 
 def test_invalid_settings_are_named_and_the_gang_still_schedules(
@@ -213,7 +228,7 @@ def test_invalid_settings_are_named_and_the_gang_still_schedules(
                          lambda: [e for e in scheduler_events(core_v1, "sc-invalid", name)
                                   if e["reason"] == "Scheduled"], SETTLE)
         assert sched[0]["message"].startswith(f"Successfully assigned sc-invalid/{name} to node-")
-    record_scenario(core_v1, "sc-invalid")
+    record_scenario(core_v1, "sc-invalid", held)
 
 
 def test_gang_that_fits_is_scheduled(held: Chain, core_v1: client.CoreV1Api) -> None:
@@ -231,7 +246,7 @@ def test_gang_that_fits_is_scheduled(held: Chain, core_v1: client.CoreV1Api) -> 
     assert fields["Node"].startswith("node-")
     assert fields["Held at"] == "<none>"
     assert fields["Gang"].startswith("sc-fits/ok (Scheduled: 2 of minMember 2 pods, 2 bound")
-    record_scenario(core_v1, "sc-fits")
+    record_scenario(core_v1, "sc-fits", held)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +281,7 @@ def test_late_member_ends_the_hold(chain: Chain, core_v1: client.CoreV1Api,
         "gang sc-late/late has 2 of minMember 3 pods; scheduling is held at PreEnqueue until "
         "1 more exists"]
     assert explain_fields(explain(chain, "sc-late/late-2"))["Held at"] == "<none>"
-    record_scenario(core_v1, ns)
+    record_scenario(core_v1, ns, chain)
 
 
 def test_recreated_pods_get_the_open_diagnostics_again(
@@ -297,7 +312,7 @@ def test_recreated_pods_get_the_open_diagnostics_again(
             e for e in gangstate_events(core_v1, ns, n, u) if e["reason"] == "GangSpecInvalid"],
             SETTLE, describe=lambda: describe(core_v1, ns, chain))
         assert messages(events, "GangSpecInvalid") == [mode]
-    record_scenario(core_v1, ns)
+    record_scenario(core_v1, ns, chain)
 
 
 def wait_message(core: client.CoreV1Api, chain: Chain, namespace: str, pod_name: str,
@@ -326,11 +341,19 @@ def assert_same_explanation(chain: Chain, namespace: str, names: list[str], mess
 
 
 def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1Api,
-                                           custom_objects: client.CustomObjectsApi) -> None:
+                                           custom_objects: client.CustomObjectsApi,
+                                           local_cluster: Any) -> None:
     """3 pods of 1 ``nvidia.com/gpu`` each, min-available 3, on 2 nodes of 1 GPU: never fits.
     The scheduler retries about once per second per pod, and in its first rounds each member in
     turn is the one that does not fit; gangstate tells the failure episode once, on every pod,
-    the same message: all three failed to fit on GPUs, at most 2 fit at once."""
+    the same message: all three failed to fit on GPUs, at most 2 fit at once.
+
+    Between rounds the members pass the gang checks but wait behind the representative: only
+    one pod of a gang group passes PreEnqueue (K core/gang.go:572-586, core/core.go:240), the
+    others are refused with ``representative pod <member> of gangGroupID <group> already
+    exists``, and during a round the members not attempted yet with ``gangGroup <group> is
+    scheduling and this pod has not been attempted`` (core/gang.go:35, core/core.go:228-238);
+    both refusals leave no Event, only a log line, so the scheduler's log is read for them."""
     ns = "sc-gpu-short"
     create_namespace(core_v1, ns)
     names = [f"gpu-{i}" for i in range(3)]
@@ -353,7 +376,15 @@ def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1A
             # what the scheduler itself says: FailedScheduling only, many of them
             assert set(reasons(scheduler_events(core_v1, ns, name))) == {"FailedScheduling"}
         assert_same_explanation(chain, ns, names, message, unblock)
-        record_scenario(core_v1, ns)
+        for name in names:
+            gate = scheduler_log_matches(local_cluster, (
+                rf'"PreEnqueue failed" err="representative pod {ns}/(gpu-\d) of gangGroupID '
+                rf'{ns}/gpu already exists" pod="{ns}/{name}"'))
+            assert gate and name not in gate, (name, gate)
+        assert scheduler_log_matches(local_cluster, (
+            rf'"PreEnqueue failed" err="gangGroup {ns}/gpu is scheduling and this pod has not '
+            rf'been attempted" pod="{ns}/(gpu-\d)"'))
+        record_scenario(core_v1, ns, chain)
     finally:
         delete_pods(core_v1, ns, names)  # end the scheduler's retry storm
 
@@ -385,7 +416,7 @@ def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.Core
         assert any(e["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
                    for e in scheduler_events(core_v1, ns, "big-1"))
         assert_same_explanation(chain, ns, ["big-0", "big-1"], message, unblock)
-        record_scenario(core_v1, ns)
+        record_scenario(core_v1, ns, chain)
     finally:
         delete_pods(core_v1, ns, ["big-0", "big-1"])
 
@@ -427,6 +458,6 @@ def test_member_held_by_scheduling_gates(chain: Chain, core_v1: client.CoreV1Api
                                             {"GangMembersUngated", "GangScheduled"})
             assert messages(events, "GangMembersUngated") == [ungated]
             assert "Scheduled" in reasons(scheduler_events(core_v1, ns, name))
-        record_scenario(core_v1, ns)
+        record_scenario(core_v1, ns, chain)
     finally:
         delete_pods(core_v1, ns, ["g-0", "g-1"])
