@@ -898,10 +898,14 @@ def _decide_switch(before_rep: str | None, state: GangState, rec: CycleObserved,
     (``Rejected``) that follow a failure issue none; in Strict mode consecutive switches back
     off (``switch_backoff``). This is the switch that Koordinator did
     in PostFilter (PR #2417), moved out of the scheduler so that it always happens and never
-    races preemption (contracts.md, ``gangstate.command/v1``)."""
-    if rec.status not in FAILED_STATUSES \
+    races preemption (contracts.md, ``gangstate.command/v1``). Not issued on the records of the
+    v1.8 scheduler shim (``rec.shim``): in v1.8 a round hands out every pending member whoever
+    the representative is (K ``core/core.go:150-187``), so a switch after a failure changes
+    nothing (measured on the real scheduler, docs/shim.md); ``_decide_gated_representative``
+    is the switch that matters there."""
+    if rec.status not in FAILED_STATUSES or rec.shim \
             or (rec.cycle is not None and state.command_cycle == rec.cycle):
-        return state
+        return state  # not on koord-scheduler v1.8.0's records (the shim's): see below
     if state.last_switch_at is not None \
             and rec.at < state.last_switch_at + switch_backoff(state, settings):
         return state
@@ -980,6 +984,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
         state = _decide_cycle(state, rec, out)
         state = _decide_unschedulable(state, rec, settings, out)
         state = _decide_switch(before_rep, state, rec, out, settings)
+        state = _decide_gated_representative(state, rec, out, settings)
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)
     state = _decide_scheduled(state, at, out)
@@ -1100,3 +1105,39 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
             out.append(diagnostic(state, "GangMembersStranded", facts, at, uids))
             state.emitted = {**state.emitted, "GangMembersStranded": digest}
     return state, out
+
+
+def _decide_gated_representative(state: GangState, rec: CycleObserved,
+                                 out: list[dict[str, Any]], settings: "FoldSettings",
+                                 ) -> GangState:
+    """SwitchRepresentative (reason ``RepresentativeGated``): the scheduler shim reports as
+    the gang group's representative a member that has scheduling gates, while the gang passes
+    its checks (``hold`` is ``None``: at least minMember members are free of gates) and
+    another member without gates is pending. koord-scheduler v1.8.0 lets only the
+    representative into its scheduling queue (K = ``pkg/scheduler/plugins/coscheduling/``,
+    ``core/core.go:240``, ``core/gang.go:572-586``); PreEnqueue plugins run in map order
+    (KS ``scheduler.go:386-394``), so a gated pod can become it, and while its gates stay
+    nothing moves the group (seen on the real scheduler: 4 of 8 tries stuck for good without
+    the shim; with it, the switch bound the group 0.4-0.7 s after the command, docs/shim.md).
+    The target is the earliest-arrived pending member without gates. Consecutive switches of
+    the group back off (``switch_backoff``), as the other switch does."""
+    if not rec.shim or rec.representative is None:
+        return state
+    rep = rec.representative
+    found = state.member_by_name(rep)
+    if found is None or not found[1].gated or hold(state) is not None:
+        return state
+    if state.last_switch_at is not None \
+            and rec.at < state.last_switch_at + switch_backoff(state, settings):
+        return state
+    ns = state.namespace
+    target = next((m.name for m in state.members.values()
+                   if m.pending and not m.gates and f"{ns}/{m.name}" != rep), None)
+    if target is None:
+        return state
+    state, cmd = command(state, "SwitchRepresentative", rep, f"{ns}/{target}",
+                         "RepresentativeGated", rec.at, rec.cycle)
+    out.append(cmd)
+    state.command_cycle, state.last_switch_at = rec.cycle, rec.at
+    state.switch_streak += 1
+    return state

@@ -376,3 +376,41 @@ def test_a_member_left_out_when_the_round_ended_in_success_is_stranded():
     outputs, _ = run(recs, 300)
     assert [(t, f) for t, r, f in told(outputs) if r == "GangMembersStranded"] == [
         (format_time(at(121)), {"stranded": ["t-2"], "after_seconds": 121})]
+
+
+# -- commands on v1.8: the gated representative -------------------------------------------------
+
+def _gated_rep_trace(shim: str) -> list[Any]:
+    """u-0 (min-available 2) alone, refused; g with a scheduling gate completes the gang at
+    t=1 (1 of 2 free of gates: GangMemberGated); u-1 at t=2 (2 of 2 free); at t=3 a record
+    names g the group's representative (the shim's, when ``shim`` is set)."""
+    gate = ("example.com/quota",)
+    return [pod("u-0", 0), pod("g", 1, gates=gate), pod("u-1", 2),
+            cycle("u-1", 3, 40, "PreEnqueue", "UnschedulableAndUnresolvable",
+                  reason="RepresentativeExists", representative="ns/g")._replace(shim=shim)]
+
+
+def test_a_gated_representative_is_switched_to_a_member_free_of_gates():
+    """koord-scheduler v1.8.0 keeps only the representative in its queue (K core/core.go:240,
+    core/gang.go:572-586); a gated one blocks the group until its gates go (KS
+    framework/plugins/schedulinggates/scheduling_gates.go:48-57). The shim reported g as
+    representative: one SwitchRepresentative to u-0, the earliest pending member free of
+    gates, epoch 1 of the gang group."""
+    outputs, store = run(_gated_rep_trace("shim-1"), 5)
+    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert [(c["id"], c["type"], c["expected_representative"], c["representative"],
+             c["reason"], c["cycle"]) for c in commands] == [
+        ("ns/g#1", "SwitchRepresentative", "ns/g", "ns/u-0", "RepresentativeGated", 40)]
+    assert store["ns/g"].epoch == 1
+
+
+def test_no_switch_from_records_that_are_not_the_shims_or_while_the_gang_is_held():
+    """Without the shim no record names the representative (Events never do); and while
+    fewer than minMember members are free of gates the gang is held (GangMemberGated): a
+    switch would change nothing."""
+    outputs, _ = run(_gated_rep_trace(""), 5)
+    assert [o for o in outputs if o["schema"] == "gangstate.command/v1"] == []
+    held = _gated_rep_trace("shim-1")
+    held = held[:2] + held[3:]  # no u-1: 1 of 2 free of gates
+    outputs, _ = run(held, 5)
+    assert [o for o in outputs if o["schema"] == "gangstate.command/v1"] == []
