@@ -11,7 +11,7 @@ checks that each layer imports only the ones below it):
 - ``streams.worker``, ``streams.events``: the Faust worker; diagnostics written as Events.
 - ``streams.dev``: demos and local services (Kafka, the control plane, a worker process).
 - ``streams.cli``: the ``gangstate`` command.
-The producers (watch, shim, simulate, replay) are the package ``producers``.
+The producers (watch, replay) are the package ``producers``; the scheduler shim is Go (``shim/``).
 """
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 // Package fencing is the scheduler shim's fencing core: which gangstate commands to apply and
-// the acks that answer them. It is the Go twin of producers/shim/fencing.py (the reference used
-// by the simulator) and follows docs/contracts.md "gangstate.command/v1" and "gangstate.ack/v1".
+// the acks that answer them, after docs/contracts.md "gangstate.command/v1" and
+// "gangstate.ack/v1".
 //
 // Rule: a command is applied only if its epoch is greater than its gang group's fence and its
 // expected representative still holds (compare-and-swap); every command is answered Applied,
@@ -8,9 +8,9 @@
 // PreconditionFailed, so a redelivered command that once failed its precondition is never
 // applied later.
 //
-// One addition over the Python reference, for "acked exactly once, also across a restart": a
+// For "acked exactly once, also across a restart" (an addition over the contract's rule): a
 // State remembers the command ids it has answered (and Recover the ids of the acks read back),
-// and a command id already answered gets no second ack (Decide returns Duplicate).
+// and a command id already answered gets no second ack (Buffer drops it, ApplyPending skips it).
 //
 // Everything here is pure: no clock, no I/O, no locks (the caller serialises).
 package fencing

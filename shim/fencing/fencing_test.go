@@ -2,6 +2,7 @@ package fencing
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -139,5 +140,175 @@ func TestMakeAckNullRepresentative(t *testing.T) {
 	a := MakeAck(Decision{Command: sw("ns/g#1", 1, "ns/a", "ns/b"), Outcome: PreconditionFailed}, "t", "s")
 	if a.Representative != nil || a.Epoch != 1 || a.GangGroup != "ns/g" || a.Schema != AckSchema {
 		t.Fatalf("%+v", a)
+	}
+}
+
+// The named sequences of the contract's fencing (docs/contracts.md "gangstate.command/v1",
+// "gangstate.ack/v1"), ported from the Python shim's tests when it was retired with the
+// simulator: the representative before, the commands decided one after the other as they
+// arrive, the outcomes and the representative after, worked out by hand from the rule above.
+const seqG = "team-a/llm"
+
+var w0, w1, w2, w3 = seqG + "-w-0", seqG + "-w-1", seqG + "-w-2", seqG + "-w-3"
+
+func cmdG(group string, epoch int64, expected, rep, typ string) Command {
+	var exp *string
+	if expected != "" {
+		exp = ptr(expected)
+	}
+	return Command{Schema: "gangstate.command/v1", ID: group + "#" + strconv.FormatInt(epoch, 10), Type: typ,
+		GangGroup: group, Epoch: epoch, Representative: rep, ExpectedRepresentative: exp}
+}
+
+func swG(epoch int64, expected, rep string) Command {
+	return cmdG(seqG, epoch, expected, rep, "SwitchRepresentative")
+}
+
+func elG(epoch int64, expected, rep string) Command {
+	return cmdG(seqG, epoch, expected, rep, "ElectRepresentative")
+}
+
+func TestNamedSequences(t *testing.T) {
+	cases := []struct {
+		name     string
+		before   string
+		commands []Command
+		outcomes []string
+		after    string
+	}{
+		{"switch applies", w0, []Command{swG(1, w0, w3)}, []string{Applied}, w3},
+		{"duplicate is stale", w0, []Command{swG(1, w0, w3), swG(1, w0, w3)}, []string{Applied, Stale}, w3},
+		{"older epoch after newer is stale", w0, []Command{swG(2, w0, w2), swG(1, w0, w3)}, []string{Applied, Stale}, w2},
+		{"expected no longer current", w1, []Command{swG(1, w0, w3)}, []string{PreconditionFailed}, w1},
+		{"chain of switches in order", w0, []Command{swG(1, w0, w1), swG(2, w1, w2)}, []string{Applied, Applied}, w2},
+		{"reordered chain: second fails its precondition, first is then stale", w0,
+			[]Command{swG(2, w1, w2), swG(1, w0, w1)}, []string{PreconditionFailed, Stale}, w0},
+		{"elect when the group has none", "", []Command{elG(1, w0, w2)}, []string{Applied}, w2},
+		{"elect when the old one is still current", w0, []Command{elG(1, w0, w2)}, []string{Applied}, w2},
+		{"elect when another pod is representative", w1, []Command{elG(1, w0, w2)}, []string{PreconditionFailed}, w1},
+		{"switch when the group has no representative", "", []Command{swG(1, w0, w3)}, []string{PreconditionFailed}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, rep, got := NewState(), c.before, []string{}
+			for _, cmd := range c.commands {
+				outcome, after := s.Decide(cmd, rep, nil)
+				rep = after
+				got = append(got, outcome)
+			}
+			if !reflect.DeepEqual(got, c.outcomes) || rep != c.after {
+				t.Fatalf("got %v, representative %q; want %v, %q", got, rep, c.outcomes, c.after)
+			}
+		})
+	}
+}
+
+// Buffered application at AfterPostFilter / PreEnqueue: the commands buffered, the
+// representative then, the decisions (command id, outcome) and the representative after.
+func TestNamedBufferedApplication(t *testing.T) {
+	cases := []struct {
+		name     string
+		buffered []Command
+		current  string
+		acks     []string
+		rep      string
+	}{
+		{"nothing buffered", nil, w0, []string{}, w0},
+		{"applied in epoch order whatever the arrival order", []Command{swG(2, w1, w2), swG(1, w0, w1)}, w0,
+			[]string{seqG + "#1=Applied", seqG + "#2=Applied"}, w2},
+		{"a duplicate in the buffer is buffered once", []Command{swG(1, w0, w1), swG(1, w0, w1)}, w0,
+			[]string{seqG + "#1=Applied"}, w1},
+		{"stale second switch from the same old representative", []Command{swG(1, w0, w1), swG(2, w0, w2)}, w0,
+			[]string{seqG + "#1=Applied", seqG + "#2=PreconditionFailed"}, w1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := NewState()
+			for _, cmd := range c.buffered {
+				s.Buffer(cmd)
+			}
+			rep, ds := s.ApplyPending(seqG, c.current, nil)
+			got := []string{}
+			for _, d := range ds {
+				got = append(got, d.Command.ID+"="+d.Outcome)
+			}
+			if !reflect.DeepEqual(got, c.acks) || rep != c.rep {
+				t.Fatalf("got %v, representative %q; want %v, %q", got, rep, c.acks, c.rep)
+			}
+			if len(s.Pending[seqG]) != 0 {
+				t.Fatalf("buffer not emptied: %v", s.Pending[seqG])
+			}
+			// a second apply point with nothing new does nothing
+			if again, none := s.ApplyPending(seqG, rep, nil); again != rep || len(none) != 0 {
+				t.Fatalf("second apply point gave %q %v", again, none)
+			}
+		})
+	}
+}
+
+// Commands of other gang groups stay buffered, and fences are per gang group.
+func TestOtherGroupsStayBufferedAndFencedApart(t *testing.T) {
+	other := cmdG("team-b/moe", 1, "team-b/moe-0", "team-b/moe-1", "SwitchRepresentative")
+	s := NewState()
+	s.Buffer(swG(5, w0, w1))
+	s.Buffer(other)
+	rep, ds := s.ApplyPending(seqG, w0, nil)
+	if rep != w1 || len(ds) != 1 || !reflect.DeepEqual(s.Pending, map[string][]Command{"team-b/moe": {other}}) {
+		t.Fatalf("rep %q, %d decisions, buffer %v", rep, len(ds), s.Pending)
+	}
+	if rep2, ds2 := s.ApplyPending("team-b/moe", "team-b/moe-0", nil); rep2 != "team-b/moe-1" || ds2[0].Outcome != Applied {
+		t.Fatalf("other group: %q %+v", rep2, ds2)
+	}
+	if !reflect.DeepEqual(s.Fences, map[string]int64{seqG: 5, "team-b/moe": 1}) {
+		t.Fatalf("fences %v", s.Fences)
+	}
+}
+
+// Recovery from acks read back: (outcome, epoch, shim) per ack, the shim recovering, the fences.
+func TestNamedRecovery(t *testing.T) {
+	type ack struct {
+		outcome string
+		epoch   int64
+		shim    string
+	}
+	cases := []struct {
+		name   string
+		shim   string
+		acks   []ack
+		fences map[string]int64
+	}{
+		{"highest applied epoch wins", "", []ack{{Applied, 3, ""}, {Applied, 5, ""}, {Stale, 9, ""}}, map[string]int64{seqG: 5}},
+		{"precondition failures fence too", "", []ack{{Applied, 2, ""}, {PreconditionFailed, 4, ""}}, map[string]int64{seqG: 4}},
+		{"only this shim's acks count", "s1", []ack{{Applied, 2, "s1"}, {Applied, 8, "s2"}, {Applied, 3, ""}}, map[string]int64{seqG: 2}},
+		{"no acks: nothing fenced", "", nil, map[string]int64{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var records []Ack
+			for _, a := range c.acks {
+				records = append(records, MakeAck(Decision{Command: swG(a.epoch, w0, w1), Outcome: a.outcome,
+					Representative: w1}, "2026-11-02T09:00:00.000000Z", a.shim))
+			}
+			// a record of another schema read back from gang-events counts for nothing
+			records = append(records, Ack{Schema: "gangstate.cycle/v1", GangGroup: seqG, Epoch: 99, Outcome: Applied})
+			if got := Recover(records, c.shim).Fences; !reflect.DeepEqual(got, c.fences) {
+				t.Fatalf("fences %v, want %v", got, c.fences)
+			}
+		})
+	}
+}
+
+// A restarted shim, its scheduler's representative back at w0: the redelivered command is
+// Stale (the fence holds although the compare-and-swap would), a newer one applies.
+func TestRestartNeverAppliesTwice(t *testing.T) {
+	s := NewState()
+	out, rep := s.Decide(swG(4, w0, w3), w0, nil)
+	restarted := Recover([]Ack{MakeAck(Decision{Command: swG(4, w0, w3), Outcome: out, Representative: rep},
+		"2026-11-02T09:00:04.000000Z", "s1")}, "s1")
+	if again, _ := restarted.Decide(swG(4, w0, w3), w0, nil); again != Stale {
+		t.Fatalf("redelivered after restart: %s, want Stale", again)
+	}
+	if newer, r := restarted.Decide(swG(5, w0, w2), w0, nil); newer != Applied || r != w2 {
+		t.Fatalf("newer after restart: %s %q, want Applied %q", newer, r, w2)
 	}
 }

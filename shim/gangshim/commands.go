@@ -15,9 +15,9 @@ import (
 	"gangstate.local/shim/fencing"
 )
 
-// commandLoop recovers the fences from this shim's own acks on gang-events (as
-// producers/shim/shim.py does), then consumes the commands topic for as long as the process
-// lives. Until the fences are recovered no command is decided.
+// commandLoop recovers the fences from this shim's own acks on gang-events (fencing.Recover),
+// then consumes the commands topic for as long as the process lives. Until the fences are
+// recovered no command is decided.
 func (s *Shim) commandLoop() {
 	ctx := context.Background()
 	for {

@@ -3,7 +3,7 @@
 Where it sits: the outermost shell, on top of every layer. Each command parses its flags and
 calls the module that does the work: ``fold`` (``streams.wire.traces``), ``schema``
 (``streams.wire.contracts``), ``demo``/``worker``/``replay``/``tap`` (``streams.cli.pipeline``),
-``watch``/``sink``/``simulate`` (``streams.cli.components``), ``get``/``describe``/``explain``
+``watch``/``sink`` (``streams.cli.components``), ``get``/``describe``/``explain``
 (``streams.cli.query``). The flags they share are in ``streams.cli.options``. Heavy imports
 (Faust, Kafka clients) happen inside the command so that ``gangstate fold`` starts fast and
 needs no broker.

@@ -1,9 +1,7 @@
-"""``gangstate`` commands that run a component against a cluster or a model of one: watch, sink,
-simulate.
+"""``gangstate`` commands that run a component against a cluster: watch, sink.
 
 Where it sits: the CLI; each command parses its flags and hands them to the component's runner
-(``producers.watch.running.run_watch``, ``streams.events.sink.run_sink``,
-``producers.simulate.run.cmd_simulate``), which owns signals, retries and the exit status.
+(``producers.watch.running.run_watch``, ``streams.events.sink.run_sink``), which owns signals, retries and the exit status.
 """
 
 from __future__ import annotations
@@ -13,8 +11,8 @@ from typing import Any
 
 import click
 
-from streams.cli.options import (SECONDS, check_kube_options, http_port_option, kafka_options,
-                                 kube_options, output_option)
+from streams.cli.options import (check_kube_options, http_port_option, kafka_options,
+                                 kube_options)
 from streams.cli.options import http_port as chosen_port
 
 WATCH_TIMEOUT = 60
@@ -105,39 +103,4 @@ def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run:
         kafka_security=kafka_security))
 
 
-@click.command(short_help="simulate a Koordinator-like gang scheduler with gangstate in the loop")
-@click.argument("scenario")
-@click.option("--seed", type=int, default=1, show_default=True, help="random seed of the workload")
-@click.option("--no-commands", is_flag=True,
-              help="gangstate off: Koordinator alone, no commands applied, no Events from "
-                   "diagnostics")
-@click.option("--latency", type=SECONDS, default=None,
-              help="in-process: virtual seconds from a command's emission to the shim "
-                   "(default: the scenario's command_latency)")
-@click.option("--trace", default=None,
-              help="in-process: write every gang-events record as JSON lines to this file")
-@output_option("text", "json")
-@click.option("--bootstrap", default=None,
-              help="Kafka host:port: run live (default: KAFKA_BOOTSTRAP_SERVERS)")
-@click.option("--in-process", is_flag=True,
-              help="stay in-process even when KAFKA_BOOTSTRAP_SERVERS is set")
-@click.option("--speed", type=float, default=1.0, show_default=True,
-              help="live: virtual seconds per wall second")
-def simulate(scenario: str, seed: int, no_commands: bool, latency: float | None,
-             trace: str | None, output: str, bootstrap: str | None, in_process: bool,
-             speed: float) -> int:
-    """Discrete-event simulation, in virtual time, of a Koordinator v1.7+ gang scheduler
-    (PreEnqueue with one representative per gang group, NextPod, Filter, Permit,
-    Strict/NonStrict, binding, completion). SCENARIO is a YAML file or a bundled name (small,
-    switch-matters, late-members). In-process by default: its records feed the fold directly
-    and the fold's commands are applied through the shim's fencing core. With --bootstrap (or
-    KAFKA_BOOTSTRAP_SERVERS) it runs live against Kafka and a gangstate worker, paced to the
-    wall clock."""
-    from producers.simulate.run import cmd_simulate
-
-    return cmd_simulate(argparse.Namespace(
-        scenario=scenario, seed=seed, no_commands=no_commands, latency=latency, trace=trace,
-        output=output, bootstrap=bootstrap, in_process=in_process, speed=speed))
-
-
-COMMANDS = (watch, sink, simulate)
+COMMANDS = (watch, sink)

@@ -655,7 +655,7 @@ def _decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
 
 def _decide_cycle(state: GangState, rec: CycleObserved, out: list[dict[str, Any]]) -> GangState:
     """``GangCycleRejected`` as the latest cycle's records arrive, for records with a cycle
-    number (the scheduler shim, the simulator). An attempt without one (one pod's, from a
+    number (the scheduler shim). An attempt without one (one pod's, from a
     scheduler Event) is told by its failure episode instead (``GangUnschedulable``,
     ``_decide_unschedulable``): koord-scheduler v1.8.0 writes one Event per pod and attempt,
     about one per second, and the member that fails changes from round to round. The
@@ -881,7 +881,7 @@ def switch_backoff(state: GangState, settings: "FoldSettings") -> int:
     capped at the maximum. Strict rejects every waiting member anyway, so a switch there only
     changes which pod leads the retry; without a backoff the representative would ping-pong
     between failing members once per scheduler backoff while nothing frees up (measured with
-    ``bench/simulate_value.py``, docs/simulator.md)."""
+    the simulator of older Koordinator releases, since retired: docs/shim.md)."""
     spec = state.spec
     if state.switch_streak == 0 or spec is None or spec.mode != "Strict":
         return 0

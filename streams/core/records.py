@@ -84,7 +84,7 @@ class CycleObserved(NamedTuple):
     not say; ``capacity`` what the cluster had of the culprit's short resource, when the
     producer knows its nodes (contracts.md, ``gangstate.cycle/v1``). ``shim`` is the id of the
     scheduler shim that wrote the record (``""``: not the shim's: the watch producer's or the
-    simulator's); ``round`` the cycle number in which the round (Koordinator's gang scheduling
+    handed traces'); ``round`` the cycle number in which the round (Koordinator's gang scheduling
     context) the record belongs to was opened, ``None`` outside a round or when not known;
     ``rounds_skipped`` the rounds the shim reported only as a count before this one.
     """

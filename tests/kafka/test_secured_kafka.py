@@ -198,39 +198,6 @@ def test_sink_consumes_diagnostics_over_scram(secured: tuple[Any, Path],
     assert lines == expected
 
 
-def test_shim_recovers_and_consumes_over_sasl_plain(secured: tuple[Any, Path],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scheduler shim's producer, recovery reader and command consumer over SASL_SSL with
-    PLAIN: a command sent over the secured listener reaches it."""
-    from producers.shim.shim import Shim
-    from streams.kafka.publishing import Publisher, ensure_topics
-
-    broker, ca = secured
-    settings = settings_for(monkeypatch, env_for(broker, ca, "SASL_SSL", "PLAIN"))
-    ensure_topics(settings)
-    group = f"team-a/llm-{uuid.uuid4().hex[:6]}"
-    w0, w3 = f"{group}-w-0", f"{group}-w-3"
-    shim = Shim(settings, [group], shim_id="sec")
-    shim.start()
-    try:
-        assert shim.wait_assigned()
-        shim.set_representative(group, w0)
-        command = {"schema": "gangstate.command/v1", "id": f"{group}#1",
-                   "issued_at": "2026-11-02T09:00:01.000000Z", "type": "SwitchRepresentative",
-                   "gang_group": group, "epoch": 1, "expected_representative": w0,
-                   "representative": w3, "reason": "MemberFailedCycle", "cycle": 501}
-        publisher = Publisher(settings)
-        publisher.send_json(settings.topics.commands, group, command)
-        publisher.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and shim.pending(group) != 1:
-            time.sleep(0.05)
-        assert shim.pending(group) == 1
-        assert shim.pre_enqueue(group) == w3
-    finally:
-        shim.close()
-
-
 def test_worker_and_demo_over_sasl_ssl_scram512(secured: tuple[Any, Path],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole Kafka path on SASL_SSL + SCRAM-SHA-512: the demo (its admin, the Faust worker

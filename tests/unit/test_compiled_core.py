@@ -21,6 +21,7 @@ import streams.core
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = sorted((ROOT / "tests" / "cases").glob("*/trace.jsonl"))
+REAL_STORM = ROOT / "tests" / "data" / "koord-v1.8.0-gpu-short-excerpt.json"
 END = "2026-12-01T00:00:00Z"
 PURE = os.environ.get("GANGSTATE_PURE_CORE") == "1"
 needs_compiled = pytest.mark.skipif(not streams.core.COMPILED,
@@ -62,19 +63,22 @@ def test_compiled_and_python_folds_agree_on_the_handed_cases(trace):
 
 
 @needs_compiled
-def test_compiled_and_python_agree_on_a_simulated_cluster(tmp_path):
-    # The simulator closes the loop (the fold's commands change what the scheduler does next),
-    # so any difference in one decision shows in everything after it.
-    args = ("simulate", "switch-matters", "--seed", "2", "-o", "json", "--in-process")
-    compiled = gangstate(*args, "--trace", str(tmp_path / "c.jsonl"), pure=False)
-    python = gangstate(*args, "--trace", str(tmp_path / "p.jsonl"), pure=True)
-    assert compiled == python
-    assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()
-    folded = gangstate("fold", str(tmp_path / "c.jsonl"), "--output", "json", "--at", END,
-                       pure=False)
-    assert folded == gangstate("fold", str(tmp_path / "c.jsonl"), "--output", "json", "--at",
-                               END, pure=True)
-    assert len(json.loads(folded)["commands"]) > 10
+def test_compiled_and_python_agree_on_a_real_scheduler_storm():
+    # The excerpt of a real koord-scheduler v1.8.0 recording (tests/data/README.md): a gang of
+    # three one-GPU members (min-available 3) on two one-GPU nodes, 42 FailedScheduling Events
+    # of the live pods in about a second. The fold reads it as a watch would publish it; the
+    # history of ``describe gang`` shows every state change, so a difference in any step shows.
+    args = ("--from", str(REAL_STORM))
+    folded = gangstate("fold", str(REAL_STORM), "--output", "json", "--at", END, pure=False)
+    assert folded == gangstate("fold", str(REAL_STORM), "--output", "json", "--at", END,
+                               pure=True)
+    for query in (("describe", "gang", "sc-b/gb"), ("explain", "pod", "sc-b/gb-1")):
+        assert gangstate(*query, *args, pure=False) == gangstate(*query, *args, pure=True)
+    [diagnostic] = json.loads(folded)["diagnostics"]
+    assert diagnostic["reason"] == "GangUnschedulable"
+    # 2 nodes with 1 GPU each: 2 of min-available 3 fit, every member was refused for the GPU
+    assert (diagnostic["facts"]["fit"], diagnostic["facts"]["min_member"]) == (2, 3)
+    assert sorted(diagnostic["facts"]["unfit"]) == ["gb-0", "gb-1", "gb-2"]
 
 
 @needs_compiled
