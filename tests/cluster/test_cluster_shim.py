@@ -211,7 +211,7 @@ def test_commands_are_fenced_and_acked_once_each_across_a_scheduler_restart(
     delete_pods(core_v1, ns, [f"g-{i}" for i in range(3)])
 
 
-def test_a_gated_representative_blocks_a_gang_that_could_run_until_a_switch_command(
+def test_gangstate_switches_a_gated_representative_and_the_gang_runs(
         chain: Chain, shim_id: str, follower: Follower, core_v1: client.CoreV1Api,
         custom_objects: client.CustomObjectsApi) -> None:
     """What a command is for on v1.8 (docs/shim.md, "What commands are for"): min-available 2
@@ -219,9 +219,13 @@ def test_a_gated_representative_blocks_a_gang_that_could_run_until_a_switch_comm
     ``wait``) completes the gang and is the only pod the gang cache activates (K
     core/gang_cache.go:153-165); then u-2. When Coscheduling's PreEnqueue runs before
     SchedulingGates for g-0 (the order of a Go map, KS scheduler.go:386-394), the gated g-0 is
-    the representative and u-1, u-2 are refused for good, though two members could run. The
-    scenario is retried in fresh namespaces until that happens (about 1 in 4 here); then a
-    SwitchRepresentative g-0 -> u-2 is Applied and the gang makes progress: u-2 is bound."""
+    the representative and, without a command, u-1 and u-2 are refused for good though two
+    members could run (4 of 8 tries here, docs/shim.md). The scenario is retried in fresh
+    namespaces until the shim reports g-0 as representative (about 1 in 4); then gangstate's
+    decision agent itself issues SwitchRepresentative g-0 -> u-1 (reason RepresentativeGated:
+    the earliest pending member free of gates, streams/core/decide.py
+    ``_decide_gated_representative``), the shim applies it (epoch 1 of the group) and u-1 is
+    bound."""
     for attempt in range(12):
         ns = f"sh-gated-{attempt}"
         gang = f"{ns}/g"
@@ -233,25 +237,20 @@ def test_a_gated_representative_blocks_a_gang_that_could_run_until_a_switch_comm
         time.sleep(0.5)
         create(core_v1, custom_objects, [gang_pod(ns, "u-2", gang="g", min_available=2)])
         time.sleep(8)
-        bound = [p.metadata.name for p in core_v1.list_namespaced_pod(ns).items
-                 if p.spec.node_name]
-        reps = [r["representative"] for r in follower.cycle_records(gang)]
-        if bound or not reps or reps[-1] != f"{ns}/g-0":
+        reps = {r["representative"] for r in follower.cycle_records(gang)}
+        if f"{ns}/g-0" not in reps:
+            bound = [p.metadata.name for p in core_v1.list_namespaced_pod(ns).items
+                     if p.spec.node_name]
             assert sorted(bound) in (["u-1", "u-2"], ["u-1"], ["u-2"], []), bound
             continue
-        time.sleep(5)  # stuck, not slow
-        assert not [p for p in core_v1.list_namespaced_pod(ns).items if p.spec.node_name]
-        cmd = _command(gang, 1_000_001, f"{ns}/u-2", kind="SwitchRepresentative",
-                       expected=f"{ns}/g-0")
-        _send(chain, [cmd])
-        got = wait_for("the switch answered", lambda: follower.acks(cmd["id"]), 60)
-        assert [a["outcome"] for a in got] == ["Applied"]
-        assert got[0]["representative"] == f"{ns}/u-2"
-        # u-2 opens the round and waits at Permit; the next member handed out (u-1 or the
+        got = wait_for("gangstate's switch answered",
+                       lambda: follower.acks(f"{gang}#1"), 60)
+        assert [(a["outcome"], a["representative"]) for a in got] == [
+            ("Applied", f"{ns}/u-1")]
+        # u-1 opens the round and waits at Permit; the next member handed out (u-2 or the
         # gated g-0: NextPod walks a Go map, K core/core.go:165-183) makes minMember 2 and the
-        # group is allowed; g-0's binding is refused by the API server (its gate), so u-2 is
-        # bound always, u-1 when it came second
-        wait_for("u-2 bound", lambda: "u-2" in [
+        # group is allowed; g-0's binding is refused by the API server (its gate)
+        wait_for("u-1 bound", lambda: "u-1" in [
             p.metadata.name for p in core_v1.list_namespaced_pod(ns).items
             if p.spec.node_name], 60)
         assert {p.metadata.name for p in core_v1.list_namespaced_pod(ns).items
