@@ -51,7 +51,7 @@ import urllib.request
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 #: Pinned versions. Koordinator v1.8.0's go.mod pins k8s.io/kubernetes v1.35.2; etcd v3.6.5 is
 #: the etcd release Kubernetes v1.35 is tested with (kubernetes build/dependencies.yaml).
@@ -277,19 +277,11 @@ def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
     """
     bindir = binaries_dir(cache_dir)
     base = bindir.parent
-    base.mkdir(parents=True, exist_ok=True)
-    lock = base / ".lock"
-    with _SHARED.file_lock(lock, lambda: progress(
-            f"waiting for another build of the control plane (lock {lock}) ...")):
-        if (base / _BUILD_MARKER).exists():
+    with _cache_entry(base, bindir, "the control plane", _version_key(), progress) as entry:
+        if entry is None:
             return bindir
-        log = base / "build.log"
-        log.write_text(f"gangstate control plane build {_version_key()}\n")
-        staging = base / "bin.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
+        log, staging = entry
         env = _go_env(base)
-        started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="gangstate-cp-build-") as tmp:
             etcd_work = Path(tmp) / "etcd"
             kube_work = Path(tmp) / "kube"
@@ -323,11 +315,36 @@ def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
             for crd in sorted((koord_dir / "config" / "crd" / "bases").glob("*.yaml")):
                 shutil.copyfile(crd, crds / crd.name)
                 (crds / crd.name).chmod(0o644)
-        shutil.rmtree(bindir, ignore_errors=True)
-        staging.rename(bindir)
+    return bindir
+
+
+@contextlib.contextmanager
+def _cache_entry(base: Path, final: Path, what: str, header: str,
+                 progress: Progress) -> Iterator[tuple[Path, Path] | None]:
+    """One cache entry built at most once: under ``base``'s lock file, yields ``None`` when the
+    entry is already built (its marker exists), else ``(build log, staging folder)``; when the
+    block ends without an exception, the staging folder becomes ``final`` and the marker is
+    written (with the seconds it took). An exception leaves no marker and no ``final``: the
+    next caller builds again. ``what`` names the entry in progress lines, ``header`` heads the
+    log."""
+    base.mkdir(parents=True, exist_ok=True)
+    lock = base / ".lock"
+    with _SHARED.file_lock(lock, lambda: progress(
+            f"waiting for another build of {what} (lock {lock}) ...")):
+        if (base / _BUILD_MARKER).exists():
+            yield None
+            return
+        log = base / "build.log"
+        log.write_text(f"gangstate {header}\n")
+        staging = base / "bin.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        started = time.monotonic()
+        yield log, staging
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
         (base / _BUILD_MARKER).write_text(f"{time.monotonic() - started:.0f} s\n")
-        progress(f"control plane built in {time.monotonic() - started:.0f} s ({bindir})")
-        return bindir
+        progress(f"{what} built in {time.monotonic() - started:.0f} s ({final})")
 
 
 # -- the scheduler shim build ------------------------------------------------------------------
@@ -380,18 +397,11 @@ def build_shim(cache_dir: Path | None = None, *, shim_dir: Path | None = None,
     """
     binary = shim_binary(cache_dir, shim_dir)
     base = binary.parent.parent
-    base.mkdir(parents=True, exist_ok=True)
-    lock = base / ".lock"
-    with _SHARED.file_lock(lock, lambda: progress(
-            f"waiting for another build of the shim (lock {lock}) ...")):
-        if (base / _BUILD_MARKER).exists():
+    with _cache_entry(base, binary.parent, "the shim", f"shim build {base.name}",
+                      progress) as entry:
+        if entry is None:
             return binary
-        log = base / "build.log"
-        log.write_text(f"gangstate shim build {base.name}\n")
-        staging = base / "bin.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        started = time.monotonic()
+        log, staging = entry
         progress(f"building the shim's koord-scheduler ({base.name}) ...")
         with tempfile.TemporaryDirectory(prefix="gangstate-shim-build-") as tmp:
             work = Path(tmp) / "shim"
@@ -400,11 +410,7 @@ def build_shim(cache_dir: Path | None = None, *, shim_dir: Path | None = None,
             _run_logged([_go(), "build", "-trimpath", "-ldflags=-s -w", "-o",
                          str(staging / "koord-scheduler"), "./cmd/koord-scheduler"],
                         work, log, _go_env(base), timeout, "building the shim's koord-scheduler")
-        shutil.rmtree(binary.parent, ignore_errors=True)
-        staging.rename(binary.parent)
-        (base / _BUILD_MARKER).write_text(f"{time.monotonic() - started:.0f} s\n")
-        progress(f"shim built in {time.monotonic() - started:.0f} s ({binary})")
-        return binary
+    return binary
 
 
 # -- nodes ---------------------------------------------------------------------------------------

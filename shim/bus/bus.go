@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"gangstate.local/shim/fencing"
 )
 
 // Config is read from the environment (docs/shim.md): GANGSTATE_KAFKA_BOOTSTRAP (host:port,
@@ -231,17 +233,9 @@ func ReadAcks(ctx context.Context, cfg Config) ([]Ack, error) {
 	return out, nil
 }
 
-// Ack mirrors fencing.Ack for decoding (kept here so bus does not import fencing).
-type Ack = struct {
-	Schema         string  `json:"schema"`
-	ObservedAt     string  `json:"observed_at"`
-	CommandID      string  `json:"command_id"`
-	GangGroup      string  `json:"gang_group"`
-	Epoch          int64   `json:"epoch"`
-	Outcome        string  `json:"outcome"`
-	Representative *string `json:"representative"`
-	Shim           string  `json:"shim,omitempty"`
-}
+// Ack is the gangstate.ack/v1 record ReadAcks decodes (fencing.Ack: fencing is pure and imports
+// nothing of bus).
+type Ack = fencing.Ack
 
 func listEnds(ctx context.Context, client *kgo.Client, topic string) (map[int32]int64, error) {
 	deadline := time.Now().Add(30 * time.Second)
