@@ -987,6 +987,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
         state = _decide_gated_representative(state, rec, out, settings)
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)
+        state = _decide_gated_representative(state, rec, out, settings)
     state = _decide_scheduled(state, at, out)
     state = _decide_summaries(before, state, rec, at, out)
     return state, out
@@ -1107,7 +1108,7 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
     return state, out
 
 
-def _decide_gated_representative(state: GangState, rec: CycleObserved,
+def _decide_gated_representative(state: GangState, rec: CycleObserved | PodObserved,
                                  out: list[dict[str, Any]], settings: "FoldSettings",
                                  ) -> GangState:
     """SwitchRepresentative (reason ``RepresentativeGated``): the scheduler shim reports as
@@ -1120,10 +1121,17 @@ def _decide_gated_representative(state: GangState, rec: CycleObserved,
     nothing moves the group (seen on the real scheduler: 4 of 8 tries stuck for good without
     the shim; with it, the switch bound the group 0.4-0.7 s after the command, docs/shim.md).
     The target is the earliest-arrived pending member without gates. Consecutive switches of
-    the group back off (``switch_backoff``), as the other switch does."""
-    if not rec.shim or rec.representative is None:
+    the group back off (``switch_backoff``), as the other switch does. Evaluated on the
+    shim's cycle records and on Pod records (the shim's record naming the representative can
+    reach the fold before the Pod record of the member that completes the gang: the scheduler
+    refuses that member at once, and nothing retries it), with the representative the shim
+    last reported (``state.representative``, only while the gang has shim records,
+    ``shim_at``)."""
+    if isinstance(rec, CycleObserved) and not rec.shim:
         return state
-    rep = rec.representative
+    rep = state.representative
+    if rep is None or state.shim_at is None:
+        return state
     found = state.member_by_name(rep)
     if found is None or not found[1].gated or hold(state) is not None:
         return state
@@ -1135,9 +1143,10 @@ def _decide_gated_representative(state: GangState, rec: CycleObserved,
                    if m.pending and not m.gates and f"{ns}/{m.name}" != rep), None)
     if target is None:
         return state
+    cycle = rec.cycle if isinstance(rec, CycleObserved) else None
     state, cmd = command(state, "SwitchRepresentative", rep, f"{ns}/{target}",
-                         "RepresentativeGated", rec.at, rec.cycle)
+                         "RepresentativeGated", rec.at, cycle)
     out.append(cmd)
-    state.command_cycle, state.last_switch_at = rec.cycle, rec.at
+    state.command_cycle, state.last_switch_at = cycle, rec.at
     state.switch_streak += 1
     return state

@@ -404,6 +404,19 @@ def test_a_gated_representative_is_switched_to_a_member_free_of_gates():
     assert store["ns/g"].epoch == 1
 
 
+def test_the_switch_comes_when_the_member_that_completes_the_gang_is_seen_after_the_shim():
+    """The shim's record naming g the representative can come before the Pod record of u-1
+    (the scheduler refuses u-1 at once and never retries it): the switch is issued when that
+    Pod record makes the gang pass its checks (seen on the cluster tier)."""
+    trace = _gated_rep_trace("shim-1")
+    early = [trace[0], trace[1], trace[3]._replace(at=at(1.5), pod="ns/g", pod_uid="uid-g"),
+             trace[2]]
+    outputs, _ = run(early, 5)
+    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert [(c["issued_at"], c["expected_representative"], c["representative"])
+            for c in commands] == [(format_time(at(2)), "ns/g", "ns/u-0")]
+
+
 def test_no_switch_from_records_that_are_not_the_shims_or_while_the_gang_is_held():
     """Without the shim no record names the representative (Events never do); and while
     fewer than minMember members are free of gates the gang is held (GangMemberGated): a
