@@ -1026,10 +1026,9 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
     context cleared, ``core/core.go:192-194``) or every pending member was attempted."""
     if state.held_since is not None:
         if before.held_since is None:
-            refused = {uid: m._replace(refused_at=at) for uid, m in state.members.items()
-                       if m.pending and not m.gates and m.refused_at is None}
-            for uid, m in refused.items():
-                state.put_member(uid, m)
+            state.put_members({uid: m._replace(refused_at=at)
+                               for uid, m in state.members.items()
+                               if m.pending and not m.gates and m.refused_at is None})
         elif isinstance(rec, PodObserved):
             changed = state.members.get(rec.uid)
             if changed is not None and changed.pending and not changed.gates \
@@ -1054,8 +1053,7 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
         left = {uid: m._replace(refused_at=at) for uid, m in state.members.items()
                 if m.pending and not m.gates and m.refused_at is None
                 and (m.status is None or m.stage == "PreEnqueue")}
-        for uid, m in left.items():
-            state.put_member(uid, m)
+        state.put_members(left)
         if left and state.released_at is None:
             state.released_at, state.stranded_told = at, False
         if state.released_attempted is None and state.released_at is not None:
@@ -1070,6 +1068,16 @@ def stranded_members(state: GangState) -> list[str]:
         return []
     return sorted(m.name for m in state.members.values()
                   if m.refused_at is not None and m.pending)
+
+
+def stranded_facts(state: GangState, at: int) -> dict[str, Any] | None:
+    """The facts of ``GangMembersStranded`` at event time ``at``: ``stranded``
+    (``stranded_members``) and ``after_seconds`` (whole seconds since the hold ended), or
+    ``None`` when no member is stranded."""
+    names = stranded_members(state)
+    if not names or state.released_at is None:
+        return None
+    return {"stranded": names, "after_seconds": (at - state.released_at) // 1_000_000}
 
 
 def stranded_due(state: GangState, settings: "FoldSettings") -> int | None:
@@ -1096,13 +1104,14 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
     last hold (``stranded_members``; facts ``stranded`` [names], ``after_seconds`` [whole
     seconds since the hold ended]), naming only those pods. Marks the release as told."""
     out: list[dict[str, Any]] = []
-    names = stranded_members(state)
+    facts = stranded_facts(state, at)
     state.stranded_told = True
-    if names and state.released_at is not None:
-        facts = {"stranded": names, "after_seconds": (at - state.released_at) // 1_000_000}
+    if facts is not None:
+        names = facts["stranded"]
         digest = facts_digest({"reason": "GangMembersStranded", "stranded": names})
         if state.emitted.get("GangMembersStranded") != digest:
-            uids = tuple(uid for uid, m in state.members.items() if m.name in names)
+            named = set(names)
+            uids = tuple(uid for uid, m in state.members.items() if m.name in named)
             out.append(diagnostic(state, "GangMembersStranded", facts, at, uids))
             state.emitted = {**state.emitted, "GangMembersStranded": digest}
     return state, out

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import decide
 from . import episode as episodes
-from .state import GangState, summary
+from .state import GangState, Member, summary
 from .timefmt import format_time
 
 
@@ -80,12 +80,11 @@ def stranded_finding(state: GangState) -> dict[str, Any] | None:
     while some of its members are still refused and pending: facts ``stranded`` (names) and
     ``after_seconds`` (whole seconds of event time since the hold ended, at the gang's
     clock)."""
-    if not state.stranded_told or state.released_at is None:
+    if not state.stranded_told:
         return None
-    names = decide.stranded_members(state)
-    if not names:
+    facts = decide.stranded_facts(state, state.clock)
+    if facts is None or state.released_at is None:
         return None
-    facts = {"stranded": names, "after_seconds": (state.clock - state.released_at) // 1_000_000}
     return {"reason": "GangMembersStranded", "type": "Warning",
             "message": decide.message(state.gang, "GangMembersStranded", facts), "facts": facts,
             "since": format_time(state.released_at)}
@@ -191,9 +190,9 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
                                                    "representative", "gang_group")}
     if found is None:
         result.update(phase=None, node=None, last_cycle=None, held_at=None, held_by=None)
-        orphan = _orphan_by_name(state, pod)
+        orphan = state.orphan_by_name(pod)
         if orphan is not None:
-            _explain_orphan(state, orphan, result)
+            _explain_orphan(state, orphan[1], result)
         return result
     _, member = found
     result.update(phase=member.phase, node=member.node,
@@ -285,17 +284,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     return result
 
 
-def _orphan_by_name(state: GangState, pod: str) -> Any:
-    ns, _, name = pod.partition("/")
-    if ns != state.namespace:
-        return None
-    for m in state.orphans.values():
-        if m.name == name:
-            return m
-    return None
-
-
-def _explain_orphan(state: GangState, orphan: Any, result: dict[str, Any]) -> None:
+def _explain_orphan(state: GangState, orphan: Member, result: dict[str, Any]) -> None:
     """A pod Koordinator dropped with its gang's PodGroup (rule M5): not a child of any gang
     until its next event. Koordinator v1.8.0 ``pkg/scheduler/plugins/coscheduling/
     core/gang_cache.go:295-310`` (the delete), ``124-149`` (a pod event re-adds it),

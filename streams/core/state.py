@@ -385,13 +385,33 @@ class GangState:
 
     def member_by_name(self, pod: str) -> tuple[str, Member] | None:
         """Find a live member by ``ns/name``; returns ``(uid, member)`` or ``None``."""
+        return self._by_name(self.members, pod)
+
+    def orphan_by_name(self, pod: str) -> tuple[str, Member] | None:
+        """Find a pod dropped with the gang's PodGroup (``orphans``) by ``ns/name``; returns
+        ``(uid, member)`` or ``None``."""
+        return self._by_name(self.orphans, pod) if self.orphans else None
+
+    def _by_name(self, pods: Mapping[str, Member], pod: str) -> tuple[str, Member] | None:
         ns, _, name = pod.partition("/")
         if ns != self.namespace:
             return None
-        for uid, member in self.members.items():
+        for uid, member in pods.items():
             if member.name == name:
                 return uid, member
         return None
+
+    def put_members(self, updates: Mapping[str, Member]) -> None:
+        """``put_member`` for several members at once: one new ``members`` mapping, not one
+        per member."""
+        if not updates:
+            return
+        for uid, member in updates.items():
+            old = self.members.get(uid)
+            if old is not None:
+                self._count(old, -1)
+            self._count(member, 1)
+        self.members = {**self.members, **updates}
 
 
 @functools.lru_cache(maxsize=4096)

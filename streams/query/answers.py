@@ -76,10 +76,7 @@ def gang_detail(state: GangState) -> dict[str, Any]:
 def _knows_pod(state: GangState, pod: str) -> bool:
     """True when pod ``ns/name`` is a live member of the gang, or one of the pods dropped with
     its PodGroup (``GangState.orphans``, which ``why_pod`` explains too)."""
-    if state.member_by_name(pod) is not None:
-        return True
-    ns, _, name = pod.partition("/")
-    return ns == state.namespace and any(m.name == name for m in state.orphans.values())
+    return state.member_by_name(pod) is not None or state.orphan_by_name(pod) is not None
 
 
 def find_gang_of_pod(states: Iterable[GangState], pod: str) -> GangState | None:
