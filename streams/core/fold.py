@@ -636,12 +636,14 @@ class PartitionFold:
         self.loopback = loopback
         self.clock = 0
         self._timers: list[tuple[int, str]] = []
+        self._queued: dict[str, int] = {}  # gang id -> due time of its latest entry in _timers
         self._sweeps: list[tuple[int, str]] = []  # (retention.gone_at, gang id)
 
     def rebuild_timers(self, keys: Iterable[str] | None = None) -> None:
         """Recompute the timer index from the store (after a restart or partition assignment);
         ``keys`` limits the scan to those gangs."""
         self._timers = []
+        self._queued = {}
         self._sweeps = []
         for key in (self.store.keys() if keys is None else keys):
             state = self.store.get(key)
@@ -649,9 +651,14 @@ class PartitionFold:
                 self._schedule(key, state)
 
     def _schedule(self, key: str, state: GangState) -> None:
+        """Index the gang's next timer and its removal time. A due time already in the index
+        for the gang is not pushed again: most records leave a gang's next timer where it was,
+        and a second entry would fire nothing (``advance`` skips an entry whose due time is no
+        longer the gang's)."""
         due = next_due(state, self.settings)
-        if due is not None:
+        if due is not None and self._queued.get(key) != due:
             heapq.heappush(self._timers, (due, key))
+            self._queued[key] = due
         gone = retention.gone_at(state, self.settings.tombstone_micros)
         if gone is not None:
             heapq.heappush(self._sweeps, (gone, key))
@@ -664,6 +671,8 @@ class PartitionFold:
         outputs: list[Output] = []
         while self._timers and self._timers[0][0] <= self.clock:
             due, key = heapq.heappop(self._timers)
+            if self._queued.get(key) == due:
+                del self._queued[key]
             state = self.store.get(key)
             if state is None or next_due(state, self.settings) != due:
                 continue  # stale index entry: the state moved on
@@ -709,12 +718,23 @@ class PartitionFold:
         outputs.extend(emitted)
         # A record can make an already-passed timer live again (a peer's answer arrived):
         # fire it now, with its own due time, rather than at the next record.
-        outputs.extend(self.advance(self.clock))
+        if self._due(self._timers) or self._due(self._sweeps):
+            outputs.extend(self.advance(self.clock))
         return self._loop(outputs)
+
+    def _due(self, index: list[tuple[int, str]]) -> bool:
+        """True when the earliest entry of ``index`` (``_timers`` or ``_sweeps``) is due by the
+        clock."""
+        return bool(index) and index[0][0] <= self.clock
 
     def _loop(self, outputs: list[Output]) -> list[Output]:
         if not self.loopback:
             return outputs
+        for out in outputs:
+            if out["schema"] == decide.SUMMARY_SCHEMA:
+                break
+        else:
+            return outputs  # nothing to feed back (the common case)
         done: list[Output] = []
         queue = list(outputs)
         while queue:
