@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from json.encoder import encode_basestring as _json_string
 from typing import TYPE_CHECKING, Any
 
 from . import episode as episodes
@@ -36,7 +38,7 @@ SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
 from .records import (FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved)
 from .spec import MAX_PERMIT_WAIT_MICROS
-from .state import GangState, Summary, own_summary
+from .state import GangState, Summary, own_summary, refused_member
 
 if TYPE_CHECKING:
     from .fold import FoldSettings, Output
@@ -69,12 +71,71 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 
 def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no spaces: the canonical form hashed into diagnostic ids."""
+    """JSON with sorted keys and no spaces: the canonical form hashed into diagnostic ids.
+
+    Exactly ``json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)``'s
+    text; the values facts are made of (``None``, ``bool``, ``int``, finite ``float``, ``str``,
+    lists, tuples and dicts with ``str`` keys) are written by ``_encode`` without the
+    encoder's per-call set-up, anything else by the encoder itself."""
+    parts: list[str] = []
+    if _encode(value, parts):
+        return "".join(parts)
     return _CANONICAL.encode(value)
 
 
+def _encode(value: Any, parts: list[str]) -> bool:
+    """Append the canonical JSON of ``value`` to ``parts`` as the json module writes it
+    (strings escaped by its own ``encode_basestring``, the ``ensure_ascii=False`` escaping;
+    numbers as their ``repr``; dict items sorted by key); ``False`` (``parts`` then holds a
+    part of it) for a value of another type, a non-``str`` key or a float that is not finite,
+    which ``canonical_json`` leaves to the encoder."""
+    kind = type(value)
+    if kind is str:
+        parts.append(_json_string(value))
+    elif kind is int:
+        parts.append(str(value))  # int's str is its repr
+    elif value is None:
+        parts.append("null")
+    elif kind is bool:
+        parts.append("true" if value else "false")
+    elif kind is dict:
+        for key in value:
+            if type(key) is not str:
+                return False
+        parts.append("{")
+        first = True
+        for key in sorted(value):
+            if not first:
+                parts.append(",")
+            first = False
+            parts.append(_json_string(key))
+            parts.append(":")
+            if not _encode(value[key], parts):
+                return False
+        parts.append("}")
+    elif kind is list or kind is tuple:
+        parts.append("[")
+        first = True
+        for item in value:
+            if not first:
+                parts.append(",")
+            first = False
+            if not _encode(item, parts):
+                return False
+        parts.append("]")
+    elif kind is float and math.isfinite(value):
+        parts.append(repr(value))
+    else:
+        return False
+    return True
+
+
 def _digest(facts: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(facts).encode()).hexdigest()[:12]
+    return _sha12(canonical_json(facts))
+
+
+def _sha12(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 _SCALAR_TYPES = frozenset((int, str, type(None)))
@@ -1026,14 +1087,14 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
     context cleared, ``core/core.go:192-194``) or every pending member was attempted."""
     if state.held_since is not None:
         if before.held_since is None:
-            state.put_members({uid: m._replace(refused_at=at)
+            state.put_members({uid: refused_member(m, at)
                                for uid, m in state.members.items()
                                if m.pending and not m.gates and m.refused_at is None})
         elif isinstance(rec, PodObserved):
             changed = state.members.get(rec.uid)
             if changed is not None and changed.pending and not changed.gates \
                     and changed.refused_at is None:
-                state.put_member(rec.uid, changed._replace(refused_at=at))
+                state.put_member(rec.uid, refused_member(changed, at))
         if state.released_at is not None or state.stranded_told \
                 or state.released_attempted is not None:
             state.released_at, state.stranded_told = None, False
@@ -1050,7 +1111,7 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
         # cleared (K core/core.go:192-194); a member the round did not hand out was refused
         # at PreEnqueue behind the representative or as not yet attempted (K core/core.go:
         # 228-240) and nothing retries it either
-        left = {uid: m._replace(refused_at=at) for uid, m in state.members.items()
+        left = {uid: refused_member(m, at) for uid, m in state.members.items()
                 if m.pending and not m.gates and m.refused_at is None
                 and (m.status is None or m.stage == "PreEnqueue")}
         state.put_members(left)

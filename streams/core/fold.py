@@ -21,7 +21,7 @@ from . import decide, episode, retention
 from .records import (FAILED_STATUSES, AckObserved, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, Record, Tick)
 from .spec import parse_spec
-from .state import (GangState, HistoryEntry, Member, Peer, PodGroupInfo, cycle_key,
+from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
 
 Output = dict[str, Any]
@@ -199,16 +199,20 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     if gone is not None:
         tombstones = {uid: v for uid, v in tombstones.items() if uid != rec.uid}
     if member is None:
-        updated = Member(rec.name, rec.resource_version, rec.node, rec.phase, rec.terminating,
-                         rec.settings, rec.waits_for_podgroup, gates=rec.gates)
+        updated = new_member(rec.name, rec.resource_version, rec.node, rec.phase,
+                             rec.terminating, rec.settings, rec.waits_for_podgroup, None, None,
+                             "", None, rec.gates, None)
     else:
         # an update re-runs no PreEnqueue for a pod Coscheduling refused (it registers no
         # queueing hint, KS backend/queue/scheduling_queue.go:1062-1082,456-501): still refused
-        updated = Member(rec.name, rec.resource_version, rec.node, rec.phase, rec.terminating,
-                         member.settings if member.settings == rec.settings else rec.settings,
-                         rec.waits_for_podgroup, member.stage, member.status, member.reason,
-                         member.cycle, member.gates if member.gates == rec.gates else rec.gates,
-                         member.refused_at)
+        updated = new_member(rec.name, rec.resource_version, rec.node, rec.phase,
+                             rec.terminating,
+                             member.settings if member.settings == rec.settings
+                             else rec.settings,
+                             rec.waits_for_podgroup, member.stage, member.status, member.reason,
+                             member.cycle,
+                             member.gates if member.gates == rec.gates else rec.gates,
+                             member.refused_at)
     new = state.copy()
     new.put_member(rec.uid, updated)
     new.tombstones = tombstones
@@ -327,10 +331,10 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         uid, m = found
         if m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle:
             refused = rec.stage == "PreEnqueue" and rec.status != "Success"
-            new.put_member(uid, Member(m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
-                                       m.waits_for_podgroup, rec.stage, rec.status, rec.reason,
-                                       rec.cycle, m.gates,
-                                       (m.refused_at or rec.at) if refused else None))
+            new.put_member(uid, new_member(m.name, m.rv, m.node, m.phase, m.terminating,
+                                           m.settings, m.waits_for_podgroup, rec.stage,
+                                           rec.status, rec.reason, rec.cycle, m.gates,
+                                           (m.refused_at or rec.at) if refused else None))
     if rec.status == "Bound" and found is not None:
         new.once_satisfied = True  # M2: K core/core.go:506-517 (PostBind), core/gang.go:489-507
     if rec.shim:

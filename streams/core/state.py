@@ -68,6 +68,26 @@ class Member(NamedTuple):
         return self.node is None and bool(self.gates)
 
 
+def new_member(name: str, rv: str, node: str | None, phase: str, terminating: bool,
+               settings: RawSettings, waits_for_podgroup: bool, stage: str | None,
+               status: str | None, reason: str, cycle: int | None, gates: tuple[str, ...],
+               refused_at: int | None) -> Member:
+    """``Member(...)`` with every field given, built as the tuple it is: NamedTuple's own
+    constructor is a Python function (``collections.namedtuple`` makes ``__new__`` with
+    ``eval``), which the compiled fold would otherwise call for most records. The same
+    value."""
+    return tuple.__new__(Member, (name, rv, node, phase, terminating, settings,
+                                  waits_for_podgroup, stage, status, reason, cycle, gates,
+                                  refused_at))
+
+
+def refused_member(m: Member, at: int | None) -> Member:
+    """``m._replace(refused_at=at)`` without NamedTuple's Python-level ``_replace``."""
+    return tuple.__new__(Member, (m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
+                                  m.waits_for_podgroup, m.stage, m.status, m.reason, m.cycle,
+                                  m.gates, at))
+
+
 def _tally(m: Member) -> tuple[int, int, int, int, int, int]:
     """A member's contribution to ``(bound, waiting, pending, in a cycle, gated, refused)``:
     bound = has a node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``;

@@ -20,13 +20,14 @@ def format_time(micros: int) -> str:
     ``2026-11-29T10:00:00.000000Z``.
     """
     seconds, rest = divmod(micros, 1_000_000)
-    stamp = _SECONDS.get(seconds)
-    if stamp is None:
+    known = _SECONDS.get(seconds)
+    if known is None:
         if len(_SECONDS) >= _SECONDS_MAX:
             _SECONDS.clear()
-        stamp = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-        _SECONDS[seconds] = stamp
-    return f"{stamp}.{rest:06d}Z"
+        known = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        _SECONDS[seconds] = known
+    stamp: str = known
+    return stamp + "." + str(1_000_000 + rest)[1:] + "Z"  # rest as 6 digits, zero-padded
 
 
 def parse_time(text: str) -> int:
