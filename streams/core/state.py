@@ -234,7 +234,12 @@ class GangState:
     n_in_cycle: int = field(default=0, compare=False, repr=False)
     n_gated: int = field(default=0, compare=False, repr=False)
     n_refused: int = field(default=0, compare=False, repr=False)
-    _spec_memo: Any = field(default=None, compare=False, repr=False)
+    # The parsed spec of ``spec_source``/``spec_settings`` (``_parsed``), and the two values it
+    # was parsed from (compared by identity: a new value is parsed again, through a memo).
+    _parsed_source: str | None = field(default=None, compare=False, repr=False)
+    _parsed_settings: RawSettings | None = field(default=None, compare=False, repr=False)
+    _parsed_spec: "tuple[GangSpec | None, tuple[Fallback, ...]]" = field(
+        default=(None, ()), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self.recount()
@@ -324,7 +329,9 @@ class GangState:
         new.released_at = self.released_at
         new.stranded_told = self.stranded_told
         new.released_attempted = self.released_attempted
-        new._spec_memo = self._spec_memo
+        new._parsed_source = self._parsed_source
+        new._parsed_settings = self._parsed_settings
+        new._parsed_spec = self._parsed_spec
         return new
 
     @property
@@ -336,14 +343,14 @@ class GangState:
     @property
     def namespace(self) -> str:
         """The gang's namespace (the part of the gang id before ``/``)."""
-        return self.gang.split("/", 1)[0]
+        return self.gang.partition("/")[0]
 
     def _parsed(self) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
-        memo = self._spec_memo
-        if memo is not None and memo[0] is self.spec_settings and memo[1] is self.spec_source:
-            return memo[2]  # type: ignore[no-any-return]
+        if self._parsed_settings is self.spec_settings and self._parsed_source is self.spec_source:
+            return self._parsed_spec  # (None, None) at first: no spec, as spec_and_fallbacks says
         result = spec_and_fallbacks(self.gang, self.spec_source, self.spec_settings)
-        self._spec_memo = (self.spec_settings, self.spec_source, result)
+        self._parsed_source, self._parsed_settings = self.spec_source, self.spec_settings
+        self._parsed_spec = result
         return result
 
     @property
