@@ -23,6 +23,7 @@ for commands (contracts.md).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import math
@@ -177,6 +178,60 @@ def facts_digest(facts: dict[str, Any]) -> str:
             _DIGESTS.clear()
         hit = _DIGESTS[key] = _digest(facts)
     return hit
+
+
+_EMIT_DIGESTS: dict[tuple[Any, ...], tuple[str, str]] = {}
+_REASON_KEY = _json_string("reason") + ":"
+
+
+def emit_digests(reason: str, facts: dict[str, Any]) -> tuple[str, str]:
+    """``(facts_digest({"reason": reason, **facts}), facts_digest(facts))``: what ``emitted``
+    keeps for a diagnostic (``_emit``) and the digest in its id, from one canonical encoding
+    of the facts.
+
+    Memoised for facts whose values are all of exact type ``int``, ``str`` or ``None`` (e.g.
+    ``GangScheduled``'s, compared on every record of a scheduled gang), by the flat tuple
+    ``(reason, name, value, ...)``: equal only for equal facts in the same order."""
+    flat: list[Any] = [reason]
+    for name, value in facts.items():
+        if type(value) not in _SCALAR_TYPES:
+            flat.clear()
+            break
+        flat.append(name)
+        flat.append(value)
+    key = tuple(flat) if flat else None
+    if key is not None:
+        hit = _EMIT_DIGESTS.get(key)
+        if hit is not None:
+            return hit
+    found = _reason_and_facts_digests(reason, facts)
+    if key is not None:
+        if len(_EMIT_DIGESTS) >= _DIGESTS_MAX:
+            _EMIT_DIGESTS.clear()
+        _EMIT_DIGESTS[key] = found
+    return found
+
+
+def _reason_and_facts_digests(reason: str, facts: dict[str, Any]) -> tuple[str, str]:
+    """``emit_digests`` without the memo: each top-level fact is encoded once (``_encode``),
+    and the canonical JSON with ``"reason"`` is the same members with that one in its sorted
+    place."""
+    if "reason" not in facts:
+        names = sorted(facts)
+        members: list[str] = []
+        for name in names:
+            if type(name) is not str:
+                break
+            parts = [_json_string(name), ":"]
+            if not _encode(facts[name], parts):
+                break
+            members.append("".join(parts))
+        else:
+            plain = "{" + ",".join(members) + "}"
+            at = bisect.bisect_left(names, "reason")
+            members.insert(at, _REASON_KEY + _json_string(reason))
+            return _sha12("{" + ",".join(members) + "}"), _sha12(plain)
+    return facts_digest({"reason": reason, **facts}), facts_digest(facts)
 
 
 def involved(state: GangState) -> list[dict[str, str]]:
@@ -335,11 +390,12 @@ _TYPES = {"GangMembersSatisfied": "Normal", "GangMembersUngated": "Normal",
 
 
 def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
-               pods: tuple[str, ...] = ()) -> dict[str, Any]:
+               pods: tuple[str, ...] = (), facts_id: str | None = None) -> dict[str, Any]:
     """Build one ``gangstate.diagnostic/v1`` record (JSON-ready) for ``state``'s gang.
 
     ``at`` is event time in microseconds; it becomes ``observed_at``. ``involved`` names every
-    live member and the PodGroup (``involved``), and the id digests the facts; or, with
+    live member and the PodGroup (``involved``), and the id digests the facts
+    (``facts_digest``, or ``facts_id`` when the caller has it already); or, with
     ``pods`` (member uids), the diagnostic is one sent again to those members only
     (``resend_to_joined``): ``involved`` names just them and the id digests
     ``{"facts": facts, "pods": [uids]}``, so each re-send has its own id and a replay the same.
@@ -351,7 +407,8 @@ def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
         named = [{"kind": "Pod", "namespace": ns, "name": state.members[uid].name, "uid": uid}
                  for uid in pods]
     else:
-        digest, named = facts_digest(facts), involved(state)
+        digest = facts_digest(facts) if facts_id is None else facts_id
+        named = involved(state)
     return {
         "schema": DIAGNOSTIC_SCHEMA,
         "id": f"{gang}#{reason}#{digest}",
@@ -369,10 +426,10 @@ def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
 def _emit(state: GangState, key: str, reason: str, facts: dict[str, Any], at: int,
           out: list[dict[str, Any]]) -> GangState:
     """Append a diagnostic when its facts differ from the last emitted under ``key``."""
-    digest = facts_digest({"reason": reason, **facts})
+    digest, facts_id = emit_digests(reason, facts)
     if state.emitted.get(key) == digest:
         return state
-    out.append(diagnostic(state, reason, facts, at))
+    out.append(diagnostic(state, reason, facts, at, facts_id=facts_id))
     state.emitted = {**state.emitted, key: digest}
     return state
 
@@ -595,7 +652,7 @@ def hold_update_pending(state: GangState) -> bool:
         return False
     found = hold(state)
     return found is not None and \
-        state.emitted.get(HOLD_KEY) != facts_digest({"reason": found[0], **found[1]})
+        state.emitted.get(HOLD_KEY) != emit_digests(found[0], found[1])[0]
 
 
 def refresh_hold(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -809,7 +866,7 @@ def open_warnings(state: GangState) -> list[tuple[str, str, dict[str, Any]]]:
     out: list[tuple[str, str, dict[str, Any]]] = []
 
     def still(key: str, reason: str, facts: dict[str, Any]) -> None:
-        if emitted.get(key) == facts_digest({"reason": reason, **facts}):
+        if emitted.get(key) == emit_digests(reason, facts)[0]:
             out.append((key, reason, facts))
 
     if not emitted:
@@ -1169,7 +1226,7 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
     state.stranded_told = True
     if facts is not None:
         names = facts["stranded"]
-        digest = facts_digest({"reason": "GangMembersStranded", "stranded": names})
+        digest = emit_digests("GangMembersStranded", {"stranded": names})[0]
         if state.emitted.get("GangMembersStranded") != digest:
             named = set(names)
             uids = tuple(uid for uid, m in state.members.items() if m.name in named)

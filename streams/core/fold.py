@@ -20,7 +20,6 @@ from typing import Any, Iterable, Mapping, MutableMapping
 from . import decide, episode, retention
 from .records import (FAILED_STATUSES, AckObserved, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, Record, Tick)
-from .spec import parse_spec
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
 
@@ -223,9 +222,10 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
         new.once_satisfied = True
     if new.spec_source is None and new.podgroup is None and not rec.waits_for_podgroup \
             and not terminated_update:
-        spec, _ = parse_spec(new.gang, rec.settings, f"Pod/{rec.name}")
+        source = f"Pod/{rec.name}"
+        spec, _ = spec_and_fallbacks(new.gang, source, rec.settings)
         if spec is not None:
-            new.spec_source, new.spec_settings = f"Pod/{rec.name}", rec.settings
+            new.spec_source, new.spec_settings = source, rec.settings
     return new
 
 
@@ -436,10 +436,13 @@ def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangStat
 
 def _pruned_tombstones(state: GangState, now: int,
                        settings: FoldSettings) -> Mapping[str, tuple[str, int]]:
-    horizon = now - settings.tombstone_micros
-    if all(at >= horizon for _, at in state.tombstones.values()):
+    if not state.tombstones:
         return state.tombstones
-    return {uid: v for uid, v in state.tombstones.items() if v[1] >= horizon}
+    horizon = now - settings.tombstone_micros
+    for _rv, at in state.tombstones.values():
+        if at < horizon:
+            return {uid: v for uid, v in state.tombstones.items() if v[1] >= horizon}
+    return state.tombstones
 
 
 # -- step and timers ---------------------------------------------------------------------------
@@ -480,11 +483,6 @@ def describe(rec: GangRecord) -> str:
     return f"ack {rec.command_id} {rec.outcome}"
 
 
-def _facts_view(state: GangState) -> tuple[str, int, int, int, str | None, str | None]:
-    return (state.phase, len(state.members), state.bound, state.waiting, state.representative,
-            state.spec_source)
-
-
 def record_history(before: GangState, after: GangState, cause: str | GangRecord, at: int,
                    outputs: list[Output]) -> GangState:
     """Append what changed between ``before`` and ``after`` (phase, counts, representative,
@@ -500,22 +498,30 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
             and before.spec_settings is after.spec_settings \
             and before.ever_scheduled == after.ever_scheduled \
             and before.deleted_at == after.deleted_at:
-        return after  # nothing _facts_view (phase included) depends on has changed
-    changes = []
-    old, new = _facts_view(before), _facts_view(after)
-    if old[0] != new[0]:
-        changes.append(f"phase {old[0]} -> {new[0]}")
-    for name, i in (("members", 1), ("bound", 2), ("waiting", 3)):
-        if old[i] != new[i]:
-            changes.append(f"{name} {old[i]} -> {new[i]}")
-    if old[4] != new[4]:
-        changes.append(f"representative {old[4] or '-'} -> {new[4] or '-'}")
-    if old[5] != new[5]:
-        changes.append(f"spec from {new[5] or 'nothing'}")
+        return after  # nothing the entry tells of (phase included) has changed
+    changes: list[str] = []
+    old_phase, new_phase = before.phase, after.phase
+    if old_phase != new_phase:
+        changes.append(f"phase {old_phase} -> {new_phase}")
+    old_n, new_n = len(before.members), len(after.members)
+    if old_n != new_n:
+        changes.append(f"members {old_n} -> {new_n}")
+    old_n, new_n = before.bound, after.bound
+    if old_n != new_n:
+        changes.append(f"bound {old_n} -> {new_n}")
+    old_n, new_n = before.waiting, after.waiting
+    if old_n != new_n:
+        changes.append(f"waiting {old_n} -> {new_n}")
+    if before.representative != after.representative:
+        changes.append(f"representative {before.representative or '-'} -> "
+                       f"{after.representative or '-'}")
+    if before.spec_source != after.spec_source:
+        changes.append(f"spec from {after.spec_source or 'nothing'}")
     for out in outputs:
-        if out["schema"] == decide.DIAGNOSTIC_SCHEMA:
+        schema = out["schema"]
+        if schema == decide.DIAGNOSTIC_SCHEMA:
             changes.append(f"emitted {out['reason']}")
-        elif out["schema"] == decide.COMMAND_SCHEMA:
+        elif schema == decide.COMMAND_SCHEMA:
             changes.append(f"issued {out['type']} epoch {out['epoch']}")
     if not changes:
         return after
