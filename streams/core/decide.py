@@ -167,8 +167,9 @@ def _memo_key(facts: dict[str, Any]) -> tuple[tuple[str, Any], ...] | None:
 def facts_digest(facts: dict[str, Any]) -> str:
     """First 12 hex digits of sha256 of the canonical JSON of ``facts``.
 
-    Memoised (``_memo_key``): the same facts are compared on every record of a scheduled gang
-    and of a failed cycle, and hashing JSON is the costliest step of that compare."""
+    Memoised (``_memo_key``): a failure episode's facts are compared on every record while it
+    lasts (``unschedulable_due``), and hashing JSON is the costliest step of that compare. A
+    diagnostic's own digests come from ``emit_digests``."""
     key = _memo_key(facts)
     if key is None:
         return _digest(facts)
