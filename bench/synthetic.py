@@ -2,8 +2,11 @@
 
 ``trace(gangs, members, seed)`` yields ``(key, value_bytes)`` pairs in event-time order: the raw
 Kafka values a watch producer and a scheduler shim would publish for ``gangs`` gangs of
-``members`` pods each. Pod records are realistic ~1.1 KiB Pod JSON shaped like
-``tests/cases/*/trace.jsonl``. Per gang (min-available = members):
+``members`` pods each. Pod records carry what ``gangstate watch`` publishes of a Pod
+(``producers.watch.watching.published``: metadata, gang annotations, ``spec.nodeName``,
+``status.phase``; about 0.5 KiB); ``manifests=True`` publishes the whole ~1.1 KiB Pod instead
+(labels, owner, containers, conditions), as a trace recorded before that slimming (or by
+another producer) carries it. Per gang (min-available = members):
 
 - one ``ADDED`` per member (Pending), each but the last followed by a ``PreEnqueue``/``Gated``
   cycle record, and one ``MODIFIED`` (PodScheduled=False condition);
@@ -31,6 +34,7 @@ import random
 import uuid
 from typing import Iterator
 
+from producers.watch.watching import published
 from streams.core.timefmt import format_time
 
 T0 = 1_793_000_000_000_000  # 2026-10-26, microseconds of event time
@@ -53,8 +57,10 @@ def gang_name(i: int, ns_prefix: str = "bench") -> tuple[str, str]:
 
 def pod_record(at: int, type_: str, ns: str, job: str, member: int, members: int, uid: str,
                owner_uid: str, rv: int, *, node: str | None = None, phase: str = "Pending",
-               condition: bool = False, deleting: bool = False) -> bytes:
-    """One ``gangstate.kube/v1`` Pod record, ~1.1 KiB, as the watch producer publishes it."""
+               condition: bool = False, deleting: bool = False,
+               manifest: bool = False) -> bytes:
+    """One ``gangstate.kube/v1`` Pod record as ``gangstate watch`` publishes it (about 0.5
+    KiB), or with ``manifest`` the whole Pod (about 1.1 KiB)."""
     name = f"{job}-worker-{member}"
     created = format_time(at)[:19] + "Z"
     meta = {
@@ -82,10 +88,10 @@ def pod_record(at: int, type_: str, ns: str, job: str, member: int, members: int
         status["conditions"] = [{"type": "PodScheduled", "status": "False",
                                  "reason": "Unschedulable", "lastTransitionTime": created,
                                  "message": "waiting for gang members"}]
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
     return _DUMPS({"schema": "gangstate.kube/v1", "observed_at": format_time(at),
                    "resource": "pods", "type": type_,
-                   "object": {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
-                              "status": status}}).encode()
+                   "object": obj if manifest else published("pods", obj)}).encode()
 
 
 def cycle_record(at: int, cycle: int, ns: str, pod: str, uid: str, gang: str, stage: str,
@@ -111,7 +117,8 @@ def probe(gang: str, cycle: int, at: int) -> bytes:
 
 
 def _gang_records(i: int, members: int, start: int, rng: random.Random,
-                  ns_prefix: str) -> list[tuple[int, int, str, bytes]]:
+                  ns_prefix: str,
+                  manifests: bool = False) -> list[tuple[int, int, str, bytes]]:
     """Records of gang ``i`` as (at, seq, key, value), ``seq`` keeping per-gang order."""
     ns, job = gang_name(i, ns_prefix)
     gang = f"{ns}/{job}"
@@ -122,6 +129,9 @@ def _gang_records(i: int, members: int, start: int, rng: random.Random,
     out: list[tuple[int, int, str, bytes]] = []
     t = start
 
+    def pod(*args: object, **kwargs: object) -> bytes:
+        return pod_record(*args, manifest=manifests, **kwargs)  # type: ignore[arg-type]
+
     def add(value: bytes, dt: int = 2_000) -> None:
         nonlocal t
         t += dt
@@ -129,7 +139,7 @@ def _gang_records(i: int, members: int, start: int, rng: random.Random,
 
     cycle = 100_000 + i * 64
     for m in range(members):
-        add(pod_record(t, "ADDED", ns, job, m, members, uids[m], owner, rv[m]), 50_000)
+        add(pod(t, "ADDED", ns, job, m, members, uids[m], owner, rv[m]), 50_000)
         if m < members - 1:  # held at PreEnqueue until the gang has min-available pods
             cycle += 1
             add(cycle_record(t, cycle, ns, names[m], uids[m], gang, "PreEnqueue", "Gated",
@@ -137,8 +147,8 @@ def _gang_records(i: int, members: int, start: int, rng: random.Random,
                              message="gang has not enough members"))
     for m in range(members):
         rv[m] += 3
-        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
-                       condition=True), 20_000)
+        add(pod(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                condition=True), 20_000)
     rep = 0
     epoch = 0
     for _attempt in range(rng.choice((1, 2, 2, 3, 3, 4, 5))):
@@ -178,33 +188,34 @@ def _gang_records(i: int, members: int, start: int, rng: random.Random,
                          f"{ns}/{names[rep]}", node=nodes[m]))
     for m in range(members):
         rv[m] += 5
-        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
-                       node=nodes[m]), 10_000)
+        add(pod(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                node=nodes[m]), 10_000)
     for m in range(members):
         rv[m] += 2
-        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
-                       node=nodes[m], condition=True), 200_000)  # ContainerCreating
+        add(pod(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                node=nodes[m], condition=True), 200_000)  # ContainerCreating
     for m in range(members):
         rv[m] += 4
-        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
-                       node=nodes[m], phase="Running"), 500_000)
+        add(pod(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                node=nodes[m], phase="Running"), 500_000)
     for m in range(members):
         rv[m] += 3
-        add(pod_record(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
-                       node=nodes[m], phase="Running", condition=True), 100_000)  # Ready
+        add(pod(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
+                node=nodes[m], phase="Running", condition=True), 100_000)  # Ready
     if rng.random() < 0.02:
         t += 30_000_000
         for m in range(members):
             rv[m] += 9
-            add(pod_record(t, "DELETED", ns, job, m, members, uids[m], owner, rv[m],
-                           node=nodes[m], phase="Succeeded", deleting=True), 100_000)
+            add(pod(t, "DELETED", ns, job, m, members, uids[m], owner, rv[m],
+                    node=nodes[m], phase="Succeeded", deleting=True), 100_000)
     return out
 
 
 def waves(gangs: int, members: int = 8, seed: int = 6, ns_prefix: str = "bench",
-          first: int = 0) -> Iterator[list[tuple[str, bytes]]]:
+          first: int = 0, manifests: bool = False) -> Iterator[list[tuple[str, bytes]]]:
     """The trace as lists of ``(key, value)``, one list per wave of ``WAVE`` gangs, in
-    event-time order. ``first`` offsets the gang indexes (a disjoint set of gangs)."""
+    event-time order. ``first`` offsets the gang indexes (a disjoint set of gangs);
+    ``manifests`` publishes whole Pods (see the module's help)."""
     for w_start in range(first, first + gangs, WAVE):
         w_end = min(w_start + WAVE, first + gangs)
         rng = random.Random(f"{seed}:{ns_prefix}:{w_start}")
@@ -214,15 +225,16 @@ def waves(gangs: int, members: int = 8, seed: int = 6, ns_prefix: str = "bench",
             start = base + rng.randrange(30_000_000)
             recs.extend((at, i, seq, key, value)
                         for at, seq, key, value in _gang_records(i, members, start, rng,
-                                                                 ns_prefix))
+                                                                 ns_prefix, manifests))
         recs.sort(key=lambda r: (r[0], r[1], r[2]))
         yield [(key, value) for _at, _i, _seq, key, value in recs]
 
 
 def trace(gangs: int, members: int = 8, seed: int = 6, ns_prefix: str = "bench",
-          first: int = 0) -> Iterator[tuple[str, bytes]]:
-    """The whole trace as ``(key, value)`` pairs in event-time order."""
-    for wave in waves(gangs, members, seed, ns_prefix, first):
+          first: int = 0, manifests: bool = False) -> Iterator[tuple[str, bytes]]:
+    """The whole trace as ``(key, value)`` pairs in event-time order (``manifests``: whole
+    Pods, see the module's help)."""
+    for wave in waves(gangs, members, seed, ns_prefix, first, manifests):
         yield from wave
 
 

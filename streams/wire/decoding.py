@@ -16,8 +16,7 @@ Must not: hold gang logic (membership rules live in ``streams.core.spec``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from pydantic import ValidationError
 
@@ -34,9 +33,9 @@ class DecodeError(ValueError):
     """A record that fails validation; ``str(err)`` is the reason, fit for a dead letter."""
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
-    """A decoded input record.
+class Decoded(NamedTuple):
+    """A decoded input record (a named tuple: built once per input record, it is the cheapest
+    immutable record Python has).
 
     ``key``: the gang id the record belongs to (gang group id for acks; ``None`` for ticks).
     ``record``: the core record, or ``None`` when the record is valid but concerns no gang

@@ -75,13 +75,10 @@ def chain(local_cluster: Any, kafka_bootstrap: str,
 @pytest.fixture(scope="session")
 def core_v1(local_cluster: Any) -> Iterator[client.CoreV1Api]:
     """A CoreV1Api as the cluster admin (the test's own hands, not gangstate's). Also starts
-    the session's ``EventClock`` (``tests.cluster.kube.CLOCK``: when each Event and Pod became
-    visible, for the time until the user sees gangstate's Event) on its own client."""
+    the session's ``EventClock`` (``tests.cluster.kube.CLOCK``: when each Event became visible,
+    for the time until the user sees gangstate's Event) on its own client."""
     from tests.cluster import kube
 
-    kube.GRACE = GRACE_SECONDS
-    kube.STRANDED = STRANDED_SECONDS
-    kube.SETTLE = FoldSettings().episode_settle_seconds
     kube.CLOCK = kube.EventClock(client.CoreV1Api(local_cluster.api_client("admin")))
     kube.CLOCK.start()
     try:

@@ -20,9 +20,10 @@ from kafka import KafkaConsumer, TopicPartition
 from kubernetes import client
 
 from streams.core.decide import SUMMARY_SCHEMA
+from streams.core.timefmt import parse_time
 from streams.dev.localcluster import Chain, pod_events
-from streams.events.recorder import (COMPONENT, EventKey, Recorder, SpamFilter, Written,
-                                     occurrences, state_of)
+from streams.events.recorder import (ANNOTATION_LAST_AT, COMPONENT, EventKey, Recorder,
+                                     SpamFilter, Written, occurrences, state_of)
 from streams.kafka.settings import Settings
 from streams.wire.traces import fold_lines
 from tests.doubles.apiserver import eventually
@@ -66,41 +67,41 @@ REPORT: dict[str, dict[str, Any]] = {}
 
 
 class EventClock:
-    """Timestamps, as they become visible through the API server, every core/v1 Event and
-    every Pod creation of the cluster: a watch of each in a daemon thread (the test's own
-    admin client), ``time.time()`` at delivery, so that both ends of a latency are read by the
-    same clock and the same watch path (the API server's own ``creationTimestamp`` has whole
-    seconds only).
+    """When each Event of the cluster became visible through the API server: a watch of
+    core/v1 Events in a daemon thread (the test's own admin client), ``time.time()`` at
+    delivery.
 
-    ``seen_events``: ``(namespace, pod, writer, reason, time seen)``: each gangstate Event when
-    first seen, each koord-scheduler Event whenever it is written (created or counted up);
-    ``pod_added``: ``(namespace, pod) -> time``; ``pod_changed``: every time a pod was written.
+    ``seen_events``: ``(namespace, pod, writer, reason, time seen, caused at)``: each
+    gangstate Event when first seen, each koord-scheduler Event whenever it is written (created
+    or counted up). ``caused at`` (gangstate's Events only, else ``None``) is the event time of
+    the diagnostic the Event shows, read from its ``gangstate.dev/last-observed-at``
+    annotation (``streams.events.bodies``; a new Event's first and only occurrence): the
+    ``observed_at`` the watch producer stamped on the record that caused it when the change
+    reached it (the scheduler's Event, the pod's change), or for an output fired by a timer
+    its due time (``streams.core.fold.fire_timers``): the end of the grace period of a
+    PreEnqueue hold, of a failure episode's settling time, of the stranded wait. The watch
+    producer's clock and this one are the same machine's wall clock.
     """
 
     def __init__(self, core: Any) -> None:
         self.core = core
-        self.seen_events: list[tuple[str, str, str, str, float]] = []
-        self.pod_added: dict[tuple[str, str], float] = {}
-        self.pod_changed: dict[tuple[str, str], list[float]] = {}
+        self.seen_events: list[tuple[str, str, str, str, float, float | None]] = []
         self._uids: set[str] = set()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._watch, args=(kind,), daemon=True)
-                         for kind in ("events", "pods")]
+        self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def start(self) -> None:
-        """Start both watches; returns once they are listening."""
-        for t in self._threads:
-            t.start()
+        """Start the watch; returns once it is listening."""
+        self._thread.start()
         time.sleep(1.0)
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _watch(self, kind: str) -> None:
+    def _watch(self) -> None:
         from kubernetes import watch
 
-        lister = (self.core.list_event_for_all_namespaces if kind == "events"
-                  else self.core.list_pod_for_all_namespaces)
+        lister = self.core.list_event_for_all_namespaces
         version = lister().metadata.resource_version
         while not self._stop.is_set():
             w = watch.Watch()
@@ -111,79 +112,33 @@ class EventClock:
                     version = obj.metadata.resource_version
                     if item["type"] not in ("ADDED", "MODIFIED"):
                         continue
-                    if kind == "pods":
-                        key = (obj.metadata.namespace, obj.metadata.name)
-                        self.pod_added.setdefault(key, now)
-                        self.pod_changed.setdefault(key, []).append(now)
-                        continue
                     writer = (obj.source.component if obj.source and obj.source.component
                               else obj.reporting_component) or ""
                     new = obj.metadata.uid not in self._uids
                     self._uids.add(obj.metadata.uid)
                     # gangstate's Events: when first seen; the scheduler's: every occurrence
                     # (it counts a repeated Event up on the same object)
-                    if new or writer != "gangstate":
+                    if writer == "gangstate" and new:
+                        caused = (obj.metadata.annotations or {}).get(ANNOTATION_LAST_AT)
+                        self.seen_events.append((
+                            obj.metadata.namespace, obj.involved_object.name, writer,
+                            obj.reason, now, parse_time(caused) / 1e6 if caused else None))
+                    elif writer != "gangstate":
                         self.seen_events.append((obj.metadata.namespace,
                                                  obj.involved_object.name, writer, obj.reason,
-                                                 now))
+                                                 now, None))
             except Exception:  # an expired resource version: list again
                 version = lister().metadata.resource_version
 
-    def latencies(self, namespace: str, grace: float, settle: float,
-                  stranded: float = 120.0) -> list[float]:
-        """Seconds from cause to gangstate's Event, for every gangstate Event of
-        ``namespace``'s pods. The cause, by reason:
+    def latencies(self, namespace: str) -> list[float]:
+        """Seconds from cause to sight for every gangstate Event of ``namespace``'s pods:
+        when it was first seen here minus the event time of its cause (``seen_events``)."""
+        return [seen - caused for ns, _pod, writer, _reason, seen, caused in self.seen_events
+                if ns == namespace and writer == "gangstate" and caused is not None]
 
-        - a PreEnqueue hold warning (``HOLD_REASONS``; koord-scheduler writes nothing): the end
-          of the grace period, ``grace`` seconds after the first pod of the namespace was
-          created (every scenario creates a gang's pods together);
-        - ``GangUnschedulable``: the end of the failure episode's settling time, ``settle``
-          seconds after the scheduler's first Event on the namespace's pods
-          (``streams.core.decide.unschedulable_due``);
-        - ``GangMembersStranded``: ``stranded`` seconds after the scheduler's first Event on
-          the namespace's pods (the first attempt after the hold ended,
-          ``streams.core.decide.stranded_due``; for a gang outside its own group the hold's
-          end, a few milliseconds earlier);
-        - any other: the latest koord-scheduler Event written on the same pod, or the latest
-          write of the pod itself, before gangstate's Event was seen.
-        """
-        events = [e for e in self.seen_events if e[0] == namespace]
-        added = [t for (ns, _pod), t in self.pod_added.items() if ns == namespace]
-        first_sched = [e[4] for e in events if e[2] == "koord-scheduler"]
-        out = []
-        for _ns, pod, writer, reason, at in events:
-            if writer != "gangstate":
-                continue
-            if reason in HOLD_REASONS and added:
-                out.append(at - (min(added) + grace))
-                continue
-            if reason == "GangUnschedulable" and first_sched:
-                out.append(at - (min(first_sched) + settle))
-                continue
-            if reason == "GangMembersStranded" and first_sched:
-                out.append(at - (min(first_sched) + stranded))
-                continue
-            before = [e[4] for e in events if e[1] == pod and e[2] == "koord-scheduler"
-                      and e[4] <= at]
-            before += [t for t in self.pod_changed.get((namespace, pod), []) if t <= at]
-            if before:
-                out.append(at - max(before))
-        return out
-
-
-HOLD_REASONS = frozenset({"GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete",
-                          "GangMemberGated"})
-"""gangstate's PreEnqueue hold warnings (``streams.core.decide.hold``), written when the grace
-period ends."""
 
 #: the session's :class:`EventClock` (started by the conftest), or ``None``
 CLOCK: EventClock | None = None
-GRACE = 10.0
-"""The grace period the chain runs with (conftest ``GRACE_SECONDS``), seconds."""
-SETTLE = 10.0
-"""The failure episode's settling time the chain runs with (``FoldSettings``), seconds."""
-STRANDED = 120.0
-"""``stranded_seconds`` the chain runs with (conftest ``STRANDED_SECONDS``), seconds."""
 
 
 def latency_summary(values: list[float]) -> str:
@@ -210,9 +165,10 @@ def report_table() -> str:
                      f"{fmt(row['gangstate'])} | {latency_summary(row.get('latency', []))} |")
     every = [x for row in REPORT.values() for x in row.get("latency", [])]
     lines.append("")
-    lines.append(f"time until the user sees it (the scheduler's Event or the pod's change, or "
-                 f"the end of the grace period or settling time, -> gangstate's Event), all "
-                 f"scenarios: {latency_summary(every)}")
+    lines.append(f"time until the user sees it (from the watch producer seeing the cause: the "
+                 f"scheduler's Event, the pod's change, or the end of a grace period, settling "
+                 f"time or stranded wait; to gangstate's Event seen through the API server), "
+                 f"all scenarios: {latency_summary(every)}")
     return "\n".join(lines)
 
 
@@ -233,7 +189,7 @@ def record_scenario(core: client.CoreV1Api, namespace: str, chain: Chain | None 
             target = mine if e["from"] == "gangstate" else scheduler
             target[e["reason"]] += e["count"]
     REPORT[namespace] = {"pods": len(pods), "scheduler": scheduler, "gangstate": mine,
-                         "latency": CLOCK.latencies(namespace, GRACE, SETTLE, STRANDED) if CLOCK else []}
+                         "latency": CLOCK.latencies(namespace) if CLOCK else []}
 
 
 # ---------------------------------------------------------------------------------------------
