@@ -276,13 +276,22 @@ class GangState:
         self._count(old, -1)
 
     def _count(self, m: Member, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) member ``m``'s contribution to the counters."""
         b, w, p, c, g, r = _tally(m)
-        self.n_bound += sign * b
-        self.n_waiting += sign * w
-        self.n_pending += sign * p
-        self.n_in_cycle += sign * c
-        self.n_gated += sign * g
-        self.n_refused += sign * r
+        if sign > 0:
+            self.n_bound += b
+            self.n_waiting += w
+            self.n_pending += p
+            self.n_in_cycle += c
+            self.n_gated += g
+            self.n_refused += r
+        else:
+            self.n_bound -= b
+            self.n_waiting -= w
+            self.n_pending -= p
+            self.n_in_cycle -= c
+            self.n_gated -= g
+            self.n_refused -= r
 
     def copy(self) -> "GangState":
         """A shallow copy (containers shared): the fold copies a state once per record that
