@@ -26,7 +26,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import math
 from json.encoder import encode_basestring as _json_string
 from typing import TYPE_CHECKING, Any
 
@@ -72,63 +71,9 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 
 def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no spaces: the canonical form hashed into diagnostic ids.
-
-    Exactly ``json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)``'s
-    text; the values facts are made of (``None``, ``bool``, ``int``, finite ``float``, ``str``,
-    lists, tuples and dicts with ``str`` keys) are written by ``_encode`` without the
-    encoder's per-call set-up, anything else by the encoder itself."""
-    parts: list[str] = []
-    if _encode(value, parts):
-        return "".join(parts)
+    """JSON with sorted keys and no spaces: the canonical form hashed into diagnostic ids
+    (``json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)``)."""
     return _CANONICAL.encode(value)
-
-
-def _encode(value: Any, parts: list[str]) -> bool:
-    """Append the canonical JSON of ``value`` to ``parts`` as the json module writes it
-    (strings escaped by its own ``encode_basestring``, the ``ensure_ascii=False`` escaping;
-    numbers as their ``repr``; dict items sorted by key); ``False`` (``parts`` then holds a
-    part of it) for a value of another type, a non-``str`` key or a float that is not finite,
-    which ``canonical_json`` leaves to the encoder."""
-    kind = type(value)
-    if kind is str:
-        parts.append(_json_string(value))
-    elif kind is int:
-        parts.append(str(value))  # int's str is its repr
-    elif value is None:
-        parts.append("null")
-    elif kind is bool:
-        parts.append("true" if value else "false")
-    elif kind is dict:
-        for key in value:
-            if type(key) is not str:
-                return False
-        parts.append("{")
-        first = True
-        for key in sorted(value):
-            if not first:
-                parts.append(",")
-            first = False
-            parts.append(_json_string(key))
-            parts.append(":")
-            if not _encode(value[key], parts):
-                return False
-        parts.append("}")
-    elif kind is list or kind is tuple:
-        parts.append("[")
-        first = True
-        for item in value:
-            if not first:
-                parts.append(",")
-            first = False
-            if not _encode(item, parts):
-                return False
-        parts.append("]")
-    elif kind is float and math.isfinite(value):
-        parts.append(repr(value))
-    else:
-        return False
-    return True
 
 
 def _digest(facts: dict[str, Any]) -> str:
@@ -214,24 +159,15 @@ def emit_digests(reason: str, facts: dict[str, Any]) -> tuple[str, str]:
 
 
 def _reason_and_facts_digests(reason: str, facts: dict[str, Any]) -> tuple[str, str]:
-    """``emit_digests`` without the memo: each top-level fact is encoded once (``_encode``),
-    and the canonical JSON with ``"reason"`` is the same members with that one in its sorted
-    place."""
-    if "reason" not in facts:
+    """``emit_digests`` without the memo: each top-level fact's value is encoded once by the
+    canonical encoder, and both objects are joined from those members (names escaped by the
+    json module's own ``encode_basestring``), ``"reason"`` in its sorted place in the one."""
+    if "reason" not in facts and all(type(name) is str for name in facts):
         names = sorted(facts)
-        members: list[str] = []
-        for name in names:
-            if type(name) is not str:
-                break
-            parts = [_json_string(name), ":"]
-            if not _encode(facts[name], parts):
-                break
-            members.append("".join(parts))
-        else:
-            plain = "{" + ",".join(members) + "}"
-            at = bisect.bisect_left(names, "reason")
-            members.insert(at, _REASON_KEY + _json_string(reason))
-            return _sha12("{" + ",".join(members) + "}"), _sha12(plain)
+        members = [f"{_json_string(name)}:{_CANONICAL.encode(facts[name])}" for name in names]
+        plain = "{" + ",".join(members) + "}"
+        members.insert(bisect.bisect_left(names, "reason"), _REASON_KEY + _json_string(reason))
+        return _sha12("{" + ",".join(members) + "}"), _sha12(plain)
     return facts_digest({"reason": reason, **facts}), facts_digest(facts)
 
 
