@@ -50,7 +50,7 @@ PROFILES = HERE / "profiles"
 FULL = dict(fold_gangs=10_000, mem_gangs=1_000, profile_gangs=1_000, sat_gangs=1_000,
             lat=((2_000, 10), (10_000, 5)), drain_timeout=240, recovery_gangs=100_000,
             recovery_timeout=150, scale_gangs=600,
-            profile_worker_gangs=200)
+            profile_worker_gangs=1_000)
 QUICK = dict(fold_gangs=600, mem_gangs=200, profile_gangs=0, sat_gangs=40,
              lat=((2_000, 1.5), (10_000, 0.5)), drain_timeout=20, recovery_gangs=3_000,
              recovery_timeout=40, scale_gangs=60,
