@@ -141,9 +141,6 @@ func splitGroup(id string) []string {
 // lets it pass), and acks every command on gang-events keyed by the gang group id. The offset
 // of a command is committed once its ack is delivered.
 func (s *Shim) applyPoint(groupID string, group []string, _ fwktype.CycleState) {
-	if s.pub == nil {
-		return
-	}
 	s.mu.Lock()
 	if !s.ready || len(s.state.Pending[groupID]) == 0 {
 		s.mu.Unlock()

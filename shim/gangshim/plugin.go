@@ -96,7 +96,8 @@ type round struct {
 }
 
 // New builds Koordinator's Coscheduling and wraps it. Without GANGSTATE_KAFKA_BOOTSTRAP the
-// shim publishes nothing and consumes nothing (the plugin is Coscheduling as shipped).
+// shim publishes nothing and consumes nothing: New returns Koordinator's plugin itself
+// (Coscheduling as shipped; the shim's metrics are still registered, at zero).
 func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktype.Plugin, error) {
 	inner, err := coscheduling.New(ctx, obj, handle)
 	if err != nil {
@@ -107,19 +108,21 @@ func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktyp
 	if err != nil {
 		return nil, err
 	}
-	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, cfg: bus.FromEnv(),
-		state: fencing.NewState(), reps: map[string]string{}, rounds: map[string]*round{},
-		commit: map[string][]func(){}, interval: roundInterval(), lastRound: map[string]time.Time{},
-		skipped: map[string]int64{}, quiet: map[string]bool{}, lastOpened: map[string]time.Time{}}
 	registerOnce.Do(func() {
 		for _, c := range bus.Collectors() {
 			legacyregistry.RawMustRegister(c)
 		}
 	})
-	if len(s.cfg.Bootstrap) == 0 {
+	cfg := bus.FromEnv()
+	if len(cfg.Bootstrap) == 0 {
+		// Koordinator's plugin itself: no hook of the shim runs on a scheduling cycle
 		klog.InfoS("gangstate shim: GANGSTATE_KAFKA_BOOTSTRAP is empty; publishing nothing")
-		return s, nil
+		return cs, nil
 	}
+	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, cfg: cfg,
+		state: fencing.NewState(), reps: map[string]string{}, rounds: map[string]*round{},
+		commit: map[string][]func(){}, interval: roundInterval(), lastRound: map[string]time.Time{},
+		skipped: map[string]int64{}, quiet: map[string]bool{}, lastOpened: map[string]time.Time{}}
 	if s.pub, err = bus.NewPublisher(s.cfg); err != nil {
 		return nil, fmt.Errorf("gangstate shim: kafka: %w", err)
 	}
@@ -287,9 +290,6 @@ func (s *Shim) publish(pod *v1.Pod, gangID, groupID string, group []string, stag
 // publishIf publishes unless the group's current round is sampled out (always: publish anyway).
 func (s *Shim) publishIf(always bool, pod *v1.Pod, gangID, groupID string, group []string, stage,
 	status, reason, message string, fill func(*Record)) {
-	if s.pub == nil {
-		return
-	}
 	if !always {
 		s.mu.Lock()
 		// a sampled-out round keeps the group quiet only while rounds keep coming
@@ -350,7 +350,7 @@ func (s *Shim) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwktype.Status {
 		s.applyPoint(groupID, group, nil)
 	}
 	st := s.Coscheduling.PreEnqueue(ctx, pod)
-	if gangID == "" || s.pub == nil {
+	if gangID == "" {
 		return st
 	}
 	status, reason, msg := "Success", "", ""
@@ -389,7 +389,7 @@ func (s *Shim) BeforePreFilter(ctx context.Context, state fwktype.CycleState, po
 	gangID, groupID, group := s.gangOf(pod)
 	wasRep := gangID != "" && s.representative(group) == util.GetId(pod.Namespace, pod.Name)
 	p, ok, st := s.Coscheduling.BeforePreFilter(ctx, state, pod)
-	if gangID == "" || s.pub == nil {
+	if gangID == "" {
 		return p, ok, st
 	}
 	cycle := s.cycle()
@@ -441,7 +441,7 @@ func (s *Shim) NextPod() *v1.Pod {
 		waiting = s.waitingOf(setOf(strings.Split(openGroup, ",")))
 	}
 	pod := s.Coscheduling.NextPod()
-	if s.pub == nil || rd == nil {
+	if rd == nil {
 		return pod
 	}
 	if pod != nil {
@@ -486,7 +486,7 @@ func (s *Shim) NextPod() *v1.Pod {
 // Koordinator's PostFilter (K coscheduling.go:172-174).
 func (s *Shim) PostFilter(ctx context.Context, state fwktype.CycleState, pod *v1.Pod, m fwktype.NodeToStatusReader) (*fwktype.PostFilterResult, *fwktype.Status) {
 	gangID, groupID, group := s.gangOf(pod)
-	if gangID != "" && s.pub != nil {
+	if gangID != "" {
 		fit := s.fitError(m)
 		key := util.GetId(pod.Namespace, pod.Name)
 		waiting := len(s.waitingOf(setOf(group)))
@@ -546,14 +546,14 @@ func (s *Shim) fitError(m fwktype.NodeToStatusReader) string {
 func (s *Shim) AfterPostFilter(ctx context.Context, state fwktype.CycleState, pod *v1.Pod, m fwktype.NodeToStatusReader) {
 	gangID, groupID, group := s.gangOf(pod)
 	var before []*v1.Pod
-	if gangID != "" && s.pub != nil {
+	if gangID != "" {
 		before = s.waitingOf(setOf(group))
 	}
 	s.Coscheduling.AfterPostFilter(ctx, state, pod, m)
 	if gangID == "" {
 		return
 	}
-	if s.pub != nil && len(before) > 0 {
+	if len(before) > 0 {
 		after := map[string]bool{}
 		for _, w := range s.waitingOf(setOf(group)) {
 			after[string(w.UID)] = true
@@ -589,7 +589,7 @@ func (s *Shim) AfterPostFilter(ctx context.Context, state fwktype.CycleState, po
 func (s *Shim) Permit(ctx context.Context, state fwktype.CycleState, pod *v1.Pod, nodeName string) (*fwktype.Status, time.Duration) {
 	st, wait := s.Coscheduling.Permit(ctx, state, pod, nodeName)
 	gangID, groupID, group := s.gangOf(pod)
-	if gangID == "" || s.pub == nil {
+	if gangID == "" {
 		return st, wait
 	}
 	status, event := "Success", "Allowed"
@@ -624,7 +624,7 @@ func (s *Shim) Permit(ctx context.Context, state fwktype.CycleState, pod *v1.Pod
 func (s *Shim) Unreserve(ctx context.Context, state fwktype.CycleState, pod *v1.Pod, nodeName string) {
 	s.Coscheduling.Unreserve(ctx, state, pod, nodeName)
 	gangID, groupID, group := s.gangOf(pod)
-	if gangID == "" || s.pub == nil {
+	if gangID == "" {
 		return
 	}
 	s.publish(pod, gangID, groupID, group, "Unreserve", "Rejected", "GangGroupRejected",
@@ -637,7 +637,7 @@ func (s *Shim) Unreserve(ctx context.Context, state fwktype.CycleState, pod *v1.
 func (s *Shim) PostBind(ctx context.Context, state fwktype.CycleState, pod *v1.Pod, nodeName string) {
 	s.Coscheduling.PostBind(ctx, state, pod, nodeName)
 	gangID, groupID, group := s.gangOf(pod)
-	if gangID == "" || s.pub == nil {
+	if gangID == "" {
 		return
 	}
 	s.publishIf(true, pod, gangID, groupID, group, "Bind", "Bound", "",
