@@ -25,12 +25,8 @@ func (s *Shim) commandLoop() {
 		acks, err := bus.ReadAcks(rctx, s.cfg)
 		cancel()
 		if err == nil {
-			recovered := make([]fencing.Ack, 0, len(acks))
-			for _, a := range acks {
-				recovered = append(recovered, fencing.Ack(a))
-			}
 			s.mu.Lock()
-			s.state = fencing.Recover(recovered, s.cfg.ShimID)
+			s.state = fencing.Recover(acks, s.cfg.ShimID)
 			s.ready = true
 			s.mu.Unlock()
 			klog.InfoS("gangstate shim: fences recovered", "acks", len(acks),
