@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-	fwktype "k8s.io/kube-scheduler/framework"
 
 	"github.com/koordinator-sh/koordinator/pkg/scheduler/plugins/coscheduling/util"
 
@@ -96,7 +95,7 @@ func (s *Shim) sweep() {
 			group := splitGroup(g)
 			keys, pods := s.pending(group)
 			if len(keys) == 0 {
-				s.applyPoint(g, group, nil)
+				s.applyPoint(g, group)
 				continue
 			}
 			wake := map[string]*v1.Pod{}
@@ -136,7 +135,7 @@ func splitGroup(id string) []string {
 // through the framework (Handle.Activate: kube-scheduler moves it to activeQ, where PreEnqueue
 // lets it pass), and acks every command on gang-events keyed by the gang group id. The offset
 // of a command is committed once its ack is delivered.
-func (s *Shim) applyPoint(groupID string, group []string, _ fwktype.CycleState) {
+func (s *Shim) applyPoint(groupID string, group []string) {
 	s.mu.Lock()
 	if !s.ready || len(s.state.Pending[groupID]) == 0 {
 		s.mu.Unlock()
@@ -153,7 +152,7 @@ func (s *Shim) applyPoint(groupID string, group []string, _ fwktype.CycleState) 
 	s.mu.Unlock()
 	if rep != current && rep != "" {
 		if target := pods[rep]; target != nil {
-			s.switchTo(group, current, target)
+			s.switchTo(current, target)
 		}
 	}
 	at := now()
@@ -175,7 +174,7 @@ func (s *Shim) applyPoint(groupID string, group []string, _ fwktype.CycleState) 
 }
 
 // switchTo makes target the group's representative in Koordinator's gang cache and activates it.
-func (s *Shim) switchTo(group []string, current string, target *v1.Pod) {
+func (s *Shim) switchTo(current string, target *v1.Pod) {
 	gangID := util.GetId(target.Namespace, util.GetGangNameByPod(target))
 	sum, ok := s.mgr.GetGangSummary(gangID)
 	if !ok || sum == nil || sum.GangGroupInfo == nil {
@@ -189,5 +188,4 @@ func (s *Shim) switchTo(group []string, current string, target *v1.Pod) {
 	key := util.GetId(target.Namespace, target.Name)
 	// PreEnqueue runs under the scheduling queue's lock: activate from another goroutine
 	go s.handle.Activate(klog.Background(), map[string]*v1.Pod{key: target})
-	_ = group
 }

@@ -347,7 +347,7 @@ func (s *Shim) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwktype.Status {
 	gangID, groupID, group := s.gangOf(pod)
 	if gangID != "" {
 		// the scheduling queue's lock is held here: pods are activated asynchronously
-		s.applyPoint(groupID, group, nil)
+		s.applyPoint(groupID, group)
 	}
 	st := s.Coscheduling.PreEnqueue(ctx, pod)
 	if gangID == "" {
@@ -582,7 +582,7 @@ func (s *Shim) AfterPostFilter(ctx context.Context, state fwktype.CycleState, po
 				})
 		}
 	}
-	s.applyPoint(groupID, group, state)
+	s.applyPoint(groupID, group)
 }
 
 // Permit runs Koordinator's (K coscheduling.go:200-219) and reports Wait or the group allowed.
