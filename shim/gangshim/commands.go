@@ -3,6 +3,7 @@ package gangshim
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -114,18 +115,10 @@ func (s *Shim) sweep() {
 	}
 }
 
+// splitGroup lists the gang ids of a gang group id (util.GetGangGroupId joins them with ","),
+// skipping empty ones.
 func splitGroup(id string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(id); i++ {
-		if i == len(id) || id[i] == ',' {
-			if i > start {
-				out = append(out, id[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
+	return strings.FieldsFunc(id, func(r rune) bool { return r == ',' })
 }
 
 // applyPoint decides the group's buffered commands (fencing.State.ApplyPending) against the

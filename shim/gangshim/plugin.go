@@ -437,8 +437,10 @@ func (s *Shim) NextPod() *v1.Pod {
 	}
 	s.mu.Unlock()
 	var waiting []*v1.Pod
+	var openGangs []string
 	if rd != nil {
-		waiting = s.waitingOf(setOf(strings.Split(openGroup, ",")))
+		openGangs = strings.Split(openGroup, ",")
+		waiting = s.waitingOf(setOf(openGangs))
 	}
 	pod := s.Coscheduling.NextPod()
 	if rd == nil {
@@ -469,12 +471,7 @@ func (s *Shim) NextPod() *v1.Pod {
 			})
 	}
 	if len(waiting) == 0 && rd.first != "" {
-		p := podOfKey(rd.first)
-		gangID := ""
-		if gs := strings.Split(openGroup, ","); len(gs) > 0 {
-			gangID = gs[0]
-		}
-		s.publish(p, gangID, openGroup, strings.Split(openGroup, ","), "PreFilter", "Success",
+		s.publish(podOfKey(rd.first), openGangs[0], openGroup, openGangs, "PreFilter", "Success",
 			"RoundClosed", core.ReasonAllPendingPodsIsAlreadyAttempted, func(r *Record) {
 				r.Event, r.Round = "RoundClosed", &c
 			})
