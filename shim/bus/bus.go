@@ -7,6 +7,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -210,7 +211,7 @@ func ReadAcks(ctx context.Context, cfg Config) ([]Ack, error) {
 		return out, nil
 	}
 	client.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets})
-	marker := []byte(`"gangstate.ack/v1"`)
+	marker := []byte(`"` + fencing.AckSchema + `"`)
 	for len(todo) > 0 {
 		fetches := client.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -220,11 +221,11 @@ func ReadAcks(ctx context.Context, cfg Config) ([]Ack, error) {
 			if end, ok := todo[r.Partition]; ok && r.Offset+1 >= end {
 				delete(todo, r.Partition)
 			}
-			if !containsBytes(r.Value, marker) {
+			if !bytes.Contains(r.Value, marker) {
 				return
 			}
 			var a Ack
-			if json.Unmarshal(r.Value, &a) == nil && a.Schema == "gangstate.ack/v1" &&
+			if json.Unmarshal(r.Value, &a) == nil && a.Schema == fencing.AckSchema &&
 				(a.Shim == cfg.ShimID) {
 				out = append(out, a)
 			}
@@ -253,10 +254,6 @@ func listEnds(ctx context.Context, client *kgo.Client, topic string) (map[int32]
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func containsBytes(b, sub []byte) bool {
-	return strings.Contains(string(b), string(sub))
 }
 
 // CommandHandler receives each command value with a commit function: call commit once the
