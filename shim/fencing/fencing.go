@@ -16,6 +16,7 @@
 package fencing
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -123,7 +124,7 @@ func (s *State) Decide(c Command, current string, candidates []string) (string, 
 	} else {
 		holds = current == expected
 	}
-	if holds && candidates != nil && !contains(candidates, c.Representative) {
+	if holds && candidates != nil && !slices.Contains(candidates, c.Representative) {
 		holds = false
 	}
 	s.Fences[c.GangGroup] = c.Epoch
@@ -195,13 +196,4 @@ func Recover(acks []Ack, shimID string) *State {
 		}
 	}
 	return s
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
