@@ -102,7 +102,7 @@ func Collectors() []prometheus.Collector {
 
 type item struct {
 	key, schema string
-	value       []byte
+	value       any
 	done        func(error)
 }
 
@@ -134,18 +134,15 @@ func NewPublisher(cfg Config) (*Publisher, error) {
 	return p, nil
 }
 
-// Publish queues value (JSON-encoded) keyed by key; schema labels the metrics. It never blocks:
-// when the buffer is full the record is dropped and counted. done (may be nil) is called once
-// the record is delivered or failed; it is not called for a record dropped here (Publish then
-// returns false).
+// Publish queues value keyed by key; schema labels the metrics. It never blocks: when the
+// buffer is full the record is dropped and counted (Publish then returns false). value is
+// JSON-encoded by the delivery goroutine, not on the caller's scheduling cycle, so the caller
+// must not change it after Publish; one that fails to encode is dropped and counted there.
+// done (may be nil) is called once the record is delivered or failed; it is not called for a
+// record dropped (buffer full or not encodable).
 func (p *Publisher) Publish(key, schema string, value any, done func(error)) bool {
-	raw, err := json.Marshal(value)
-	if err != nil {
-		Dropped.WithLabelValues(schema, "encode").Inc()
-		return false
-	}
 	select {
-	case p.queue <- item{key: key, schema: schema, value: raw, done: done}:
+	case p.queue <- item{key: key, schema: schema, value: value, done: done}:
 		Buffered.Inc()
 		return true
 	default:
@@ -159,8 +156,12 @@ func (p *Publisher) run() {
 	topic := p.cfg.GangEvents()
 	for it := range p.queue {
 		Buffered.Dec()
-		it := it
-		rec := &kgo.Record{Topic: topic, Key: []byte(it.key), Value: it.value}
+		raw, err := json.Marshal(it.value)
+		if err != nil {
+			Dropped.WithLabelValues(it.schema, "encode").Inc()
+			continue
+		}
+		rec := &kgo.Record{Topic: topic, Key: []byte(it.key), Value: raw}
 		p.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
 			if err != nil {
 				Dropped.WithLabelValues(it.schema, "delivery").Inc()
