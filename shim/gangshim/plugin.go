@@ -86,13 +86,11 @@ type Shim struct {
 }
 
 type round struct {
-	cycle    int64
-	first    string
-	culprit  string
-	fitErr   string
-	waiting  int
-	detailed bool
-	skipped  int64 // rounds sampled out before this one, reported once by its first failure or release
+	cycle   int64
+	first   string
+	culprit string
+	fitErr  string
+	skipped int64 // rounds sampled out before this one, reported once by its first failure or release
 }
 
 // New builds Koordinator's Coscheduling and wraps it. Without GANGSTATE_KAFKA_BOOTSTRAP the
@@ -493,7 +491,7 @@ func (s *Shim) PostFilter(ctx context.Context, state fwktype.CycleState, pod *v1
 		var skipped int64
 		if rd != nil {
 			if rd.culprit == "" {
-				rd.culprit, rd.fitErr, rd.waiting = key, fit, waiting
+				rd.culprit, rd.fitErr = key, fit
 			}
 			c := rd.cycle
 			rnum = &c
@@ -669,7 +667,7 @@ func (s *Shim) sampleRound(groupID string, cycle int64, first string) *round {
 	s.lastOpened[groupID] = t
 	rd := &round{cycle: cycle, first: first}
 	if last, ok := s.lastRound[groupID]; !ok || t.Sub(last) >= s.interval {
-		rd.detailed, rd.skipped = true, s.skipped[groupID]
+		rd.skipped = s.skipped[groupID]
 		s.lastRound[groupID] = t
 		s.skipped[groupID] = 0
 		s.quiet[groupID] = false
