@@ -119,10 +119,10 @@ class KafkaSecurity:
     ``sasl.mechanism``, SASL user and password, and the TLS files (PEM paths). The default is
     ``PLAINTEXT`` (no TLS, no SASL), as Kafka's own clients.
 
-    ``kafka_python()``, ``aiokafka()`` and ``ssl_context()`` give the clients' keyword arguments;
-    the worker turns the same value into Faust credentials. Raises ``SettingsError`` (one line)
-    from ``check()`` when the combination cannot work (a SASL protocol without user or password,
-    a mechanism without SASL, a missing file)."""
+    ``kafka_python()`` (kafka-python's keyword arguments) and ``ssl_context()`` serve the
+    clients; the worker turns the same value into Faust credentials. Raises ``SettingsError``
+    (one line) from ``check()`` when the combination cannot work (a SASL protocol without user
+    or password, a mechanism without SASL, a missing file)."""
 
     protocol: str = "PLAINTEXT"
     sasl_mechanism: str | None = None
@@ -196,11 +196,6 @@ class KafkaSecurity:
                           sasl_plain_username=self.sasl_username,
                           sasl_plain_password=self.sasl_password)
         return config
-
-    def aiokafka(self) -> dict[str, Any]:
-        """Keyword arguments for aiokafka's ``AIOKafkaConsumer``/``AIOKafkaProducer`` (the
-        same names as kafka-python's)."""
-        return self.kafka_python()
 
     def env(self) -> dict[str, str]:
         """The ``KAFKA_*`` variables that give this value back (for a child process)."""
