@@ -212,16 +212,24 @@ class KafkaSecurity:
         return {k: v for k, v in values.items() if v is not None}
 
 
+def read_password_file(path: str, given_as: str) -> str:
+    """The SASL password held in file ``path`` (its text without the trailing line break).
+    Raises ``SettingsError`` ``"<given_as>: <why>"`` when the file cannot be read
+    (``given_as``: the variable or flag that named ``path``, with it)."""
+    try:
+        return Path(path).read_text().rstrip("\r\n")
+    except OSError as err:
+        raise SettingsError(f"{given_as}: {err.strerror}") from None
+
+
 def security_from(e: Environment) -> KafkaSecurity:
     """The ``KafkaSecurity`` of an environment; reads ``KAFKA_SASL_PASSWORD_FILE`` when
     ``KAFKA_SASL_PASSWORD`` is unset. Raises ``SettingsError`` (one line)."""
     password = e.kafka_sasl_password
     if password is None and e.kafka_sasl_password_file:
-        try:
-            password = Path(e.kafka_sasl_password_file).read_text().rstrip("\r\n")
-        except OSError as err:
-            raise SettingsError(f"KAFKA_SASL_PASSWORD_FILE={e.kafka_sasl_password_file!r}: "
-                                f"{err.strerror}") from None
+        password = read_password_file(
+            e.kafka_sasl_password_file,
+            f"KAFKA_SASL_PASSWORD_FILE={e.kafka_sasl_password_file!r}")
     return KafkaSecurity(
         protocol=e.kafka_security_protocol, sasl_mechanism=e.kafka_sasl_mechanism,
         sasl_username=e.kafka_sasl_username, sasl_password=password,
@@ -302,11 +310,8 @@ class Settings:
                 given["protocol"] = given.pop("security_protocol")
             password_file = given.pop("sasl_password_file", None)
             if password_file:
-                try:
-                    given["sasl_password"] = Path(password_file).read_text().rstrip("\r\n")
-                except OSError as err:
-                    raise SettingsError(f"--sasl-password-file {password_file}: "
-                                        f"{err.strerror}") from None
+                given["sasl_password"] = read_password_file(
+                    password_file, f"--sasl-password-file {password_file}")
             changed = replace(changed, security=replace(changed.security, **given).check())
         return changed
 
