@@ -362,7 +362,7 @@ class GangState:
 
     def _parsed(self) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
         if self._parsed_settings is self.spec_settings and self._parsed_source is self.spec_source:
-            return self._parsed_spec  # (None, None) at first: no spec, as spec_and_fallbacks says
+            return self._parsed_spec  # (None, ()) at first: no spec, as spec_and_fallbacks says
         result = spec_and_fallbacks(self.gang, self.spec_source, self.spec_settings)
         self._parsed_source, self._parsed_settings = self.spec_source, self.spec_settings
         self._parsed_spec = result
