@@ -111,6 +111,11 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 """Kafka's ``security.protocol`` values gangstate's clients speak."""
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 """Kafka's ``sasl.mechanism`` values gangstate's clients speak."""
+SECURITY_VARIABLES = ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",
+                      "KAFKA_SASL_PASSWORD", "KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE",
+                      "KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE", "KAFKA_SSL_CHECK_HOSTNAME")
+"""The environment variables ``security_from`` reads (``KafkaSecurity.env`` writes them all but
+the password file)."""
 
 
 @dataclass(frozen=True)
