@@ -19,6 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from streams.kafka.settings import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from streams.wire.contracts import parse_time
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -102,11 +103,11 @@ def kafka_security_options(f: F) -> F:
     return _apply(
         wrapper,  # type: ignore[arg-type]
         click.option("--security-protocol",
-                     type=click.Choice(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+                     type=click.Choice(SECURITY_PROTOCOLS),
                      default=None, help="Kafka security.protocol "
                                         "(default: $KAFKA_SECURITY_PROTOCOL or PLAINTEXT)"),
         click.option("--sasl-mechanism",
-                     type=click.Choice(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+                     type=click.Choice(SASL_MECHANISMS),
                      default=None, help="Kafka sasl.mechanism (default: $KAFKA_SASL_MECHANISM "
                                         "or PLAIN)"),
         click.option("--sasl-username", metavar="USER", default=None,

@@ -128,14 +128,14 @@ def worker(bootstrap: str | None, prefix: str | None, kafka_security: dict[str, 
     Runs until SIGINT/SIGTERM. With --http-port, any worker answers a view for any gang: a
     request for a gang another worker owns is forwarded to the address that worker
     advertises."""
-    from streams.worker.app import advertised_host, run_worker
+    from streams.worker.app import run_worker
 
     port = chosen_port(http_port, web_port_alias, metrics_port_alias)
     settings = kafka_settings(bootstrap, prefix, kafka_security)
     if not _need_kafka(settings, "worker"):
         return 2
     run_worker(settings, web_port=port, web_bind=http_bind,
-               web_host=advertise_host or advertised_host(http_bind), loglevel=loglevel)
+               web_host=advertise_host, loglevel=loglevel)
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import decide
 from . import episode as episodes
+from .records import FAILED_STATUSES
 from .state import GangState, Member, summary
 from .timefmt import format_time
 
@@ -313,7 +314,8 @@ def _explain_orphan(state: GangState, orphan: Member, result: dict[str, Any]) ->
             f"PreEnqueue again only for a pod being created")
 
 
-def _explain_on_its_own(state: GangState, member: Any, result: dict[str, Any]) -> str | None:
+def _explain_on_its_own(state: GangState, member: Member, result: dict[str, Any]
+                        ) -> str | None:
     """A pending pod of a gang that skips the gang checks (``decide.skips_gang_checks``, rules
     M2 and P4): koord-scheduler v1.8.0 schedules it like a pod of no gang. Returns ``held_at``:
     ``Filter`` when its own last attempt failed, else ``None``."""
@@ -324,7 +326,7 @@ def _explain_on_its_own(state: GangState, member: Any, result: dict[str, Any]) -
         "message": (f"gang {state.gang} was once satisfied (a member was bound) and its match "
                     f"policy is once-satisfied: koord-scheduler v1.8.0 schedules its later pods "
                     f"one by one, without gang checks")})
-    if member.status in ("Unschedulable", "UnschedulableAndUnresolvable", "Error"):
+    if member.status in FAILED_STATUSES:
         result["reasons"].append({
             "reason": "PodUnschedulable", "facts": {"reason": member.reason},
             "message": f"the pod's own last attempt failed: {member.reason or 'unknown'}"})

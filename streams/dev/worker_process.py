@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from streams.kafka.settings import Settings
+from streams.kafka.settings import SECURITY_VARIABLES, Settings
 
 
 def worker_env(settings: Settings, datadir: str | None = None) -> dict[str, str]:
@@ -31,9 +31,7 @@ def worker_env(settings: Settings, datadir: str | None = None) -> dict[str, str]
         "GANGSTATE_STRANDED_SECONDS": str(settings.fold.stranded_seconds),
         "GANGSTATE_MAX_SKEW_SECONDS": str(settings.max_skew_seconds),
     })
-    for name in ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",
-                 "KAFKA_SASL_PASSWORD", "KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE",
-                 "KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE", "KAFKA_SSL_CHECK_HOSTNAME"):
+    for name in SECURITY_VARIABLES:  # the settings' own security, not the parent's
         env.pop(name, None)
     env.update(settings.security.env())
     if datadir:

@@ -111,6 +111,11 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 """Kafka's ``security.protocol`` values gangstate's clients speak."""
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 """Kafka's ``sasl.mechanism`` values gangstate's clients speak."""
+SECURITY_VARIABLES = ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",
+                      "KAFKA_SASL_PASSWORD", "KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE",
+                      "KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE", "KAFKA_SSL_CHECK_HOSTNAME")
+"""The environment variables ``security_from`` reads (``KafkaSecurity.env`` writes them all but
+the password file)."""
 
 
 @dataclass(frozen=True)
@@ -119,10 +124,10 @@ class KafkaSecurity:
     ``sasl.mechanism``, SASL user and password, and the TLS files (PEM paths). The default is
     ``PLAINTEXT`` (no TLS, no SASL), as Kafka's own clients.
 
-    ``kafka_python()``, ``aiokafka()`` and ``ssl_context()`` give the clients' keyword arguments;
-    the worker turns the same value into Faust credentials. Raises ``SettingsError`` (one line)
-    from ``check()`` when the combination cannot work (a SASL protocol without user or password,
-    a mechanism without SASL, a missing file)."""
+    ``kafka_python()`` (kafka-python's keyword arguments) and ``ssl_context()`` serve the
+    clients; the worker turns the same value into Faust credentials. Raises ``SettingsError``
+    (one line) from ``check()`` when the combination cannot work (a SASL protocol without user
+    or password, a mechanism without SASL, a missing file)."""
 
     protocol: str = "PLAINTEXT"
     sasl_mechanism: str | None = None
@@ -197,11 +202,6 @@ class KafkaSecurity:
                           sasl_plain_password=self.sasl_password)
         return config
 
-    def aiokafka(self) -> dict[str, Any]:
-        """Keyword arguments for aiokafka's ``AIOKafkaConsumer``/``AIOKafkaProducer`` (the
-        same names as kafka-python's)."""
-        return self.kafka_python()
-
     def env(self) -> dict[str, str]:
         """The ``KAFKA_*`` variables that give this value back (for a child process)."""
         values = {
@@ -217,16 +217,24 @@ class KafkaSecurity:
         return {k: v for k, v in values.items() if v is not None}
 
 
+def read_password_file(path: str, given_as: str) -> str:
+    """The SASL password held in file ``path`` (its text without the trailing line break).
+    Raises ``SettingsError`` ``"<given_as>: <why>"`` when the file cannot be read
+    (``given_as``: the variable or flag that named ``path``, with it)."""
+    try:
+        return Path(path).read_text().rstrip("\r\n")
+    except OSError as err:
+        raise SettingsError(f"{given_as}: {err.strerror}") from None
+
+
 def security_from(e: Environment) -> KafkaSecurity:
     """The ``KafkaSecurity`` of an environment; reads ``KAFKA_SASL_PASSWORD_FILE`` when
     ``KAFKA_SASL_PASSWORD`` is unset. Raises ``SettingsError`` (one line)."""
     password = e.kafka_sasl_password
     if password is None and e.kafka_sasl_password_file:
-        try:
-            password = Path(e.kafka_sasl_password_file).read_text().rstrip("\r\n")
-        except OSError as err:
-            raise SettingsError(f"KAFKA_SASL_PASSWORD_FILE={e.kafka_sasl_password_file!r}: "
-                                f"{err.strerror}") from None
+        password = read_password_file(
+            e.kafka_sasl_password_file,
+            f"KAFKA_SASL_PASSWORD_FILE={e.kafka_sasl_password_file!r}")
     return KafkaSecurity(
         protocol=e.kafka_security_protocol, sasl_mechanism=e.kafka_sasl_mechanism,
         sasl_username=e.kafka_sasl_username, sasl_password=password,
@@ -307,11 +315,8 @@ class Settings:
                 given["protocol"] = given.pop("security_protocol")
             password_file = given.pop("sasl_password_file", None)
             if password_file:
-                try:
-                    given["sasl_password"] = Path(password_file).read_text().rstrip("\r\n")
-                except OSError as err:
-                    raise SettingsError(f"--sasl-password-file {password_file}: "
-                                        f"{err.strerror}") from None
+                given["sasl_password"] = read_password_file(
+                    password_file, f"--sasl-password-file {password_file}")
             changed = replace(changed, security=replace(changed.security, **given).check())
         return changed
 

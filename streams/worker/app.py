@@ -201,6 +201,12 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         functools.partial(partition_of, partitions=settings.partitions))
     rekeyed: list[tuple[bytes, bytes, int]] = []
 
+    def letter_for(message: Any, error: str) -> tuple[Any, bytes | None, bytes]:
+        """The ``(topic, key, value)`` send of the dead letter of ``message`` for ``error``."""
+        return (dead_letters, message.key, _json(dead_letter(
+            message.topic, message.partition, message.offset, message.key, message.value,
+            error)))
+
     def fold_for(partition: int) -> PartitionFold:
         fold = folds.get(partition)
         if fold is None:
@@ -270,17 +276,14 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                         observe_fold(perf_counter() - started)
                 except DecodeError as err:
                     metrics.dead_lettered("invalid-record")
-                    pending.append((dead_letters, message.key, _json(dead_letter(
-                        message.topic, message.partition, message.offset, message.key,
-                        message.value, str(err)))))
+                    pending.append(letter_for(message, str(err)))
                     continue
                 except Exception as err:  # a bug must not kill the worker or corrupt state
                     log.exception("internal error on %s[%s]@%s", message.topic,
                                   message.partition, message.offset)
                     metrics.dead_lettered("internal-error")
-                    pending.append((dead_letters, message.key, _json(dead_letter(
-                        message.topic, message.partition, message.offset, message.key,
-                        message.value, f"internal error: {type(err).__name__}: {err}"))))
+                    pending.append(letter_for(
+                        message, f"internal error: {type(err).__name__}: {err}"))
                     continue
                 metrics.folded(decoded, outputs)
                 for out in outputs:
@@ -290,11 +293,9 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                                   out["schema"], len(data), message.topic, message.partition,
                                   message.offset, MAX_OUTPUT_BYTES)
                         metrics.dead_lettered("output-too-large")
-                        pending.append((dead_letters, message.key, _json(dead_letter(
-                            message.topic, message.partition, message.offset, message.key,
-                            message.value, f"its {out['schema']} output of {len(data)} bytes "
-                                         f"is over the {MAX_OUTPUT_BYTES}-byte bound: not "
-                                         f"sent"))))
+                        pending.append(letter_for(
+                            message, f"its {out['schema']} output of {len(data)} bytes is "
+                                     f"over the {MAX_OUTPUT_BYTES}-byte bound: not sent"))
                     elif out["schema"] == COMMAND_SCHEMA:
                         pending.append((commands, out["gang_group"].encode(), data))
                     elif out["schema"] == SUMMARY_SCHEMA:
