@@ -17,14 +17,12 @@ import gc
 import json
 import os
 import platform
-import resource
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import tracemalloc
-import uuid
 from pathlib import Path
 from statistics import quantiles
 from typing import Iterator
