@@ -24,6 +24,7 @@ from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from tests.fixtures import tracegen
 from tests.fixtures.kafkagroup import wait_members
+from tests.kafka.test_pipeline import by_key
 
 pytestmark = pytest.mark.kafka
 
@@ -69,13 +70,6 @@ def gang_log() -> list[tuple[str, bytes]]:
     return out
 
 
-def by_gang(records: list[dict]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for rec in records:
-        out.setdefault(rec["gang"], []).append(json.dumps(rec, sort_keys=True))
-    return out
-
-
 def test_a_second_worker_joining_halfway_changes_no_output(
         kafka_settings: Settings, tmp_path: Path) -> None:
     settings = kafka_settings  # 8 partitions
@@ -106,7 +100,7 @@ def test_a_second_worker_joining_halfway_changes_no_output(
     assert len(log) == 12 * GANGS
     assert Counter(d["reason"] for d in expected.diagnostics) == {
         "GangCycleRejected": 2 * GANGS, "GangScheduled": GANGS}
-    assert by_gang(got[t.diagnostics]) == by_gang(expected.diagnostics)
+    assert by_key(got[t.diagnostics], "gang") == by_key(expected.diagnostics, "gang")
     assert len(got[t.commands]) == len(expected.commands)
     assert sorted(table) == sorted(expected.states)
     for gang, state in expected.states.items():
