@@ -29,6 +29,7 @@ each other in event time. Same arguments, same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import uuid
@@ -129,8 +130,7 @@ def _gang_records(i: int, members: int, start: int, rng: random.Random,
     out: list[tuple[int, int, str, bytes]] = []
     t = start
 
-    def pod(*args: object, **kwargs: object) -> bytes:
-        return pod_record(*args, manifest=manifests, **kwargs)  # type: ignore[arg-type]
+    pod = functools.partial(pod_record, manifest=manifests)
 
     def add(value: bytes, dt: int = 2_000) -> None:
         nonlocal t

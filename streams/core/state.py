@@ -82,10 +82,9 @@ def new_member(name: str, rv: str, node: str | None, phase: str, terminating: bo
 
 
 def refused_member(m: Member, at: int | None) -> Member:
-    """``m._replace(refused_at=at)`` without NamedTuple's Python-level ``_replace``."""
-    return tuple.__new__(Member, (m.name, m.rv, m.node, m.phase, m.terminating, m.settings,
-                                  m.waits_for_podgroup, m.stage, m.status, m.reason, m.cycle,
-                                  m.gates, at))
+    """``m._replace(refused_at=at)`` without NamedTuple's Python-level ``_replace``
+    (``refused_at`` is ``Member``'s last field)."""
+    return tuple.__new__(Member, (*m[:-1], at))
 
 
 def _tally(m: Member) -> tuple[int, int, int, int, int, int]:
@@ -278,20 +277,12 @@ class GangState:
     def _count(self, m: Member, sign: int) -> None:
         """Add (``sign`` 1) or remove (-1) member ``m``'s contribution to the counters."""
         b, w, p, c, g, r = _tally(m)
-        if sign > 0:
-            self.n_bound += b
-            self.n_waiting += w
-            self.n_pending += p
-            self.n_in_cycle += c
-            self.n_gated += g
-            self.n_refused += r
-        else:
-            self.n_bound -= b
-            self.n_waiting -= w
-            self.n_pending -= p
-            self.n_in_cycle -= c
-            self.n_gated -= g
-            self.n_refused -= r
+        self.n_bound += sign * b
+        self.n_waiting += sign * w
+        self.n_pending += sign * p
+        self.n_in_cycle += sign * c
+        self.n_gated += sign * g
+        self.n_refused += sign * r
 
     def copy(self) -> "GangState":
         """A shallow copy (containers shared): the fold copies a state once per record that
@@ -362,7 +353,7 @@ class GangState:
 
     def _parsed(self) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
         if self._parsed_settings is self.spec_settings and self._parsed_source is self.spec_source:
-            return self._parsed_spec  # (None, None) at first: no spec, as spec_and_fallbacks says
+            return self._parsed_spec  # (None, ()) at first: no spec, as spec_and_fallbacks says
         result = spec_and_fallbacks(self.gang, self.spec_source, self.spec_settings)
         self._parsed_source, self._parsed_settings = self.spec_source, self.spec_settings
         self._parsed_spec = result
