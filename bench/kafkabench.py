@@ -368,15 +368,6 @@ def paced_send(bootstrap: str, plan: list[tuple[str, bytes, bytes, object]], rat
     return asyncio.run(run())
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used so far (``/proc/<pid>/stat``)."""
     import os

@@ -17,14 +17,12 @@ import gc
 import json
 import os
 import platform
-import resource
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import tracemalloc
-import uuid
 from pathlib import Path
 from statistics import quantiles
 from typing import Iterator
@@ -557,9 +555,8 @@ def bench_scale(bootstrap: str, gangs: int, workers: int) -> dict:
     that worker (``/proc``: the workers idle before the records are written)."""
     import contextlib
 
+    from streams.dev.localkafka import broker_module
     from streams.kafka.publishing import ensure_topics
-
-    from kafkabench import free_port
 
     settings = make_settings(bootstrap, f"scale{workers}")
     ensure_topics(settings)
@@ -569,7 +566,7 @@ def bench_scale(bootstrap: str, gangs: int, workers: int) -> dict:
                                                                   f"warm{workers}"))]
     watcher = Watcher(bootstrap, [settings.topics.diagnostics], PARTITIONS)
     watcher.start()
-    ports = [free_port() for _ in range(workers)]
+    ports = broker_module().free_ports(workers)
     out: dict = {"workers": workers, "records": len(items), "gangs": gangs,
                  "loadavg_start": os.getloadavg()[0]}
     try:

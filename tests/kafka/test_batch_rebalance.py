@@ -11,20 +11,20 @@ changelog co-partitioned so that the new owner of a partition resumes its gangs.
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from streams.dev.worker_process import running_worker
-from streams.kafka.publishing import Publisher, ensure_topics
+from streams.kafka.publishing import Publisher
 from streams.kafka.reading import read_all, read_table, wait_caught_up, wait_group_stable
-from streams.kafka.settings import Settings, Topics
+from streams.kafka.settings import Settings
 from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from tests.fixtures import tracegen
+from tests.fixtures.kafkagroup import wait_members
+from tests.kafka.test_pipeline import by_key
 
 pytestmark = pytest.mark.kafka
 
@@ -70,40 +70,9 @@ def gang_log() -> list[tuple[str, bytes]]:
     return out
 
 
-def wait_members(bootstrap: str, group: str, members: int, timeout: float, alive) -> bool:
-    """Wait until consumer group ``group`` is Stable with ``members`` members."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gangstate-test-rebalance")
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and alive():
-            try:
-                found = admin.describe_groups([group]).get(group) or {}
-            except Exception:  # coordinator still loading: ask again
-                found = {}
-            state = str(found.get("group_state") or found.get("state") or "").lower()
-            if state == "stable" and len(found.get("members") or []) == members:
-                return True
-            time.sleep(0.25)
-        return False
-    finally:
-        admin.close()
-
-
-def by_gang(records: list[dict]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for rec in records:
-        out.setdefault(rec["gang"], []).append(json.dumps(rec, sort_keys=True))
-    return out
-
-
 def test_a_second_worker_joining_halfway_changes_no_output(
-        kafka_bootstrap: str, tmp_path: Path) -> None:
-    run = uuid.uuid4().hex[:10]
-    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"rebalance-{run}."),
-                        partitions=8, app_id=f"gangstate-rebalance-{run}")
-    ensure_topics(settings)
+        kafka_settings: Settings, tmp_path: Path) -> None:
+    settings = kafka_settings  # 8 partitions
     log = gang_log()
     expected = fold_lines(((n, v) for n, (_k, v) in enumerate(log)), None)
     half = len(log) // 2
@@ -115,12 +84,12 @@ def test_a_second_worker_joining_halfway_changes_no_output(
         with running_worker(settings, log_path=tmp_path / "worker-2.log",
                             ready_timeout=None) as second:
             alive = lambda: first.poll() is None and second.poll() is None  # noqa: E731
-            assert wait_members(kafka_bootstrap, settings.app_id, 2, 120, alive), \
+            assert wait_members(settings, 2, 120, alive), \
                 (tmp_path / "worker-2.log").read_text()[-3000:]
             for gang, value in log[half:]:
                 pub.send(settings.topics.gang_events, gang, value)
             pub.close()
-            assert wait_group_stable(kafka_bootstrap, settings.app_id, 120, alive=alive)
+            assert wait_group_stable(settings.bootstrap, settings.app_id, 120, alive=alive)
             assert wait_caught_up(settings, 180, alive=alive), \
                 (tmp_path / "worker-2.log").read_text()[-3000:]
             t = settings.topics
@@ -131,7 +100,7 @@ def test_a_second_worker_joining_halfway_changes_no_output(
     assert len(log) == 12 * GANGS
     assert Counter(d["reason"] for d in expected.diagnostics) == {
         "GangCycleRejected": 2 * GANGS, "GangScheduled": GANGS}
-    assert by_gang(got[t.diagnostics]) == by_gang(expected.diagnostics)
+    assert by_key(got[t.diagnostics], "gang") == by_key(expected.diagnostics, "gang")
     assert len(got[t.commands]) == len(expected.commands)
     assert sorted(table) == sorted(expected.states)
     for gang, state in expected.states.items():

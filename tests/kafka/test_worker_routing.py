@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,14 @@ import requests
 from producers.replay import merged_by_time, replay
 from streams.dev.worker_process import running_worker
 from streams.kafka.partitions import partition_of
-from streams.kafka.publishing import Publisher, ensure_topics
+from streams.kafka.publishing import Publisher
 from streams.kafka.reading import wait_caught_up
-from streams.kafka.settings import Settings, Topics
+from streams.kafka.settings import Settings
 from streams.query.answers import explain_pod, gang_detail
 from streams.wire.contracts import parse_time
 from streams.wire.traces import fold_lines
 from tests.fixtures.casecheck import case_dirs
+from tests.fixtures.kafkagroup import wait_members
 from tests.kafka.test_worker_web import plain
 
 pytestmark = pytest.mark.kafka
@@ -51,18 +51,6 @@ def free_port_on_both() -> int:
     raise RuntimeError("no port free on both loopback addresses")
 
 
-def group_members(settings: Settings) -> int:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(**settings.kafka_python(client_id="routing-test"))
-    try:
-        group = admin.describe_groups([settings.app_id]).get(settings.app_id) or {}
-    finally:
-        admin.close()
-    state = str(group.get("group_state") or group.get("state") or "").lower()
-    return len(group.get("members") or []) if state == "stable" else 0
-
-
 def local_gangs(base: str) -> set[str]:
     """The gangs one worker owns (``/gangs`` lists only its own)."""
     return {row["gang"] for row in requests.get(base + "/gangs", timeout=10).json()["gangs"]}
@@ -70,12 +58,9 @@ def local_gangs(base: str) -> set[str]:
 
 def test_a_view_is_answered_by_either_worker(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch,
-                                             kafka_bootstrap: str) -> None:
+                                             kafka_settings: Settings) -> None:
     monkeypatch.delenv("POD_IP", raising=False)
-    run = uuid.uuid4().hex[:10]
-    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"routing-{run}."),
-                        app_id=f"gangstate-routing-{run}")
-    ensure_topics(settings)
+    settings = kafka_settings
     lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
     expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
     port = free_port_on_both()
@@ -87,11 +72,8 @@ def test_a_view_is_answered_by_either_worker(tmp_path: Path,
             for address in ADDRESSES]
         logs = lambda: "\n".join((tmp_path / f"worker-{a}.log").read_text()[-1500:]  # noqa: E731
                                  for a in ADDRESSES)
-        deadline = time.monotonic() + 90
-        while group_members(settings) != 2:
-            assert time.monotonic() < deadline and all(w.poll() is None for w in workers), \
-                logs()
-            time.sleep(0.5)
+        assert wait_members(settings, 2, 90,
+                            alive=lambda: all(w.poll() is None for w in workers)), logs()
         publisher = Publisher(settings)
         replay(lines, settings, at=AT, publisher=publisher)
         publisher.close()
