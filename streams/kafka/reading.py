@@ -150,10 +150,12 @@ def read_table(settings: Settings, table: str = "gangs") -> dict[str, Any]:
 def wait_group_stable(bootstrap: str, group_id: str, timeout_seconds: float,
                       alive: Callable[[], bool] = lambda: True,
                       poll_seconds: float = 0.25,
-                      security: KafkaSecurity | None = None) -> bool:
+                      security: KafkaSecurity | None = None,
+                      members: int | None = None) -> bool:
     """Wait until consumer group ``group_id`` is ``Stable`` with at least one member (a worker
-    has joined and been assigned its partitions). Returns ``False`` on timeout or when
-    ``alive()`` turns false. ``security``: how to connect (``None``: PLAINTEXT)."""
+    has joined and been assigned its partitions), or with exactly ``members`` members when
+    given. Returns ``False`` on timeout or when ``alive()`` turns false. ``security``: how to
+    connect (``None``: PLAINTEXT)."""
     from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="gangstate-tap",
@@ -166,7 +168,9 @@ def wait_group_stable(bootstrap: str, group_id: str, timeout_seconds: float,
             except KafkaError:  # coordinator still loading: ask again
                 group = {}
             state = str(group.get("group_state") or group.get("state") or "")
-            if state.lower() == "stable" and group.get("members"):
+            joined = len(group.get("members") or [])
+            if state.lower() == "stable" and (joined == members if members is not None
+                                              else joined > 0):
                 return True
             time.sleep(poll_seconds)
         return False

@@ -23,7 +23,6 @@ from streams.kafka.settings import Settings
 from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from tests.fixtures import tracegen
-from tests.fixtures.kafkagroup import wait_members
 from tests.kafka.test_pipeline import by_key
 
 pytestmark = pytest.mark.kafka
@@ -84,7 +83,8 @@ def test_a_second_worker_joining_halfway_changes_no_output(
         with running_worker(settings, log_path=tmp_path / "worker-2.log",
                             ready_timeout=None) as second:
             alive = lambda: first.poll() is None and second.poll() is None  # noqa: E731
-            assert wait_members(settings, 2, 120, alive), \
+            assert wait_group_stable(settings.bootstrap, settings.app_id, 120, alive=alive,
+                                     security=settings.security, members=2), \
                 (tmp_path / "worker-2.log").read_text()[-3000:]
             for gang, value in log[half:]:
                 pub.send(settings.topics.gang_events, gang, value)

@@ -21,13 +21,12 @@ from producers.replay import merged_by_time, replay
 from streams.dev.worker_process import running_worker
 from streams.kafka.partitions import partition_of
 from streams.kafka.publishing import Publisher
-from streams.kafka.reading import wait_caught_up
+from streams.kafka.reading import wait_caught_up, wait_group_stable
 from streams.kafka.settings import Settings
 from streams.query.answers import explain_pod, gang_detail
 from streams.wire.contracts import parse_time
 from streams.wire.traces import fold_lines
 from tests.fixtures.casecheck import case_dirs
-from tests.fixtures.kafkagroup import wait_members
 from tests.kafka.test_worker_web import plain
 
 pytestmark = pytest.mark.kafka
@@ -72,8 +71,9 @@ def test_a_view_is_answered_by_either_worker(tmp_path: Path,
             for address in ADDRESSES]
         logs = lambda: "\n".join((tmp_path / f"worker-{a}.log").read_text()[-1500:]  # noqa: E731
                                  for a in ADDRESSES)
-        assert wait_members(settings, 2, 90,
-                            alive=lambda: all(w.poll() is None for w in workers)), logs()
+        assert wait_group_stable(settings.bootstrap, settings.app_id, 90,
+                                 alive=lambda: all(w.poll() is None for w in workers),
+                                 security=settings.security, members=2), logs()
         publisher = Publisher(settings)
         replay(lines, settings, at=AT, publisher=publisher)
         publisher.close()
