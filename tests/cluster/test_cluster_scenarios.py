@@ -102,11 +102,13 @@ def scheduler_log_lines(cluster: Any, namespace: str) -> list[str]:
 
 
 def wait_gangstate_reasons(core: client.CoreV1Api, chain: Chain, namespace: str, pod_name: str,
-                           want: set[str], timeout: float = SETTLE) -> list[dict[str, Any]]:
-    """Wait until gangstate's Events on the pod include every reason of ``want``."""
+                           want: set[str], timeout: float = SETTLE,
+                           uid: str | None = None) -> list[dict[str, Any]]:
+    """Wait until gangstate's Events on the pod (of that ``uid`` when given: a pod that was
+    deleted and created again under its name) include every reason of ``want``."""
     return wait_for(f"gangstate Events {sorted(want)} on {namespace}/{pod_name}",
                     lambda: (lambda evs: evs if want <= set(reasons(evs)) else None)(
-                        gangstate_events(core, namespace, pod_name)),
+                        gangstate_events(core, namespace, pod_name, uid)),
                     timeout, describe=lambda: describe(core, namespace, chain))
 
 

@@ -343,7 +343,9 @@ def test_groups_without_the_gang_itself_skip_its_own_count(
     omits = ('gang v18-groups/a: groups ["v18-groups/b"] does not list the gang itself; the '
              'scheduler uses the list as written, so v18-groups/a is not a member of its own '
              'gang group')
-    events = wait_gangstate_reasons(core_v1, v18, ns, "a-0", {"GangSpecInvalid"})
+    # the Events of this a-0 (kubectl describe's view), not of those the race retry deleted
+    uid = core_v1.read_namespaced_pod("a-0", ns).metadata.uid
+    events = wait_gangstate_reasons(core_v1, v18, ns, "a-0", {"GangSpecInvalid"}, uid=uid)
     assert messages(events, "GangSpecInvalid") == [omits]
     assert [e["reason"] for e in events if e["type"] == "Warning"] == ["GangSpecInvalid"]
     assert explain_fields(explain(v18, f"{ns}/a-0"))["Held at"] == "<none>"
