@@ -2,9 +2,10 @@
 
 Where it sits: the outermost shell. With no ``KAFKA_BOOTSTRAP_SERVERS`` it starts the local
 single-node Kafka (``deploy/kafka/broker.py``); it then starts a worker process, replays the
-bundled traces (``tests/cases/*/trace.jsonl``, the handed sample inputs), reads the diagnostics,
-commands and the gang table back from Kafka, prints them for people, checks them against the
-offline fold of the same traces, and stops everything it started. Each run uses its own topic
+cases recorded on the real koord-scheduler v1.8.0 (``tests/cases/recorded/*/trace.jsonl``),
+reads the diagnostics, commands and the gang table back from Kafka, prints per gang what the
+scheduler wrote beside what gangstate writes on each pod (``streams/dev/story.py``), checks the
+outputs against the offline fold of the same traces, and stops everything it started. Each run uses its own topic
 prefix and application id (time plus a random suffix), so runs never mix, even on a shared
 cluster; on a cluster it did not start it removes its topics when it ends.
 """
@@ -25,9 +26,14 @@ from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
 
 
+RECORDED = Path("tests") / "cases" / "recorded"
+"""Where the recorded cases live, under the checkout (``tests/cases/recorded/README.md``)."""
+
+
 def bundled_traces() -> list[Path]:
-    """The sample traces shipped with the checkout, in name order."""
-    return sorted((repo_root() / "tests" / "cases").glob("*/trace.jsonl"))
+    """The demo's traces: the cases recorded on the real koord-scheduler v1.8.0
+    (``tests/cases/recorded/*/trace.jsonl``), in name order."""
+    return sorted((repo_root() / RECORDED).glob("*/trace.jsonl"))
 
 
 def offline(lines: list[tuple[str, int, bytes]], at: int, settings: Settings) -> FoldResult:
@@ -96,7 +102,7 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
     """
     from producers.replay import merged_by_time, replay
 
-    from streams.wire.traces import format_text
+    from streams.dev.story import cases_of, report
 
     base = settings or Settings.from_env()
     traces = traces or bundled_traces()
@@ -122,7 +128,7 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
         result = FoldResult(diagnostics=got[t.diagnostics], commands=got[t.commands],
                             states={k: from_wire(v) for k, v in table.items()})
         write("")
-        write(format_text(result).rstrip())
+        write(report(cases_of(lines), result).rstrip())
         write("")
         same = (by_gang(result.diagnostics, "gang") == by_gang(expected.diagnostics, "gang")
                 and by_gang(result.commands, "gang_group")

@@ -409,3 +409,23 @@ def outcome(decision: Decision) -> tuple[str, str]:
     if isinstance(decision, Patch):
         return "patched", decision.key.reason
     return ("skipped" if isinstance(decision, Skip) else "dropped"), decision.reason
+
+
+def written_offline(diagnostics: Iterable[Mapping[str, Any]],
+                    component: str = COMPONENT) -> dict[EventKey, Written]:
+    """What the sink leaves behind for ``diagnostics`` (``gangstate.diagnostic/v1`` dicts, in
+    order), worked out without an API server: each diagnostic's occurrences (one per involved
+    Pod and PodGroup) through one ``Recorder`` (series ending, repeats, stale ones, and the
+    sink's spam filter with its clock standing still: at most ``SPAM_BURST`` writes per
+    object, as a sink that is handed them all at once), starting from no Event. Returns the
+    final state of every Event, by key, in the order the Events were first created. Pure."""
+    written: dict[EventKey, Written] = {}
+    recorder = Recorder(SpamFilter(clock=lambda: 0.0))
+    for diagnostic in diagnostics:
+        for occ in occurrences(diagnostic, component):
+            decision = recorder.decide(occ, written.get)
+            state = state_of(decision)
+            if state is not None:
+                written[decision.key] = state
+                recorder.observe(decision.key, state)
+    return written

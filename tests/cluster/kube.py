@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 import threading
 import time
+from pathlib import Path
 from statistics import quantiles
 from typing import Any, Callable, Iterable
 
@@ -22,9 +24,9 @@ from kubernetes import client
 from streams.core.decide import SUMMARY_SCHEMA
 from streams.core.timefmt import parse_time
 from streams.dev.localcluster import Chain, pod_events
-from streams.events.recorder import (ANNOTATION_LAST_AT, COMPONENT, EventKey, Recorder,
-                                     SpamFilter, Written, occurrences, state_of)
+from streams.events.recorder import ANNOTATION_LAST_AT, COMPONENT, written_offline
 from streams.kafka.settings import Settings
+from streams.wire.contracts import TICK_SCHEMA
 from streams.wire.traces import fold_lines
 from tests.doubles.apiserver import eventually
 
@@ -172,14 +174,21 @@ def report_table() -> str:
     return "\n".join(lines)
 
 
-def record_scenario(core: client.CoreV1Api, namespace: str, chain: Chain | None = None) -> None:
+def record_scenario(core: client.CoreV1Api, namespace: str, chain: Chain | None = None,
+                    settings: Settings | None = None) -> None:
     """Count, for the report, the Events each writer left on the pods of ``namespace``; with
     ``chain``, first check that those Events agree with the offline fold of the records the
-    watcher published for the namespace (:func:`assert_events_agree_with_fold`)."""
+    watcher published for the namespace (:func:`assert_events_agree_with_fold`). With
+    ``$GANGSTATE_RECORD_DIR`` set, also save the namespace's records (:func:`save_recording`;
+    ``settings``: the chain's, when no ``chain`` is given)."""
     from collections import Counter
 
     if chain is not None:
         assert_events_agree_with_fold(core, chain, namespace)
+    target = os.environ.get("GANGSTATE_RECORD_DIR")
+    if target and (chain is not None or settings is not None):
+        save_recording(chain.settings if chain is not None else settings, namespace,
+                       Path(target))
 
     scheduler: Counter[str] = Counter()
     mine: Counter[str] = Counter()
@@ -190,6 +199,33 @@ def record_scenario(core: client.CoreV1Api, namespace: str, chain: Chain | None 
             target[e["reason"]] += e["count"]
     REPORT[namespace] = {"pods": len(pods), "scheduler": scheduler, "gangstate": mine,
                          "latency": CLOCK.latencies(namespace) if CLOCK else []}
+
+
+def save_recording(settings: Settings | None, namespace: str, target: Path) -> Path:
+    """Write the ``gang-events`` records of ``namespace`` (:func:`namespace_records`: what the
+    watcher and the scheduler shim published, in order) to ``target/<namespace>.jsonl``, one
+    record per line, as the cases' ``trace.jsonl`` (``tests/cases/recorded/README.md`` says
+    how they become cases). Ticks are kept only between the namespace's first and last record
+    and once per ``observed_at`` (the watcher sends one to every partition); the rest of the
+    session's ticks say nothing about this namespace. Returns the path written."""
+    assert settings is not None
+    records = [raw for _n, raw in namespace_records(settings, namespace)]
+    decoded = [json.loads(raw) for raw in records]
+    own = [i for i, rec in enumerate(decoded) if rec.get("schema") != TICK_SCHEMA]
+    lines: list[bytes] = []
+    seen_ticks: set[str] = set()
+    if own:
+        for i in range(own[0], own[-1] + 1):
+            rec = decoded[i]
+            if rec.get("schema") == TICK_SCHEMA:
+                if rec.get("observed_at") in seen_ticks:
+                    continue
+                seen_ticks.add(rec.get("observed_at"))
+            lines.append(records[i])
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / f"{namespace}.jsonl"
+    path.write_bytes(b"".join(line.rstrip(b"\n") + b"\n" for line in lines))
+    return path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,21 +279,11 @@ def namespace_records(settings: Settings, namespace: str) -> list[tuple[int, byt
 
 
 def fold_said(diagnostics: Iterable[dict[str, Any]]) -> Said:
-    """What the sink writes for these diagnostics, worked out offline: each diagnostic's
-    occurrences (one per involved Pod and PodGroup) through the sink's own ``Recorder`` (series
-    ending, repeats, stale ones), starting from no Event; returns, per involved object, the
+    """What the sink writes for these diagnostics, worked out offline
+    (``streams.events.recorder.written_offline``); returns, per involved object, the
     ``(type, reason, message)`` each of its Events ends with."""
-    written: dict[EventKey, Written] = {}
-    recorder = Recorder(SpamFilter(clock=lambda: 0.0))
-    for diagnostic in diagnostics:
-        for occ in occurrences(diagnostic):
-            decision = recorder.decide(occ, written.get)
-            state = state_of(decision)
-            if state is not None:
-                written[decision.key] = state
-                recorder.observe(decision.key, state)
     said: Said = {}
-    for key, state in written.items():
+    for key, state in written_offline(diagnostics).items():
         ref = key.involved
         said.setdefault((ref.kind, ref.name, ref.uid), []).append(
             (key.type, key.reason, state.message))

@@ -137,7 +137,7 @@ def test_describe_gang_shows_the_representative_and_rounds_from_the_scheduler(
     wait_for("gangstate's GangUnschedulable on the pods", lambda: all(
         "GangUnschedulable" in [e["reason"] for e in gangstate_events(core_v1, ns, f"g-{i}")]
         for i in range(3)), SETTLE)
-    record_scenario(core_v1, ns)
+    record_scenario(core_v1, ns, settings=chain.settings)
     delete_pods(core_v1, ns, [f"g-{i}" for i in range(3)])  # no storm for the rest of the tier
 
 
@@ -255,6 +255,6 @@ def test_gangstate_switches_a_gated_representative_and_the_gang_runs(
             if p.spec.node_name], 60)
         assert {p.metadata.name for p in core_v1.list_namespaced_pod(ns).items
                 if p.spec.node_name} <= {"u-1", "u-2"}
-        record_scenario(core_v1, ns)
+        record_scenario(core_v1, ns, settings=chain.settings)
         return
     pytest.skip("the gated pod never became the representative in 12 tries (plugin order)")
