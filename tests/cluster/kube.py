@@ -201,13 +201,35 @@ def record_scenario(core: client.CoreV1Api, namespace: str, chain: Chain | None 
                          "latency": CLOCK.latencies(namespace) if CLOCK else []}
 
 
+def delete_and_record(core: client.CoreV1Api, settings: Settings, namespace: str,
+                      names: list[str], timeout: float = 60.0) -> None:
+    """End a scenario whose scheduler keeps retrying (an Event storm): delete its pods ``names``
+    at once (grace 0), wait until they are gone, and with ``$GANGSTATE_RECORD_DIR`` set save
+    the namespace's records again, so that the recording ends with the deletions (a recorded
+    case then tells a history that is over, whatever later time it is folded to)."""
+    for name in names:
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    left = set(names)
+    wait_for(f"pods {sorted(left)} of {namespace} gone", lambda: not left & {
+        p.metadata.name for p in core.list_namespaced_pod(namespace).items}, timeout)
+    target = os.environ.get("GANGSTATE_RECORD_DIR")
+    if target:
+        # the watcher publishes the deletions within its tick interval; wait for them
+        wait_for(f"the deletions of {namespace} in gang-events", lambda: sum(
+            1 for _n, raw in namespace_records(settings, namespace)
+            if b'"type":"DELETED"' in raw and b'"resource":"pods"' in raw) >= len(names),
+            timeout)
+        save_recording(settings, namespace, Path(target))
+
+
 def save_recording(settings: Settings | None, namespace: str, target: Path) -> Path:
     """Write the ``gang-events`` records of ``namespace`` (:func:`namespace_records`: what the
     watcher and the scheduler shim published, in order) to ``target/<namespace>.jsonl``, one
     record per line, as the cases' ``trace.jsonl`` (``tests/cases/recorded/README.md`` says
-    how they become cases). Ticks are kept only between the namespace's first and last record
-    and once per ``observed_at`` (the watcher sends one to every partition); the rest of the
-    session's ticks say nothing about this namespace. Returns the path written."""
+    how they become cases). Ticks are kept from the namespace's first record on, once per
+    ``observed_at`` (the watcher sends one to every partition): they carry the clock up to the
+    moment of the recording; the session's earlier ticks say nothing about this namespace.
+    Returns the path written."""
     assert settings is not None
     records = [raw for _n, raw in namespace_records(settings, namespace)]
     decoded = [json.loads(raw) for raw in records]
@@ -215,7 +237,7 @@ def save_recording(settings: Settings | None, namespace: str, target: Path) -> P
     lines: list[bytes] = []
     seen_ticks: set[str] = set()
     if own:
-        for i in range(own[0], own[-1] + 1):
+        for i in range(own[0], len(decoded)):
             rec = decoded[i]
             if rec.get("schema") == TICK_SCHEMA:
                 if rec.get("observed_at") in seen_ticks:

@@ -19,8 +19,8 @@ import pytest
 from kubernetes import client
 
 from streams.dev.localcluster import Chain, gang_pod, pod_events
-from tests.cluster.kube import (gangstate_events, record_scenario, scheduler_events,
-                                scheduler_log_matches, wait_for)
+from tests.cluster.kube import (delete_and_record, gangstate_events, record_scenario,
+                                scheduler_events, scheduler_log_matches, wait_for)
 
 PODGROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 #: how long a scenario may take to show its Events: grace (10 s) + ticks + Kafka + sink
@@ -388,7 +388,7 @@ def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1A
             rf'been attempted" pod="{ns}/(gpu-\d)"'))
         record_scenario(core_v1, ns, chain)
     finally:
-        delete_pods(core_v1, ns, names)  # end the scheduler's retry storm
+        delete_and_record(core_v1, chain.settings, ns, names)  # end the retry storm
 
 
 def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.CoreV1Api,
@@ -420,7 +420,7 @@ def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.Core
         assert_same_explanation(chain, ns, ["big-0", "big-1"], message, unblock)
         record_scenario(core_v1, ns, chain)
     finally:
-        delete_pods(core_v1, ns, ["big-0", "big-1"])
+        delete_and_record(core_v1, chain.settings, ns, ["big-0", "big-1"])
 
 
 def test_member_held_by_scheduling_gates(chain: Chain, core_v1: client.CoreV1Api,

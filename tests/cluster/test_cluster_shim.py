@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 
 from streams.dev.localcluster import Chain, gang_pod
-from tests.cluster.kube import gangstate_events, record_scenario, wait_for
+from tests.cluster.kube import delete_and_record, gangstate_events, record_scenario, wait_for
 from tests.cluster.test_cluster_chain import describe_gang
 from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods
 
@@ -138,7 +138,8 @@ def test_describe_gang_shows_the_representative_and_rounds_from_the_scheduler(
         "GangUnschedulable" in [e["reason"] for e in gangstate_events(core_v1, ns, f"g-{i}")]
         for i in range(3)), SETTLE)
     record_scenario(core_v1, ns, settings=chain.settings)
-    delete_pods(core_v1, ns, [f"g-{i}" for i in range(3)])  # no storm for the rest of the tier
+    # no storm for the rest of the tier
+    delete_and_record(core_v1, chain.settings, ns, [f"g-{i}" for i in range(3)])
 
 
 def _command(gang: str, epoch: int, target: str, kind: str = "ElectRepresentative",

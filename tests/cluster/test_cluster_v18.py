@@ -24,8 +24,8 @@ import pytest
 from kubernetes import client
 
 from streams.dev.localcluster import Chain, gang_pod
-from tests.cluster.kube import (gangstate_events, record_scenario, scheduler_events,
-                                scheduler_log_matches, wait_for)
+from tests.cluster.kube import (delete_and_record, gangstate_events, record_scenario,
+                                scheduler_events, scheduler_log_matches, wait_for)
 from tests.cluster.test_cluster_scenarios import (PODGROUP_LABEL, SETTLE, create,
                                                   create_namespace, delete_pods, describe,
                                                   explain, explain_fields, messages, podgroup,
@@ -276,7 +276,7 @@ def test_once_satisfied_replacement_that_does_not_fit_fails_alone(
         assert "; no other member has to fit with it\n" in out, out
         record_scenario(core_v1, ns, v18)
     finally:
-        delete_pods(core_v1, ns, ["m-3"])  # end its retries
+        delete_and_record(core_v1, v18.settings, ns, ["m-3"])  # end its retries
 
 
 # ---------------------------------------------------------------------------------------------
@@ -502,3 +502,4 @@ def test_stranded_pod_is_explained_as_held_at_preenqueue(v18: Chain, core_v1: cl
     out = explain(v18, f"{case}/{pending[0]}")
     assert explain_fields(out)["Held at"].startswith("PreEnqueue"), out
     assert "GangMembersStranded" in out, out
+    record_scenario(core_v1, case, v18)
