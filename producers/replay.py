@@ -1,5 +1,10 @@
 """``gangstate replay``: publish a historical trace into ``gang-events``.
 
+By default a replay goes to topics of its own (``own_settings``: ``<prefix>replay-<name>.``,
+app id ``<app id>-replay-<name>``), folded by a worker of its own, so that it never moves the
+clocks of the live partitions; ``--into-live`` publishes into the live topics and first says on
+stderr what that does to their clocks (``clock_warning``; docs/query.md, "Replaying history").
+
 Where it sits: a producer. Each line of a ``gangstate.*/v1`` JSON-lines trace is validated with
 the same decoder the worker uses, keyed by its gang id (computed from the object for kube
 records by the membership rules of ``streams.core.spec``) and published unchanged with
@@ -13,13 +18,15 @@ input"). Nothing else is lost.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace as with_changes
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from streams.kafka.settings import Settings
+from streams.core.timefmt import format_time
+from streams.kafka.settings import Settings, Topics
 from streams.wire.contracts import parse_time
 from streams.core.records import PodObserved
 from streams.wire.decoding import DecodeError, decode_input
@@ -77,6 +84,102 @@ def merged_by_time(paths: Iterable[Path], reader: Reader = read_lines,
     trace folded alone (contracts.md, "Time is an input").
     """
     return sorted(file_lines(paths, reader), key=lambda item: _event_time(item[2]))
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+"""What a replay's name may be (it goes into topic names and a consumer group id): letters,
+digits, ``-`` and ``_``, at most 64, starting with a letter or digit."""
+
+
+def default_name(now: float | None = None) -> str:
+    """A replay's name when none is given: its start time (``now``, Unix seconds; default the
+    wall clock), UTC, as ``YYYYMMDD-HHMMSS``."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+
+
+def own_settings(live: Settings, name: str) -> Settings:
+    """The settings of a replay named ``name`` beside the live pipeline ``live``: topics
+    ``<live prefix>replay-<name>.`` (``gangstate.replay-<name>.gang-events``, ...) and app id
+    ``<live app id>-replay-<name>`` (its worker's consumer group and changelog); Kafka,
+    partitions, fold settings and security as ``live``. Raises ``ValueError`` (one line) for a
+    name ``NAME`` refuses."""
+    if not NAME.fullmatch(name):
+        raise ValueError(f"replay name {name!r}: use letters, digits, '-' and '_' "
+                         f"(at most 64, starting with a letter or digit)")
+    return with_changes(live, topics=Topics(f"{live.topics.prefix}replay-{name}."),
+                        app_id=f"{live.app_id}-replay-{name}")
+
+
+def time_span(lines: Iterable[tuple[str, int, bytes]]) -> tuple[int, int] | None:
+    """Earliest and latest ``observed_at`` (microseconds) of ``lines``; malformed lines are
+    left out; ``None`` when no line has a readable time."""
+    times = [t for t in (_event_time(raw) for _f, _n, raw in lines) if t > 0]
+    return (min(times), max(times)) if times else None
+
+
+def _duration(micros: int) -> str:
+    seconds = micros / 1_000_000
+    if seconds >= 86_400:
+        return f"{seconds / 86_400:.1f} days"
+    if seconds >= 3_600:
+        return f"{seconds / 3_600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def clock_warning(topic: str, clocks: dict[int, int | None] | None,
+                  span: tuple[int, int] | None) -> str:
+    """What a replay into the live ``topic`` does to its partitions' clocks, for stderr.
+
+    ``clocks``: partition -> latest event time it holds (``streams.kafka.reading.
+    partition_clocks``; ``None`` when they could not be read); ``span``: the trace's earliest
+    and latest ``observed_at`` (``time_span``). A partition's clock only moves forward, so a
+    replayed record older than its partition's clock is folded at that clock and every timer
+    of its gang due by then fires at once.
+    """
+    head = (f"gangstate replay --into-live: publishing into the live {topic}, folded by the "
+            f"live worker among the live records (its outputs reach the live sink and "
+            f"scheduler shim). ")
+    effect = ("A partition's clock only moves forward: each replayed record older than its "
+              "partition's clock is folded at that clock, and every timer of its gang due by "
+              "then fires at once (hold warnings such as GangMembersInsufficient, "
+              "GangMembersStranded, GangPermitTimeout that a fold of the trace alone does not "
+              "give). Without --into-live a replay gets topics of its own.")
+    known = sorted(c for c in (clocks or {}).values() if c is not None)
+    if clocks is None:
+        return head + "Its partitions' clocks could not be read. " + effect
+    if not clocks:
+        return (head + "It does not exist yet: the trace's times set its partitions' clocks, "
+                "and live records older than the trace's will be folded late. " + effect)
+    if not known:
+        return (head + f"Its {len(clocks)} partitions hold no record yet: the trace's times "
+                "set their clocks, and live records older than the trace's will be folded "
+                "late. " + effect)
+    newest = known[-1]
+    where = (f"Its partitions' clocks are at {format_time(newest)} (newest; oldest "
+             f"{format_time(known[0])}; {len(known)} of {len(clocks)} partitions hold records)")
+    if span is None:
+        return head + f"{where}; the trace has no readable time. " + effect
+    first = span[0]
+    if first >= newest:
+        return (head + f"{where}; the trace starts at "
+                f"{format_time(first)}, after them, so no timer fires early. " + effect)
+    return (head + f"{where} and the trace starts at "
+            f"{format_time(first)}, {_duration(newest - first)} earlier. " + effect)
+
+
+def reuse_warning(prefix: str, newest: int, span: tuple[int, int] | None) -> str:
+    """What a replay named before does to its own topics (``prefix``), for stderr: they
+    already hold records up to ``newest`` (event time, microseconds), so this trace's records
+    older than that are folded at that clock, as into live topics (``clock_warning``)."""
+    head = (f"gangstate replay: the replay's topics {prefix}* already hold records up to "
+            f"{format_time(newest)}")
+    if span is None or span[0] >= newest:
+        return head + "; these traces continue that replay."
+    return (head + f" and these traces start at {format_time(span[0])}, "
+            f"{_duration(newest - span[0])} earlier: their records older than that clock fire "
+            f"their gangs' timers at once; give a new --name for a replay of its own.")
 
 
 def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,

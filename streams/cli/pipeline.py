@@ -2,6 +2,8 @@
 
 Where it sits: the CLI; each command parses its flags and calls the module that does the work
 (``streams.dev.demo``, ``streams.worker.app``, ``producers.replay``, ``streams.kafka.reading``).
+``replay`` publishes into topics of its own and folds them with a worker of its own
+(``streams.dev.worker_process``) unless ``--into-live`` says otherwise.
 Kafka is found with ``KAFKA_BOOTSTRAP_SERVERS`` (or ``--bootstrap``), topics with
 ``GANGSTATE_TOPIC_PREFIX`` (or ``--prefix``), both read by ``streams.kafka.settings``.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import click
 
@@ -140,7 +142,41 @@ def worker(bootstrap: str | None, prefix: str | None, kafka_security: dict[str, 
 
 
 
-@click.command(short_help="publish traces into gang-events")
+FOLD_TIMEOUT_SECONDS = 600.0
+"""How long ``gangstate replay`` waits for its own worker to fold everything it published."""
+
+
+def replay_target(live: Settings, *, into_live: bool, name: str | None,
+                  now: float | None = None) -> Settings:
+    """Where ``gangstate replay`` publishes: ``live`` itself with ``--into-live``, else the
+    replay's own topics and app id (``producers.replay.own_settings``) named ``name``
+    (default: ``default_name(now)``, its start time). Raises ``click.UsageError`` (exit 2)
+    for a bad name or ``--name`` with ``--into-live``."""
+    from producers.replay import default_name, own_settings
+
+    if into_live:
+        if name is not None:
+            raise click.UsageError("--name names a replay's own topics; --into-live "
+                                   "publishes into the live ones")
+        return live
+    try:
+        return own_settings(live, name if name is not None else default_name(now))
+    except ValueError as err:
+        raise click.UsageError(f"--name: {err}") from None
+
+
+def _how_to_read(target: Settings) -> list[str]:
+    """The command lines that read a replay's own topics (printed by ``gangstate replay``)."""
+    prefix = target.topics.prefix
+    return ["read it with:",
+            f"  gangstate tap diagnostics --prefix {prefix} --from-beginning",
+            f"  GANGSTATE_APP_ID={target.app_id} gangstate worker --prefix {prefix} "
+            "--http-port 6067",
+            "  gangstate get gangs --server http://127.0.0.1:6067   "
+            "(describe gang, explain pod likewise)"]
+
+
+@click.command(short_help="replay traces on topics of their own (or, --into-live, the live ones)")
 @click.argument("trace", nargs=-1, required=True)
 @click.option("--rate", type=float, default=None, help="records per second (default: max)")
 @click.option("--at", default=None, help="event time of the final ticks (default: now)")
@@ -148,34 +184,155 @@ def worker(bootstrap: str | None, prefix: str | None, kafka_security: dict[str, 
 @click.option("--merge-by-time", is_flag=True,
               help="publish the records of all traces in observed_at order (stable) instead of "
                    "file after file")
+@click.option("--name", default=None, metavar="NAME",
+              help="the replay's name: topics <prefix>replay-NAME. and app id "
+                   "<app id>-replay-NAME (default: its start time, YYYYMMDD-HHMMSS UTC); a "
+                   "name used before adds to that replay")
+@click.option("--no-worker", is_flag=True,
+              help="only publish to the replay's topics; fold them later with the worker "
+                   "command it prints")
+@click.option("--into-live", is_flag=True,
+              help="publish into the live gang-events, folded by the live worker among the "
+                   "live records (its outputs reach the live sink and shim): a record older "
+                   "than its partition's clock fires its gang's timers at once; prints the "
+                   "clocks on stderr first")
+@http_port_option("keep the replay's own worker running once it has folded the replay, "
+                  "serving its views (get, describe, explain --server) on this port, until "
+                  "Ctrl-C")
 @kafka_options
 def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: bool,
-           merge_by_time: bool, bootstrap: str | None, prefix: str | None,
+           merge_by_time: bool, name: str | None, no_worker: bool, into_live: bool,
+           http_port: int | None, http_bind: str, web_port_alias: int | None,
+           metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None,
            kafka_security: dict[str, Any]) -> int:
     """Publish each record of the traces, keyed by gang id, with acks=all; pods of no gang are
     dropped and counted; malformed lines are reported with their line number and skipped. Ends
-    with one tick per partition at --at."""
-    from producers.replay import file_lines, merged_by_time, replay as publish
-    from producers.watch.dump import trace_lines
+    with one tick per partition at --at.
 
-    settings = kafka_settings(bootstrap, prefix, kafka_security)
-    if not _need_kafka(settings, "replay"):
+    By default the replay gets topics of its own (<prefix>replay-NAME.gang-events, ...) and a
+    worker of its own (app id <app id>-replay-NAME), started here and stopped once it has
+    folded everything (up to 10 min), so the live partitions' clocks and outputs are never
+    touched; it prints the --prefix and app id that tap and a worker for get/describe/explain
+    need. --into-live publishes into the live topics instead.
+
+    Exit status: 0 done; 1 the replay's worker failed or had not folded everything in time;
+    2 a usage error, an unreadable trace or no Kafka; 130 interrupted."""
+    from kafka.errors import KafkaError
+
+    from producers.replay import (clock_warning, file_lines, merged_by_time,
+                                  replay as publish, reuse_warning, time_span)
+    from producers.watch.dump import trace_lines
+    from streams.kafka.reading import partition_clocks
+
+    live = kafka_settings(bootstrap, prefix, kafka_security)
+    if not _need_kafka(live, "replay"):
         return 2
+    port = chosen_port(http_port, web_port_alias, metrics_port_alias)
+    if into_live and (no_worker or port is not None):
+        raise click.UsageError("--into-live runs no worker of its own: it excludes "
+                               "--no-worker and --http-port")
+    if no_worker and port is not None:
+        raise click.UsageError("--no-worker and --http-port exclude each other")
+    target = replay_target(live, into_live=into_live, name=name)
     tick_at = None if no_tick else _at(at)
     paths = [Path(p) for p in trace]
     for path in paths:
         if not path.is_file():
             print(f"gangstate replay: not a readable file: {path}", file=sys.stderr)
             return 2
-    lines = (merged_by_time(paths, trace_lines) if merge_by_time
-             else file_lines(paths, trace_lines))
-    report = publish(lines, settings, rate=rate, at=tick_at,
-                     on_malformed=lambda f, n, e: print(f"{f}:{n}: skipped malformed record: "
-                                                        f"{e}", file=sys.stderr))
-    dropped = ", ".join(f"{n} {r}" for r, n in sorted(report.dropped.items())) or "none"
-    print(f"published {report.published} records to {settings.topics.gang_events}, "
-          f"{report.ticks} ticks; dropped: {dropped}; malformed: {len(report.malformed)}")
-    return 0
+    lines: Iterable[tuple[str, int, bytes]] = (
+        merged_by_time(paths, trace_lines) if merge_by_time else file_lines(paths, trace_lines))
+
+    def run_publish() -> int:
+        report = publish(lines, target, rate=rate, at=tick_at,
+                         on_malformed=lambda f, n, e: print(f"{f}:{n}: skipped malformed "
+                                                            f"record: {e}", file=sys.stderr))
+        dropped = ", ".join(f"{n} {r}" for r, n in sorted(report.dropped.items())) or "none"
+        print(f"published {report.published} records to {target.topics.gang_events}, "
+              f"{report.ticks} ticks; dropped: {dropped}; malformed: {len(report.malformed)}")
+        return report.published + report.ticks
+
+    if into_live:
+        lines = list(lines)  # read twice: its time span, then the records
+        try:
+            clocks: dict[int, int | None] | None = partition_clocks(live)
+        except KafkaError:
+            clocks = None
+        print(clock_warning(live.topics.gang_events, clocks, time_span(lines)),
+              file=sys.stderr)
+        run_publish()
+        return 0
+    try:  # a --name used before: its topics have clocks of their own already
+        held = [c for c in partition_clocks(target).values() if c is not None]
+    except KafkaError:
+        held = []
+    if held:
+        lines = list(lines)
+        print(reuse_warning(target.topics.prefix, max(held), time_span(lines)),
+              file=sys.stderr)
+    if no_worker:
+        run_publish()
+        print(f"not folded yet (--no-worker): app id {target.app_id}")
+        for line in _how_to_read(target):
+            print(line)
+        return 0
+    return _replay_with_own_worker(target, run_publish, port, http_bind)
+
+
+def _replay_with_own_worker(target: Settings, run_publish: Callable[[], int],
+                            port: int | None,
+                            bind: str) -> int:
+    """Start a worker on the replay's own topics, publish (``run_publish()``), wait until the
+    worker has folded it all, print what it wrote and how to read it; with ``port``, keep the
+    worker serving its views until SIGINT/SIGTERM. Exit status 0, 1 when the worker failed or
+    did not catch up within ``FOLD_TIMEOUT_SECONDS``, 130 when interrupted before the end."""
+    from streams.dev.worker_process import running_worker
+    from streams.kafka.reading import record_counts, wait_caught_up
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)  # stops the replay's worker as Ctrl-C does
+    args = ("--http-port", str(port), "--http-bind", bind) if port is not None else ()
+    t = target.topics
+    print(f"replaying into topics of its own ({t.prefix}*), folded by a worker of its own "
+          f"(app id {target.app_id}); the live topics and their clocks are not touched",
+          flush=True)
+    try:
+        with running_worker(target, extra_args=args) as worker:
+            run_publish()
+            if not wait_caught_up(target, FOLD_TIMEOUT_SECONDS,
+                                  alive=lambda: worker.poll() is None):
+                if worker.poll() is not None:
+                    return 1  # running_worker raises RuntimeError: reported below
+                print(f"gangstate replay: the replay's worker (app id {target.app_id}) did "
+                      f"not fold everything within {FOLD_TIMEOUT_SECONDS:.0f} s; to finish, "
+                      f"run: {_how_to_read(target)[2].strip()}", file=sys.stderr)
+                return 1
+            counts = record_counts(target, [t.diagnostics, t.commands])
+            diagnostics, commands = counts[t.diagnostics], counts[t.commands]
+            print(f"folded by its own worker (app id {target.app_id}): {diagnostics} "
+                  f"{'diagnostic' if diagnostics == 1 else 'diagnostics'} in {t.diagnostics}, "
+                  f"{commands} {'command' if commands == 1 else 'commands'} in {t.commands}")
+            if port is None:
+                for line in _how_to_read(target):
+                    print(line)
+                return 0
+            host = "127.0.0.1" if bind == "0.0.0.0" else bind
+            print(f"serving its views at http://{host}:{port} until Ctrl-C: "
+                  f"gangstate get gangs --server http://{host}:{port}", flush=True)
+            try:
+                worker.wait()
+            except KeyboardInterrupt:
+                return 0
+            return 1  # the worker died: running_worker raises RuntimeError, reported below
+    except RuntimeError as err:  # the worker did not start or died
+        print(f"gangstate replay: the replay's worker failed: {str(err).splitlines()[0]}",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("gangstate replay: interrupted; its worker was stopped", file=sys.stderr)
+        return 130
 
 
 @click.command(short_help="print a topic's records as JSON lines (auditing)")

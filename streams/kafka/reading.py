@@ -176,3 +176,71 @@ def wait_group_stable(bootstrap: str, group_id: str, timeout_seconds: float,
         return False
     finally:
         admin.close()
+
+
+def partition_clocks(settings: Settings, topic: str | None = None,
+                     depth: int = 16, timeout_seconds: float = 10.0,
+                     ) -> dict[int, int | None]:
+    """The event time each partition of ``topic`` (default ``gang-events``) has reached: the
+    latest ``observed_at`` among its last ``depth`` records (microseconds; ``None`` for an
+    empty partition, or one whose last records carry no readable ``observed_at``). A worker
+    folding that partition moves its clock there once it has caught up (a partition's clock
+    only moves forward). Cheap: one short read per partition, no consumer group. An absent
+    topic gives ``{}``; a partition not read within ``timeout_seconds`` keeps what was read
+    of it (``None`` if nothing). Raises ``kafka.errors.KafkaError`` when the broker cannot be
+    reached."""
+    assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
+    from streams.wire.contracts import parse_time
+
+    topic = topic or settings.topics.gang_events
+    consumer = KafkaConsumer(**settings.kafka_python(
+        enable_auto_commit=False, group_id=None, consumer_timeout_ms=1000))
+    try:
+        tps = [TopicPartition(topic, p)
+               for p in sorted(consumer.partitions_for_topic(topic) or set())]
+        if not tps:
+            return {}
+        consumer.assign(tps)
+        end = consumer.end_offsets(tps)
+        start = consumer.beginning_offsets(tps)
+        clocks: dict[int, int | None] = {tp.partition: None for tp in tps}
+        pending = {tp for tp in tps if end[tp] > start[tp]}
+        for tp in pending:
+            consumer.seek(tp, max(start[tp], end[tp] - depth))
+        deadline = time.monotonic() + timeout_seconds
+        while pending and time.monotonic() < deadline:
+            polled = consumer.poll(timeout_ms=500)
+            for tp, messages in polled.items():
+                for msg in messages:
+                    try:
+                        at = parse_time(json.loads(msg.value)["observed_at"])
+                    except (AttributeError, TypeError, ValueError, KeyError):
+                        continue  # a tombstone, not JSON, no or a bad observed_at
+                    known = clocks[tp.partition]
+                    if known is None or at > known:
+                        clocks[tp.partition] = at
+                if consumer.position(tp) >= end[tp]:
+                    pending.discard(tp)
+                    consumer.pause(tp)
+        return clocks
+    finally:
+        consumer.close()
+
+
+def record_counts(settings: Settings, topics: list[str]) -> dict[str, int]:
+    """How many records each of ``topics`` holds now: end minus beginning offsets, summed over
+    its partitions (0 for an absent topic). Reads no record. Raises
+    ``kafka.errors.KafkaError`` when the broker cannot be reached."""
+    assert settings.bootstrap, "KAFKA_BOOTSTRAP_SERVERS is not set"
+    consumer = KafkaConsumer(**settings.kafka_python(group_id=None))
+    try:
+        counts: dict[str, int] = {}
+        for topic in topics:
+            tps = [TopicPartition(topic, p)
+                   for p in sorted(consumer.partitions_for_topic(topic) or set())]
+            end = consumer.end_offsets(tps) if tps else {}
+            start = consumer.beginning_offsets(tps) if tps else {}
+            counts[topic] = sum(end[tp] - start[tp] for tp in tps)
+        return counts
+    finally:
+        consumer.close()
