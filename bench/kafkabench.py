@@ -43,7 +43,9 @@ def _watch(bootstrap: str, topics: list[str], partitions: int, q: mp.Queue,
     """The watcher's loop: an aiokafka consumer (assigned, no group, fetch long-poll 5 ms:
     kafka-python's consumer added tens to hundreds of ms here, docs/benchmarks.md)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
-    from synthetic import PROBE_BASE
+    from synthetic import PROBE_MODE, probe_number
+
+    PROBE_MARK = PROBE_MODE.encode()  # only a probe's answer holds it (its facts.value)
 
     async def run() -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
@@ -67,11 +69,11 @@ def _watch(bootstrap: str, topics: list[str], partitions: int, q: mp.Queue,
                 for msgs in polled.values():
                     count += len(msgs)
                     for m in msgs:
-                        if b"GangCycleRejected" in m.value:
+                        if PROBE_MARK in m.value:
                             d = json.loads(m.value)
-                            cycle = d.get("facts", {}).get("cycle", 0)
-                            if d.get("reason") == "GangCycleRejected" and cycle >= PROBE_BASE:
-                                found.append((d["gang"], cycle - PROBE_BASE, now))
+                            n = probe_number(d)
+                            if n is not None:
+                                found.append((d["gang"], n, now))
                 if found:
                     q.put(("probes", found))
                 if now - last_count_sent > 0.5:
@@ -86,8 +88,8 @@ def _watch(bootstrap: str, topics: list[str], partitions: int, q: mp.Queue,
 
 class Watcher:
     """A child process reading ``topics`` from the beginning and timestamping probe outputs
-    (``GangCycleRejected`` with a cycle >= ``synthetic.PROBE_BASE``) when they become readable;
-    ``seen`` maps ``(gang, cycle - PROBE_BASE)`` to that time."""
+    (``GangSpecInvalid`` of a probe's mode, ``synthetic.probe_number``) when they become
+    readable; ``seen`` maps ``(gang, n)`` to that time."""
 
     def __init__(self, bootstrap: str, topics: list[str], partitions: int) -> None:
         ctx = mp.get_context("spawn")

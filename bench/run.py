@@ -291,7 +291,7 @@ def pct(values: list[float], q: float) -> float:
 def offered_load(settings: Settings, watcher: Watcher, rate: int, seconds: float,
                  first_gang: int, tag: str, drain_timeout: float, alive) -> dict:
     """Offer ``rate`` records/s of synthetic background load for ``seconds``, with a probe about
-    every 20 ms mixed in; latency = probe produce time -> its GangCycleRejected readable."""
+    every 20 ms mixed in; latency = probe produce time -> its GangSpecInvalid readable."""
     total = int(rate * seconds)
     gangs_needed = total // 90 + 2
     background: list[tuple[str, bytes]] = []
@@ -340,7 +340,7 @@ def offered_load(settings: Settings, watcher: Watcher, rate: int, seconds: float
 def latency_floor(bootstrap: str, rate: int, seconds: float) -> dict:
     """The harness's own latency, no worker: the same publisher, broker and watcher, with
     ``rate`` records/s of synthetic values published straight to an output topic and a probe
-    (already in the form of its ``GangCycleRejected``) about every 20 ms; send() -> readable.
+    (already in the form of its ``GangSpecInvalid``) about every 20 ms; send() -> readable.
     What the end-to-end latency cannot go below on this machine."""
     from streams.kafka.publishing import ensure_topics
 
@@ -358,8 +358,10 @@ def latency_floor(bootstrap: str, rate: int, seconds: float) -> dict:
             if i % every == every // 2:
                 gang = f"floor/g{i % 97}"
                 plan.append((topic, gang.encode(), json.dumps({
-                    "reason": "GangCycleRejected", "gang": gang,
-                    "facts": {"cycle": synthetic.PROBE_BASE + i}}).encode(), (gang, i)))
+                    "reason": "GangSpecInvalid", "gang": gang,
+                    "facts": {"field": "mode", "effective": "Strict",
+                              "value": f"{synthetic.PROBE_MODE}{synthetic.PROBE_BASE + i}"}
+                }).encode(), (gang, i)))
             else:
                 plan.append((topic, f"filler-{i}".encode(), filler[i], None))
         _seconds, sent, _index = paced_send(bootstrap, plan, rate)

@@ -12,8 +12,9 @@ another producer) carries it. Per gang (min-available = members):
   cycle record, and one ``MODIFIED`` (PodScheduled=False condition);
 - 1 to 5 failed scheduling attempts: members wait at Permit one cycle each until a member fails
   Filter (``Unschedulable``, ``Insufficient nvidia.com/gpu``), the waiting ones are then
-  ``Rejected`` in that cycle (-> ``GangCycleRejected``; a ``SwitchRepresentative`` when the failing
-  member is not the representative; the shim's ``Applied`` ack follows);
+  ``Rejected`` in that cycle (numbered records without ``shim``, the contract's first form: they
+  fold into the gang's failure episode, which ends with the first bind, well before its
+  ``GangUnschedulable`` would settle);
 - a final attempt: Permit ``Wait`` ... last member ``Success``, then ``Bound`` for every member;
 - four ``MODIFIED`` per member once bound: ``spec.nodeName``, container creating, ``Running``,
   ``Ready``;
@@ -23,8 +24,11 @@ That is about 12 records per member (about 1M records for 10k gangs x 8). Gangs 
 in waves of ``WAVE`` gangs; within a wave their records interleave by event time; waves follow
 each other in event time. Same arguments, same bytes.
 
-``probe(gang, cycle, at)`` builds a cycle record whose output is known in advance: a
-``GangCycleRejected`` diagnostic of ``gang`` with ``facts.cycle == cycle`` (used to time latency).
+``probe(gang, n, at)`` builds a record whose output is known in advance and immediate: a
+PodGroup of ``gang`` whose ``mode`` annotation is ``probe-<PROBE_BASE + n>``, answered by a
+``GangSpecInvalid`` of ``gang`` with ``facts.value`` that text (``probe_number`` reads it back;
+used to time latency). Until the per-record ``GangCycleRejected`` was retired (issue 21) a probe
+was a failed numbered cycle, answered by that diagnostic.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ WAVE = 64
 WAVE_SPACING = 120_000_000  # event time between wave starts (120 s)
 PREFIX = "gang.scheduling.koordinator.sh/"
 SCHEDULER = "koord-scheduler"
-PROBE_BASE = 1_000_000_000  # probe cycles are PROBE_BASE + n: above every synthetic cycle
+PROBE_BASE = 1_000_000_000  # probe numbers are PROBE_BASE + n (also the PodGroup's rv)
+PROBE_MODE = "probe-"  # a probe's mode annotation: PROBE_MODE + str(PROBE_BASE + n)
 _DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
@@ -107,14 +112,30 @@ def cycle_record(at: int, cycle: int, ns: str, pod: str, uid: str, gang: str, st
                    "node": node}).encode()
 
 
-def probe(gang: str, cycle: int, at: int) -> bytes:
-    """A cycle record after which the worker must emit ``GangCycleRejected`` for ``gang`` with
-    ``facts.cycle == PROBE_BASE + cycle`` (member ``<gang>-probe`` fails Filter in a new
-    cycle)."""
+def probe(gang: str, n: int, at: int) -> bytes:
+    """A PodGroup ``MODIFIED`` of ``gang`` after which the worker must emit ``GangSpecInvalid``
+    for ``gang`` with ``facts.value == f"probe-{PROBE_BASE + n}"`` at once (mode
+    ``probe-<number>`` is not valid; the resourceVersion is that number, so each later probe of
+    the gang is newer). ``n`` must grow per gang."""
     ns, _, name = gang.partition("/")
-    return cycle_record(at, PROBE_BASE + cycle, ns, f"{name}-probe", f"probe-{name}", gang, "Filter",
-                        "Unschedulable", f"{gang}-probe", reason="Insufficient cpu",
-                        message="0/8 nodes are available: 8 Insufficient cpu.")
+    number = PROBE_BASE + n
+    obj = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+           "metadata": {"name": name, "namespace": ns, "uid": f"probe-{name}",
+                        "resourceVersion": str(number),
+                        "annotations": {PREFIX + "mode": f"{PROBE_MODE}{number}"}},
+           "spec": {"minMember": 1}}
+    return _DUMPS({"schema": "gangstate.kube/v1", "observed_at": format_time(at),
+                   "resource": "podgroups", "type": "MODIFIED", "object": obj}).encode()
+
+
+def probe_number(diagnostic: dict) -> int | None:
+    """``n`` of the probe a diagnostic answers (``probe``), or ``None`` for any other."""
+    facts = diagnostic.get("facts") or {}
+    value = facts.get("value")
+    if diagnostic.get("reason") != "GangSpecInvalid" or facts.get("field") != "mode" \
+            or not isinstance(value, str) or not value.startswith(PROBE_MODE):
+        return None
+    return int(value[len(PROBE_MODE):]) - PROBE_BASE
 
 
 def _gang_records(i: int, members: int, start: int, rng: random.Random,
@@ -149,8 +170,7 @@ def _gang_records(i: int, members: int, start: int, rng: random.Random,
         rv[m] += 3
         add(pod(t, "MODIFIED", ns, job, m, members, uids[m], owner, rv[m],
                 condition=True), 20_000)
-    rep = 0
-    epoch = 0
+    rep = 0  # v1.8: no representative switch follows a failed member (docs/shim.md)
     for _attempt in range(rng.choice((1, 2, 2, 3, 3, 4, 5))):
         fail = rng.randrange(members)
         for m in range(fail):
@@ -166,13 +186,6 @@ def _gang_records(i: int, members: int, start: int, rng: random.Random,
         for m in range(fail):
             add(cycle_record(t, cycle, ns, names[m], uids[m], gang, "PostFilter", "Rejected",
                              f"{ns}/{names[rep]}", message="gang member failed"))
-        if fail != rep and fail > 0:  # the representative waited at Permit: a switch follows
-            epoch += 1
-            add(_DUMPS({"schema": "gangstate.ack/v1", "observed_at": format_time(t + 1_000),
-                        "command_id": f"{gang}#{epoch}", "gang_group": gang, "epoch": epoch,
-                        "outcome": "Applied",
-                        "representative": f"{ns}/{names[fail]}"}).encode(), 5_000)
-            rep = fail
     order = [rep] + [m for m in range(members) if m != rep]
     nodes = {m: f"gpu-node-{rng.randrange(512)}" for m in range(members)}
     cycles = {}

@@ -35,8 +35,7 @@ from .timefmt import format_time
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
 COMMAND_SCHEMA = "gangstate.command/v1"
 SUMMARY_SCHEMA = "gangstate.gang-summary/v1"
-from .records import (FAILED_STATUSES, CycleObserved, GangRecord, GangSummarized,
-                      PodGroupObserved, PodObserved)
+from .records import CycleObserved, GangRecord, GangSummarized, PodGroupObserved, PodObserved
 from .spec import MAX_PERMIT_WAIT_MICROS
 from .state import GangState, Summary, own_summary, refused_member
 
@@ -295,31 +294,7 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
                 f"keeps the value of the object that initialised the gang")
     if reason == "GangUnschedulable":
         return episodes.unschedulable_message(gang, f)
-    if reason == "GangCycleRejected" and "cycle" not in f:
-        return _attempt_message(gang, f)
-    if reason == "GangCycleRejected":
-        reasons = ", ".join(f"{n} {r or 'unknown'}" for r, n in sorted(f["reasons"].items()))
-        text = (f"gang {gang} failed scheduling cycle {f['cycle']}: {f['failed']} "
-                f"{_plural(f['failed'], 'member', 'members')} unschedulable")
-        if reasons:
-            text += f" ({reasons})"
-        return text + (f", {f['rejected_waiting']} waiting "
-                       f"{_plural(f['rejected_waiting'], 'member', 'members')} rejected")
     return f"gang {gang}: {reason} {canonical_json(facts)}"
-
-
-def _attempt_message(gang: str, f: dict[str, Any]) -> str:
-    """``GangCycleRejected`` of an attempt whose cycle number is unknown (from a scheduler
-    Event): it names no cycle, and only the outcomes the attempt had."""
-    parts = []
-    if f["failed"]:
-        reasons = ", ".join(f"{n} {r or 'unknown'}" for r, n in sorted(f["reasons"].items()))
-        parts.append(f"{f['failed']} {_plural(f['failed'], 'member', 'members')} unschedulable"
-                     + (f" ({reasons})" if reasons else ""))
-    if f["rejected_waiting"]:
-        parts.append(f"{f['rejected_waiting']} waiting "
-                     f"{_plural(f['rejected_waiting'], 'member', 'members')} rejected")
-    return f"gang {gang}: a scheduling attempt failed: {', '.join(parts)}"
 
 
 _TYPES = {"GangMembersSatisfied": "Normal", "GangMembersUngated": "Normal",
@@ -664,24 +639,6 @@ def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
     return {field: by_value for field, by_value in values.items() if len(by_value) > 1}
 
 
-def cycle_facts(state: GangState) -> dict[str, Any] | None:
-    """Facts of the latest cycle's failure (``GangCycleRejected``), or ``None`` when it had no
-    failed or rejected member. When the latest cycle has no number (one attempt derived from a
-    scheduler Event), ``cycle`` is omitted: unknown facts are not guessed."""
-    statuses = list(state.outcomes.values())
-    failed = [reason for status, reason in statuses if status in FAILED_STATUSES]
-    rejected = sum(1 for status, _ in statuses if status == "Rejected")
-    if not failed and not rejected:
-        return None
-    reasons: dict[str, int] = {}
-    for reason in failed:
-        reasons[reason] = reasons.get(reason, 0) + 1
-    if state.cycle is None:
-        return {"failed": len(failed), "rejected_waiting": rejected, "reasons": reasons}
-    return {"cycle": state.cycle, "failed": len(failed), "rejected_waiting": rejected,
-            "reasons": reasons}
-
-
 def _spec_may_have_changed(before: GangState, state: GangState, rec: GangRecord) -> bool:
     """Only a Pod that joined, left or changed its settings, or a PodGroup event, can change
     the fallbacks or the disagreements; every other record skips the O(members) scan."""
@@ -706,22 +663,6 @@ def _decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
         state = _emit(state, f"GangSpecConflict:{field}", "GangSpecConflict",
                       {"field": field, "values": by_value}, at, out)
     return state
-
-
-def _decide_cycle(state: GangState, rec: CycleObserved, out: list[dict[str, Any]]) -> GangState:
-    """``GangCycleRejected`` as the latest cycle's records arrive, for records with a cycle
-    number (the scheduler shim). An attempt without one (one pod's, from a
-    scheduler Event) is told by its failure episode instead (``GangUnschedulable``,
-    ``_decide_unschedulable``): koord-scheduler v1.8.0 writes one Event per pod and attempt,
-    about one per second, and the member that fails changes from round to round. The
-    scheduler shim's records report those same rounds (one cycle number each): they are told
-    by the episode too (``episode.is_attempt``), never by one diagnostic per round."""
-    if rec.cycle is None or rec.shim or rec.cycle != state.cycle:
-        return state
-    facts = cycle_facts(state)
-    if facts is None:
-        return state
-    return _emit(state, "GangCycleRejected", "GangCycleRejected", facts, rec.at, out)
 
 
 UNSCHEDULABLE_KEY = "GangUnschedulable"
@@ -796,9 +737,10 @@ def open_warnings(state: GangState) -> list[tuple[str, str, dict[str, Any]]]:
     """The warnings that hold now with exactly the facts last emitted for them, as
     ``(emitted key, reason, facts)``: silent fallbacks (``GangSpecInvalid``), disagreements
     (``GangSpecConflict``) and a warned PreEnqueue hold (``HOLD_KEY``). These are standing
-    conditions, true until someone changes the gang; ``GangCycleRejected`` and
-    ``GangPermitTimeout`` report one cycle's outcome and are not open in this sense (the next
-    cycle reports afresh, to every member it involves)."""
+    conditions, true until someone changes the gang; ``GangPermitTimeout`` reports one wait's
+    outcome and is not open in this sense (the next wait reports afresh, to every member it
+    involves), and ``GangUnschedulable`` is re-emitted, to every member, when its facts
+    change."""
     emitted = state.emitted
     out: list[tuple[str, str, dict[str, Any]]] = []
 
@@ -930,54 +872,6 @@ def command(state: GangState, type_: str, expected: str | None, representative: 
     return state, cmd
 
 
-def switch_backoff(state: GangState, settings: "FoldSettings") -> int:
-    """Microseconds that must pass since the previous switch before the next one: 0 for the
-    first switch of a streak and in NonStrict mode; in Strict mode ``base * 2**(streak-1)``
-    capped at the maximum. Strict rejects every waiting member anyway, so a switch there only
-    changes which pod leads the retry; without a backoff the representative would ping-pong
-    between failing members once per scheduler backoff while nothing frees up (measured with
-    the simulator of older Koordinator releases, since retired: docs/shim.md)."""
-    spec = state.spec
-    if state.switch_streak == 0 or spec is None or spec.mode != "Strict":
-        return 0
-    seconds = min(settings.switch_backoff_seconds * 2 ** (state.switch_streak - 1),
-                  settings.switch_backoff_max_seconds)
-    return int(seconds * 1_000_000)
-
-
-def _decide_switch(before_rep: str | None, state: GangState, rec: CycleObserved,
-                   out: list[dict[str, Any]], settings: "FoldSettings") -> GangState:
-    """SwitchRepresentative: a member other than the representative failed its cycle while the
-    representative is parked (waiting at Permit or gated at PreEnqueue). At most one command per
-    cycle (an attempt without a cycle number is a cycle of its own); the releases
-    (``Rejected``) that follow a failure issue none; in Strict mode consecutive switches back
-    off (``switch_backoff``). This is the switch that Koordinator did
-    in PostFilter (PR #2417), moved out of the scheduler so that it always happens and never
-    races preemption (contracts.md, ``gangstate.command/v1``). Not issued on the records of the
-    v1.8 scheduler shim (``rec.shim``): in v1.8 a round hands out every pending member whoever
-    the representative is (K ``core/core.go:150-187``), so a switch after a failure changes
-    nothing (measured on the real scheduler, docs/shim.md); ``_decide_gated_representative``
-    is the switch that matters there."""
-    if rec.status not in FAILED_STATUSES or rec.shim \
-            or (rec.cycle is not None and state.command_cycle == rec.cycle):
-        return state  # not on koord-scheduler v1.8.0's records (the shim's): see below
-    if state.last_switch_at is not None \
-            and rec.at < state.last_switch_at + switch_backoff(state, settings):
-        return state
-    rep = rec.representative or before_rep
-    if rep is None or rep == rec.pod:
-        return state
-    found = state.member_by_name(rep)
-    if found is None or found[1].status not in WAITING_STATUSES:
-        return state
-    state, cmd = command(state, "SwitchRepresentative", rep, rec.pod, "MemberFailedCycle",
-                         rec.at, rec.cycle)
-    out.append(cmd)
-    state.command_cycle, state.last_switch_at = rec.cycle, rec.at
-    state.switch_streak += 1
-    return state
-
-
 def _decide_elect(before_rep: str | None, state: GangState, rec: PodObserved,
                   out: list[dict[str, Any]]) -> GangState:
     """ElectRepresentative: the representative pod was deleted while members still wait to be
@@ -1005,7 +899,6 @@ def _decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> G
         return state
     state = _emit(state, "GangScheduled", "GangScheduled",
                   {"bound": bound, "min_member": spec.min_member}, at, out)
-    state.switch_streak = 0
     state.ever_scheduled = True
     return state
 
@@ -1020,9 +913,11 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     ``GangGroupIncomplete``/``GangMemberGated`` re-emitted when their facts change after the
     grace period, ``GangMembersSatisfied`` when the hold ends, or ``GangMembersUngated`` when
     it ends after a ``GangMemberGated``), the open
-    warnings sent again to a member that joined (``resend_to_joined``), ``GangCycleRejected``
-    (numbered cycles), ``GangUnschedulable`` (a failure episode's, when due), commands, ``GangScheduled``, then ``gangstate.gang-summary/v1`` records for the other gangs
-    of the group. ``before`` is the state before the record was applied (``before_rep`` its
+    warnings sent again to a member that joined (``resend_to_joined``), ``GangPermitTimeout``
+    (the scheduler's own ``Timeout`` records), ``GangUnschedulable`` (a failure episode's, when
+    due), commands (``RepresentativeGated`` switches, ``ElectRepresentative``),
+    ``GangScheduled``, then ``gangstate.gang-summary/v1`` records for the other gangs of the
+    group. ``before`` is the state before the record was applied (``before_rep`` its
     representative).
     """
     out: list[dict[str, Any]] = []
@@ -1036,13 +931,11 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     state = resend_to_joined(before, state, rec, at, out)
     state = _decide_permit(state, rec, out)
     if isinstance(rec, CycleObserved):
-        state = _decide_cycle(state, rec, out)
         state = _decide_unschedulable(state, rec, settings, out)
-        state = _decide_switch(before_rep, state, rec, out, settings)
-        state = _decide_gated_representative(state, rec, out, settings)
+        state = _decide_gated_representative(state, rec, out)
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)
-        state = _decide_gated_representative(state, rec, out, settings)
+        state = _decide_gated_representative(state, rec, out)
     state = _decide_scheduled(state, at, out)
     state = _decide_summaries(before, state, rec, at, out)
     return state, out
@@ -1172,9 +1065,16 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
     return state, out
 
 
+GATED_SWITCH_INTERVAL_SECONDS = 10
+"""After a ``RepresentativeGated`` switch, the earliest another one is issued for the gang
+(seconds of event time). The shim's records keep naming the gated representative until the
+command is applied (at the group's next PreEnqueue, or after PostFilter) and its ack is back:
+0.4-0.7 s on the real scheduler (docs/shim.md); a switch still called for later (the command
+was lost or refused, or the gated pod became the representative again) is issued again."""
+
+
 def _decide_gated_representative(state: GangState, rec: CycleObserved | PodObserved,
-                                 out: list[dict[str, Any]], settings: "FoldSettings",
-                                 ) -> GangState:
+                                 out: list[dict[str, Any]]) -> GangState:
     """SwitchRepresentative (reason ``RepresentativeGated``): the scheduler shim reports as
     the gang group's representative a member that has scheduling gates, while the gang passes
     its checks (``hold`` is ``None``: at least minMember members are free of gates) and
@@ -1184,8 +1084,8 @@ def _decide_gated_representative(state: GangState, rec: CycleObserved | PodObser
     (KS ``scheduler.go:386-394``), so a gated pod can become it, and while its gates stay
     nothing moves the group (seen on the real scheduler: 4 of 8 tries stuck for good without
     the shim; with it, the switch bound the group 0.4-0.7 s after the command, docs/shim.md).
-    The target is the earliest-arrived pending member without gates. Consecutive switches of
-    the group back off (``switch_backoff``), as the other switch does. Evaluated on the
+    The target is the earliest-arrived pending member without gates. At most one switch per
+    ``GATED_SWITCH_INTERVAL_SECONDS`` of event time (``last_switch_at``). Evaluated on the
     shim's cycle records and on Pod records (the shim's record naming the representative can
     reach the fold before the Pod record of the member that completes the gang: the scheduler
     refuses that member at once, and nothing retries it), with the representative the shim
@@ -1200,7 +1100,7 @@ def _decide_gated_representative(state: GangState, rec: CycleObserved | PodObser
     if found is None or not found[1].gated or hold(state) is not None:
         return state
     if state.last_switch_at is not None \
-            and rec.at < state.last_switch_at + switch_backoff(state, settings):
+            and rec.at < state.last_switch_at + GATED_SWITCH_INTERVAL_SECONDS * 1_000_000:
         return state
     ns = state.namespace
     target = next((m.name for m in state.members.values()
@@ -1211,6 +1111,5 @@ def _decide_gated_representative(state: GangState, rec: CycleObserved | PodObser
     state, cmd = command(state, "SwitchRepresentative", rep, f"{ns}/{target}",
                          "RepresentativeGated", rec.at, cycle)
     out.append(cmd)
-    state.command_cycle, state.last_switch_at = cycle, rec.at
-    state.switch_streak += 1
+    state.last_switch_at = rec.at
     return state

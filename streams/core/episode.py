@@ -1,10 +1,10 @@
 """Failure episodes: a gang that keeps failing to fit, told once (pure rules).
 
-Where it sits: the functional core. ``streams.core.fold.apply_cycle`` folds every attempt
-derived from a scheduler Event (a cycle record without a cycle number) into the gang's
-``Episode`` and its storm window (``count_attempt``); ``streams.core.decide`` emits one
-``GangUnschedulable`` per episode from ``episode_facts``, again only when those facts change;
-``streams.core.explain`` answers from the same facts.
+Where it sits: the functional core. ``streams.core.fold.apply_cycle`` folds every cycle record
+(an attempt: derived from a scheduler Event, without a cycle number, or the scheduler shim's,
+with one) into the gang's ``Episode`` and its storm window (``count_attempt``);
+``streams.core.decide`` emits one ``GangUnschedulable`` per episode from ``episode_facts``,
+again only when those facts change; ``streams.core.explain`` answers from the same facts.
 
 Why: koord-scheduler v1.8.0 retries a gang that cannot fit in rounds, about one per second, for
 as long as the gang exists. ``NextPod`` hands out every pending member of the gang group, one
@@ -32,7 +32,7 @@ import re
 from typing import Any, NamedTuple
 
 from .capacity import Shortfall, format_quantity, shortfall_text
-from .records import Capacity, CycleObserved
+from .records import FAILED_STATUSES, Capacity, CycleObserved
 
 ROUND_ENDED = "GangRoundEnded"
 """Reason of a release at the end of a round without a failure (``all pending pods is already
@@ -90,19 +90,30 @@ def fit_phrase(fit_error: str) -> str:
     return ", ".join(parts) if parts else "fit error not known"
 
 
-def is_attempt(rec: CycleObserved) -> bool:
-    """True for a record that episodes fold: an attempt derived from a scheduler Event (no
-    cycle number), or a record of the scheduler shim (``rec.shim``), which reports the same
-    attempts from inside the scheduler, with its cycle number and the same ``culprit``,
-    ``fit_error`` and ``already_wait_for_bound`` (contracts.md, ``gangstate.cycle/v1``)."""
-    return rec.cycle is None or bool(rec.shim)
+def own_failure(rec: CycleObserved, waiting: int) -> CycleObserved:
+    """``rec`` with its culprit named when it reports the pod's own failure without one: a
+    failed status (``records.FAILED_STATUSES``) at a stage after PreEnqueue makes the pod the
+    culprit, its ``message`` the fit error (e.g. ``Filter Unschedulable``, ``0/8 nodes are
+    available: 8 Insufficient nvidia.com/gpu.``) and ``waiting`` (the other members waiting at
+    Permit then) its ``already_wait_for_bound``, as the watch producer reads a FailedScheduling
+    Event's own fit error (form ``FIT``) and Koordinator counts the waiting members. For cycle
+    records with a number that are not the scheduler shim's (the contract's first form, before
+    ``culprit`` existed; no koord-scheduler v1.8.0 component writes them, but old traces hold
+    them), which the fold applies it to; any other record is returned as it is. Pure."""
+    if rec.culprit is not None or rec.status not in FAILED_STATUSES \
+            or rec.stage == "PreEnqueue":
+        return rec
+    return rec._replace(culprit=rec.pod, fit_error=rec.fit_error or rec.message,
+                        already_wait_for_bound=rec.already_wait_for_bound
+                        if rec.already_wait_for_bound is not None else waiting)
 
 
 def is_failure(rec: CycleObserved) -> bool:
     """True for an attempt that reports a member not fitting: its own fit error or a refusal
     or release that names the culprit (``rec.culprit``, set by the scheduler message catalogue
-    for the forms ``FIT``, ``B2``, ``F3``, ``F5``, or by the scheduler shim)."""
-    return is_attempt(rec) and rec.culprit is not None and rec.status != "Bound"
+    for the forms ``FIT``, ``B2``, ``F3``, ``F5``, by the scheduler shim, or by
+    ``own_failure``)."""
+    return rec.culprit is not None and rec.status != "Bound"
 
 
 def _name(pod: str) -> str:
@@ -131,15 +142,12 @@ def count_round(ep: Episode, rec: CycleObserved) -> Episode:
 
 
 def fold_attempt(ep: Episode | None, rec: CycleObserved, quiet: int) -> Episode | None:
-    """The episode after attempt ``rec`` (``is_attempt``: a cycle record without a cycle number
-    or one of the scheduler shim), ``quiet``
+    """The episode after attempt ``rec`` (a cycle record), ``quiet``
     microseconds of event time without a failure ending an episode. A failure (``is_failure``)
     opens an episode when none is open or the open one has been quiet for longer than
     ``quiet``, and names its culprit with its fit error (the latest readable one; a cut one
     never replaces a readable one); round ends update an open episode only. Returns ``ep``
     itself when nothing changes. Pure."""
-    if not is_attempt(rec):
-        return ep
     if is_failure(rec):
         if ep is None or rec.at > ep.last_at + quiet:
             ep = Episode(since=rec.at, last_at=rec.at)

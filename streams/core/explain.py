@@ -42,9 +42,8 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     (plus ``"since"`` for a PreEnqueue hold and a failure episode): the hold
     (``GangNotInitialized``, ``GangMembersInsufficient``, ``GangGroupIncomplete``,
     ``GangMemberGated``), silent fallbacks (``GangSpecInvalid``), disagreements
-    (``GangSpecConflict``), the open failure episode (``GangUnschedulable``, ``unschedulable``)
-    or else the latest failed numbered cycle (``GangCycleRejected``) while the gang is not
-    scheduled, and ``GangScheduled``."""
+    (``GangSpecConflict``), the open failure episode (``GangUnschedulable``, ``unschedulable``),
+    ``GangScheduled`` and ``GangMembersStranded``."""
     out: list[dict[str, Any]] = []
 
     def add(reason: str, facts: dict[str, Any], **extra: Any) -> None:
@@ -63,11 +62,8 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     spec = state.spec
     scheduled = spec is not None and state.members and state.bound >= spec.min_member
     episode = unschedulable(state)
-    cycle = decide.cycle_facts(state) if state.cycle is not None else None
     if episode is not None:
         out.append(episode)
-    elif cycle is not None and not scheduled:
-        add("GangCycleRejected", cycle)
     if scheduled and spec is not None:
         add("GangScheduled", {"bound": state.bound, "min_member": spec.min_member})
     stranded = stranded_finding(state)
@@ -149,10 +145,6 @@ def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
         return _unblock_gates(state, facts["gated"], facts["min_member"] - facts["ungated"])
     if reason == "GangUnschedulable":
         return episodes.unblock_text(facts)
-    if reason == "GangCycleRejected":
-        reasons = ", ".join(sorted(facts["reasons"])) or "the reported reasons"
-        return (f"free capacity for the failing members ({reasons}); the gang is retried as a "
-                f"whole")
     return ""
 
 
@@ -253,28 +245,14 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
                             f"wait; they bind together once enough members are waiting "
                             f"(match policy {spec.match_policy if spec else 'once-satisfied'}),"
                             f" for at most {facts['waiting_seconds']} s")})
-            failed: dict[str, Any] | None = decide.cycle_facts(state)
-            if failed is not None:
-                result["reasons"].append({"reason": "GangCycleRejected", "facts": failed,
-                                          "message": decide.message(state.gang,
-                                                                    "GangCycleRejected", failed)})
-                result["unblock"].append(_unblock(state, "GangCycleRejected", failed))
-            else:
-                result["unblock"].append("wait for the other members to be scheduled; nothing "
-                                         "is known to block them yet")
+            result["unblock"].append("wait for the other members to be scheduled; nothing "
+                                     "is known to block them yet")
         elif member.status in ("Unschedulable", "UnschedulableAndUnresolvable", "Error",
                                "Rejected", "Timeout"):
             # where its cycle ended: Filter for its own failure, the rejecting stage (PostFilter,
             # Permit) when it was released because another member failed or time ran out
             held_at = "Filter" if member.status not in ("Rejected", "Timeout") \
                 else (member.stage or "Permit")
-            rejected = decide.cycle_facts(state)
-            if rejected is not None:
-                result["reasons"].append({"reason": "GangCycleRejected", "facts": rejected,
-                                          "message": decide.message(state.gang,
-                                                                    "GangCycleRejected",
-                                                                    rejected)})
-                result["unblock"].append(_unblock(state, "GangCycleRejected", rejected))
         elif member.status is None and member.pending:
             held_at, held_by = _explain_queue(state, pod, result)
     result["held_at"] = held_at

@@ -46,10 +46,7 @@ class FoldSettings:
     ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``: ``decide.hold``)
     must last before its warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
     deleted uid is remembered so that a late, stale ADDED cannot bring it back (default 600 s).
-    ``switch_backoff_seconds`` / ``switch_backoff_max_seconds``: in Strict mode, the n-th
-    consecutive ``SwitchRepresentative`` of a gang group (no bind in between) waits at least
-    ``base * 2**(n-2)`` seconds after the previous one, capped (defaults 10 s and 300 s); see
-    ``decide._decide_switch``. ``refresh_seconds``: a warned PreEnqueue hold whose facts keep
+    ``refresh_seconds``: a warned PreEnqueue hold whose facts keep
     changing (pods of a large gang arriving one by one) is re-emitted at most once per this
     interval, with the latest facts (default 10 s), so one Event is not rewritten per pod; a
     ``GangUnschedulable`` whose facts changed is re-emitted at most once per this interval too.
@@ -69,8 +66,6 @@ class FoldSettings:
 
     grace_seconds: float = 10.0
     tombstone_seconds: float = 600.0
-    switch_backoff_seconds: float = 10.0
-    switch_backoff_max_seconds: float = 300.0
     refresh_seconds: float = 10.0
     episode_settle_seconds: float = 10.0
     episode_quiet_seconds: float = episode.QUIET_SECONDS
@@ -270,8 +265,8 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
     """Mark ``new`` (the fold's own fresh copy, with no live member and no PodGroup left) as
     deleted at event time ``at`` by the deletion of ``by`` (``Pod/<name>`` or
     ``PodGroup/<name>``), and forget what belonged to that gang: its spec, representative,
-    latest cycle's outcomes, switch backoff, whether it was ever scheduled and whether its group
-    was once satisfied (Koordinator drops the ``GangGroupInfo`` with the group's last gang,
+    latest cycle's outcomes, when it last switched its representative, whether it was ever
+    scheduled and whether its group was once satisfied (Koordinator drops the ``GangGroupInfo`` with the group's last gang,
     ``core/gang_cache.go:206-220``; gangstate forgets it with this gang, see
     docs/koordinator-rules.md).
 
@@ -286,7 +281,6 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
     new.outcomes = {}
     new.episode = None
     new.storm = ()
-    new.switch_streak = 0
     new.ever_scheduled = False
     new.once_satisfied = False
     new.deleted_at, new.deleted_by = at, by
@@ -295,7 +289,7 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
 def apply_cycle(state: GangState, rec: CycleObserved,
                 settings: FoldSettings = FoldSettings()) -> GangState:
     """Fold a scheduler cycle record: the member's last stage/status, the representative the
-    scheduler reports, and the outcomes of the latest cycle (for ``GangCycleRejected``). A record
+    scheduler reports, and the outcomes of the latest cycle (for ``GangPermitTimeout``). A record
     already applied (same scheduler, cycle, pod, stage and status; for a record without a cycle
     number, its ``attempt`` in place of the cycle) changes nothing. A record without a cycle
     number is an attempt of its own: it is the latest, and it groups with no other record;
@@ -310,7 +304,12 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     the ``Unreserve`` that follows a release it already wrote); while the gang's last shim
     record is at most ``SHIM_PREFERRED_SECONDS`` of event time old, a record derived from a
     scheduler Event changes nothing: the shim reports the same attempts, with cycle numbers.
-    Any change is made on a copy."""
+    A record with a cycle number that is not the shim's (the contract's first form, which no
+    koord-scheduler v1.8.0 component writes: old traces) is an attempt too, folded like the
+    shim's; when it reports the pod's own failure it names no culprit, so the pod is taken as
+    the culprit, its message as the fit error and the members then waiting at Permit as those
+    that fit (``episode.own_failure``), as the watch producer reads a FailedScheduling Event's
+    own fit error. Any change is made on a copy."""
     if rec.cycle is None and not rec.shim and state.shim_at is not None \
             and rec.at <= state.shim_at + SHIM_PREFERRED_SECONDS * 1_000_000:
         return state
@@ -339,15 +338,16 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         new.once_satisfied = True  # M2: K core/core.go:506-517 (PostBind), core/gang.go:489-507
     if rec.shim:
         new.shim_at = rec.at if state.shim_at is None else max(state.shim_at, rec.at)
-    if episode.is_attempt(rec):
-        if rec.status == "Bound":
-            new.episode = None
-        else:
-            if rec.cycle is None or (rec.stage not in ("PreEnqueue", "Unreserve") and (
-                    rec.status in FAILED_STATUSES or rec.status == "Rejected")):
-                new.storm = episode.count_attempt(state.storm, rec.at)
-            if not decide.skips_gang_checks(new):
-                new.episode = episode.fold_attempt(state.episode, rec, settings.quiet_micros)
+    if rec.status == "Bound":
+        new.episode = None
+    else:
+        if rec.cycle is None or (rec.stage not in ("PreEnqueue", "Unreserve") and (
+                rec.status in FAILED_STATUSES or rec.status == "Rejected")):
+            new.storm = episode.count_attempt(state.storm, rec.at)
+        if not decide.skips_gang_checks(new):
+            if rec.cycle is not None and not rec.shim:
+                rec = episode.own_failure(rec, new.n_waiting)
+            new.episode = episode.fold_attempt(state.episode, rec, settings.quiet_micros)
     latest = state.cycle
     if rec.cycle is None or latest is None or rec.cycle > latest:
         new.cycle = rec.cycle

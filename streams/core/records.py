@@ -156,4 +156,6 @@ GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved, Ga
 Record = Union[GangRecord, Tick]
 
 FAILED_STATUSES = frozenset({"Unschedulable", "UnschedulableAndUnresolvable", "Error"})
-"""Cycle statuses that count as a member failing its cycle (contracts.md, GangCycleRejected)."""
+"""Cycle statuses that count as a member failing its cycle on its own (contracts.md,
+``gangstate.cycle/v1``): counted in the storm window, and a culprit of its own for a numbered
+record that is not the shim's (``episode.own_failure``)."""

@@ -165,8 +165,9 @@ class GangState:
     ``summary_log`` the gang's own last summaries with the event time each began (bounded), so
     that it can answer "as of" an earlier time; ``deferred`` the peers' summaries newer than
     ``asked_as_of`` that arrived before the answers, applied once the answers are in (so the
-    gang decides in event-time order whatever order Kafka delivered them in). ``last_switch_at``/``switch_streak`` time and count the
-    consecutive representative switches since the gang last had minMember pods bound. ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
+    gang decides in event-time order whatever order Kafka delivered them in). ``last_switch_at``
+    is when the gang last issued a ``RepresentativeGated`` switch (``decide.
+    _decide_gated_representative``). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
     emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
     of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
@@ -204,7 +205,6 @@ class GangState:
     recent_cycles: Mapping[int, None] = field(default_factory=dict)
     recent_acks: tuple[tuple[str, str], ...] = ()
     epoch: int = 0
-    command_cycle: int | None = None
     held_since: int | None = None
     warned: bool = False
     emitted: Mapping[str, str] = field(default_factory=dict)
@@ -219,7 +219,6 @@ class GangState:
     deferred: tuple[Any, ...] = ()
     hold_emitted_at: int | None = None
     last_switch_at: int | None = None
-    switch_streak: int = 0
     history: tuple[HistoryEntry, ...] = ()
     deleted_at: int | None = None
     deleted_by: str | None = None
@@ -302,7 +301,6 @@ class GangState:
         new.recent_cycles = self.recent_cycles
         new.recent_acks = self.recent_acks
         new.epoch = self.epoch
-        new.command_cycle = self.command_cycle
         new.held_since = self.held_since
         new.warned = self.warned
         new.emitted = self.emitted
@@ -317,7 +315,6 @@ class GangState:
         new.deferred = self.deferred
         new.hold_emitted_at = self.hold_emitted_at
         new.last_switch_at = self.last_switch_at
-        new.switch_streak = self.switch_streak
         new.history = self.history
         new.deleted_at = self.deleted_at
         new.deleted_by = self.deleted_by
@@ -592,7 +589,6 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "rc": list(state.recent_cycles),
         "ra": [list(k) for k in state.recent_acks],
         "e": state.epoch,
-        "cc": state.command_cycle,
         "hs": state.held_since,
         "w": state.warned,
         "em": dict(state.emitted),
@@ -614,7 +610,6 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "ws": state.waiting_since,
         "pw": state.permit_warned,
         "ls": state.last_switch_at,
-        "sk": state.switch_streak,
         "da": state.deleted_at,
         "db": state.deleted_by,
         **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
@@ -647,8 +642,11 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
     release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``rl``,
     ``sd``, ``rt``, ``sh``) are optional, so values stored before them still decode (a gang stored before
     ``da`` is not deleted); so are a member row's 13th value (its scheduling gates: a row of 12
-    is a member without gates) and 14th (``refused_at``). Raises ``ValueError`` on an
-    unknown wire version and ``KeyError``/``TypeError`` on a malformed value."""
+    is a member without gates) and 14th (``refused_at``). Keys of retired fields are ignored:
+    ``cc`` (the cycle of the last command) and ``sk`` (the count of consecutive switches),
+    which values stored before the failed-member switch was retired still carry. Raises
+    ``ValueError`` on an unknown wire version and ``KeyError``/``TypeError`` on a malformed
+    value."""
     if data.get("v") != WIRE_VERSION:
         raise ValueError(f"unknown gang state wire version {data.get('v')!r}")
     pg = data["pg"]
@@ -668,7 +666,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
                                     for k in data["rc"]),
         recent_acks=tuple((a, b) for a, b in data["ra"]),
         epoch=data["e"],
-        command_cycle=data["cc"],
         held_since=data["hs"],
         warned=data["w"],
         emitted=dict(data["em"]),
@@ -691,7 +688,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         waiting_since=data.get("ws"),
         permit_warned=data.get("pw", False),
         last_switch_at=data.get("ls"),
-        switch_streak=data.get("sk", 0),
         deleted_at=data.get("da"),
         deleted_by=data.get("db"),
         episode=_episode_in(data.get("ep")),

@@ -77,13 +77,17 @@ Resource = Literal["pods", "podgroups", "events"]
 
 DiagnosticReason = Literal[
     "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
-    "GangGroupIncomplete", "GangMemberGated", "GangCycleRejected", "GangPermitTimeout",
+    "GangGroupIncomplete", "GangMemberGated", "GangPermitTimeout",
     "GangMembersSatisfied", "GangMembersUngated", "GangScheduled", "GangUnschedulable",
     "GangMembersStranded",
 ]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
 
 CommandType = Literal["SwitchRepresentative", "ElectRepresentative"]
+CommandReason = Literal["RepresentativeGated", "RepresentativeDeleted"]
+"""Why a command was issued (contracts.md, ``gangstate.command/v1``): ``RepresentativeGated``
+(a ``SwitchRepresentative`` away from a representative with scheduling gates),
+``RepresentativeDeleted`` (an ``ElectRepresentative`` after the representative was deleted)."""
 AckOutcome = Literal["Applied", "Stale", "PreconditionFailed"]
 
 
@@ -537,7 +541,7 @@ class Command(_Record):
     epoch: int = Field(ge=1)
     expected_representative: str | None
     representative: str
-    reason: str
+    reason: CommandReason
     cycle: int | None = None
 
 

@@ -34,12 +34,12 @@ GANGS = 160
 def gang_log() -> list[tuple[str, bytes]]:
     """``(gang id, value)`` in event-time order: per gang, three pods ADDED, then a cycle in
     which the representative waits at Permit, the second pod fails Filter and the
-    representative is rejected, then a second cycle in which all three pass Permit, then the
-    three pods MODIFIED with a node. The fold answers each gang with two ``GangCycleRejected``
-    (when the Filter failure arrives, and again with the cycle's ``Rejected`` record: the
-    contract re-emits it as the same cycle's records arrive) and one ``GangScheduled`` (the
-    third pod seen bound): 1,920 records and 480 diagnostics (what the offline fold gives,
-    checked below before it is compared with the Kafka path)."""
+    representative is rejected (at t+1 to t+1.2), then, 11 s later, a second cycle in which
+    all three pass Permit, then the three pods MODIFIED with a node. The fold answers each gang
+    with one ``GangUnschedulable`` (its failure episode's, by timer 10 s after the failure,
+    fired by the gang's own next record at the latest) and one ``GangScheduled`` (the third pod
+    seen bound): 1,920 records and 320 diagnostics (what the offline fold gives, checked below
+    before it is compared with the Kafka path)."""
     out: list[tuple[str, bytes]] = []
     for g in range(GANGS):
         ns, name = f"rb-{g % 7}", f"job-{g}"
@@ -58,11 +58,11 @@ def gang_log() -> list[tuple[str, bytes]]:
         out.append((gang, tracegen.cycle(ns, pods[0], t + 1.2, cyc, "Permit", "Rejected",
                                          gang=gang, representative=pods[0]).encode()))
         for i, p in enumerate(pods):
-            out.append((gang, tracegen.cycle(ns, p, t + 2 + 0.01 * i, cyc + 1, "Permit",
+            out.append((gang, tracegen.cycle(ns, p, t + 12 + 0.01 * i, cyc + 1, "Permit",
                                              "Success" if i == 2 else "Wait", gang=gang,
                                              representative=pods[0]).encode()))
         for i, p in enumerate(pods):
-            out.append((gang, tracegen.pod(ns, p, t + 3 + 0.01 * i, 20 + i, gang=name,
+            out.append((gang, tracegen.pod(ns, p, t + 13 + 0.01 * i, 20 + i, gang=name,
                                            min_available=3, type_="MODIFIED",
                                            node=f"node-{i}").encode()))
     out.sort(key=lambda kv: json.loads(kv[1])["observed_at"])
@@ -99,7 +99,7 @@ def test_a_second_worker_joining_halfway_changes_no_output(
     assert got[t.dead_letters] == []
     assert len(log) == 12 * GANGS
     assert Counter(d["reason"] for d in expected.diagnostics) == {
-        "GangCycleRejected": 2 * GANGS, "GangScheduled": GANGS}
+        "GangUnschedulable": GANGS, "GangScheduled": GANGS}
     assert by_key(got[t.diagnostics], "gang") == by_key(expected.diagnostics, "gang")
     assert len(got[t.commands]) == len(expected.commands)
     assert sorted(table) == sorted(expected.states)

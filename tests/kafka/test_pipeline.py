@@ -20,6 +20,7 @@ from streams.wire.traces import fold_lines
 from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
 from tests.fixtures.casecheck import case_dirs, problems
+from tests.fixtures.tracegen import gated_representative
 
 pytestmark = pytest.mark.kafka
 AT = parse_time("2026-11-29T00:00:00Z")
@@ -45,7 +46,10 @@ def pipeline_run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory)
     settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"pipeline-{run}."),
                         app_id=f"gangstate-pipeline-{run}")
     ensure_topics(settings)
-    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    # the handed cases and the shim's gated representative (team-g/g: the one command)
+    gated = tmp_path_factory.mktemp("trace") / "gated.jsonl"
+    gated.write_text("\n".join(gated_representative()) + "\n")
+    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()] + [gated])
     bad = [("malformed", 1, b'{"schema": "gangstate.cycle/v1", "observed_at": "yesterday"}'),
            ("malformed", 2, b"not json at all")]
     expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
@@ -80,8 +84,8 @@ def test_kafka_outputs_equal_the_offline_fold(pipeline_run) -> None:
     got, expected = pipeline_run["got"], pipeline_run["expected"]
     assert by_key(got[t.diagnostics], "gang") == by_key(expected.diagnostics, "gang")
     assert by_key(got[t.commands], "gang_group") == by_key(expected.commands, "gang_group")
-    assert len(got[t.diagnostics]) == len(expected.diagnostics) == 13
-    assert len(got[t.commands]) == 1
+    assert len(got[t.diagnostics]) == len(expected.diagnostics) == 10
+    assert [c["gang_group"] for c in got[t.commands]] == ["team-g/g"]
 
 
 def test_gang_table_equals_the_offline_state(pipeline_run) -> None:
@@ -105,5 +109,5 @@ def test_malformed_records_are_dead_lettered_with_the_reason(pipeline_run) -> No
 
 def test_replay_published_every_record(pipeline_run) -> None:
     report = pipeline_run["report"]
-    assert report.published == 30 and report.ticks == 8
+    assert report.published == 26 and report.ticks == 8  # 22 of the cases, 4 of team-g/g
     assert not report.malformed and not report.dropped

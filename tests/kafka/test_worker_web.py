@@ -32,6 +32,7 @@ from streams.kafka.reading import wait_caught_up
 from streams.query.answers import gang_detail, gang_rows
 from streams.dev.worker_process import running_worker
 from tests.fixtures.casecheck import case_dirs
+from tests.fixtures.tracegen import gated_representative
 
 AT = parse_time("2026-11-29T00:00:00Z")
 CASES = Path(__file__).resolve().parents[1] / "cases"
@@ -100,9 +101,9 @@ def test_the_scheduler_storm_is_a_gauge_per_gang() -> None:
 
 def test_worker_metrics_count_acks_records_and_outputs() -> None:
     metrics = WorkerMetrics()
-    ack = AckObserved(at=1, command_id="team-b/moe-finetune#1", gang_group="team-b/moe-finetune",
-                      epoch=1, outcome="Applied", representative="team-b/moe-finetune-worker-2")
-    metrics.folded(Decoded("team-b/moe-finetune", ack), [])
+    ack = AckObserved(at=1, command_id="team-g/g#1", gang_group="team-g/g",
+                      epoch=1, outcome="Applied", representative="team-g/u-0")
+    metrics.folded(Decoded("team-g/g", ack), [])
     metrics.folded(Decoded(None, None, "no-gang"), [
         {"schema": "gangstate.diagnostic/v1", "reason": "GangScheduled"},
         {"schema": "gangstate.command/v1", "type": "ElectRepresentative"},
@@ -132,13 +133,16 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
-    """One worker serving its views, fed every handed case (merged by time) and one malformed
-    record; yields the base URL and the offline fold of the same log."""
+    """One worker serving its views, fed every handed case and the shim's gated representative
+    (``tracegen.gated_representative``: gang team-g/g, one command), merged by time, and one
+    malformed record; yields the base URL and the offline fold of the same log."""
     run = uuid.uuid4().hex[:10]
     settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"views-{run}."),
                         app_id=f"gangstate-views-{run}")
     ensure_topics(settings)
-    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    gated = tmp_path_factory.mktemp("views-trace") / "gated.jsonl"
+    gated.write_text("\n".join(gated_representative()) + "\n")
+    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()] + [gated])
     expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -162,7 +166,7 @@ def served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
             assert time.monotonic() < deadline and worker.poll() is None, \
                 log.read_text()[-3000:]
             time.sleep(0.2)
-        yield {"base": base, "expected": expected}
+        yield {"base": base, "expected": expected, "gated": gated}
 
 
 
@@ -172,14 +176,14 @@ def test_list_view_lists_every_gang_sorted_with_phase_and_counts(served) -> None
     body = requests.get(base + "/gangs", timeout=10).json()
     assert body == {"gangs": plain(gang_rows(expected.states.values()))}
     assert [r["gang"] for r in body["gangs"]] == [
-        "nlp/gpt-distill", "research/rl-rollout", "team-a/llm-pretrain", "team-b/moe-finetune",
-        "team-c/bert-large", "vision/resnet-ddp"]
-    moe = body["gangs"][3]
-    assert moe == {"gang": "team-b/moe-finetune", "namespace": "team-b", "name": "moe-finetune",
-                   "phase": "Scheduling", "members": 3, "bound": 0, "waiting": 0,
-                   "min_member": 3, "representative": "team-b/moe-finetune-worker-0"}
+        "nlp/gpt-distill", "research/rl-rollout", "team-a/llm-pretrain", "team-c/bert-large",
+        "team-g/g", "vision/resnet-ddp"]
+    gated = body["gangs"][4]
+    assert gated == {"gang": "team-g/g", "namespace": "team-g", "name": "g",
+                     "phase": "Scheduling", "members": 3, "bound": 0, "waiting": 0,
+                     "min_member": 2, "representative": "team-g/g-0"}
     only = requests.get(base + "/gangs", params={"phase": "Scheduling"}, timeout=10).json()
-    assert [r["gang"] for r in only["gangs"]] == ["team-b/moe-finetune"]
+    assert [r["gang"] for r in only["gangs"]] == ["team-g/g"]
     ns = requests.get(base + "/gangs", params={"namespace": "team-c"}, timeout=10).json()
     assert [(r["gang"], r["members"], r["min_member"]) for r in ns["gangs"]] == [
         ("team-c/bert-large", 4, 4)]
@@ -190,18 +194,17 @@ def test_list_view_lists_every_gang_sorted_with_phase_and_counts(served) -> None
 @pytest.mark.kafka
 def test_gang_view_is_summary_findings_and_history(served) -> None:
     base, expected = served["base"], served["expected"]
-    doc = requests.get(base + "/gangs/team-b/moe-finetune", timeout=10).json()
-    assert doc == plain(gang_detail(expected.states["team-b/moe-finetune"]))
-    assert doc["epoch"] == 1 and doc["last_cycle"] == 502
-    assert [f["reason"] for f in doc["findings"]] == ["GangCycleRejected"]
-    assert doc["findings"][0]["facts"] == {"cycle": 502, "failed": 1, "rejected_waiting": 2,
-                                           "reasons": {"Insufficient nvidia.com/gpu": 1}}
-    assert len(doc["history"]) == 8
-    assert doc["history"][5] == {
-        "at": "2026-11-02T09:00:10.400000Z",
-        "change": "emitted GangCycleRejected; issued SwitchRepresentative epoch 1",
-        "cause": "cycle 502: team-b/moe-finetune-worker-2 Filter Unschedulable "
-                 "(Insufficient nvidia.com/gpu)"}
+    doc = requests.get(base + "/gangs/team-g/g", timeout=10).json()
+    assert doc == plain(gang_detail(expected.states["team-g/g"]))
+    assert doc["epoch"] == 1 and doc["last_cycle"] == 40
+    assert doc["findings"] == []  # 2 of minMember 2 free of gates: nothing holds it
+    assert len(doc["history"]) == 4
+    assert doc["history"][3] == {
+        "at": "2026-11-02T09:00:03.000000Z",
+        "change": "phase Ready -> Scheduling; representative - -> team-g/g-0; "
+                  "issued SwitchRepresentative epoch 1",
+        "cause": "cycle 40: team-g/u-1 PreEnqueue UnschedulableAndUnresolvable "
+                 "(RepresentativeExists)"}
     spec = requests.get(base + "/gangs/nlp/gpt-distill", timeout=10).json()
     assert [(f["reason"], f["facts"]["field"]) for f in spec["findings"]] == [
         ("GangSpecInvalid", "mode"), ("GangSpecInvalid", "waiting-time")]
@@ -213,21 +216,20 @@ def test_gang_view_is_summary_findings_and_history(served) -> None:
 @pytest.mark.kafka
 def test_why_view_explains_the_pod_with_or_without_its_gang(served) -> None:
     base = served["base"]
-    url = base + "/pods/team-b/moe-finetune-worker-2/why"
+    url = base + "/pods/team-g/g-0/why"
     doc = requests.get(url, timeout=10).json()
-    assert doc["gang"] == "team-b/moe-finetune" and doc["held_at"] == "Filter"
-    assert doc["last_cycle"] == {"cycle": 502, "stage": "Filter", "status": "Unschedulable",
-                                 "reason": "Insufficient nvidia.com/gpu"}
-    assert [r["reason"] for r in doc["reasons"]] == ["GangCycleRejected"]
-    assert doc["unblock"] == ["free capacity for the failing members (Insufficient "
-                              "nvidia.com/gpu); the gang is retried as a whole"]
-    assert requests.get(url, params={"gang": "team-b/moe-finetune"}, timeout=10).json() == doc
+    assert doc["gang"] == "team-g/g" and doc["held_at"] == "PreEnqueue"
+    assert doc["held_by"] == "schedulingGates of team-g/g-0" and doc["last_cycle"] is None
+    assert [r["reason"] for r in doc["reasons"]] == ["SchedulingGated"]
+    assert doc["unblock"] == ["remove the scheduling gates of team-g/g-0, set by the controller "
+                              "that owns them (g-0 waits for example.com/quota)"]
+    assert requests.get(url, params={"gang": "team-g/g"}, timeout=10).json() == doc
     unknown = requests.get(base + "/pods/team-b/ghost/why", timeout=10)
     assert unknown.status_code == 404
     assert unknown.json() == {"error": "pod team-b/ghost is not a live member of any known gang"}
     wrong = requests.get(url, params={"gang": "team-a/llm-pretrain"}, timeout=10)
     assert wrong.status_code == 404
-    assert wrong.json()["error"] == ("pod team-b/moe-finetune-worker-2 is not a live member of "
+    assert wrong.json()["error"] == ("pod team-g/g-0 is not a live member of "
                                      "gang team-a/llm-pretrain")
     nogang = requests.get(url, params={"gang": "team-b/nope"}, timeout=10)
     assert nogang.status_code == 404 and nogang.json() == {"error": "gang team-b/nope not found"}
@@ -237,17 +239,18 @@ def test_why_view_explains_the_pod_with_or_without_its_gang(served) -> None:
 def test_cli_against_the_worker_prints_what_the_offline_fold_prints(served, capsys) -> None:
     base = served["base"]
     traces = [a for case in case_dirs() for a in ("--from", str(case / "trace.jsonl"))]
-    for argv in (["get", "gangs"], ["get", "gangs", "-n", "team-b", "-o", "json"],
-                 ["describe", "gang", "team-b/moe-finetune"],
+    traces += ["--from", str(served["gated"])]
+    for argv in (["get", "gangs"], ["get", "gangs", "-n", "team-g", "-o", "json"],
+                 ["describe", "gang", "team-g/g"],
                  ["explain", "pod", "team-a/llm-pretrain-worker-3"]):
         assert main([*argv, "--server", base]) == 0
         served_out = capsys.readouterr().out
         assert main([*argv, *traces, "--at", "2026-11-29T00:00:00Z"]) == 0
         assert served_out == capsys.readouterr().out
-    assert main(["explain", "pod", "team-b/moe-finetune-worker-2", "--server", base]) == 0
+    assert main(["explain", "pod", "team-g/g-0", "--server", base]) == 0
     out = capsys.readouterr().out
-    assert "Held at:        Filter" in out
-    assert "  - free capacity for the failing members (Insufficient nvidia.com/gpu)" in out
+    assert "Held at:        PreEnqueue" in out
+    assert "  - remove the scheduling gates of team-g/g-0, set by the controller" in out
     assert main(["describe", "gang", "team-b/nope", "--server", base]) == 1
     assert capsys.readouterr().err == "gangstate describe: gang team-b/nope not found\n"
 
@@ -261,19 +264,21 @@ def test_metrics_scrape_counts_what_the_worker_folded(served) -> None:
     def value(name: str, **labels: str) -> float:
         return got[(name, tuple(sorted(labels.items())))]
 
-    diagnostics = {"GangSpecInvalid": 4, "GangCycleRejected": 3, "GangSpecConflict": 2,
+    diagnostics = {"GangSpecInvalid": 4, "GangSpecConflict": 2,
                    "GangMembersInsufficient": 1, "GangMembersSatisfied": 2,
                    "GangNotInitialized": 1}
     for reason, n in diagnostics.items():
         assert value("gangstate_diagnostics_total", reason=reason) == n, reason
-    assert sum(v for (n, _), v in got.items() if n == "gangstate_diagnostics_total") == 13
-    assert value("gangstate_commands_total", type="SwitchRepresentative") == 1
+    assert sum(v for (n, _), v in got.items() if n == "gangstate_diagnostics_total") == 10
+    assert value("gangstate_commands_total", type="SwitchRepresentative") == 1  # team-g/g
+    # 19 Pods of the cases and 3 of team-g/g; 3 cycle records of insufficient-members and the
+    # shim's one; one tick per partition
     assert value("gangstate_records_total", schema="gangstate.kube/v1") == 22
-    assert value("gangstate_records_total", schema="gangstate.cycle/v1") == 8
+    assert value("gangstate_records_total", schema="gangstate.cycle/v1") == 4
     assert value("gangstate_records_total", schema="gangstate.tick/v1") == 8
     assert value("gangstate_dead_letters_total", reason="invalid-record") == 1
-    assert value("gangstate_fold_seconds_count") == 38
-    assert 0 < value("gangstate_fold_seconds_sum") < 38
+    assert value("gangstate_fold_seconds_count") == 34
+    assert 0 < value("gangstate_fold_seconds_sum") < 34
     assert value("gangstate_gangs", phase="Ready") == 5
     assert value("gangstate_gangs", phase="Scheduling") == 1
     assert value("gangstate_gangs", phase="Gathering") == 0

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.fixtures.tracegen import gated_representative
+
 CASES = Path(__file__).resolve().parents[1] / "cases"
 
 
@@ -15,13 +17,21 @@ def fold(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_text_output_has_one_block_per_gang():
-    run = fold(str(CASES / "member-fails-switch/trace.jsonl"), "--at", "2026-11-03T00:00:00Z")
+def gated_trace(tmp_path: Path) -> Path:
+    """The shim's gated representative (``tracegen.gated_representative``) as a trace file."""
+    trace = tmp_path / "gated.jsonl"
+    trace.write_text("\n".join(gated_representative()) + "\n")
+    return trace
+
+
+def test_text_output_has_one_block_per_gang(tmp_path):
+    run = fold(str(gated_trace(tmp_path)), "--at", "2026-11-03T00:00:00Z")
     assert run.returncode == 0
-    lines = run.stdout.splitlines()
-    assert lines[0].startswith("gang team-b/moe-finetune  phase=Scheduling  members=3/3")
-    assert any("Command SwitchRepresentative epoch 1: team-b/moe-finetune-worker-0 -> "
-               "team-b/moe-finetune-worker-2" in line for line in lines)
+    assert run.stdout.splitlines() == [
+        "gang team-g/g  phase=Scheduling  members=3/2  bound=0  waiting=0  "
+        "representative=team-g/g-0",
+        "  2026-11-02T09:00:03.000000Z  Command SwitchRepresentative epoch 1: team-g/g-0 -> "
+        "team-g/u-0 (RepresentativeGated, cycle 40)"]
 
 
 def test_a_malformed_line_is_reported_with_its_number_and_nothing_else_is_lost(tmp_path):
@@ -55,7 +65,7 @@ def test_the_final_tick_time_decides_whether_a_warning_is_due():
 def test_text_output_shows_each_command_under_its_own_gang_only(tmp_path):
     trace = tmp_path / "two.jsonl"
     trace.write_text((CASES / "insufficient-members/trace.jsonl").read_text()
-                     + (CASES / "member-fails-switch/trace.jsonl").read_text())
+                     + gated_trace(tmp_path).read_text())
     run = fold(str(trace), "--at", "2026-11-03T00:00:00Z")
     assert run.returncode == 0
     assert run.stdout.count("Command SwitchRepresentative") == 1
@@ -63,4 +73,4 @@ def test_text_output_shows_each_command_under_its_own_gang_only(tmp_path):
     headers = [i for i, line in enumerate(lines) if line.startswith("gang ")]
     command = next(i for i, line in enumerate(lines) if "Command SwitchRepresentative" in line)
     owner = max(h for h in headers if h < command)
-    assert lines[owner].startswith("gang team-b/moe-finetune  phase=")
+    assert lines[owner].startswith("gang team-g/g  phase=")

@@ -102,7 +102,7 @@ def handed_lines() -> list[bytes]:
 
 def test_every_handed_trace_line_decodes_as_before():
     lines = handed_lines()
-    assert len(lines) >= 30
+    assert len(lines) >= 20
     for line in lines:
         assert outcome(decode_input, line) == outcome(oracle, line)
         assert outcome(decode_input, line.decode()) == outcome(oracle, line)  # text, as read

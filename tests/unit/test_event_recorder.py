@@ -128,7 +128,7 @@ def test_ids_kept_per_instant_are_bounded() -> None:
     ("GangNotInitialized", ["GangMembersSatisfied", "GangScheduled"]),
     ("GangGroupIncomplete", ["GangMembersSatisfied", "GangScheduled"]),
     ("GangMemberGated", ["GangMembersSatisfied", "GangMembersUngated", "GangScheduled"]),
-    ("GangCycleRejected", ["GangScheduled"]),
+    ("GangUnschedulable", ["GangScheduled"]),
     ("GangPermitTimeout", ["GangScheduled"]),
     ("GangSpecInvalid", []),
     ("GangSpecConflict", []),
@@ -232,8 +232,8 @@ def test_restarted_recorder_reads_the_event_and_the_series_end_from_the_api() ->
         WARN, state(2, T0, T0 + 400 * S, ("g#R#again",)), state())
 
 
-def test_gang_scheduled_ends_cycle_rejections() -> None:
-    rejected = EventKey(POD, "Warning", "GangCycleRejected")
+def test_gang_scheduled_ends_a_failure_episode() -> None:
+    rejected = EventKey(POD, "Warning", "GangUnschedulable")
     api = Api({SCHEDULED: state(key=SCHEDULED, first=T0 + S, last=T0 + S)})
     recorder = Recorder(SpamFilter(Clock()))
     assert recorder.decide(occ(key=rejected), api) == Drop(rejected, "series-ended")

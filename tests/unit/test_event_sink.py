@@ -33,8 +33,6 @@ MSG = {
             "Strict",
     "waiting": "gang nlp/gpt-distill: waiting-time '1h30' is not valid; the scheduler silently "
                "uses 600s",
-    "cycle-2": "gang team-b/moe-finetune failed scheduling cycle 502: 1 member unschedulable "
-               "(1 Insufficient nvidia.com/gpu), 2 waiting members rejected",
     "not-init": "gang vision/resnet-ddp is not initialized: 2 pods name it, but no PodGroup and "
                 "no valid min-available annotation gives its spec; scheduling is held at PreEnqueue",
     "satisfied-2": "gang vision/resnet-ddp has 2 of minMember 2 pods; no longer held at "
@@ -65,9 +63,6 @@ EXPECTED: dict[str, tuple[tuple[int, int], list[tuple[str, str, str, str, int, s
          "mode"),
         ("Pod", "gpt-distill-1", "Warning", "GangSpecInvalid", 1, "09:00:01", "09:00:01",
          "waiting")]),
-    "member-fails-switch": ((3, 6), [
-        ("Pod", f"moe-finetune-worker-{i}", "Warning", "GangCycleRejected", 3, "09:00:10",
-         "09:00:10", "cycle-2") for i in range(3)]),
     "podgroup-missing": ((5, 0), sorted(
         [("Pod", f"resnet-ddp-{i}", "Warning", "GangNotInitialized", 1, "09:00:10", "09:00:10",
           "not-init") for i in range(2)]
@@ -143,16 +138,18 @@ def test_events_of_each_case(server: ApiServerDouble, case: str) -> None:
 
 def test_events_k8s_io_v1_series(server: ApiServerDouble) -> None:
     sink = make_sink(server, api="events.k8s.io/v1")
-    for diagnostic in diagnostics_of("member-fails-switch"):
+    for diagnostic in diagnostics_of("spec-conflict"):
         sink.write(diagnostic)
-    events = server.objects("events.k8s.io")
-    assert server.objects("events") == [] and len(events) == 3
-    for e in events:
-        assert e["series"] == {"count": 3, "lastObservedTime": "2026-11-02T09:00:10.500000Z"}
-        assert e["eventTime"] == "2026-11-02T09:00:10.400000Z"
-        assert e["note"].endswith("0 waiting members rejected")  # note is immutable
+    events = sorted(server.objects("events.k8s.io"), key=lambda e: e["regarding"]["name"])
+    assert server.objects("events") == [] and len(events) == 4
+    for e in events[:3]:  # rl-rollout-0..2: told at 09:00:04, told again at 09:00:06
+        assert e["series"] == {"count": 2, "lastObservedTime": "2026-11-02T09:00:06.000000Z"}
+        assert e["eventTime"] == "2026-11-02T09:00:04.000000Z"
+        assert e["note"] == MSG["conflict-2"]  # note is immutable
         assert (e["reportingController"], e["action"], e["type"]) == (
             "gangstate", "Diagnose", "Warning")
+    assert events[3]["regarding"]["name"] == "rl-rollout-3" and "series" not in events[3]
+    assert events[3]["note"] == MSG["conflict-3"]
 
 
 # -- idempotency ----------------------------------------------------------------------------
@@ -168,10 +165,10 @@ def test_processing_the_same_diagnostics_twice_writes_nothing_more(server: ApiSe
         sink.write(d)
     before, counts = server.objects("events"), writes(server)
     results = [r for d in all_diagnostics() for r in sink.write(d)]
-    assert server.objects("events") == before and writes(server) == counts == (23, 9)
+    assert server.objects("events") == before and writes(server) == counts == (20, 3)
     assert {type(r) for r in results} == {Skip, Drop}
     assert (sink.metrics.value("skipped", "duplicate"), sink.metrics.value("skipped", "stale"),
-            sink.metrics.value("dropped", "series-ended")) == (21, 6, 5)
+            sink.metrics.value("dropped", "series-ended")) == (15, 3, 5)
 
 
 def test_a_restarted_sink_replaying_everything_writes_nothing(server: ApiServerDouble) -> None:
@@ -184,7 +181,7 @@ def test_a_restarted_sink_replaying_everything_writes_nothing(server: ApiServerD
         restarted.write(d)
     assert server.objects("events") == before and writes(server) == counts
     gets = [p for m, p, _ in server.requests if m == "GET"]
-    assert len(gets) > 0 and restarted.metrics.value("created", "GangCycleRejected") == 0
+    assert len(gets) > 0 and restarted.metrics.value("created", "GangSpecConflict") == 0
 
 
 def test_a_late_stale_warning_after_the_normal_is_dropped(server: ApiServerDouble) -> None:
@@ -382,9 +379,9 @@ def test_replay_through_kafka_worker_and_sink(kafka_bootstrap: str, server: ApiS
         thread.join(10)
         probe.close()
         admin.close()
-    assert sum(end.values()) == 13
+    assert sum(end.values()) == 10  # 2 + 4 + 2 + 2 diagnostics of the cases
     expected = sorted(row for _, rows in EXPECTED.values() for row in rows)
     assert summary(server.objects("events")) == expected
-    assert writes(server) == (23, 9)
+    assert writes(server) == (20, 3)
     assert all(e["metadata"]["annotations"][ANNOTATION_LAST_ID].count("#") == 2
                for e in server.objects("events"))

@@ -35,12 +35,59 @@ def test_a_pod_held_because_its_podgroup_is_missing():
     assert why["unblock"][0].startswith("create PodGroup vision/resnet-ddp")
 
 
+GPU_FIT = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+
+
+def _waiting_then_failing(fail: bool):
+    """Gang t/j (3 pods, min 3): j-0 and j-1 wait at Permit (numbered cycle records of an old
+    trace, not the shim's); with ``fail``, j-2 does not fit in cycle 102 (its own message)."""
+    import json
+
+    from tests.fixtures.tracegen import cycle
+    lines = [pod("t", f"j-{i}", i, 10 + i, gang="j", min_available=3,
+                 extra={"gang.scheduling.koordinator.sh/mode": "NonStrict"}) for i in range(3)]
+    lines += [cycle("t", "j-0", 5, 100, "Permit", "Wait", gang="t/j", representative="t/j-0"),
+              cycle("t", "j-1", 6, 101, "Permit", "Wait", gang="t/j", representative="t/j-0")]
+    if fail:
+        failed = json.loads(cycle("t", "j-2", 7, 102, "Filter", "Unschedulable", gang="t/j",
+                                  reason="Insufficient nvidia.com/gpu",
+                                  representative="t/j-0"))
+        lines.append(json.dumps({**failed, "message": GPU_FIT}))
+    at = parse_time("2026-11-02T09:01:00Z")  # within the episode's 600 s
+    return fold_lines(((n, l.encode()) for n, l in enumerate(lines, 1)), at).states["t/j"]
+
+
+UNBLOCK_J = ("free capacity so that 1 more member fits alongside the 2 that fit (Insufficient "
+             "nvidia.com/gpu on 2 of 2 nodes), or lower minMember to 2; the gang is retried as "
+             "a whole")
+
+
 def test_a_pod_whose_cycle_failed():
-    state = fold_trace(CASES / "member-fails-switch/trace.jsonl", AT).states["team-b/moe-finetune"]
-    why = why_pod(state, "team-b/moe-finetune-worker-2")
-    assert why["held_at"] == "Filter"
-    assert why["reasons"][0]["facts"]["reasons"] == {"Insufficient nvidia.com/gpu": 1}
-    assert "free capacity" in why["unblock"][0]
+    """j-2's failure opens the gang's failure episode: j-2 the culprit, the 2 waiting fit."""
+    why = why_pod(_waiting_then_failing(True), "t/j-2")
+    assert (why["held_at"], why["held_by"]) == ("Filter", "Coscheduling")
+    assert [r["reason"] for r in why["reasons"]] == ["GangUnschedulable"]
+    facts = why["reasons"][0]["facts"]
+    assert (facts["unfit"], facts["fit"], facts["min_member"]) == ({"j-2": GPU_FIT}, 2, 3)
+    assert why["unblock"] == [UNBLOCK_J]
+
+
+def test_a_pod_waiting_at_permit_while_another_member_fails():
+    """koord-scheduler v1.8.0 rejects the whole gang group when one member does not fit
+    (K core/core.go:376-378): the waiting j-1 gets the same answer as j-2."""
+    why = why_pod(_waiting_then_failing(True), "t/j-1")
+    assert (why["held_at"], why["held_by"]) == ("Filter", "Coscheduling")
+    assert [r["reason"] for r in why["reasons"]] == ["GangUnschedulable"]
+    assert why["unblock"] == [UNBLOCK_J]
+
+
+def test_a_pod_waiting_at_permit_with_nothing_known_to_block_the_others():
+    why = why_pod(_waiting_then_failing(False), "t/j-1")
+    assert why["held_at"] == "Permit"
+    assert [r["reason"] for r in why["reasons"]] == ["WaitingAtPermit"]
+    assert why["reasons"][0]["facts"] == {"waiting": 2, "min_member": 3, "waiting_seconds": 600}
+    assert why["unblock"] == ["wait for the other members to be scheduled; nothing is known "
+                              "to block them yet"]
 
 
 def test_findings_list_the_silent_fallbacks():
@@ -65,18 +112,3 @@ def test_an_unknown_pod_is_not_a_member():
     assert why["member"] is False and why["reasons"] == []
 
 
-def test_a_pod_waiting_at_permit_while_another_member_fails():
-    from tests.fixtures.tracegen import cycle
-    lines = [pod("t", f"j-{i}", i, 10 + i, gang="j", min_available=3,
-                 extra={"gang.scheduling.koordinator.sh/mode": "NonStrict"}) for i in range(3)]
-    lines += [cycle("t", "j-0", 5, 100, "Permit", "Wait", gang="t/j", representative="t/j-0"),
-              cycle("t", "j-1", 6, 101, "Permit", "Wait", gang="t/j", representative="t/j-0"),
-              cycle("t", "j-2", 7, 102, "Filter", "Unschedulable", gang="t/j",
-                    reason="Insufficient nvidia.com/gpu", representative="t/j-0")]
-    state = fold_lines(((n, l.encode()) for n, l in enumerate(lines, 1)), AT).states["t/j"]
-    why = why_pod(state, "t/j-1")
-    assert why["held_at"] == "Permit"
-    assert [r["reason"] for r in why["reasons"]] == ["WaitingAtPermit", "GangCycleRejected"]
-    assert why["reasons"][0]["facts"] == {"waiting": 2, "min_member": 3, "waiting_seconds": 600}
-    assert why["unblock"][0].startswith("free capacity for the failing members "
-                                        "(Insufficient nvidia.com/gpu)")

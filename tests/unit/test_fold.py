@@ -93,79 +93,65 @@ def test_integer_resource_versions_compare_as_numbers():
     assert store["ns/g"].members["uid-p0"].rv == "10"
 
 
-def _switch_trace():
+def _failed_cycle_trace():
+    """Numbered cycle records that are not the shim's (the contract's first form, old traces):
+    w0 and w1 wait at Permit, w2 does not fit in cycle 12, w0 and w1 are released."""
     return [
         pod("w0", 0, min_available="3"), pod("w1", 0, min_available="3"),
         pod("w2", 0, min_available="3"),
         cycle("w0", 1, 10, "Permit", "Wait", representative="ns/w0"),
         cycle("w1", 2, 11, "Permit", "Wait", representative="ns/w0"),
         cycle("w2", 3, 12, "Filter", "Unschedulable", reason="Insufficient nvidia.com/gpu",
-              representative="ns/w0"),
+              representative="ns/w0")._replace(message=GPU_FIT),
         cycle("w0", 3.1, 12, "PostFilter", "Rejected", representative="ns/w0"),
         cycle("w1", 3.1, 12, "PostFilter", "Rejected", representative="ns/w0"),
     ]
 
 
-def test_a_failing_member_switches_the_parked_representative_once():
-    outputs, store = run(_switch_trace())
-    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
-    assert commands == [{
-        "schema": "gangstate.command/v1", "id": "ns/g#1", "issued_at": format_time(at(3)),
-        "type": "SwitchRepresentative", "gang_group": "ns/g", "epoch": 1,
-        "expected_representative": "ns/w0", "representative": "ns/w2",
-        "reason": "MemberFailedCycle", "cycle": 12}]
-    rejected = [o["facts"] for o in outputs if o.get("reason") == "GangCycleRejected"]
-    assert rejected[-1] == {"cycle": 12, "failed": 1, "rejected_waiting": 2,
-                            "reasons": {"Insufficient nvidia.com/gpu": 1}}
-    assert len(rejected) == 3  # re-emitted as the cycle's records arrive
-    assert summary(store["ns/g"])["phase"] == "Scheduling"
-
-
-def test_a_second_failure_in_the_same_cycle_issues_no_second_command():
-    trace = _switch_trace()[:6] + [
-        cycle("w1", 3.05, 12, "Filter", "Unschedulable", reason="Insufficient cpu",
-              representative="ns/w0")]
-    outputs, _ = run(trace)
-    assert [o["epoch"] for o in outputs if o["schema"] == "gangstate.command/v1"] == [1]
-    assert outputs[-1]["facts"]["reasons"] == {"Insufficient nvidia.com/gpu": 1,
-                                               "Insufficient cpu": 1}
-
-
-def test_no_switch_when_the_representative_itself_fails_or_is_not_parked():
-    trace = [pod("w0", 0), pod("w1", 0),
-             cycle("w0", 1, 10, "Filter", "Unschedulable", representative="ns/w0"),
-             cycle("w1", 2, 11, "Filter", "Unschedulable", representative="ns/w0")]
-    outputs, _ = run(trace)
+def test_a_member_failing_a_numbered_cycle_is_a_failure_episode_and_no_command():
+    """koord-scheduler v1.8.0 switches no representative after a failed member, and a switch
+    changes nothing there (docs/shim.md): no command. The failed cycle folds into the failure
+    episode like an Event's attempt: w2 is the culprit with its own message as fit error, the
+    2 members waiting at Permit then fit (alreadyWaitForBound), one round; told once, 10 s
+    (episode_settle_seconds) after the failure, with 3 failed attempts in the last minute
+    (w2's failure and the 2 releases)."""
+    outputs, store = run(_failed_cycle_trace(), end=60)
     assert [o for o in outputs if o["schema"] == "gangstate.command/v1"] == []
+    assert unschedulable(outputs) == [(format_time(at(13)), {
+        "unfit": {"w2": GPU_FIT}, "fit": 2, "min_member": 3, "since": format_time(at(3)),
+        "rounds": 1, "attempts_per_minute": 3}, MESSAGE_W2)]
+    assert [o["reason"] for o in outputs] == ["GangUnschedulable"]
+    state = store["ns/g"]
+    assert summary(state)["phase"] == "Scheduling" and state.cycle == 12
+    assert state.epoch == 0
 
 
-def test_a_gated_representative_is_switched_too():
-    trace = [pod("w0", 0), pod("w1", 0),
-             cycle("w0", 1, 10, "PreEnqueue", "Gated", representative="ns/w0"),
-             cycle("w1", 2, 11, "Filter", "Error", representative="ns/w0")]
-    outputs, _ = run(trace)
-    assert [(o["expected_representative"], o["representative"]) for o in outputs
-            if o["schema"] == "gangstate.command/v1"] == [("ns/w0", "ns/w1")]
+def _elect_trace():
+    """w0 (the representative, gated at PreEnqueue) is deleted at t=2 while w1 waits."""
+    return [pod("w0", 0), pod("w1", 0),
+            cycle("w0", 1, 10, "PreEnqueue", "Gated", representative="ns/w0"),
+            pod("w0", 2, rv="9", type_="DELETED")]
 
 
 def test_the_epoch_is_never_reset_even_when_every_pod_goes_away():
-    trace = _switch_trace() + [pod(n, 5, rv="99", type_="DELETED", min_available="3")
-                               for n in ("w2", "w1", "w0")]  # the representative last
-    trace += [pod("x0", 6, min_available="2"), pod("x1", 6, min_available="2"),
-              cycle("x0", 7, 20, "Permit", "Wait", representative="ns/x0"),
-              cycle("x1", 8, 21, "Filter", "Unschedulable", representative="ns/x0")]
+    trace = _elect_trace() + [pod("w1", 3, rv="9", type_="DELETED")]
+    trace += [pod("x0", 6, min_available="3"), pod("x1", 6, min_available="3"),
+              pod("x2", 6, min_available="3"),
+              cycle("x0", 7, 20, "PreEnqueue", "Gated", representative="ns/x0"),
+              pod("x0", 8, rv="9", type_="DELETED", min_available="3")]
     outputs, store = run(trace)
     commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
-    assert [(c["id"], c["epoch"]) for c in commands] == [("ns/g#1", 1), ("ns/g#2", 2)]
-    assert store["ns/g"].spec.min_member == 2  # re-initialised from the new pods
+    assert [(c["id"], c["epoch"], c["representative"]) for c in commands] == [
+        ("ns/g#1", 1, "ns/w1"), ("ns/g#2", 2, "ns/x1")]
+    assert store["ns/g"].spec.min_member == 3  # re-initialised from the new pods
 
 
 def test_an_applied_ack_moves_the_representative_and_a_duplicate_ack_changes_nothing():
-    outputs, store = run(_switch_trace() + [ack(4, 1, "Applied", "ns/w2")])
+    outputs, store = run(_elect_trace() + [ack(4, 1, "Applied", "ns/w1")])
     state = store["ns/g"]
-    assert state.representative == "ns/w2"
+    assert state.representative == "ns/w1"
     fold = PartitionFold(store)
-    assert fold.feed("ns/g", ack(5, 1, "Applied", "ns/w2")) == []
+    assert fold.feed("ns/g", ack(5, 1, "Applied", "ns/w1")) == []
     assert store["ns/g"] is state
 
 
@@ -317,10 +303,11 @@ def test_finished_pods_leaving_one_by_one_raise_no_warning():
 
 
 def test_a_cycle_record_seen_twice_is_applied_once():
-    trace = _switch_trace()[:6]
-    once, _ = run(trace)
-    twice, _ = run(trace + [trace[-1]])
+    trace = _failed_cycle_trace()[:6]
+    once, _ = run(trace, end=60)
+    twice, _ = run(trace + [trace[-1]], end=60)
     assert once == twice
+    assert [o["facts"]["attempts_per_minute"] for o in once] == [1]  # not 2
 
 
 MODE = {"field": "mode", "value": "nonstrict", "effective": "Strict"}
@@ -437,11 +424,15 @@ def test_spec_conflict_lists_who_says_what():
 
 
 def test_the_state_survives_its_wire_form():
-    _, store = run(_switch_trace() + [ack(4, 1, "Applied", "ns/w2"), podgroup(5, 3),
-                                      pod("w1", 6, rv="9", type_="DELETED")])
+    _, store = run(_failed_cycle_trace() + [ack(4, 1, "Applied", "ns/w2"), podgroup(5, 3),
+                                            pod("w1", 6, rv="9", type_="DELETED")])
     state = store["ns/g"]
+    assert state.episode is not None
     assert from_wire(to_wire(state)) == state
     assert to_wire(from_wire(to_wire(state))) == to_wire(state)
+    # a table value stored before the failed-member switch was retired carries "cc" (the
+    # cycle of the last command) and "sk" (consecutive switches): read, and ignored
+    assert from_wire({**to_wire(state), "cc": 12, "sk": 1}) == state
 
 
 def test_a_stored_state_remembers_applied_cycle_records_in_either_wire_form():
@@ -456,8 +447,9 @@ def test_a_stored_state_remembers_applied_cycle_records_in_either_wire_form():
         fold = PartitionFold({"ns/g": state})
         assert fold.feed("ns/g", first) == []  # the duplicate changes nothing
         assert fold.store["ns/g"] is state
-        assert fold.feed("ns/g", cycle("w1", 2, 8, "Filter", "Unschedulable",
-                                       reason="Insufficient nvidia.com/gpu")) != []
+        fold.feed("ns/g", cycle("w1", 2, 8, "Filter", "Unschedulable",
+                                reason="Insufficient nvidia.com/gpu"))
+        assert fold.store["ns/g"].cycle == 8  # a new record is applied
 
 
 def test_timers_rebuilt_from_the_store_fire_as_before():
@@ -501,33 +493,6 @@ def test_a_wait_that_ends_in_time_raises_nothing():
              pod("w1", 7, rv="2", type_="MODIFIED", node="n1")]
     outputs, _ = run(trace, end=3600)
     assert [o["reason"] for o in outputs] == ["GangScheduled"]
-
-
-def _failing_cycles(mode: str, times: list[float]):
-    trace = [pod(n, 0, min_available="3", mode=mode) for n in ("w0", "w1", "w2")]
-    rep = "w0"
-    for i, t in enumerate(times):
-        failing = ("w1", "w2")[i % 2] if rep != "w1" else "w2"
-        trace += [cycle(rep, t, 100 + 2 * i, "Permit", "Wait", representative=f"ns/{rep}"),
-                  cycle(failing, t + 0.1, 101 + 2 * i, "Filter", "Unschedulable",
-                        representative=f"ns/{rep}")]
-        rep = failing
-    return trace
-
-
-def test_strict_switches_back_off_while_nothing_binds():
-    # failures every 5 s: switches at 1 (first), 11 (>= 10 s later), 31 (>= 20 s), 71 (>= 40 s)
-    times = [1 + 5 * i for i in range(16)]
-    outputs, _ = run(_failing_cycles("Strict", times))
-    issued = [o["issued_at"] for o in outputs if o["schema"] == "gangstate.command/v1"]
-    assert issued == [format_time(at(t + 0.1)) for t in (1, 11, 31, 71)]
-
-
-def test_nonstrict_switches_every_time():
-    times = [1 + 5 * i for i in range(6)]
-    outputs, _ = run(_failing_cycles("NonStrict", times))
-    assert [o["epoch"] for o in outputs if o["schema"] == "gangstate.command/v1"] == \
-        [1, 2, 3, 4, 5, 6]
 
 
 def test_a_large_gang_arriving_pod_by_pod_is_reported_every_refresh_interval_not_every_pod():
@@ -611,8 +576,8 @@ def unschedulable(outputs):
 
 
 def test_an_attempt_without_a_cycle_is_reported_without_inventing_a_number():
-    """One failed attempt: no GangCycleRejected (that is for numbered cycles); the episode's
-    GangUnschedulable is due 10 s (episode_settle_seconds) after it."""
+    """One failed attempt: the episode's GangUnschedulable, due 10 s (episode_settle_seconds)
+    after it; no cycle number is invented."""
     outputs, store = run(_gang_of_three() + [own("w1", 1, "e1")], end=11)
     assert reasons(outputs) == [("GangUnschedulable", {
         "unfit": {"w1": GPU_FIT}, "fit": 0, "min_member": 3,
@@ -715,25 +680,24 @@ def test_a_round_that_ends_without_a_failure_counts_once_and_shows_who_fit():
         (2, 2)]
 
 
-def test_a_numbered_cycle_after_attempts_groups_as_before():
+def test_numbered_records_that_are_not_the_shims_fold_into_the_episode_of_the_attempts():
+    """An old trace's numbered records after an Event's attempt: one episode. w1's own fit
+    error (GPU, an Event) opens it at t=1; in cycle 40 w0 waits and w1 fails again with its
+    own message (cpu): the readable fit error replaces the older one, 1 member fit
+    (alreadyWaitForBound from the waiting count), 2 rounds, told at t=11."""
     outputs, store = run(_gang_of_three() + [
-        attempt("w1", 1, "e1", "Filter", "Unschedulable", reason=GPU),
-        cycle("w0", 2, 40, "PostFilter", "Rejected"),
-        cycle("w1", 2.1, 40, "Filter", "Unschedulable", reason=GPU)])
-    assert [o["facts"] for o in outputs] == [
-        {"cycle": 40, "failed": 0, "rejected_waiting": 1, "reasons": {}},
-        {"cycle": 40, "failed": 1, "rejected_waiting": 1, "reasons": {GPU: 1}}]
-    assert outputs[-1]["message"].startswith("gang ns/g failed scheduling cycle 40: ")
+        own("w1", 1, "e1"),
+        cycle("w0", 2, 40, "Permit", "Wait"),
+        cycle("w1", 2.1, 40, "Filter", "Unschedulable", reason="Insufficient cpu")._replace(
+            message=CPU_FIT)], end=60)
+    assert unschedulable(outputs) == [(format_time(at(11)), {
+        "unfit": {"w1": CPU_FIT}, "fit": 1, "min_member": 3, "since": format_time(at(1)),
+        "rounds": 2, "attempts_per_minute": 2},
+        "gang ns/g cannot be scheduled: w1 did not fit (Insufficient cpu on 2 of 2 nodes); at "
+        "most 1 of minMember 3 members fits at once; the scheduler rejects the whole gang and "
+        "retries it")]
+    assert [o["reason"] for o in outputs] == ["GangUnschedulable"]
     assert store["ns/g"].cycle == 40 and store["ns/g"].members["uid-w1"].cycle == 40
-
-
-def test_an_attempt_without_a_cycle_still_switches_a_parked_representative():
-    outputs, store = run(_gang_of_three() + [
-        cycle("w0", 1, 10, "Permit", "Wait", representative="ns/w0"),
-        attempt("w2", 2, "e1", "Filter", "Unschedulable", reason=GPU)])
-    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
-    assert [(c["expected_representative"], c["representative"], c["epoch"], c["cycle"])
-            for c in commands] == [("ns/w0", "ns/w2", 1, None)]
 
 
 def test_one_member_fitting_is_told_in_the_singular():

@@ -59,8 +59,8 @@ def test_the_shims_rounds_give_the_diagnostic_the_events_give_plus_representativ
     """60 failed rounds, one per second, w2 the culprit each time, once as scheduler Events
     (test_fold.test_an_episode_is_one_diagnostic_over_many_rounds) and once as the shim's
     records: the same single GangUnschedulable at t=11 (rounds 10, 30 failed attempts a
-    minute: 3 per round, the Unreserve releases are not attempts), no GangCycleRejected for
-    any numbered round; the shim's state also knows the representative and the last cycle."""
+    minute: 3 per round, the Unreserve releases are not attempts), and nothing else for any
+    numbered round; the shim's state also knows the representative and the last cycle."""
     from_events, events_store = run(_gang_of_three() + [r for t in range(1, 61)
                                                         for r in failed_round(t)], end=120)
     from_shim, shim_store = run(_gang_of_three() + [r for t in range(1, 61)

@@ -116,14 +116,21 @@ def test_history_explains_how_the_gang_got_here():
 
 
 def test_commands_of_a_multi_gang_group_take_the_cycle_number_as_epoch():
+    """Gang ml/a has a gated member a-g and 2 of minMember 2 free of gates, its group is
+    complete; the shim names a-g the representative in cycle 700: the RepresentativeGated
+    switch to a-0 takes the cycle number as its epoch."""
     from tests.fixtures.tracegen import cycle
+    refused = json.loads(cycle("ml", "a-1", 5, 700, "PreEnqueue", "UnschedulableAndUnresolvable",
+                               gang="ml/a", reason="RepresentativeExists",
+                               representative="ml/a-g"))
     lines = gang_a() + gang_b(late=3) + [
-        cycle("ml", "a-0", 5, 700, "Permit", "Wait", gang="ml/a", representative="ml/a-0"),
-        cycle("ml", "a-1", 6, 701, "Filter", "Unschedulable", gang="ml/a",
-              reason="Insufficient cpu", representative="ml/a-0")]
+        pod("ml", "a-g", 4, 14, gang="a", min_available=2, groups=GROUPS,
+            gates=("example.com/quota",)),
+        json.dumps({**refused, "shim": "shim-1"})]
     commands = fold(lines).commands
-    assert [(c["id"], c["epoch"], c["gang_group"]) for c in commands] == [
-        ("ml/a,ml/b#701", 701, "ml/a,ml/b")]
+    assert [(c["id"], c["epoch"], c["gang_group"], c["representative"], c["reason"])
+            for c in commands] == [("ml/a,ml/b#700", 700, "ml/a,ml/b", "ml/a-0",
+                                    "RepresentativeGated")]
 
 
 @pytest.mark.kafka

@@ -19,6 +19,7 @@ from streams.cli import main
 from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_trace
 from streams.query.answers import gang_detail
+from tests.fixtures.tracegen import gated_representative
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 END = "2026-11-29T00:00:00Z"
@@ -77,14 +78,6 @@ SCENARIOS = [
               "scheduler silently uses Strict",
               "GangSpecInvalid: gang nlp/gpt-distill: waiting-time '1h30' is not valid; the "
               "scheduler silently uses 600s"], []),
-    Scenario("member-fails-switch", END, "team-b/moe-finetune",
-             ["team-b", "moe-finetune", "Scheduling", "3/3", "0", "0",
-              "team-b/moe-finetune-worker-0"],
-             ["Warning GangCycleRejected"], "team-b/moe-finetune-worker-2", "Filter",
-             ["GangCycleRejected: gang team-b/moe-finetune failed scheduling cycle 502: 1 member "
-              "unschedulable (1 Insufficient nvidia.com/gpu), 2 waiting members rejected"],
-             ["free capacity for the failing members (Insufficient nvidia.com/gpu); the gang is "
-              "retried as a whole"]),
     Scenario("podgroup-missing", "2026-11-02T09:01:00Z", "vision/resnet-ddp",
              ["vision", "resnet-ddp", "NotInitialized", "2/?", "0", "0", "<none>"],
              ["Warning GangNotInitialized"], "vision/resnet-ddp-1", "PreEnqueue",
@@ -211,30 +204,43 @@ def test_describe_gang_shows_spec_findings_since_and_history(capsys) -> None:
     assert history[-1].endswith("grace period ended")
 
 
-def test_json_output_is_the_views_document(capsys) -> None:
-    trace = CASES / "member-fails-switch" / "trace.jsonl"
-    status, out, _ = run(capsys, "describe", "gang", "team-b/moe-finetune", "--from",
+def gated_trace(tmp_path: Path) -> Path:
+    """The shim's gated representative (``tracegen.gated_representative``) as a trace file."""
+    trace = tmp_path / "gated.jsonl"
+    trace.write_text("\n".join(gated_representative()) + "\n")
+    return trace
+
+
+def test_json_output_is_the_views_document(capsys, tmp_path) -> None:
+    trace = gated_trace(tmp_path)
+    status, out, _ = run(capsys, "describe", "gang", "team-g/g", "--from",
                          str(trace), "--at", END, "-o", "json")
     assert status == 0
-    state = fold_trace(trace, parse_time(END)).states["team-b/moe-finetune"]
+    state = fold_trace(trace, parse_time(END)).states["team-g/g"]
     assert json.loads(out) == json.loads(json.dumps(gang_detail(state)))
-    status, out, _ = run(capsys, "explain", "pod", "team-b/moe-finetune-worker-0", "--from",
+    status, out, _ = run(capsys, "explain", "pod", "team-g/g-0", "--from",
                          str(trace), "--at", END, "-o", "json")
     doc = json.loads(out)
-    assert (doc["held_at"], doc["last_cycle"]["status"]) == ("PostFilter", "Rejected")
+    assert (doc["held_at"], doc["held_by"]) == ("PreEnqueue", "schedulingGates of team-g/g-0")
+    status, out, _ = run(capsys, "explain", "pod", "team-g/u-1", "--from",
+                         str(trace), "--at", END, "-o", "json")
+    assert json.loads(out)["last_cycle"] == {
+        "cycle": 40, "stage": "PreEnqueue", "status": "UnschedulableAndUnresolvable",
+        "reason": "RepresentativeExists"}
     status, out, _ = run(capsys, "get", "gangs", "--from", str(trace), "--at", END, "-o", "json")
-    assert [g["gang"] for g in json.loads(out)["gangs"]] == ["team-b/moe-finetune"]
+    assert [g["gang"] for g in json.loads(out)["gangs"]] == ["team-g/g"]
 
 
-def test_several_traces_are_merged_and_filtered(capsys) -> None:
+def test_several_traces_are_merged_and_filtered(capsys, tmp_path) -> None:
     traces = [a for case in sorted(CASES.iterdir()) if case.is_dir()
               for a in ("--from", str(case / "trace.jsonl"))]
+    traces += ["--from", str(gated_trace(tmp_path))]
     status, out, _ = run(capsys, "get", "gangs", *traces, "--at", END, "-n", "team-a")
     assert status == 0
     assert [line.split()[:4] for line in out.splitlines()[1:]] == [
         ["team-a", "llm-pretrain", "Ready", "4/4"]]
     status, out, _ = run(capsys, "get", "gangs", *traces, "--at", END, "--phase", "Scheduling")
-    assert [line.split()[1] for line in out.splitlines()[1:]] == ["moe-finetune"]
+    assert [line.split()[1] for line in out.splitlines()[1:]] == ["g"]
     status, out, err = run(capsys, "get", "gangs", *traces, "--at", END, "-n", "nobody")
     assert (status, out, err) == (0, "", "No gangs found in namespace nobody.\n")
     status, _, err = run(capsys, "get", "gangs", *traces, "--phase", "Stuck")

@@ -124,13 +124,14 @@ def test_the_sink_writes_its_events_with_the_shipped_rbac(server: ApiServerDoubl
                                                           store: str) -> None:
     server.allow_only(rules_for(*service_account("sink")), user("sink"))
     sink = make_sink(server, api=api)
-    for diagnostic in diagnostics_of("member-fails-switch"):  # GET, POST and PATCH
+    for diagnostic in diagnostics_of("spec-conflict"):  # GET, POST and PATCH
         sink.write(diagnostic)
     assert server.forbidden == []
     events = server.objects(store)
-    assert sorted(e.get("involvedObject", e.get("regarding"))["name"] for e in events) == [
-        "moe-finetune-worker-0", "moe-finetune-worker-1", "moe-finetune-worker-2"]
-    assert [e.get("count") or e["series"]["count"] for e in events] == [3, 3, 3]
+    # rl-rollout-0..2 are told twice (one Event each, updated), rl-rollout-3 once
+    assert sorted((e.get("involvedObject", e.get("regarding"))["name"],
+                   e.get("count") or e.get("series", {}).get("count", 1)) for e in events) == [
+        ("rl-rollout-0", 2), ("rl-rollout-1", 2), ("rl-rollout-2", 2), ("rl-rollout-3", 1)]
     assert {method for method, _, _ in server.requests} == {"GET", "POST", "PATCH"}
 
 
@@ -141,17 +142,17 @@ def test_the_sink_wrote_nothing_with_the_old_rbac(server: ApiServerDouble,
     server.allow_only(OLD_RULES, user("sink"))
     sink = make_sink(server)
     with caplog.at_level(logging.DEBUG, logger="streams.events.sink"):
-        results = [r for d in diagnostics_of("member-fails-switch") for r in sink.write(d)]
+        results = [r for d in diagnostics_of("spec-conflict") for r in sink.write(d)]
     assert server.objects("events") == []
     assert {r.reason for r in results if isinstance(r, GivenUp)} == {"api-403"}
     assert server.forbidden[0] == RequestAttributes(
-        "get", "", "events", "team-b", server.forbidden[0].name)
+        "get", "", "events", "research", server.forbidden[0].name)
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1
     assert errors[0].startswith("the API server forbids the sink to get events (API group '') "
-                                "in namespace 'team-b'")
+                                "in namespace 'research'")
     assert 'User "system:serviceaccount:gangstate:gangstate-sink" cannot get resource "events" ' \
-           'in API group "" in the namespace "team-b"' in errors[0]
+           'in API group "" in the namespace "research"' in errors[0]
 
 
 def test_the_watcher_lists_and_watches_with_the_shipped_rbac(server: ApiServerDouble) -> None:
@@ -192,20 +193,21 @@ def test_every_granted_verb_is_used_and_none_is_refused(server: ApiServerDouble)
     server.allow_only(rules_for(*service_account("sink")), user("sink"))
     for api in ("core/v1", "events.k8s.io/v1"):
         sink = make_sink(server, api=api)
-        for diagnostic in diagnostics_of("member-fails-switch"):
+        for diagnostic in diagnostics_of("spec-conflict"):
             sink.write(diagnostic)
     assert server.forbidden == []
     assert used(server) == granted(rules_for(*service_account("sink")))
 
 
 @pytest.mark.parametrize("refused,count,written", [
-    # 3 diagnostics (cycle 502 as its records arrive) x 3 pods: each write starts with a GET by
+    # spec-conflict: 2 diagnostics, of 3 then 4 pods: 7 writes, each starting with a GET by
     # name (a refused GET caches nothing, so every occurrence asks again); nothing is written
-    ("get", 9, 0),
-    # the GETs answer 404 (absent, cached), then each of the 9 creates is refused
-    ("create", 9, 0),
-    # the first diagnostic creates the 3 Events; the 2 x 3 patches that follow are refused
-    ("patch", 6, 3),
+    ("get", 7, 0),
+    # the GETs answer 404 (absent, cached), then each of the 7 creates is refused
+    ("create", 7, 0),
+    # the first diagnostic creates 3 Events; the second patches them (3 refused) and creates
+    # rl-rollout-3's
+    ("patch", 3, 4),
 ])
 def test_a_forbidden_verb_is_logged_once_and_counted(server: ApiServerDouble,
                                                      caplog: pytest.LogCaptureFixture,
@@ -216,17 +218,17 @@ def test_a_forbidden_verb_is_logged_once_and_counted(server: ApiServerDouble,
     server.allow_only(rules, user("sink"))
     sink = make_sink(server)
     with caplog.at_level(logging.DEBUG, logger="streams.events.sink"):
-        for diagnostic in diagnostics_of("member-fails-switch"):
+        for diagnostic in diagnostics_of("spec-conflict"):
             sink.write(diagnostic)
     assert len(server.objects("events")) == written
     assert len(server.forbidden) == count and {a.verb for a in server.forbidden} == {refused}
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and errors[0].startswith(
         f"the API server forbids the sink to {refused} events (API group '') in namespace "
-        f"'team-b'")
+        f"'research'")
     value = sink.metrics.registry.get_sample_value(
         "gangstate_sink_api_forbidden_total",
-        {"verb": refused, "group": "", "resource": "events", "namespace": "team-b"})
+        {"verb": refused, "group": "", "resource": "events", "namespace": "research"})
     assert value == count
     assert sink.metrics.value("dropped", "api-403") == count
     again = [r for r in caplog.records if r.levelno == logging.DEBUG

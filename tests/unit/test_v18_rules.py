@@ -427,3 +427,20 @@ def test_no_switch_from_records_that_are_not_the_shims_or_while_the_gang_is_held
     held = held[:2] + held[3:]  # no u-1: 1 of 2 free of gates
     outputs, _ = run(held, 5)
     assert [o for o in outputs if o["schema"] == "gangstate.command/v1"] == []
+
+
+def test_a_gated_representative_is_switched_at_most_once_per_ten_seconds():
+    """The shim names g the representative again at t=3.5 and t=12.9 (before the command is
+    applied, or after it was lost): no second command within GATED_SWITCH_INTERVAL_SECONDS
+    of the first (t=3); at t=13 a second one, epoch 2. ``last_switch_at`` survives the wire
+    form."""
+    from streams.core.state import from_wire, to_wire
+
+    trace = _gated_rep_trace("shim-1")
+    again = [trace[3]._replace(at=at(t), cycle=c) for t, c in ((3.5, 41), (12.9, 42), (13, 43))]
+    outputs, store = run(trace + again, 14)
+    commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert [(c["epoch"], c["issued_at"], c["cycle"]) for c in commands] == [
+        (1, format_time(at(3)), 40), (2, format_time(at(13)), 43)]
+    state = store["ns/g"]
+    assert state.last_switch_at == at(13) and from_wire(to_wire(state)) == state
