@@ -102,7 +102,8 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
     """
     from producers.replay import merged_by_time, replay
 
-    from streams.dev.story import cases_of, report
+    from streams.dev.story import cases_of
+    from streams.dev.story import report as story
 
     base = settings or Settings.from_env()
     traces = traces or bundled_traces()
@@ -128,7 +129,7 @@ def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = No
         result = FoldResult(diagnostics=got[t.diagnostics], commands=got[t.commands],
                             states={k: from_wire(v) for k, v in table.items()})
         write("")
-        write(report(cases_of(lines), result).rstrip())
+        write(story(cases_of(lines), result).rstrip())
         write("")
         same = (by_gang(result.diagnostics, "gang") == by_gang(expected.diagnostics, "gang")
                 and by_gang(result.commands, "gang_group")

@@ -37,7 +37,7 @@ from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
-from tests.fixtures.casecheck import case_dirs
+from tests.fixtures.casecheck import handed_case_dirs
 
 pytestmark = pytest.mark.kafka
 AT = parse_time("2026-11-29T00:00:00Z")
@@ -55,7 +55,7 @@ def _lines() -> list[tuple[str, int, bytes]]:
     (2026-11-02): one log in event-time order."""
     synthetic = [("synthetic", n, value) for n, (_key, value)
                  in enumerate(trace(GANGS, MEMBERS), start=1)]
-    return synthetic + merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    return synthetic + merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
 
 
 class _Progress:

@@ -23,7 +23,8 @@ from tests.fixtures.casecheck import case_dirs, problems
 from tests.fixtures.tracegen import gated_representative
 
 pytestmark = pytest.mark.kafka
-AT = parse_time("2026-11-29T00:00:00Z")
+AT = parse_time("2026-12-31T00:00:00Z")
+"""After every case, the recorded ones (2026-12-01) included."""
 
 
 def by_key(records: list[dict], key: str) -> dict[str, list[str]]:

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from streams.wire.traces import fold_trace
-from tests.fixtures.casecheck import case_dirs, problems
+from tests.fixtures.casecheck import case_dirs, handed_case_dirs, problems, recorded_case_dirs
 
-AT = "2026-11-29T00:00:00Z"
+AT = "2026-12-31T00:00:00Z"
+"""After every case, the recorded ones (2026-12-01) included."""
 
 
 @pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
@@ -25,7 +26,9 @@ def test_case_through_the_cli(case: Path) -> None:
 
 
 def test_there_are_cases() -> None:
-    assert len(case_dirs()) >= 5
+    """The five handed cases and the cases recorded on koord-scheduler v1.8.0."""
+    assert len(handed_case_dirs()) >= 5
+    assert len(recorded_case_dirs()) >= 14
 
 
 def test_the_fold_is_deterministic() -> None:

@@ -629,6 +629,22 @@ def test_an_episode_is_one_diagnostic_over_many_rounds():
     assert (ep.since, ep.last_at, ep.rounds, ep.fit) == (at(1), at(60.02), 60, 2)
 
 
+def test_late_events_of_a_gang_whose_pods_are_all_gone_say_nothing():
+    """Rounds fail at t=1..20 (GangUnschedulable at t=11); every pod is deleted at t=25; the
+    scheduler's Events of w2's last attempts still arrive at t=27 and t=40 (recorded on
+    koord-scheduler v1.8.0: tests/cases/recorded/gpu-short, cpu-heavy-member). The one
+    diagnostic stays the one at t=11: a gang with no pod left is told nothing (before, a second
+    GangUnschedulable named no pod and a minMember of None)."""
+    records = _gang_of_three()
+    for t in range(1, 21):
+        records += failed_round(t)
+    records += [pod(n, 25, rv="2", type_="DELETED", min_available="3") for n in ("w0", "w1", "w2")]
+    records += [own("w2", 27, "late1"), own("w2", 40, "late2")]
+    outputs, _ = run(records, end=120)
+    assert [when for when, _facts, _msg in unschedulable(outputs)] == [format_time(at(11))]
+    assert all(o["involved"] for o in outputs if "involved" in o)
+
+
 def test_an_episode_is_told_again_when_the_culprit_changes_and_ends_when_a_member_binds():
     """t=1-20: w2 fails on GPUs (diagnostic at 11). t=30: w1 fails on cpu instead: another
     culprit, told at once (the last was 19 s earlier, more than refresh_seconds). t=31-35: the
