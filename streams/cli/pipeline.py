@@ -37,7 +37,7 @@ def _need_kafka(settings: Settings, command: str) -> bool:
     return False
 
 
-@click.command(short_help="the main job: local Kafka, a worker, the bundled traces")
+@click.command(short_help="the main job: local Kafka, a worker, the recorded cases")
 @click.argument("trace", nargs=-1)
 @click.option("--cluster", is_flag=True,
               help="run on the real local control plane instead (etcd, kube-apiserver, "
@@ -48,9 +48,10 @@ def _need_kafka(settings: Settings, command: str) -> bool:
 def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
          prefix: str | None, kafka_security: dict[str, Any]) -> int:
     """Start the local single-node Kafka (unless KAFKA_BOOTSTRAP_SERVERS is set) and a worker,
-    replay the bundled traces (or TRACE...), print the diagnostics and commands read back from
-    Kafka, compare them with the offline fold, and stop everything started. Exit 0 when both
-    agree."""
+    replay the cases recorded on koord-scheduler v1.8.0 (tests/cases/recorded, or TRACE...),
+    print per gang what the scheduler wrote beside what gangstate writes on each pod (read back
+    from Kafka), compare them with the offline fold, and stop everything started. Exit 0 when
+    both agree."""
     from streams.dev.demo import run_demo
 
     traces = [Path(p) for p in trace] if trace else None
