@@ -125,8 +125,8 @@ def section(text: str, title: str) -> list[str]:
 
 
 def test_every_handed_case_has_a_scenario() -> None:
-    assert sorted({s.case for s in SCENARIOS}) == sorted(p.name for p in CASES.iterdir()
-                                                         if p.is_dir())
+    assert sorted({s.case for s in SCENARIOS}) == sorted(
+        p.name for p in CASES.iterdir() if (p / "trace.jsonl").is_file())
 
 
 @pytest.mark.parametrize("s", SCENARIOS, ids=IDS)
@@ -232,7 +232,7 @@ def test_json_output_is_the_views_document(capsys, tmp_path) -> None:
 
 
 def test_several_traces_are_merged_and_filtered(capsys, tmp_path) -> None:
-    traces = [a for case in sorted(CASES.iterdir()) if case.is_dir()
+    traces = [a for case in sorted(CASES.iterdir()) if (case / "trace.jsonl").is_file()
               for a in ("--from", str(case / "trace.jsonl"))]
     traces += ["--from", str(gated_trace(tmp_path))]
     status, out, _ = run(capsys, "get", "gangs", *traces, "--at", END, "-n", "team-a")
