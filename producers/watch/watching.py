@@ -877,7 +877,7 @@ class _Stream(threading.Thread):
             except Exception as err:  # noqa: BLE001 - network errors of every kind: retry
                 if w.stopping.is_set():
                     break
-                attempt = self._failed(err, "connection", attempt)
+                attempt = self._failed(err, "connection", attempt, unreachable=True)
 
     def _refused(self, err: ApiError) -> str:
         """The one line for a 401 or 403 answered to the first list of this stream."""
@@ -892,15 +892,32 @@ class _Stream(threading.Thread):
                 f"{scope} (403 {err.reason}); grant the watch's user or ServiceAccount "
                 f"list and watch on it (deploy/kubernetes/rbac.yaml)")
 
-    def _failed(self, err: Exception, cause: str, attempt: int) -> int:
+    def _failed(self, err: Exception, cause: str, attempt: int,
+                unreachable: bool = False) -> int:
         w = self.w
         w.metrics.restarts.labels(self.spec.resource, cause).inc()
         delay = backoff_delay(attempt, w.config.backoff_base, w.config.backoff_cap,
                               w.rand())
-        log.warning("%s: %s (%s); retrying in %.2f s", self.spec.name, cause,
-                    str(err)[:200], delay)
+        if unreachable:  # one short line: urllib3's MaxRetryError repeats the whole URL
+            host = getattr(getattr(w.api_client, "configuration", None), "host", "?")
+            log.warning("%s: cannot reach the API server at %s (%s); retrying in %.2f s",
+                        self.spec.name, host, _short(err), delay)
+        else:
+            log.warning("%s: %s (%s); retrying in %.2f s", self.spec.name, cause,
+                        str(err)[:200], delay)
         w.stopping.wait(delay)
         return attempt + 1
+
+
+def _short(err: Exception) -> str:
+    """A connection error in a few words: urllib3's ``MaxRetryError`` by its reason without
+    the connection's repr (``Failed to establish a new connection: [Errno 111] Connection
+    refused``), anything else as ``Type: message`` (200 characters at most). Pure."""
+    reason = getattr(err, "reason", None)
+    text = " ".join(str(reason if isinstance(reason, Exception) else err).split())
+    if text.startswith(("HTTPConnection(", "HTTPSConnection(", "<")) and "): " in text:
+        text = text.split("): ", 1)[1]
+    return f"{type(err).__name__}: {text}"[:200]
 
 
 class Watcher:
