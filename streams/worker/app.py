@@ -345,7 +345,8 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
     Before Faust starts it waits for Kafka and creates the topics
     (``streams.kafka.waiting.wait_for_kafka``, retried with backoff, one log line per 10 s at
     most; ``source`` names where the address came from, for that line); meanwhile
-    ``/readyz`` (and every other path) on ``web_port`` answers 503 with the reason. Then Faust's web server takes the port over (``streams.worker.web``; a second or
+    ``/readyz`` on ``web_port`` answers 503 with the reason (``/metrics``: an empty registry, so
+    that a liveness probe passes). Then Faust's web server takes the port over (``streams.worker.web``; a second or
     so without an answer in between)."""
     import signal
     import threading
@@ -356,8 +357,12 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
 
     readiness = Readiness(f"waiting for Kafka at {settings.bootstrap} ({source})")
     server = None
-    if web_port is not None:  # every path answers 503 and why until Faust's server is up
-        server = serve_http(web_port, web_bind, None, readiness)
+    if web_port is not None:
+        from prometheus_client import CollectorRegistry
+
+        # /metrics answers (empty) so that a liveness probe on it passes while the worker
+        # waits; /readyz says 503 and why
+        server = serve_http(web_port, web_bind, CollectorRegistry(), readiness)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGTERM, signal.SIGINT)}
