@@ -68,7 +68,7 @@ def backoff_delay(attempt: int, base: float, cap: float, rand: float) -> float:
     """Seconds to wait before retry ``attempt`` (0-based): "full jitter" exponential backoff,
     ``rand * min(cap, base * 2**attempt)`` with ``rand`` uniform in [0, 1) (AWS Architecture
     Blog, "Exponential Backoff And Jitter"). Pure."""
-    return rand * min(cap, base * (2 ** min(attempt, 30)))
+    return rand * min(cap, base * 2.0 ** min(attempt, 30))
 
 
 class Failure(Exception):

@@ -29,6 +29,7 @@ import requests
 
 from producers.watch.watching import WatchConfig, Watcher
 from streams.kafka.settings import Settings
+from streams.kafka.waiting import Failure, Readiness, Unreachable, retry
 from tests.doubles.apiserver import ApiServerDouble
 
 GANGSTATE = str(Path(sys.executable).parent / "gangstate")
@@ -117,6 +118,53 @@ def running() -> Iterator[list[Running]]:
 
 def no_traceback(text: str) -> None:
     assert "Traceback" not in text, text
+
+
+# -- the one retry loop ----------------------------------------------------------------------
+
+def test_retry_says_it_waits_once_and_gives_up_at_the_deadline() -> None:
+    now, said, calls = [0.0], [], [0]
+
+    def attempt() -> None:  # each attempt takes 1 s and fails
+        calls[0] += 1
+        now[0] += 1.0
+        raise Unreachable("refused")
+
+    with pytest.raises(Failure) as failed:
+        retry(attempt, who="gangstate x", waiting="W at a (A)", deadline=3.5, say=said.append,
+              give_up="do Y", clock=lambda: now[0], rand=lambda: 0.0)
+    # attempts end at 1, 2, 3 s (before the deadline: tried again) and 4 s (past it)
+    assert (calls[0], said) == (4, ["gangstate x: waiting for W at a (A) ..."])
+    assert (str(failed.value), failed.value.status) == (
+        "cannot reach W at a (A) after 4 s (refused); do Y", 1)
+
+
+def test_retry_of_a_long_running_component_keeps_readiness() -> None:
+    readiness = Readiness("starting", check=lambda: None)
+    seen: list[str | None] = []
+
+    def attempt() -> int:  # fails twice, then answers
+        seen.append(readiness.state())
+        if len(seen) < 3:
+            raise Unreachable("refused")
+        return 7
+
+    assert retry(attempt, who="gangstate w", waiting="Kafka at k (K)", readiness=readiness,
+                 rand=lambda: 0.0) == 7
+    assert seen == ["starting", "waiting for Kafka at k (K)", "waiting for Kafka at k (K)"]
+    assert readiness.answer() == (200, "ready\n")
+    readiness.check = lambda: "not listed yet: pods"
+    assert readiness.answer() == (503, "not ready: not listed yet: pods\n")
+
+
+def test_retry_ends_when_stopped() -> None:
+    stop = threading.Event()
+
+    def attempt() -> None:
+        stop.set()  # a SIGTERM during the attempt
+        raise Unreachable("refused")
+
+    assert retry(attempt, who="gangstate w", waiting="W", stop=stop) is None
 
 
 # -- interactive commands: a waiting line, then one line and exit 1 after --timeout -----------
