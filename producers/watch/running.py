@@ -1,9 +1,10 @@
 """The watch producer as a process: ``gangstate watch``'s runner.
 
 Where it sits: the shell around ``producers.watch.watching``: it builds the ``WatchConfig`` from
-the command's flags, reaches the API server (``streams.kube.kubeconfig``) and Kafka (retried
-with backoff while the broker is not reachable), serves the metrics, and stops on SIGTERM or
-SIGINT. The command line itself is ``streams.cli.components``.
+the command's flags, loads the kubeconfig (``streams.kube.kubeconfig``; a bad one is exit 2
+before anything waits), waits for Kafka (``streams.kafka.waiting``: retried with backoff, one
+line per 10 s), serves ``/metrics`` and ``/readyz``, and stops on SIGTERM or SIGINT at any
+moment with exit status 0. The command line itself is ``streams.cli.components``.
 
 Must not: decide anything about gangs or publish anything itself (the ``Watcher`` does).
 """
@@ -12,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import random
 import signal
 import sys
 import threading
 from typing import Any
 
-from producers.watch.watching import (DEFAULT_SCHEDULERS, Metrics, WatchConfig, Watcher,
-                                      backoff_delay)
+from producers.watch.watching import DEFAULT_SCHEDULERS, Metrics, WatchConfig, Watcher
 from streams.kafka.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -27,7 +26,8 @@ log = logging.getLogger(__name__)
 
 def _api_client(args: argparse.Namespace) -> Any:
     """The ``kubernetes.client.ApiClient`` of ``--kubeconfig``/``--context`` or
-    ``--in-cluster``; TLS verified as ``streams.kube.kubeconfig`` describes."""
+    ``--in-cluster``; TLS verified as ``streams.kube.kubeconfig`` describes. Raises
+    ``KubeconfigError`` (one line) when the configuration cannot be loaded."""
     from kubernetes import client
 
     from streams.kube.kubeconfig import load_configuration
@@ -37,13 +37,19 @@ def _api_client(args: argparse.Namespace) -> Any:
 
 
 def run_watch(args: argparse.Namespace) -> int:
-    """``gangstate watch``: connect, publish until SIGTERM/SIGINT, flush, exit 0. Returns 2 when
-    the timeouts are invalid (``WatchConfig``: the watch timeout must end a quiet watch before
-    the read timeout) or Kafka is not configured. Kafka being unreachable at start is retried
-    with backoff."""
-    from streams.kafka.publishing import Publisher, ensure_topics
-
+    """``gangstate watch``: connect, publish until SIGTERM/SIGINT, flush, exit 0 (also when
+    stopped while it waits). Returns 2 when the timeouts are invalid (``WatchConfig``: the watch
+    timeout must end a quiet watch before the read timeout), Kafka is not configured or the
+    kubeconfig cannot be loaded (checked first, before anything waits); raises ``Failure`` (1)
+    when the API server refuses a first list (401, 403). Kafka being unreachable is retried
+    with backoff (``streams.kafka.waiting``), as is the API server (each stream's own loop);
+    meanwhile ``/readyz`` on ``--http-port`` answers 503 with the reason, and 200 once Kafka
+    answers and every stream has listed."""
     from streams.kafka.logs import limited_handler
+    from streams.kafka.publishing import Publisher, ensure_topics
+    from streams.kafka.waiting import (Failure, Readiness, kafka_source, serve_http,
+                                       wait_for_kafka)
+    from streams.kube.kubeconfig import KubeconfigError
 
     # each kind of line at most once per 10 s (a broker that is down)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
@@ -63,14 +69,28 @@ def run_watch(args: argparse.Namespace) -> int:
         print("gangstate watch: set KAFKA_BOOTSTRAP_SERVERS or --bootstrap", file=sys.stderr,
               flush=True)
         return 2
+    try:
+        api_client = _api_client(args)
+    except KubeconfigError as err:
+        print(f"gangstate watch: {err}", file=sys.stderr, flush=True)
+        return 2
     metrics = Metrics()
-    if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port, addr=getattr(args, "metrics_bind", "127.0.0.1"),
-                          registry=metrics.registry)
-    stop = threading.Event()
+    source = kafka_source(args.bootstrap)
     watcher: Watcher | None = None
+    host = api_client.configuration.host
+
+    def lists() -> str | None:
+        if watcher is None:
+            return "connecting"
+        waiting = [s.spec.name for s in watcher.streams if not s.synced.is_set()]
+        return (f"waiting for the API server at {host}: not listed yet: {', '.join(waiting)}"
+                if waiting else None)
+
+    readiness = Readiness(f"waiting for Kafka at {settings.bootstrap} ({source})", lists)
+    if args.metrics_port:
+        serve_http(args.metrics_port, getattr(args, "metrics_bind", "127.0.0.1"),
+                   metrics.registry, readiness)
+    stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("signal %d: stopping", signum)
@@ -82,21 +102,16 @@ def run_watch(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    attempt = 0
-    publisher = None
-    while publisher is None and not stop.is_set():
-        try:
-            ensure_topics(settings)
-            publisher = Publisher(settings, client_id="gangstate-watch")
-        except Exception as err:  # noqa: BLE001 - broker not reachable yet
-            delay = backoff_delay(attempt, config.backoff_base, config.backoff_cap,
-                                  random.random())
-            log.warning("Kafka not reachable (%s); retrying in %.1f s", err, delay)
-            stop.wait(delay)
-            attempt += 1
+
+    def connect() -> Publisher:
+        ensure_topics(settings)
+        return Publisher(settings, client_id="gangstate-watch")
+
+    publisher = wait_for_kafka(settings, "gangstate watch", source=source, timeout=None,
+                               stop=stop, readiness=readiness, then=connect)
     if publisher is None:
         return 0
-    watcher = Watcher(_api_client(args), publisher, settings, config, metrics=metrics)
+    watcher = Watcher(api_client, publisher, settings, config, metrics=metrics)
     if stop.is_set():
         watcher.stopping.set()
     try:
@@ -104,4 +119,6 @@ def run_watch(args: argparse.Namespace) -> int:
     finally:
         watcher.stop()
         publisher.close()
+    if watcher.failure is not None:
+        raise Failure(watcher.failure)
     return 0

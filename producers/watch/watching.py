@@ -52,6 +52,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from producers.watch.node_cache import NodeCache
 from producers.watch.scheduler_events import dominant_fit_reason, parse_scheduler_event
 from streams.kafka.settings import Settings
+from streams.kafka.waiting import backoff_delay  # the one backoff of every retry loop
 from streams.wire.contracts import CYCLE_SCHEMA, KUBE_SCHEMA, dead_letter
 from streams.core.capacity import pod_requests
 from streams.core.spec import (ANNOTATION_MATCH_POLICY_ALIAS, LABEL_MIN_AVAILABLE_DEPRECATED,
@@ -301,13 +302,6 @@ def relist_diff(known: Mapping[str, dict[str, Any]],
     vanished.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
     out += [("DELETED", obj) for obj in vanished]
     return out
-
-
-def backoff_delay(attempt: int, base: float, cap: float, rand: float) -> float:
-    """Seconds to wait before retry ``attempt`` (0-based): "full jitter" exponential backoff,
-    ``rand * min(cap, base * 2**attempt)`` with ``rand`` uniform in [0, 1) (AWS Architecture
-    Blog, "Exponential Backoff And Jitter"). Pure."""
-    return rand * min(cap, base * (2 ** min(attempt, 30)))
 
 
 def event_count(event: Mapping[str, Any]) -> int:
@@ -875,21 +869,55 @@ class _Stream(threading.Thread):
                     self.synced.set()
                     w.stopping.wait(w.config.crd_recheck)
                     continue
+                if err.code in (401, 403) and not listed_once:
+                    # refused before the first list: credentials or RBAC, not a passing fault
+                    w.fail(self._refused(err))
+                    break
                 attempt = self._failed(err, "api-error", attempt)
             except Exception as err:  # noqa: BLE001 - network errors of every kind: retry
                 if w.stopping.is_set():
                     break
-                attempt = self._failed(err, "connection", attempt)
+                attempt = self._failed(err, "connection", attempt, unreachable=True)
 
-    def _failed(self, err: Exception, cause: str, attempt: int) -> int:
+    def _refused(self, err: ApiError) -> str:
+        """The one line for a 401 or 403 answered to the first list of this stream."""
+        host = getattr(getattr(self.w.api_client, "configuration", None), "host", "?")
+        group = PODGROUP_GROUP if self.spec.resource == "podgroups" else ""
+        resource = "pods" if self.spec.resource == "boundpods" else self.spec.resource
+        if err.code == 401:
+            return (f"the API server at {host} does not accept the kubeconfig's credentials "
+                    f"(401 {err.reason}); renew them or choose another --context")
+        scope = f"in namespace {self.spec.namespace}" if self.spec.namespace else "cluster-wide"
+        return (f"the API server at {host} forbids listing {resource} (API group {group!r}) "
+                f"{scope} (403 {err.reason}); grant the watch's user or ServiceAccount "
+                f"list and watch on it (deploy/kubernetes/rbac.yaml)")
+
+    def _failed(self, err: Exception, cause: str, attempt: int,
+                unreachable: bool = False) -> int:
         w = self.w
         w.metrics.restarts.labels(self.spec.resource, cause).inc()
         delay = backoff_delay(attempt, w.config.backoff_base, w.config.backoff_cap,
                               w.rand())
-        log.warning("%s: %s (%s); retrying in %.2f s", self.spec.name, cause,
-                    str(err)[:200], delay)
+        if unreachable:  # one short line: urllib3's MaxRetryError repeats the whole URL
+            host = getattr(getattr(w.api_client, "configuration", None), "host", "?")
+            log.warning("%s: cannot reach the API server at %s (%s); retrying in %.2f s",
+                        self.spec.name, host, _short(err), delay)
+        else:
+            log.warning("%s: %s (%s); retrying in %.2f s", self.spec.name, cause,
+                        str(err)[:200], delay)
         w.stopping.wait(delay)
         return attempt + 1
+
+
+def _short(err: Exception) -> str:
+    """A connection error in a few words: urllib3's ``MaxRetryError`` by its reason without
+    the connection's repr (``Failed to establish a new connection: [Errno 111] Connection
+    refused``), anything else as ``Type: message`` (200 characters at most). Pure."""
+    reason = getattr(err, "reason", None)
+    text = " ".join(str(reason if isinstance(reason, Exception) else err).split())
+    if text.startswith(("HTTPConnection(", "HTTPSConnection(", "<")) and "): " in text:
+        text = text.split("): ", 1)[1]
+    return f"{type(err).__name__}: {text}"[:200]
 
 
 class Watcher:
@@ -917,6 +945,15 @@ class Watcher:
         self.streams = [_Stream(self, spec) for spec in plan_streams(config)]
         self._thread: threading.Thread | None = None
         self._published_failed = 0
+        self.failure: str | None = None
+        """Why the watch gave up (a 401 or 403 at a first list), one line; ``None`` while it
+        has not: ``run()`` then returns, and ``gangstate watch`` exits 1 with it."""
+
+    def fail(self, reason: str) -> None:
+        """Give up: record ``reason`` (the first one wins) and stop."""
+        if self.failure is None:
+            self.failure = reason
+        self.stopping.set()
 
     # -- producer side (stream threads) --------------------------------------------------------
     def enqueue(self, item: _Item) -> None:

@@ -11,8 +11,10 @@ needs no broker.
 Conventions (kubectl's): usage errors print on stderr and exit 2; ``--version``;
 ``-n/--namespace``, ``-A/--all-namespaces``, ``-o json|yaml|wide|name`` where they apply.
 A bad environment variable (``streams.kafka.settings``) is one line on stderr and exit
-status 2. ``main(argv)`` returns the exit status (usage errors, ``--help`` and ``--version``
-raise ``SystemExit``, as argparse did).
+status 2. Whatever else stops a command (``streams.kafka.waiting.Failure``: Kafka or a worker
+out of reach after ``--timeout``, a 403; Ctrl-C; SIGTERM) is one line too, with the exit
+status of the table in ``streams.kafka.waiting``. ``main(argv)`` returns the exit status (usage
+errors, ``--help`` and ``--version`` raise ``SystemExit``, as argparse did).
 """
 
 from __future__ import annotations
@@ -104,25 +106,56 @@ def _register() -> None:
 _register()
 
 
+LONG_RUNNING = ("worker", "watch", "sink")
+"""Commands that run until stopped: a SIGTERM or SIGINT is how they end, exit status 0."""
+
+
+def _command(argv: Sequence[str]) -> str:
+    """The command's name in ``argv`` (its first word that is not a flag), for messages."""
+    return next((a for a in argv if not a.startswith("-")), "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``gangstate`` and ``kubectl-gangstate``; returns the exit status."""
+    """Entry point of ``gangstate`` and ``kubectl-gangstate``; returns the exit status (the
+    table in ``streams.kafka.waiting``: 0 ok, 1 runtime failure, 2 usage or configuration,
+    130 Ctrl-C, 143 SIGTERM of an interactive command). Whatever stops a command is one line on
+    stderr, never a traceback."""
+    from streams.kafka.waiting import (EXIT_INTERRUPTED, EXIT_TERMINATED, Failure, Stopped,
+                                       quiet_libraries, raise_on_sigterm)
+
     prog = "gangstate"
     if argv is None and os.path.basename(sys.argv[0]).startswith("kubectl-"):
         prog = "kubectl gangstate"
+    args = list(argv) if argv is not None else sys.argv[1:]
+    who = f"{prog} {_command(args)}".rstrip()
+    quiet_libraries()
+    raise_on_sigterm()
     try:
-        status = cli.main(args=list(argv) if argv is not None else None, prog_name=prog,
-                          standalone_mode=False)
+        status = cli.main(args=args, prog_name=prog, standalone_mode=False)
     except click.exceptions.Exit as done:  # --help, --version
         raise SystemExit(done.exit_code) from None
     except click.ClickException as err:  # usage errors: stderr, exit 2
         err.show(file=sys.stderr)
         raise SystemExit(err.exit_code) from None
-    except click.exceptions.Abort:
-        print("Aborted!", file=sys.stderr)
-        return 130
+    except (click.exceptions.Abort, KeyboardInterrupt):  # Ctrl-C (click turns it into Abort)
+        print(f"{who}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Stopped:  # before a long-running command has its own handlers, or interactive
+        print(f"{who}: stopped by SIGTERM", file=sys.stderr)
+        return 0 if _command(args) in LONG_RUNNING else EXIT_TERMINATED
     except SettingsError as err:  # a bad environment variable: one line, not a traceback
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
+    except Failure as err:  # Kafka, the API server or a worker out of reach; a 403; ...
+        print(f"{who}: {err}", file=sys.stderr)
+        return err.status
+    except Exception as err:
+        if not type(err).__module__.startswith("kafka."):
+            raise  # a bug: its traceback is wanted
+        from streams.kafka.waiting import one_line
+
+        print(f"{who}: Kafka failed: {one_line(err)}", file=sys.stderr)  # the broker went away
+        return 1
     if isinstance(status, int):
         return status
     return 0

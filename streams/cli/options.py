@@ -220,3 +220,15 @@ def qualified(name: str, namespace: str | None, what: str) -> str:
     if not namespace:
         raise click.UsageError(f"{name!r} is not NAMESPACE/NAME (or give -n NAMESPACE)")
     return REF.convert(f"{namespace}/{name}", None, None)
+
+
+def timeout_option(what: str) -> Callable[[F], F]:
+    """``--timeout SECONDS`` (default ``streams.kafka.waiting.DEFAULT_TIMEOUT``, 30 s): how long
+    an interactive command waits for ``what`` (it says on stderr that it is waiting, at the
+    first failed attempt) before it gives up with one line and exit status 1; 0 gives up at the
+    first failed attempt. The command receives ``timeout`` (seconds)."""
+    from streams.kafka.waiting import DEFAULT_TIMEOUT
+
+    return click.option("--timeout", type=SECONDS, default=DEFAULT_TIMEOUT, show_default=True,
+                        metavar="SECONDS",
+                        help=f"how long to wait for {what} before giving up (exit status 1)")

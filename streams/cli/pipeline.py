@@ -10,14 +10,13 @@ Kafka is found with ``KAFKA_BOOTSTRAP_SERVERS`` (or ``--bootstrap``), topics wit
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import click
 
-from streams.cli.options import _at, http_port_option, kafka_options
+from streams.cli.options import _at, http_port_option, kafka_options, timeout_option
 from streams.cli.options import http_port as chosen_port
 from streams.kafka.settings import KafkaSecurity, Settings
 
@@ -27,6 +26,15 @@ def kafka_settings(bootstrap: str | None, prefix: str | None,
     """The environment's settings with ``--bootstrap``, ``--prefix`` and the security flags
     applied (``Settings.with_flags``)."""
     return Settings.from_env().with_flags(bootstrap, prefix, kafka_security)
+
+
+def wait_for_kafka(settings: Settings, command: str, bootstrap_flag: str | None,
+                   timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for Kafka (``streams.kafka.waiting.wait_for_kafka``),
+    saying so on stderr at the first failed attempt; raises ``Failure`` (1) after it."""
+    from streams.kafka.waiting import kafka_source, wait_for_kafka as wait
+
+    wait(settings, f"gangstate {command}", source=kafka_source(bootstrap_flag), timeout=timeout)
 
 
 def _need_kafka(settings: Settings, command: str) -> bool:
@@ -53,16 +61,12 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
     from Kafka), compare them with the offline fold, and stop everything started. Exit 0 when
     both agree."""
     from streams.dev.demo import run_demo
+    from streams.kafka.waiting import EXIT_TERMINATED, Stopped
 
     traces = [Path(p) for p in trace] if trace else None
     settings = kafka_settings(bootstrap, prefix, kafka_security)
-
-    def interrupt(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    # SIGTERM (kill, timeout, a CI cancel) stops the demo as Ctrl-C does: everything it
-    # started is stopped on the way out
-    signal.signal(signal.SIGTERM, interrupt)
+    # SIGTERM (kill, timeout, a CI cancel) raises Stopped (streams.cli.main), and stops the
+    # demo as Ctrl-C does: everything it started is stopped on the way out
     if settings.bootstrap and not _kafka_reachable(settings.bootstrap, settings.security):
         print(f"gangstate demo: cannot reach Kafka at {settings.bootstrap} "
               f"(KAFKA_BOOTSTRAP_SERVERS); unset it to use a local one", file=sys.stderr)
@@ -84,35 +88,20 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
     except KeyboardInterrupt:
         print("gangstate demo: interrupted; everything it started was stopped", file=sys.stderr)
         return 130
+    except Stopped:
+        print("gangstate demo: stopped by SIGTERM; everything it started was stopped",
+              file=sys.stderr)
+        return EXIT_TERMINATED
 
 
 def _kafka_reachable(bootstrap: str, security: KafkaSecurity | None = None,
                      timeout: float = 5.0) -> bool:
     """Whether any broker of ``host:port[,host:port]`` answers a metadata request, spoken
-    with ``security`` (TLS and SASL as every other client; ``None``: PLAINTEXT): a broker that
-    refuses the handshake or the credentials counts as unreachable. ``timeout``: seconds per
+    with ``security`` (``streams.kafka.waiting.kafka_unreachable``). ``timeout``: seconds per
     broker."""
-    from kafka import KafkaConsumer
-    from kafka.errors import KafkaError
+    from streams.kafka.waiting import kafka_unreachable
 
-    config = (security or KafkaSecurity()).kafka_python()
-    for address in bootstrap.split(","):
-        try:
-            probe = KafkaConsumer(bootstrap_servers=address.strip(), group_id=None,
-                                  client_id="gangstate-probe",
-                                  bootstrap_timeout_ms=int(timeout * 1000),
-                                  request_timeout_ms=int(timeout * 1000),
-                                  **config)
-        except (KafkaError, OSError, ValueError):
-            continue
-        try:
-            probe.topics()  # a metadata request
-            return True
-        except (KafkaError, OSError, ValueError):
-            continue
-        finally:
-            probe.close()
-    return False
+    return kafka_unreachable(bootstrap, security, timeout) is None
 
 
 @click.command(short_help="run the Faust worker (fold + decisions)")
@@ -128,7 +117,9 @@ def worker(bootstrap: str | None, prefix: str | None, kafka_security: dict[str, 
            http_port: int | None, http_bind: str, web_port_alias: int | None,
            metrics_port_alias: int | None, advertise_host: str | None, loglevel: str) -> int:
     """Consume gang-events, keep the gang table, write diagnostics, commands and dead letters.
-    Runs until SIGINT/SIGTERM. With --http-port, any worker answers a view for any gang: a
+    Runs until SIGINT/SIGTERM (exit status 0). While Kafka cannot be reached it retries with
+    backoff, logging one line every 10 s at most, and /readyz on --http-port answers 503 with
+    the reason (200 once its partitions are assigned). With --http-port, any worker answers a view for any gang: a
     request for a gang another worker owns is forwarded to the address that worker
     advertises."""
     from streams.worker.app import run_worker
@@ -137,9 +128,10 @@ def worker(bootstrap: str | None, prefix: str | None, kafka_security: dict[str, 
     settings = kafka_settings(bootstrap, prefix, kafka_security)
     if not _need_kafka(settings, "worker"):
         return 2
-    run_worker(settings, web_port=port, web_bind=http_bind,
-               web_host=advertise_host, loglevel=loglevel)
-    return 0
+    from streams.kafka.waiting import kafka_source
+
+    return run_worker(settings, web_port=port, web_bind=http_bind, web_host=advertise_host,
+                      loglevel=loglevel, source=kafka_source(bootstrap))
 
 
 
@@ -201,11 +193,12 @@ def _how_to_read(target: Settings) -> list[str]:
                   "serving its views (get, describe, explain --server) on this port, until "
                   "Ctrl-C")
 @kafka_options
+@timeout_option("Kafka")
 def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: bool,
            merge_by_time: bool, name: str | None, no_worker: bool, into_live: bool,
            http_port: int | None, http_bind: str, web_port_alias: int | None,
            metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None,
-           kafka_security: dict[str, Any]) -> int:
+           kafka_security: dict[str, Any], timeout: float) -> int:
     """Publish each record of the traces, keyed by gang id, with acks=all; pods of no gang are
     dropped and counted; malformed lines are reported with their line number and skipped. Ends
     with one tick per partition at --at.
@@ -217,7 +210,9 @@ def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: 
     need. --into-live publishes into the live topics instead.
 
     Exit status: 0 done; 1 the replay's worker failed or had not folded everything in time;
-    2 a usage error, an unreadable trace or no Kafka; 130 interrupted."""
+    2 a usage error, an unreadable trace or no Kafka; 130 interrupted (Ctrl-C), 143 stopped
+    by SIGTERM (0 when serving with --http-port ends so). Kafka out of reach: it says it waits,
+    and gives up after --timeout with exit status 1."""
     from kafka.errors import KafkaError
 
     from producers.replay import (clock_warning, file_lines, merged_by_time,
@@ -241,6 +236,7 @@ def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: 
         if not path.is_file():
             print(f"gangstate replay: not a readable file: {path}", file=sys.stderr)
             return 2
+    wait_for_kafka(live, "replay", bootstrap, timeout)
     lines: Iterable[tuple[str, int, bytes]] = (
         merged_by_time(paths, trace_lines) if merge_by_time else file_lines(paths, trace_lines))
 
@@ -289,11 +285,9 @@ def _replay_with_own_worker(target: Settings, run_publish: Callable[[], int],
     did not catch up within ``FOLD_TIMEOUT_SECONDS``, 130 when interrupted before the end."""
     from streams.dev.worker_process import running_worker
     from streams.kafka.reading import record_counts, wait_caught_up
+    from streams.kafka.waiting import EXIT_TERMINATED, Stopped
 
-    def interrupt(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)  # stops the replay's worker as Ctrl-C does
+    # SIGTERM raises Stopped (streams.cli.main) and stops the replay's worker as Ctrl-C does
     args = ("--http-port", str(port), "--http-bind", bind) if port is not None else ()
     t = target.topics
     print(f"replaying into topics of its own ({t.prefix}*), folded by a worker of its own "
@@ -324,7 +318,7 @@ def _replay_with_own_worker(target: Settings, run_publish: Callable[[], int],
                   f"gangstate get gangs --server http://{host}:{port}", flush=True)
             try:
                 worker.wait()
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, Stopped):  # how serving ends
                 return 0
             return 1  # the worker died: running_worker raises RuntimeError, reported below
     except RuntimeError as err:  # the worker did not start or died
@@ -334,6 +328,9 @@ def _replay_with_own_worker(target: Settings, run_publish: Callable[[], int],
     except KeyboardInterrupt:
         print("gangstate replay: interrupted; its worker was stopped", file=sys.stderr)
         return 130
+    except Stopped:
+        print("gangstate replay: stopped by SIGTERM; its worker was stopped", file=sys.stderr)
+        return EXIT_TERMINATED
 
 
 @click.command(short_help="print a topic's records as JSON lines (auditing)")
@@ -342,15 +339,19 @@ def _replay_with_own_worker(target: Settings, run_publish: Callable[[], int],
 @click.option("--follow", "-f", is_flag=True, help="keep reading new records")
 @click.option("--schema", help="only records with this schema (e.g. gangstate.cycle/v1)")
 @kafka_options
+@timeout_option("Kafka")
 def tap(topic: str, from_beginning: bool, follow: bool, schema: str | None,
-        bootstrap: str | None, prefix: str | None, kafka_security: dict[str, Any]) -> int:
+        bootstrap: str | None, prefix: str | None, kafka_security: dict[str, Any],
+        timeout: float) -> int:
     """Read TOPIC without joining a consumer group and print each value as one JSON line.
     TOPIC may be short (gang-events, diagnostics, commands, dead-letters)."""
     from streams.kafka.reading import NoSuchTopic, tap as read
+    from streams.kafka.waiting import Stopped
 
     settings = kafka_settings(bootstrap, prefix, kafka_security)
     if not _need_kafka(settings, "tap"):
         return 2
+    wait_for_kafka(settings, "tap", bootstrap, timeout)
     try:
         read(settings, settings.topics.resolve(topic), from_beginning=from_beginning,
              follow=follow, schema=schema)
@@ -358,7 +359,7 @@ def tap(topic: str, from_beginning: bool, follow: bool, schema: str | None,
         print(f"gangstate tap: no topic {err.args[0]!r} on {settings.bootstrap}",
               file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped):  # how --follow ends: exit status 0
         pass
     return 0
 

@@ -9,8 +9,10 @@ sections for people or, with ``-o json``, exactly as the worker serves them. The
 from ``streams.query.answers``' builders over ``streams.core`` (``summary``, ``findings``,
 ``why_pod``); this module only formats.
 
-Exit status: 0 on success, 1 when the gang or pod is unknown, 2 when the worker cannot be
-reached (or answers with an error) or a trace cannot be read.
+Exit status: 0 on success; 1 when the gang or pod is unknown, or the worker still cannot be
+reached (or still answers 503: not ready) after ``--timeout`` seconds (default 30; the command
+says on stderr that it is waiting at the first failed attempt), or answers an error; 2 when a
+trace cannot be read or the worker calls the request bad (400).
 
 Must not: explain or decide anything itself, or import Faust.
 """
@@ -25,7 +27,9 @@ from urllib.parse import quote
 
 import click
 
-from streams.cli.options import REF, namespace_options, one_namespace, output_option, qualified
+from streams.kafka.waiting import Unreachable
+from streams.cli.options import (REF, namespace_options, one_namespace, output_option, qualified,
+                                 timeout_option)
 
 DEFAULT_SERVER = "http://127.0.0.1:6066"
 NONE = "<none>"
@@ -33,11 +37,15 @@ NONE = "<none>"
 
 class QueryError(Exception):
     """A query that cannot be answered: ``status`` is the exit status (1 unknown gang or pod,
-    2 worker unreachable or failing, trace unreadable); ``str(err)`` the message for people."""
+    worker failing; 2 trace unreadable, bad request); ``str(err)`` the message for people."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+class _NotYet(Unreachable):
+    """One failed attempt to get an answer from the worker (unreachable, or 503)."""
 
 
 # -- sources: a worker's views, or the offline fold -------------------------------------------
@@ -45,35 +53,64 @@ class QueryError(Exception):
 class ServerSource:
     """Documents from a running worker's HTTP views at ``base`` (``http://host:port``).
 
-    Every method raises ``QueryError`` (1 on a 404, 2 when the worker is unreachable, times out
-    after ``timeout`` seconds, or answers anything else but 200).
+    A worker that cannot be reached, or answers 503 (no partitions yet), is asked again with
+    backoff for up to ``wait`` seconds (``streams.kafka.waiting.retry``, saying so on stderr
+    at the first failure), then ``Failure`` (1). Every method raises ``QueryError`` (1 on a
+    404 or an error answer, 2 on a 400); one request may take ``timeout`` seconds.
     """
 
-    def __init__(self, base: str, timeout: float = 10.0) -> None:
+    def __init__(self, base: str, timeout: float = 10.0, wait: float = 30.0,
+                 where: str = "--server") -> None:
         self.base = base.rstrip("/")
         self.timeout = timeout
+        self.wait = wait
+        self.where = where
 
     def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
+        import time
+
+        from streams.kafka.waiting import retry
+
+        deadline = time.monotonic() + self.wait
+
+        def attempt() -> Any:
+            return self._get_once(path, params, deadline)
+
+        return retry(attempt, who=f"gangstate {self.command}",
+                     waiting=f"the gangstate worker at {self.base} ({self.where})",
+                     deadline=deadline, transient=(_NotYet,),
+                     say=lambda line: print(line, file=sys.stderr, flush=True),
+                     give_up="start one with `gangstate worker --http-port PORT`, or set "
+                             "--server / GANGSTATE_SERVER")
+
+    command = "get"
+    """The command's name, for the waiting line (set by ``Source.open``)."""
+
+    def _get_once(self, path: str, params: dict[str, str] | None, deadline: float) -> Any:
+        import time
+
         import requests
 
         url = self.base + path
+        left = max(1.0, min(self.timeout, deadline - time.monotonic()))
         try:
             resp = requests.get(url, params={k: v for k, v in (params or {}).items() if v},
-                                timeout=self.timeout)
+                                timeout=(min(3.0, left), left))
         except requests.RequestException as err:
-            raise QueryError(f"cannot reach the gangstate worker at {self.base}: "
-                             f"{type(err).__name__} (start one with `gangstate worker "
-                             f"--http-port PORT`, or set --server / GANGSTATE_SERVER)", 2) from None
+            raise _NotYet(type(err).__name__) from None
         try:
             body = resp.json()
         except ValueError:
             body = None
         error = body.get("error") if isinstance(body, dict) else None
+        if resp.status_code == 503:
+            raise _NotYet(f"503: {error or resp.text[:200].strip()}")
         if resp.status_code == 404 and error:
             raise QueryError(error, 1)
         if resp.status_code != 200 or body is None:
             raise QueryError(f"the gangstate worker at {self.base} answered {resp.status_code} "
-                             f"for {path}: {error or resp.text[:200]}", 2)
+                             f"for {path}: {error or resp.text[:200]}",
+                             2 if resp.status_code == 400 else 1)
         return body
 
     def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
@@ -305,7 +342,7 @@ def _emit(output: str, doc: Any, text: str) -> None:
 
 def _run(command: str, source: Source, fn: Any) -> int:
     try:
-        fn(source.open())
+        fn(source.open(command))
     except QueryError as err:
         print(f"gangstate {command}: {err}", file=sys.stderr)
         return err.status
@@ -315,21 +352,29 @@ def _run(command: str, source: Source, fn: Any) -> int:
 class Source:
     """Where the answers come from: ``--from`` traces (as of ``--at``) or ``--server``."""
 
-    def __init__(self, server: str | None, traces: tuple[str, ...], at: str | None) -> None:
-        self.server, self.traces, self.at = server, traces, at
+    def __init__(self, server: str | None, traces: tuple[str, ...], at: str | None,
+                 timeout: float = 30.0) -> None:
+        self.server, self.traces, self.at, self.timeout = server, traces, at, timeout
 
-    def open(self) -> ServerSource | TraceSource:
+    def open(self, command: str = "get") -> ServerSource | TraceSource:
         if self.traces:
             from streams.cli.options import _at
 
             return TraceSource(list(self.traces), _at(self.at))
         from streams.kafka.settings import environment
 
-        return ServerSource(self.server or environment().server or DEFAULT_SERVER)
+        given = environment().server
+        where = ("--server" if self.server else "GANGSTATE_SERVER" if given
+                 else "the default; set --server or GANGSTATE_SERVER")
+        source = ServerSource(self.server or given or DEFAULT_SERVER, wait=self.timeout,
+                              where=where)
+        source.command = command
+        return source
 
 
 def source_options(f: Any) -> Any:
-    """``--server``, ``--from TRACE`` (repeatable) and ``--at``: which answers."""
+    """``--server``, ``--from TRACE`` (repeatable), ``--at`` and ``--timeout``: which answers,
+    and how long to wait for the worker."""
     f = click.option("--at", default=None,
                      help="with --from: the state as of this RFC 3339 time (records after it "
                           "are left out; default: now)")(f)
@@ -338,6 +383,7 @@ def source_options(f: Any) -> Any:
                           "(repeatable: traces are merged by observed_at); a `kubectl get "
                           "nodes,pods,podgroups,events -o json` dump (gzipped or not) works "
                           "too")(f)
+    f = timeout_option("the worker (unreachable, or 503: not ready yet)")(f)
     f = click.option("--server", default=None,
                      help=f"URL of a worker's views (`gangstate worker --http-port PORT`); "
                           f"default $GANGSTATE_SERVER or {DEFAULT_SERVER}")(f)
@@ -357,7 +403,8 @@ def get() -> None:
 @source_options
 @output_option("text", "json", "yaml", "wide", "name")
 def get_gangs(namespace: str | None, all_namespaces: bool, phase: str | None,
-              server: str | None, traces: tuple[str, ...], at: str | None, output: str) -> int:
+              server: str | None, traces: tuple[str, ...], at: str | None, output: str,
+              timeout: float) -> int:
     """One line per gang: phase, members/minMember, bound, waiting at Permit, representative.
     Deleted gangs are left out unless --phase Deleted asks for them."""
     namespace = one_namespace(namespace, all_namespaces)
@@ -373,7 +420,7 @@ def get_gangs(namespace: str | None, all_namespaces: bool, phase: str | None,
             return
         text = format_gangs_wide(rows) if output == "wide" else format_gangs(rows)
         _emit(output, {"gangs": rows}, text)
-    return _run("get", Source(server, traces, at), run)
+    return _run("get", Source(server, traces, at, timeout), run)
 
 
 get.add_command(get_gangs, "gang")
@@ -391,7 +438,7 @@ def describe() -> None:
 @source_options
 @output_option("text", "json", "yaml")
 def describe_gang(name: str, namespace: str | None, server: str | None,
-                  traces: tuple[str, ...], at: str | None, output: str) -> int:
+                  traces: tuple[str, ...], at: str | None, output: str, timeout: float) -> int:
     """Show gang NAMESPACE/NAME (or NAME with -n NAMESPACE): spec, counts, pods, open findings,
     history. Exit 1 when the gang is unknown."""
     gang = qualified(name, namespace, "gang")
@@ -399,7 +446,7 @@ def describe_gang(name: str, namespace: str | None, server: str | None,
     def run(src: ServerSource | TraceSource) -> None:
         doc = src.gang(gang)
         _emit(output, doc, format_gang(doc))
-    return _run("describe", Source(server, traces, at), run)
+    return _run("describe", Source(server, traces, at, timeout), run)
 
 
 describe.add_command(describe_gang, "gangs")
@@ -419,7 +466,7 @@ def explain() -> None:
 @source_options
 @output_option("text", "json", "yaml")
 def explain_pod(name: str, namespace: str | None, gang: str | None, server: str | None,
-                traces: tuple[str, ...], at: str | None, output: str) -> int:
+                traces: tuple[str, ...], at: str | None, output: str, timeout: float) -> int:
     """Why pod NAMESPACE/NAME (or NAME with -n NAMESPACE) is pending (held at PreEnqueue,
     waiting at Permit, failed its cycle) and what would unblock it. Exit 1 when the pod is not
     a live member of a known gang."""
@@ -428,7 +475,7 @@ def explain_pod(name: str, namespace: str | None, gang: str | None, server: str 
     def run(src: ServerSource | TraceSource) -> None:
         doc = src.why(pod, gang)
         _emit(output, doc, format_why(doc))
-    return _run("explain", Source(server, traces, at), run)
+    return _run("explain", Source(server, traces, at, timeout), run)
 
 
 explain.add_command(explain_pod, "pods")

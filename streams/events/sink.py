@@ -441,6 +441,8 @@ def read_input(path: str) -> Iterator[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 
 def _transport(args: argparse.Namespace) -> Transport:
+    """``DryRunTransport`` with ``--dry-run``, else a ``KubeTransport`` of the kubeconfig.
+    Raises ``KubeconfigError`` (one line) when it cannot be loaded."""
     if args.dry_run:
         return DryRunTransport(lambda line: print(line, flush=True))
     from streams.kube.kubeconfig import load_configuration
@@ -451,8 +453,14 @@ def _transport(args: argparse.Namespace) -> Transport:
 
 def run_sink(args: argparse.Namespace) -> int:
     """``gangstate sink``: write Events until SIGTERM/SIGINT (or the end of ``--input``).
-    Returns 2 when neither Kafka nor ``--input`` is given, 0 otherwise."""
+    Returns 2 when neither Kafka nor ``--input`` is given or the kubeconfig cannot be loaded
+    (before anything waits), 0 otherwise, also when stopped while it waits for Kafka. Kafka
+    being unreachable is retried with backoff (``streams.kafka.waiting``, one line per 10 s);
+    meanwhile ``/readyz`` on ``--http-port`` answers 503 with the reason, 200 once Kafka
+    answers."""
     from streams.kafka.logs import limited_handler
+    from streams.kafka.waiting import Readiness, kafka_source, serve_http, wait_for_kafka
+    from streams.kube.kubeconfig import KubeconfigError
 
     # each kind of line at most once per 10 s (a broker that is down)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
@@ -463,14 +471,20 @@ def run_sink(args: argparse.Namespace) -> int:
         print("gangstate sink: set KAFKA_BOOTSTRAP_SERVERS (or --bootstrap), or give --input",
               file=sys.stderr)
         return 2
+    try:
+        transport = _transport(args)
+    except KubeconfigError as err:
+        print(f"gangstate sink: {err}", file=sys.stderr)
+        return 2
     metrics = Metrics()
+    source = kafka_source(args.bootstrap)
+    readiness = Readiness(None if args.input else
+                          f"waiting for Kafka at {settings.bootstrap} ({source})")
     if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port, addr=getattr(args, "metrics_bind", "127.0.0.1"),
-                          registry=metrics.registry)
+        serve_http(args.metrics_port, getattr(args, "metrics_bind", "127.0.0.1"),
+                   metrics.registry, readiness)
     recorder = Recorder(SpamFilter(time.monotonic, args.spam_burst, args.spam_refill_seconds))
-    sink = EventSink(_transport(args), api=args.api, metrics=metrics, recorder=recorder,
+    sink = EventSink(transport, api=args.api, metrics=metrics, recorder=recorder,
                      instance=args.instance or socket.gethostname())
     if args.input:
         from pydantic import ValidationError
@@ -503,5 +517,8 @@ def run_sink(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    consume(settings, sink, stop)
+    wait_for_kafka(settings, "gangstate sink", source=source, timeout=None, stop=stop,
+                   readiness=readiness)
+    if not stop.is_set():
+        consume(settings, sink, stop)
     return 0

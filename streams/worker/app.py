@@ -336,17 +336,60 @@ def tune_gc() -> None:
 
 
 def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str = "127.0.0.1",
-               web_host: str | None = None, loglevel: str = "warning") -> None:
+               web_host: str | None = None, loglevel: str = "warning",
+               source: str = "KAFKA_BOOTSTRAP_SERVERS") -> int:
     """Run the worker in the foreground until SIGINT/SIGTERM (``gangstate worker``); the
-    ``web_*`` arguments as ``create_app``'s."""
-    from streams.kafka.publishing import ensure_topics
+    ``web_*`` arguments as ``create_app``'s; returns the exit status (0 when stopped by a
+    signal, at any moment).
 
-    ensure_topics(settings)
+    Before Faust starts it waits for Kafka and creates the topics
+    (``streams.kafka.waiting.wait_for_kafka``, retried with backoff, one log line per 10 s at
+    most; ``source`` names where the address came from, for that line); meanwhile
+    ``/readyz`` on ``web_port`` answers 503 with the reason (``/metrics``: an empty registry, so
+    that a liveness probe passes). Then Faust's web server takes the port over (``streams.worker.web``; a second or
+    so without an answer in between)."""
+    import signal
+    import threading
+
+    from streams.kafka.logs import limited_handler
+    from streams.kafka.publishing import ensure_topics
+    from streams.kafka.waiting import Readiness, quiet_libraries, serve_http, wait_for_kafka
+
+    readiness = Readiness(f"waiting for Kafka at {settings.bootstrap} ({source})")
+    server = None
+    if web_port is not None:
+        from prometheus_client import CollectorRegistry
+
+        # /metrics answers (empty) so that a liveness probe on it passes while the worker
+        # waits; /readyz says 503 and why
+        server = serve_http(web_port, web_bind, CollectorRegistry(), readiness)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    handler = limited_handler()  # the waiting lines, before Faust sets up logging
+    handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] "
+                                           "%(message)s"))
+    waiting_log = logging.getLogger("gangstate")
+    waiting_log.addHandler(handler)
+    try:
+        wait_for_kafka(settings, "gangstate worker", source=source, timeout=None, stop=stop,
+                       readiness=readiness, then=lambda: ensure_topics(settings))
+    finally:
+        waiting_log.removeHandler(handler)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    if stop.is_set():
+        return 0
     tune_gc()
     app = create_app(settings, web_port=web_port, web_bind=web_bind, web_host=web_host)
     level = logging.getLevelName(loglevel.upper())
     if isinstance(level, int):
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(level)
+    quiet_libraries()  # kafka-python (the topics' creation) says nothing the worker does not
     worker = RateLimitedWorker(app, loglevel=loglevel, quiet=True)
-    worker.execute_from_commandline()
+    worker.execute_from_commandline()  # raises SystemExit: 0 once stopped by a signal
+    return 0

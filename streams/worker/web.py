@@ -10,6 +10,7 @@ the views on Faust's web server (on only with ``gangstate worker --http-port POR
 | ``GET /gangs/{namespace}/{name}`` | ``gang_detail``: ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner) |
 | ``GET /pods/{namespace}/{name}/why?gang=NS/NAME`` | ``why_pod`` (routed to the owner of ``gang``; without it, the local gang that has the pod) |
 | ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
+| ``GET /readyz`` | ``ready`` (200) once the worker has its partitions and has recovered the table; else 503 ``not ready: REASON`` (and while it waits for Kafka, ``streams.worker.app.run_worker``) |
 
 The documents come from ``streams.query.answers`` (the same builders the offline CLI prints);
 this module only routes requests to the worker that owns the gang and serves them.
@@ -68,10 +69,25 @@ def active_owner(app: "faust.App", settings: "Settings") -> Callable[[str], bool
     return owned
 
 
+def readiness(app: "faust.App") -> str | None:
+    """``None`` once ``app`` is ready to answer (it has joined its consumer group, has its
+    partitions and has recovered the table), else why not (one line)."""
+    if getattr(app, "rebalancing", False):
+        return "joining the consumer group (rebalancing)"
+    try:
+        app.assignor.assigned_actives()
+    except AttributeError:
+        return "no partitions assigned yet"
+    recovery = getattr(app.tables, "recovery", None)
+    if recovery is not None and not recovery.completed.is_set():
+        return "recovering the gang table from its changelog"
+    return None
+
+
 def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settings", *,
              metrics: "WorkerMetrics | None" = None) -> None:
-    """Mount ``/gangs``, ``/gangs/{namespace}/{name}``, ``/pods/{namespace}/{name}/why`` and
-    ``/metrics`` on ``app``'s web server.
+    """Mount ``/gangs``, ``/gangs/{namespace}/{name}``, ``/pods/{namespace}/{name}/why``,
+    ``/readyz`` (``readiness``) and ``/metrics`` on ``app``'s web server.
 
     ``store`` is the worker's ``TableStore`` (``gang id -> GangState``; its ``.table`` is the
     Faust table used to route a request to the worker that owns the key). ``metrics``: the
@@ -131,6 +147,16 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
                 return self.json(explain_pod(store if gang else local, pod, gang))
             except NotFound as err:
                 return self.error(404, str(err))
+
+    @app.page("/readyz", name="readyz")
+    class Ready(View):
+        """``GET /readyz``: ``readiness(app)`` as plain text, 200 or 503."""
+
+        async def get(self, request: Request) -> Response:
+            reason = readiness(app)
+            if reason is None:
+                return self.text("ready\n")
+            return self.text(f"not ready: {reason}\n", status=503)
 
     @app.page("/metrics", name="metrics")
     class Metrics(View):

@@ -26,14 +26,23 @@ from tests.kafka.test_worker_routing import free_port_on_both
 
 pytestmark = pytest.mark.kafka
 
-# component -> (its arguments besides the HTTP flags, a metric only it serves)
+# component -> (its arguments besides the HTTP flags, a metric only it serves, its /readyz
+# once it has served /metrics: (status, text), or only the status when it may still change)
 COMPONENTS = {
     # Kafka unreachable: the watch retries it with backoff and serves its metrics meanwhile
-    "watch": (["watch", "--bootstrap", "127.0.0.1:1", "--kubeconfig", "/nonexistent"],
-              "gangstate_watch_queue_depth"),
-    "sink": (["sink", "--dry-run"], "gangstate_sink_api_forbidden"),
-    "worker": (["worker"], "gangstate_records"),
+    "watch": (["watch", "--bootstrap", "127.0.0.1:1", "--kubeconfig", "{kubeconfig}"],
+              "gangstate_watch_queue_depth",
+              (503, "not ready: waiting for Kafka at 127.0.0.1:1 (--bootstrap)\n")),
+    "sink": (["sink", "--dry-run"], "gangstate_sink_api_forbidden", (200, "ready\n")),
+    "worker": (["worker"], "gangstate_records", (200, "ready\n")),
 }
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:2"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
 
 
 def refused(address: str, port: int) -> bool:
@@ -49,7 +58,9 @@ def refused(address: str, port: int) -> bool:
 def test_metrics_on_http_port_at_the_bind_address(component: str, bind: str | None,
                                                   kafka_settings: Settings,
                                                   tmp_path: Path) -> None:
-    args, metric = COMPONENTS[component]
+    args, metric, ready = COMPONENTS[component]
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    args = [a.format(kubeconfig=tmp_path / "kubeconfig") for a in args]
     port = free_port_on_both()
     flags = ["--http-port", str(port)] + (["--http-bind", bind] if bind else [])
     served, other = (bind or "127.0.0.1"), ("127.0.0.1" if bind else "127.0.0.2")
@@ -66,13 +77,23 @@ def test_metrics_on_http_port_at_the_bind_address(component: str, bind: str | No
         while True:
             try:
                 answer = requests.get(f"http://{served}:{port}/metrics", timeout=2)
-                if answer.status_code == 200:
+                # (the worker answers an empty registry while it waits for Kafka)
+                if answer.status_code == 200 and metric in answer.text:
                     break
             except requests.ConnectionError:
                 pass
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.3)
         assert metric in answer.text
+        # /readyz: 503 while it waits; the worker and the sink reach Kafka, then say ready
+        while True:
+            got = requests.get(f"http://{served}:{port}/readyz", timeout=2)
+            if (got.status_code, got.text) == ready or ready[0] != 200:
+                break
+            assert got.status_code == 503 and got.text.startswith("not ready: ")
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.3)
+        assert (got.status_code, got.text) == ready
         assert refused(other, port), f"{component} also listens on {other}:{port}"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -112,3 +112,17 @@ def test_replay_published_every_record(pipeline_run) -> None:
     report = pipeline_run["report"]
     assert report.published == 26 and report.ticks == 8  # 22 of the cases, 4 of team-g/g
     assert not report.malformed and not report.dropped
+
+
+def test_the_wait_for_kafka_probe_accepts_its_shortest_attempt(kafka_settings: Settings) -> None:
+    """``streams.kafka.waiting``: the first attempt's 0.5 s is a valid kafka-python
+    configuration (its request timeout must stay above fetch_max_wait_ms, 500 ms: a probe that
+    broke that rule failed on every broker with KafkaConfigurationError), and a reachable
+    broker ends the wait with what ``then`` returns."""
+    from streams.kafka.waiting import FIRST_ATTEMPT_SECONDS, kafka_unreachable, wait_for_kafka
+
+    assert kafka_settings.bootstrap
+    assert kafka_unreachable(kafka_settings.bootstrap, kafka_settings.security,
+                             FIRST_ATTEMPT_SECONDS) is None
+    assert wait_for_kafka(kafka_settings, "gangstate test", timeout=30, say=lambda _: None,
+                          then=lambda: 7) == 7

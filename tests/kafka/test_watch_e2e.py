@@ -123,3 +123,56 @@ def test_test_apiserver_to_kafka_to_worker_diagnostics(kafka_settings: Settings)
     assert len(pods) == 2
     assert all(set(r["object"]["spec"]) == set() for r in pods)
     assert not [r for r in published if SECRET in json.dumps(r)]
+
+
+# -- failing clean (issue 21): the API server refuses the watch, or cannot be reached ---------
+
+def _kubeconfig(tmp_path: Any, server: str) -> str:
+    from tests.unit.test_fail_clean import kubeconfig_of
+
+    return kubeconfig_of(tmp_path, server)
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    return {"KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap or "",
+            "GANGSTATE_TOPIC_PREFIX": settings.topics.prefix}
+
+
+def test_a_watch_forbidden_to_list_pods_exits_1_with_one_line(kafka_settings: Settings,
+                                                              tmp_path: Any) -> None:
+    from tests.unit.test_fail_clean import gangstate
+
+    with ApiServerDouble() as server:
+        server.allow_only([{"apiGroups": [""], "resources": ["events", "nodes"],
+                            "verbs": ["list", "watch"]}])
+        run = gangstate("watch", "--no-podgroups", "--kubeconfig",
+                        _kubeconfig(tmp_path, server.url), **_env(kafka_settings))
+    assert "Traceback" not in run.stdout + run.stderr
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == (
+        f"gangstate watch: the API server at {server.url} forbids listing pods (API group '') "
+        f"cluster-wide (403 Forbidden); grant the watch's user or ServiceAccount list and "
+        f"watch on it (deploy/kubernetes/rbac.yaml)")
+
+
+def test_a_watch_waits_for_an_unreachable_api_server_and_says_so(kafka_settings: Settings,
+                                                                 tmp_path: Any) -> None:
+    import requests
+
+    from tests.unit.test_fail_clean import Running, closed_port
+
+    api, http = f"http://127.0.0.1:{closed_port()}", closed_port()
+    proc = Running("watch", "--no-podgroups", "--http-port", str(http), "--kubeconfig",
+                   _kubeconfig(tmp_path, api), **_env(kafka_settings))
+    try:
+        line = proc.wait_for(f": cannot reach the API server at {api} (")
+        assert "(MaxRetryError: Failed to establish a new connection: [Errno 111] Connection " \
+               "refused); retrying in " in line, line
+        ready = requests.get(f"http://127.0.0.1:{http}/readyz", timeout=10)
+        assert ready.status_code == 503
+        assert ready.text.startswith(f"not ready: waiting for the API server at {api}: not "
+                                     f"listed yet: ")
+        status, lines = proc.stop()
+    finally:
+        proc.kill()
+    assert status == 0 and "Traceback" not in "\n".join(lines)

@@ -51,10 +51,10 @@ def test_probes_ask_the_http_port_the_component_serves(component: str) -> None:
     # bound where the kubelet (and, for the worker, the other replicas) can reach it
     assert flag(args, "--http-bind") == "0.0.0.0"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    for probe in ("livenessProbe", "readinessProbe"):
+    for probe, path in (("livenessProbe", "/metrics"), ("readinessProbe", "/readyz")):
         get = container[probe]["httpGet"]
         assert ports[get["port"]] == int(port)
-        assert get["path"] in ("/metrics", "/gangs")
+        assert get["path"] == path
 
 
 def test_the_worker_has_no_kubernetes_token_and_advertises_its_pod_ip() -> None:

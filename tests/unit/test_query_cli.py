@@ -266,15 +266,18 @@ def test_unknown_gang_or_pod_exits_1(argv, message, capsys) -> None:
     assert (status, out, err) == (1, "", message)
 
 
-def test_unreachable_server_exits_2(capsys, monkeypatch) -> None:
+def test_unreachable_server_exits_1(capsys, monkeypatch) -> None:
+    """Unreachable after --timeout (0: at the first attempt) is a runtime failure, exit 1
+    (waiting for it: tests/unit/test_fail_clean.py)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound, not listening: connections are refused
         monkeypatch.setenv("GANGSTATE_SERVER", f"http://127.0.0.1:{port}")
-        status, out, err = run(capsys, "get", "gangs")
-    assert status == 2 and out == ""
-    assert err.startswith(f"gangstate get: cannot reach the gangstate worker at "
-                          f"http://127.0.0.1:{port}: ConnectionError")
+        status, out, err = run(capsys, "get", "gangs", "--timeout", "0")
+    assert status == 1 and out == ""
+    assert err == (f"gangstate get: cannot reach the gangstate worker at http://127.0.0.1:"
+                   f"{port} (GANGSTATE_SERVER) after 0 s (ConnectionError); start one with "
+                   f"`gangstate worker --http-port PORT`, or set --server / GANGSTATE_SERVER\n")
 
 
 def test_unreadable_trace_exits_2(tmp_path, capsys) -> None:
