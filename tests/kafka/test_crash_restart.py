@@ -37,10 +37,12 @@ from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
-from tests.fixtures.casecheck import handed_case_dirs
+from tests.fixtures.casecheck import handed_case_dirs, recorded_case_dirs
 
 pytestmark = pytest.mark.kafka
-AT = parse_time("2026-11-29T00:00:00Z")
+AT = parse_time("2026-12-01T21:35:00Z")
+"""After the last case (the recorded gated representative ends at 2026-12-01T21:23), not ahead
+of the wall clock."""
 GANGS, MEMBERS = 96, 4
 """Synthetic gangs (``bench/synthetic.py``): about 4.7k records, 3.8 MiB."""
 COMMIT_INTERVAL = 2.8
@@ -51,11 +53,14 @@ the largest random delay, so the kill lands while records still arrive)."""
 
 
 def _lines() -> list[tuple[str, int, bytes]]:
-    """The synthetic trace (event time 2026-10-26) followed by the handed cases merged by time
-    (2026-11-02): one log in event-time order."""
+    """The synthetic trace (event time 2026-10-26) followed by the handed cases and the recorded
+    gated representative (its one command) merged by time (2026-11-02, 2026-12-01): one log in
+    event-time order."""
     synthetic = [("synthetic", n, value) for n, (_key, value)
                  in enumerate(trace(GANGS, MEMBERS), start=1)]
-    return synthetic + merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
+    cases = handed_case_dirs() + [c for c in recorded_case_dirs()
+                                  if c.name == "shim-gated-representative"]
+    return synthetic + merged_by_time([case / "trace.jsonl" for case in cases])
 
 
 class _Progress:

@@ -23,8 +23,10 @@ from tests.fixtures.casecheck import case_dirs, problems
 from tests.fixtures.tracegen import gated_representative
 
 pytestmark = pytest.mark.kafka
-AT = parse_time("2026-12-31T00:00:00Z")
-"""After every case, the recorded ones (2026-12-01) included."""
+AT = parse_time("2026-12-01T21:35:00Z")
+"""After every case, the recorded ones (2026-12-01, the last record at 21:23) included, with
+their timers (stranded: 120 s) due; not ahead of the wall clock, as the worker sets aside a tick
+more than 60 s ahead of its Kafka timestamp."""
 
 
 def by_key(records: list[dict], key: str) -> dict[str, list[str]]:
@@ -85,8 +87,9 @@ def test_kafka_outputs_equal_the_offline_fold(pipeline_run) -> None:
     got, expected = pipeline_run["got"], pipeline_run["expected"]
     assert by_key(got[t.diagnostics], "gang") == by_key(expected.diagnostics, "gang")
     assert by_key(got[t.commands], "gang_group") == by_key(expected.commands, "gang_group")
-    assert len(got[t.diagnostics]) == len(expected.diagnostics) == 10
-    assert [c["gang_group"] for c in got[t.commands]] == ["team-g/g"]
+    # 10 of the handed cases and team-g/g, 30 of the recorded ones (tests/cases/recorded)
+    assert len(got[t.diagnostics]) == len(expected.diagnostics) == 40
+    assert sorted(c["gang_group"] for c in got[t.commands]) == ["sh-gated-3/g", "team-g/g"]
 
 
 def test_gang_table_equals_the_offline_state(pipeline_run) -> None:
@@ -110,7 +113,8 @@ def test_malformed_records_are_dead_lettered_with_the_reason(pipeline_run) -> No
 
 def test_replay_published_every_record(pipeline_run) -> None:
     report = pipeline_run["report"]
-    assert report.published == 26 and report.ticks == 8  # 22 of the cases, 4 of team-g/g
+    # 22 of the handed cases, 4 of team-g/g, 3848 of the recorded ones
+    assert report.published == 3874 and report.ticks == 8
     assert not report.malformed and not report.dropped
 
 
