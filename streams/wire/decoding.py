@@ -88,11 +88,12 @@ def check_skew(at: int, reference: int | None, max_skew_micros: int) -> None:
             f"docs/contracts.md \"Limits\")")
 
 
-def decode_input(raw: bytes | str, reference: int | None = None,
+def decode_input(raw: bytes | str | None, reference: int | None = None,
                  max_skew_micros: int = int(MAX_SKEW_SECONDS * 1_000_000)) -> Decoded:
     """Decode one ``gang-events`` value (JSON bytes or text) into a ``Decoded``.
 
-    Raises ``DecodeError`` with a one-line reason when the value is over ``MAX_VALUE_BYTES``, is
+    Raises ``DecodeError`` with a one-line reason when the value is null (``None``: a Kafka
+    tombstone, ``invalid record: null value (tombstone)``), is over ``MAX_VALUE_BYTES``, is
     not JSON, has an unknown ``schema``, or fails the contract (missing fields, bad types, a
     bad ``observed_at``, numbers beyond the contract's bounds), or when ``reference`` (the
     record's Kafka timestamp, microseconds; ``None`` when there is none) is given and its
@@ -102,6 +103,8 @@ def decode_input(raw: bytes | str, reference: int | None = None,
     skipped). Whatever the view rejects or cannot vouch for goes through the contract models
     (``contracts.INPUT_ADAPTER``), which give the accepted record or the reason.
     """
+    if raw is None:  # a Kafka tombstone: gang-events is no compacted topic, nobody deletes in it
+        raise DecodeError("invalid record: null value (tombstone)")
     size = len(raw)
     if size > MAX_VALUE_BYTES:
         raise DecodeError(f"value of {size} bytes is over the {MAX_VALUE_BYTES}-byte bound "

@@ -82,3 +82,15 @@ def test_the_skew_bound_is_inclusive_and_the_past_is_never_refused():
     check_skew(kafka + 10**12, None, 60_000_000)  # no timestamp
     with pytest.raises(DecodeError):
         check_skew(kafka + 60_000_001, kafka, 60_000_000)
+
+
+def test_a_null_value_is_an_invalid_record_with_its_reason_not_a_type_error():
+    # a Kafka tombstone (value None) on gang-events: before, len(None) raised TypeError and the
+    # worker dead-lettered it as "internal error: TypeError" with a traceback in its log
+    with pytest.raises(DecodeError, match=r"^invalid record: null value \(tombstone\)$"):
+        decode_input(None)
+    with pytest.raises(DecodeError, match=r"^invalid record: null value \(tombstone\)$"):
+        decode_input(None, reference=parse_time(AT))
+    d = letter(None, error="invalid record: null value (tombstone)")
+    assert d["value"] == "" and d["value_size"] == 0 and not d["value_truncated"]
+    assert d["value_sha256"] == hashlib.sha256(b"").hexdigest()
