@@ -546,25 +546,35 @@ class Command(_Record):
 
 
 DEAD_LETTER_HEAD_BYTES = 4096
-"""Bytes of the raw value a dead letter carries at most (``DeadLetter.value``)."""
+"""Bytes of ``DeadLetter.value`` at most, as written in the dead letter: the JSON string's
+content (escaped, UTF-8, without its quotes). A control character takes 6 bytes there
+(``\\u0001``), a quote or a backslash 2, so a head of such bytes holds fewer raw bytes: 682 of
+``\\x01``, 2,048 of ``"``. A base64 head is of at most 3,072 raw bytes (4,096 characters)."""
 DEAD_LETTER_KEY_BYTES = 1024
-"""Bytes of the raw key a dead letter carries at most (``DeadLetter.key``)."""
-DEAD_LETTER_ERROR_CHARS = 2048
-"""Characters of the reason a dead letter carries at most (``DeadLetter.error``)."""
+"""Bytes of ``DeadLetter.key`` at most, as written in the dead letter (escaped, as above)."""
+DEAD_LETTER_ERROR_BYTES = 2048
+"""Bytes of ``DeadLetter.error`` at most, as written in the dead letter (escaped, as above;
+a cut reason ends with ``…``)."""
+DEAD_LETTER_MAX_BYTES = 8192
+"""The largest dead letter, bytes, as the worker writes it (compact UTF-8 JSON). The three
+bounds above make 7,168 bytes and the rest at most 598 (the field names, a topic name of 249
+characters, Kafka's longest, which needs no escaping, and 64-bit partition, offset and size):
+7,766 in all."""
 
 
 class DeadLetter(_Record):
     """``gangstate.dead-letter/v1``: a record that could not be folded, kept with the reason.
 
     ``observed_at`` is wall-clock time: dead letters are not fold outputs. ``value`` is the
-    head of the raw bytes (at most ``DEAD_LETTER_HEAD_BYTES``, cut at a character boundary) as
-    UTF-8 text, or base64 when they are not UTF-8 (then ``value_encoding`` is ``base64``);
-    ``value_size`` and ``value_sha256`` describe the whole raw value, ``value_truncated`` says
-    whether ``value`` is only its head. A dead letter is thus at most about 8 KiB, whatever
-    the record (docs/contracts.md, "Dead letters"). ``key`` is the raw key's head (at most
-    ``DEAD_LETTER_KEY_BYTES``), ``error`` the reason (at most ``DEAD_LETTER_ERROR_CHARS``).
-    Dead letters written before the head and digest lack the three ``value_*`` fields and carry
-    the whole value.
+    head of the raw bytes as UTF-8 text (cut at a character boundary), or base64 of the head
+    when they are not UTF-8 (then ``value_encoding`` is ``base64``), at most
+    ``DEAD_LETTER_HEAD_BYTES`` as written (JSON-escaped); ``value_size`` and ``value_sha256``
+    describe the whole raw value, ``value_truncated`` says whether ``value`` is only its head.
+    ``key`` is the raw key's head (at most ``DEAD_LETTER_KEY_BYTES`` as written), ``error`` the
+    reason (at most ``DEAD_LETTER_ERROR_BYTES`` as written). A dead letter is thus at most
+    ``DEAD_LETTER_MAX_BYTES`` (8,192) as compact JSON, whatever the record (docs/contracts.md,
+    "Dead letters"). Dead letters written before the head and digest lack the three
+    ``value_*`` fields and carry the whole value.
     """
 
     schema_: Literal["gangstate.dead-letter/v1"] = Field(alias="schema", default=DEAD_LETTER_SCHEMA)
@@ -572,8 +582,10 @@ class DeadLetter(_Record):
     topic: str
     partition: int | None = None
     offset: int | None = None
-    key: str | None = None
-    value: str = Field(description="the head of the raw value (UTF-8 text, or base64)")
+    key: str | None = Field(default=None, description="the head of the raw key (at most 1024 "
+                                                      "bytes as written, JSON-escaped)")
+    value: str = Field(description="the head of the raw value (UTF-8 text, or base64), at most "
+                                   "4096 bytes as written (JSON-escaped, UTF-8)")
     value_encoding: Literal["utf-8", "base64"] = "utf-8"
     value_size: int | None = Field(default=None, ge=0,
                                    description="bytes of the whole raw value")
@@ -581,7 +593,36 @@ class DeadLetter(_Record):
                                      description="sha256 of the whole raw value, hex")
     value_truncated: bool = Field(default=False,
                                   description="value holds only the head of the raw value")
-    error: str
+    error: str = Field(description="why the record could not be folded, at most 2048 bytes as "
+                                   "written (JSON-escaped)")
+
+
+_SHORT_ESCAPES = frozenset("\b\f\n\r\t\"\\")
+
+
+def _escaped_bytes(ch: str) -> int:
+    """Bytes of character ``ch`` inside a JSON string as the worker writes it (pydantic_core's
+    ``to_json``, like ``json.dumps(..., ensure_ascii=False)``): ``\\"``, ``\\\\`` and the short
+    escapes 2, other control characters 6 (``\\u001f``), anything else its UTF-8 length."""
+    if ch in _SHORT_ESCAPES:
+        return 2
+    o = ord(ch)
+    if o < 0x20:
+        return 6
+    return 1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4
+
+
+def json_head(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` whose JSON string content (escaped, UTF-8, without the
+    quotes) is at most ``limit`` bytes."""
+    if len(text) * 6 <= limit:  # no character can take more than 6 bytes
+        return text
+    size = 0
+    for i, ch in enumerate(text):
+        size += _escaped_bytes(ch)
+        if size > limit:
+            return text[:i]
+    return text
 
 
 def _utf8_head(raw: bytes, limit: int) -> tuple[str, bool]:
@@ -600,27 +641,34 @@ def dead_letter(observed_at: str, topic: str, partition: int | None, offset: int
                 key: bytes | None, value: bytes | None, error: str) -> dict[str, Any]:
     """A ``gangstate.dead-letter/v1`` record (JSON-ready) for raw ``key``/``value`` that could
     not be folded because of ``error``: the head of the value, its size and sha256, the head
-    of the key, the reason cut to ``DEAD_LETTER_ERROR_CHARS``. ``observed_at`` is the caller's
-    (the worker's wall clock). Never larger than about 8 KiB."""
+    of the key, the reason, each cut so that it is at most its bound as written
+    (``DEAD_LETTER_HEAD_BYTES``, ``DEAD_LETTER_KEY_BYTES``, ``DEAD_LETTER_ERROR_BYTES``:
+    bytes of the JSON-escaped string). ``observed_at`` is the caller's (the worker's wall
+    clock). Its compact JSON is at most ``DEAD_LETTER_MAX_BYTES`` (8,192) bytes."""
     raw = value or b""
     text, utf8 = _utf8_head(raw, DEAD_LETTER_HEAD_BYTES)
     if utf8:
         encoding = "utf-8"
+        text = json_head(text, DEAD_LETTER_HEAD_BYTES)
         truncated = len(text.encode("utf-8")) < len(raw)
     else:
-        head = raw[:DEAD_LETTER_HEAD_BYTES]
+        head = raw[:DEAD_LETTER_HEAD_BYTES // 4 * 3]  # base64: 4 characters per 3 bytes
         text, encoding, truncated = base64.b64encode(head).decode("ascii"), "base64", \
             len(head) < len(raw)
     key_text = None
     if key is not None:
-        key_text = key[:DEAD_LETTER_KEY_BYTES].decode("utf-8", "replace")
+        key_text = json_head(key[:DEAD_LETTER_KEY_BYTES].decode("utf-8", "replace"),
+                             DEAD_LETTER_KEY_BYTES)
+    error = error.encode("utf-8", "replace").decode("utf-8")  # no lone surrogate
+    cut = json_head(error, DEAD_LETTER_ERROR_BYTES)
+    if cut != error:
+        cut = json_head(error, DEAD_LETTER_ERROR_BYTES - 3) + "…"  # 3 bytes in UTF-8
     return {
         "schema": DEAD_LETTER_SCHEMA, "observed_at": observed_at, "topic": topic,
         "partition": partition, "offset": offset, "key": key_text,
         "value": text, "value_encoding": encoding, "value_size": len(raw),
         "value_sha256": hashlib.sha256(raw).hexdigest(), "value_truncated": truncated,
-        "error": error if len(error) <= DEAD_LETTER_ERROR_CHARS
-        else error[:DEAD_LETTER_ERROR_CHARS - 1] + "…",
+        "error": cut,
     }
 
 
