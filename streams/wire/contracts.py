@@ -49,6 +49,62 @@ RV_MAX_LENGTH = 64
 19 digits; a non-decimal resourceVersion, compared only for equality, is bounded too)."""
 
 
+NAME_MAX_LENGTH = 253
+"""The longest name of a Kubernetes object (Pod, PodGroup, Event) and of a gang, characters:
+a DNS-1123 subdomain (k8s.io/apimachinery v0.35.2 ``pkg/util/validation/validation.go:191``
+``DNS1123SubdomainMaxLength``; a Pod's name is one, kubernetes v1.35.2
+``pkg/apis/core/validation/validation.go:285``, a custom resource's such as a PodGroup too,
+k8s.io/apiextensions-apiserver v0.35.2 ``pkg/registry/customresource/validator.go:53``). A gang
+named by the annotation ``gang.scheduling.koordinator.sh/name``, which Koordinator v1.8.0 does
+not bound (``apis/extension/coscheduling.go:96-98``), names a PodGroup-like gang: the same
+bound (docs/contracts.md, "Limits")."""
+
+NAMESPACE_MAX_LENGTH = 63
+"""The longest namespace name, characters: a DNS-1123 label (k8s.io/apimachinery v0.35.2
+``pkg/api/validation/generic.go:69`` ``ValidateNamespaceName = NameIsDNSLabel``,
+``pkg/util/validation/validation.go:161`` ``DNS1123LabelMaxLength``)."""
+
+LABEL_VALUE_MAX_LENGTH = 63
+"""The longest label value, characters (k8s.io/apimachinery v0.35.2
+``pkg/api/validate/content/kube.go:78`` ``LabelValueMaxLength``): the gang names and
+min-available of the ``pod-group.scheduling.sigs.k8s.io`` labels."""
+
+GANG_ID_VIEW_PATTERN = rf"^[^/]{{1,{NAMESPACE_MAX_LENGTH}}}/[^/]{{1,{NAME_MAX_LENGTH}}}$"
+"""A gang id ``namespace/name`` within the bounds: the decode views' check and the JSON
+Schemas' pattern (the models check the pattern ``^[^/]+/[^/]+$``, then the lengths, to give
+the reason)."""
+
+
+SUBDOMAIN_RULE = "DNS-1123 subdomain, k8s.io/apimachinery DNS1123SubdomainMaxLength"
+LABEL_RULE = "DNS-1123 label, k8s.io/apimachinery DNS1123LabelMaxLength"
+LABEL_VALUE_RULE = "k8s.io/apimachinery LabelValueMaxLength"
+
+
+def name_too_long(value: str, what: str, limit: int, rule: str) -> str | None:
+    """The reason ``value`` is longer than a ``what`` may be (``limit`` characters, by the
+    Kubernetes ``rule`` cited), naming its length and the limit; ``None`` when it is not."""
+    if len(value) <= limit:
+        return None
+    return f"{len(value)} characters; a {what} has at most {limit} ({rule})"
+
+
+def _bounded(value: str, what: str, limit: int, rule: str) -> str:
+    reason = name_too_long(value, what, limit, rule)
+    if reason is not None:
+        raise ValueError(reason)
+    return value
+
+
+def check_gang_id(value: str) -> str:
+    """``value`` when its namespace and name (``namespace/name``, the pattern checked before)
+    are within ``NAMESPACE_MAX_LENGTH`` and ``NAME_MAX_LENGTH``; raises ``ValueError`` with
+    the reason otherwise."""
+    namespace, _, name = value.partition("/")
+    _bounded(namespace, "namespace name", NAMESPACE_MAX_LENGTH, LABEL_RULE)
+    _bounded(name, "gang or pod name", NAME_MAX_LENGTH, SUBDOMAIN_RULE)
+    return value
+
+
 def check_resource_version(value: str) -> str:
     """``value`` when it is a resourceVersion gangstate can order: a decimal one must be at
     most ``INT64_MAX``. Raises ``ValueError`` (the contract's reason) otherwise. The length
@@ -144,8 +200,8 @@ class ObjectMeta(BaseModel):
     """The ``metadata`` fields of a Kubernetes object that gangstate reads; the rest is kept."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    name: str = Field(min_length=1)
-    namespace: str = ""
+    name: str = Field(min_length=1, json_schema_extra={"maxLength": NAME_MAX_LENGTH})
+    namespace: str = Field(default="", json_schema_extra={"maxLength": NAMESPACE_MAX_LENGTH})
     uid: str = Field(min_length=1)
     resourceVersion: str = Field(default="", max_length=RV_MAX_LENGTH)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -157,6 +213,16 @@ class ObjectMeta(BaseModel):
     @classmethod
     def _rv_bounded(cls, value: str) -> str:
         return check_resource_version(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name_bounded(cls, value: str) -> str:
+        return _bounded(value, "Kubernetes object name", NAME_MAX_LENGTH, SUBDOMAIN_RULE)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_bounded(cls, value: str) -> str:
+        return _bounded(value, "namespace name", NAMESPACE_MAX_LENGTH, LABEL_RULE)
 
     @field_validator("labels", "annotations", mode="before")
     @classmethod
@@ -193,9 +259,19 @@ class PodRef(BaseModel):
     """A pod named by namespace, name and uid."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    namespace: str
-    name: str = Field(min_length=1)
+    namespace: str = Field(json_schema_extra={"maxLength": NAMESPACE_MAX_LENGTH})
+    name: str = Field(min_length=1, json_schema_extra={"maxLength": NAME_MAX_LENGTH})
     uid: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name_bounded(cls, value: str) -> str:
+        return _bounded(value, "Pod name", NAME_MAX_LENGTH, SUBDOMAIN_RULE)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_bounded(cls, value: str) -> str:
+        return _bounded(value, "namespace name", NAMESPACE_MAX_LENGTH, LABEL_RULE)
 
 
 class EventSource(BaseModel):
@@ -248,7 +324,7 @@ class CycleRecord(_Timed):
                                                 "counter; null when unknown (a record derived "
                                                 "from a scheduler Event, see source)")
     pod: PodRef
-    gang: str = Field(pattern=r"^[^/]+/[^/]+$")
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN})
     gang_group: str = ""
     stage: Stage
     status: CycleStatus
@@ -260,7 +336,7 @@ class CycleRecord(_Timed):
         default=None, description="the scheduler Event the record was derived from; required "
                                   "(with its uid) when cycle is null")
     culprit: str | None = Field(
-        default=None, pattern=r"^[^/]+/[^/]+$",
+        default=None, pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN},
         description="ns/name of the member whose failure to fit this outcome reports: the pod "
                     "itself for its own fit error, another member for a refusal or release "
                     "naming it; absent when unknown (optional since the catalogue of "
@@ -294,6 +370,11 @@ class CycleRecord(_Timed):
         default=None, description="the shim's: the scheduler framework's status code as "
                                   "written by the plugin (e.g. UnschedulableAndUnresolvable)")
 
+    @field_validator("gang", "culprit")
+    @classmethod
+    def _gang_bounded(cls, value: str | None) -> str | None:
+        return None if value is None else check_gang_id(value)
+
     @model_validator(mode="after")
     def _identified(self) -> "CycleRecord":
         if self.cycle is None and (self.source is None or not self.source.uid):
@@ -320,8 +401,8 @@ class GangSummaryRecord(_Timed):
     (An extension of the v1 contracts; see docs/contracts.md.)"""
 
     schema_: Literal["gangstate.gang-summary/v1"] = Field(alias="schema")
-    gang: str = Field(pattern=r"^[^/]+/[^/]+$")
-    to: str = Field(pattern=r"^[^/]+/[^/]+$")
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN})
+    to: str = Field(pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN})
     gang_group: str = ""
     groups: list[str] = Field(default_factory=list)
     exists: bool
@@ -334,6 +415,11 @@ class GangSummaryRecord(_Timed):
     once_satisfied: bool = Field(
         default=False, description="the sender's gang group was once satisfied (a member was "
                                    "bound); absent = false")
+
+    @field_validator("gang", "to")
+    @classmethod
+    def _gang_bounded(cls, value: str) -> str:
+        return check_gang_id(value)
 
     @field_validator("wanted_as_of")
     @classmethod
@@ -371,8 +457,8 @@ INPUT_ADAPTER: TypeAdapter[
 # tests/test_decoding_views.py checks them against the models.
 
 class _MetaView(TypedDict, total=False):
-    name: Required[Annotated[str, Field(min_length=1)]]
-    namespace: str
+    name: Required[Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]]
+    namespace: Annotated[str, Field(max_length=NAMESPACE_MAX_LENGTH)]
     uid: Required[Annotated[str, Field(min_length=1)]]
     resourceVersion: Annotated[str, Field(max_length=RV_MAX_LENGTH)]
     labels: dict[str, str] | None
@@ -416,8 +502,8 @@ class KubeView(_InputView):
 
 
 class _PodRefView(TypedDict):
-    namespace: str
-    name: Annotated[str, Field(min_length=1)]
+    namespace: Annotated[str, Field(max_length=NAMESPACE_MAX_LENGTH)]
+    name: Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
     uid: NotRequired[str]
 
 
@@ -444,7 +530,7 @@ class CycleView(_InputView):
     scheduler: NotRequired[str]
     cycle: Annotated[int, Field(ge=0, le=INT64_MAX)] | None
     pod: _PodRefView
-    gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    gang: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
     gang_group: NotRequired[str]
     stage: Stage
     status: CycleStatus
@@ -453,7 +539,7 @@ class CycleView(_InputView):
     representative: NotRequired[str | None]
     node: NotRequired[str | None]
     source: NotRequired[_EventSourceView | None]
-    culprit: NotRequired[Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")] | None]
+    culprit: NotRequired[Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)] | None]
     fit_error: NotRequired[str | None]
     already_wait_for_bound: NotRequired[Annotated[int, Field(ge=0)] | None]
     capacity: NotRequired[_CapacityView | None]
@@ -475,8 +561,8 @@ class AckView(_InputView):
 
 class GangSummaryView(_InputView):
     schema: Literal["gangstate.gang-summary/v1"]
-    gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
-    to: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    gang: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
+    to: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
     gang_group: NotRequired[str]
     groups: NotRequired[list[str]]
     exists: bool
