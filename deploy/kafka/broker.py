@@ -4,7 +4,8 @@ Where this sits: gangstate's streams run on Kafka. Users with Docker get a broke
 ``docker-compose.yml``; everywhere else (this repo's tests, CI, ``gangstate`` demo commands) the
 default broker is the one this module starts: a real Apache Kafka 4.x (KRaft, one combined
 broker+controller node, replication factor 1) run from Maven Central jars with the local ``java``.
-It is a throwaway: its data lives in a scratch directory, it listens on 127.0.0.1 only, and it is
+It is a throwaway by default: its data lives in a scratch directory wiped at every start (or kept
+and reused with ``keep_data``, ``run --data-dir DIR``), it listens on 127.0.0.1 only, and it is
 sized for a laptop (512 MiB heap). Do not point anything that matters at it.
 
 The module uses the Python standard library only: the ``gangstate`` CLI loads it with importlib
@@ -12,6 +13,7 @@ from its file path, and it also runs as a script::
 
     python deploy/kafka/broker.py fetch              # resolve the jars once (needs mvn)
     python deploy/kafka/broker.py run [--port N]     # start, print KAFKA_BOOTSTRAP_SERVERS=..., wait
+    python deploy/kafka/broker.py run --data-dir DIR # the same, on the data kept in DIR
 
 Pieces beside this file: ``pom.xml`` names the jars (``kafka_2.13`` plus a log4j2 binding),
 ``log4j2.properties`` sends the broker's log to ``<workdir>/logs/server.log``.
@@ -354,6 +356,22 @@ def _stop_all_at_exit() -> None:
 atexit.register(_stop_all_at_exit)
 
 
+def _read_properties(path: Path) -> dict[str, str]:
+    """``key=value`` lines of a Java properties file (comments and blank lines skipped); ``{}``
+    when it is missing."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
+
+
 def _java() -> str:
     """Return the java executable (``$JAVA_HOME/bin/java`` or ``java`` on PATH).
 
@@ -376,7 +394,16 @@ class LocalKafka:
     - ``workdir``: scratch directory for ``server.properties``, ``data/`` (the log dirs) and
       ``logs/`` (``server.log``, ``kafka.out``). ``None`` makes a temporary directory that
       :meth:`stop` removes; a given directory is kept, but its ``data/`` and ``logs/`` are wiped
-      at each :meth:`start` (every start is a freshly formatted, empty cluster).
+      at each :meth:`start` (every start is a freshly formatted, empty cluster) unless
+      ``keep_data``.
+    - ``keep_data`` (keyword only; needs ``workdir``): keep ``data/`` across starts, so the
+      broker restarts on its topics, records and committed offsets. The storage is formatted
+      (with a new cluster id, and ``scram``) only when ``data/`` holds no formatted storage
+      (``meta.properties``); otherwise the cluster id is read from it. Ports not given are
+      those of the previous start (read from ``server.properties``), so clients keep their
+      bootstrap address (given ones may differ: a restart on new client and controller ports
+      serves the same data); :class:`BrokerError` says when one is busy. ``logs/`` is still
+      rewritten at each start.
     - ``port`` / ``controller_port``: TCP ports for clients and for the KRaft controller. ``None``
       picks free ports (bind to port 0), so several instances on one machine never collide.
     - ``heap``: the JVM's ``-Xmx`` value, e.g. ``"512m"``.
@@ -404,7 +431,11 @@ class LocalKafka:
         properties: Mapping[str, str] | None = None,
         listeners: Sequence[str] = (),
         scram: Sequence[str] = (),
+        keep_data: bool = False,
     ) -> None:
+        if keep_data and workdir is None:
+            raise BrokerError("keep_data needs a workdir: a temporary one is removed at stop()")
+        self.keep_data = keep_data
         self._given_workdir = Path(workdir).resolve() if workdir is not None else None
         self._given_port = port
         self._given_controller_port = controller_port
@@ -484,7 +515,9 @@ class LocalKafka:
             self._kill(timeout=5.0)  # reap a broker that died on its own, close its output file
             lib = fetch()
             self._prepare_workdir()
-            auto_ports = self._given_port is None or self._given_controller_port is None
+            kept = self._kept_ports()
+            auto_ports = ((self._given_port or kept.get("PLAINTEXT")) is None
+                          or (self._given_controller_port or kept.get("CONTROLLER")) is None)
             attempts = 3 if auto_ports or self.extra_listeners else 1
             deadline = time.monotonic() + timeout
             for attempt in range(1, attempts + 1):
@@ -552,11 +585,23 @@ class LocalKafka:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self._made_workdir = False
 
+    def _kept_ports(self) -> dict[str, int]:
+        """``{"PLAINTEXT": port, "CONTROLLER": port}`` of the previous start on kept data (from
+        its ``server.properties``); empty unless ``keep_data`` and ``data/`` is formatted."""
+        assert self.workdir is not None
+        if not self.keep_data or not (self.workdir / "data" / "meta.properties").exists():
+            return {}
+        props = _read_properties(self.workdir / "server.properties")
+        return {name: int(port) for name, port in
+                re.findall(r"(PLAINTEXT|CONTROLLER)://[^,:]+:(\d+)", props.get("listeners", ""))}
+
     def _choose_ports(self) -> None:
-        """Fill in the client and controller ports (free ones unless given)."""
-        free = free_ports(2 + len(self.extra_listeners))
-        self.port = self._given_port or free[0]
-        self.controller_port = self._given_controller_port or next(
+        """Fill in the client and controller ports (given ones, else those of the previous start
+        on kept data, else free ones)."""
+        kept = self._kept_ports()
+        free = [p for p in free_ports(4 + len(self.extra_listeners)) if p not in kept.values()]
+        self.port = self._given_port or kept.get("PLAINTEXT") or free[0]
+        self.controller_port = self._given_controller_port or kept.get("CONTROLLER") or next(
             p for p in free if p != self.port
         )
         if self.port == self.controller_port:
@@ -638,7 +683,9 @@ class LocalKafka:
     def _launch(self, lib: Path, deadline: float) -> None:
         """Write server.properties, format storage and start the broker JVM."""
         assert self.workdir is not None
-        for sub in ("data", "logs"):
+        meta = self.workdir / "data" / "meta.properties"
+        formatted = self.keep_data and meta.exists()
+        for sub in ("logs",) if formatted else ("data", "logs"):
             shutil.rmtree(self.workdir / sub, ignore_errors=True)
             (self.workdir / sub).mkdir()
         props_path = self.workdir / "server.properties"
@@ -646,12 +693,19 @@ class LocalKafka:
         lines += [f"{k}={v}" for k, v in self.server_properties().items()]
         props_path.write_text("\n".join(lines) + "\n")
 
-        self.cluster_id = self._run_tool(lib, deadline, "random-uuid").strip().splitlines()[-1]
-        scram = [arg for credential in self.scram for arg in ("--add-scram", credential)]
-        self._run_tool(
-            lib, deadline, "format", "-t", self.cluster_id, "-c", str(props_path), "--standalone",
-            *scram,
-        )
+        if formatted:  # restart on the kept data: its cluster id, no new format
+            self.cluster_id = _read_properties(meta).get("cluster.id")
+            if not self.cluster_id:
+                raise BrokerError(f"{meta} names no cluster.id: not a Kafka storage directory "
+                                  f"this script formatted; remove {self.workdir / 'data'} to "
+                                  f"start empty")
+        else:
+            self.cluster_id = self._run_tool(lib, deadline, "random-uuid").strip().splitlines()[-1]
+            scram = [arg for credential in self.scram for arg in ("--add-scram", credential)]
+            self._run_tool(
+                lib, deadline, "format", "-t", self.cluster_id, "-c", str(props_path),
+                "--standalone", *scram,
+            )
 
         self._out = open(self.workdir / "logs" / "kafka.out", "wb")
         try:
@@ -740,11 +794,15 @@ class LocalKafka:
 # --- command line ----------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``fetch`` or ``run [--port N] [--controller-port N] [--workdir DIR]``.
+    """Command line: ``fetch`` or ``run [--port N] [--controller-port N] [--workdir DIR |
+    --data-dir DIR]``.
 
     ``fetch`` prints the jar directory. ``run`` starts a broker, prints
     ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:<port>`` and stays in the foreground until SIGINT or
-    SIGTERM, then stops it cleanly. Returns the exit code (0 ok, 1 broker error or broker died).
+    SIGTERM, then stops it cleanly. With ``--workdir`` (or neither, a temporary directory) every
+    start is an empty cluster; with ``--data-dir`` the broker keeps its data in DIR and a later
+    ``run --data-dir DIR`` restarts on it (``LocalKafka(keep_data=True)``). Returns the exit
+    code (0 ok, 1 broker error or broker died; 2 usage).
     """
     parser = argparse.ArgumentParser(
         prog="broker.py",
@@ -759,8 +817,14 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
     p_run.add_argument("--controller-port", type=int, default=None,
                        help="KRaft controller port (default: a free one)")
-    p_run.add_argument("--workdir", type=Path, default=None,
-                       help="scratch directory (default: a temporary one, removed at exit)")
+    where = p_run.add_mutually_exclusive_group()
+    where.add_argument("--workdir", type=Path, default=None,
+                       help="scratch directory, emptied at every start (default: a temporary "
+                            "one, removed at exit)")
+    where.add_argument("--data-dir", type=Path, default=None,
+                       help="keep the broker's data in DIR and restart on it: formatted (a new "
+                            "cluster id) only when DIR holds no Kafka storage yet, the same "
+                            "ports as the previous start unless --port/--controller-port")
     p_run.add_argument("--heap", default="512m", help="JVM -Xmx (default 512m)")
     p_run.add_argument("--timeout", type=float, default=90.0, help="startup timeout in seconds")
     args = parser.parse_args(argv)
@@ -779,13 +843,16 @@ def main(argv: list[str] | None = None) -> int:
 
         signal.signal(signal.SIGINT, _on_signal)
         signal.signal(signal.SIGTERM, _on_signal)
-        kafka = LocalKafka(args.workdir, args.port, args.controller_port, args.heap)
+        kafka = LocalKafka(args.data_dir or args.workdir, args.port, args.controller_port,
+                           args.heap, keep_data=args.data_dir is not None)
         started = time.monotonic()
         bootstrap = kafka.start(timeout=args.timeout)
         try:
             print(f"KAFKA_BOOTSTRAP_SERVERS={bootstrap}", flush=True)
-            print(f"# Kafka {KAFKA_VERSION} ready in {time.monotonic() - started:.1f}s; "
-                  f"logs in {kafka.log_path}; Ctrl-C to stop", file=sys.stderr, flush=True)
+            kept = f"; data kept in {kafka.workdir / 'data'}" if kafka.keep_data else ""
+            print(f"# Kafka {KAFKA_VERSION} ready in {time.monotonic() - started:.1f}s "
+                  f"(cluster {kafka.cluster_id}{kept}); logs in {kafka.log_path}; Ctrl-C to stop",
+                  file=sys.stderr, flush=True)
             while not stop.wait(0.5):
                 if not kafka.is_running():
                     print(f"Kafka broker died.\n{kafka._diagnostics()}", file=sys.stderr)

@@ -50,14 +50,20 @@ def fold(trace: str, output: str, at: str | None, grace: float) -> int:
     """Run the pure fold over a gangstate.*/v1 JSON-lines TRACE, or over a cluster dump
     (`kubectl get nodes,pods,podgroups,events -o json`, gzipped or not) read as the records a
     watch would have published. The clock is the records' observed_at; the fold ends with a
-    tick at --at. Malformed lines are reported on stderr with their line number and skipped."""
+    tick at --at. Malformed lines are reported on stderr with their line number and skipped. A
+    record more than GANGSTATE_MAX_SKEW_SECONDS (60) ahead of the rest of the trace (the latest
+    observed_at after it, or --at) is set aside, not folded, and reported on stderr (and in
+    the JSON/YAML output's input.set_aside), as the worker dead-letters a record that far
+    ahead of its Kafka timestamp."""
     from producers.watch.dump import DumpError, trace_lines
     from streams.core.fold import FoldSettings
+    from streams.kafka.settings import environment
     from streams.wire.traces import fold_lines, format_text
 
     settings = FoldSettings(grace_seconds=grace)
+    max_skew = int(environment().max_skew_seconds * 1_000_000)
     try:
-        result = fold_lines(list(trace_lines(Path(trace))), _at(at), settings)
+        result = fold_lines(list(trace_lines(Path(trace))), _at(at), settings, max_skew)
     except OSError as err:
         print(f"gangstate fold: cannot read {trace}: {err.strerror}", file=sys.stderr)
         return 2
@@ -66,6 +72,8 @@ def fold(trace: str, output: str, at: str | None, grace: float) -> int:
         return 2
     for number, error in result.errors:
         print(f"{trace}:{number}: skipped malformed record: {error}", file=sys.stderr)
+    for number, _observed_at, reason in result.set_aside:
+        print(f"{trace}:{number}: {reason}", file=sys.stderr)
     if output == "json":
         json.dump(result.to_json(), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")

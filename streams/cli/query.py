@@ -133,15 +133,20 @@ class TraceSource:
     """Documents from the offline fold of ``traces`` (merged by ``observed_at``, as the worker
     sees them) as of ``at`` (microseconds of event time): records after ``at`` are left out and
     the fold ends with a tick at ``at``. Raises ``QueryError`` (2) when a trace is unreadable;
-    malformed lines are reported on stderr and skipped, as ``gangstate fold`` does."""
+    malformed lines are reported on stderr and skipped, and records far ahead of the rest
+    (``streams.wire.traces.far_ahead``) set aside and reported, as ``gangstate fold`` does."""
 
     def __init__(self, traces: Sequence[str], at: int) -> None:
+        from streams.kafka.settings import environment
         from streams.wire.traces import fold_lines
 
         lines = _lines_until([Path(t) for t in traces], at)
-        result = fold_lines(((n, raw) for _, n, raw in lines), at)
+        result = fold_lines(((n, raw) for _, n, raw in lines), at,
+                            max_skew_micros=int(environment().max_skew_seconds * 1_000_000))
         for number, error in result.errors:
             print(f"line {number}: skipped malformed record: {error}", file=sys.stderr)
+        for number, _observed_at, reason in result.set_aside:
+            print(f"line {number}: {reason}", file=sys.stderr)
         self.states = result.states
 
     def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:

@@ -49,6 +49,62 @@ RV_MAX_LENGTH = 64
 19 digits; a non-decimal resourceVersion, compared only for equality, is bounded too)."""
 
 
+NAME_MAX_LENGTH = 253
+"""The longest name of a Kubernetes object (Pod, PodGroup, Event) and of a gang, characters:
+a DNS-1123 subdomain (k8s.io/apimachinery v0.35.2 ``pkg/util/validation/validation.go:191``
+``DNS1123SubdomainMaxLength``; a Pod's name is one, kubernetes v1.35.2
+``pkg/apis/core/validation/validation.go:285``, a custom resource's such as a PodGroup too,
+k8s.io/apiextensions-apiserver v0.35.2 ``pkg/registry/customresource/validator.go:53``). A gang
+named by the annotation ``gang.scheduling.koordinator.sh/name``, which Koordinator v1.8.0 does
+not bound (``apis/extension/coscheduling.go:96-98``), names a PodGroup-like gang: the same
+bound (docs/contracts.md, "Limits")."""
+
+NAMESPACE_MAX_LENGTH = 63
+"""The longest namespace name, characters: a DNS-1123 label (k8s.io/apimachinery v0.35.2
+``pkg/api/validation/generic.go:69`` ``ValidateNamespaceName = NameIsDNSLabel``,
+``pkg/util/validation/validation.go:161`` ``DNS1123LabelMaxLength``)."""
+
+LABEL_VALUE_MAX_LENGTH = 63
+"""The longest label value, characters (k8s.io/apimachinery v0.35.2
+``pkg/api/validate/content/kube.go:78`` ``LabelValueMaxLength``): the gang names and
+min-available of the ``pod-group.scheduling.sigs.k8s.io`` labels."""
+
+GANG_ID_VIEW_PATTERN = rf"^[^/]{{1,{NAMESPACE_MAX_LENGTH}}}/[^/]{{1,{NAME_MAX_LENGTH}}}$"
+"""A gang id ``namespace/name`` within the bounds: the decode views' check and the JSON
+Schemas' pattern (the models check the pattern ``^[^/]+/[^/]+$``, then the lengths, to give
+the reason)."""
+
+
+SUBDOMAIN_RULE = "DNS-1123 subdomain, k8s.io/apimachinery DNS1123SubdomainMaxLength"
+LABEL_RULE = "DNS-1123 label, k8s.io/apimachinery DNS1123LabelMaxLength"
+LABEL_VALUE_RULE = "k8s.io/apimachinery LabelValueMaxLength"
+
+
+def name_too_long(value: str, what: str, limit: int, rule: str) -> str | None:
+    """The reason ``value`` is longer than a ``what`` may be (``limit`` characters, by the
+    Kubernetes ``rule`` cited), naming its length and the limit; ``None`` when it is not."""
+    if len(value) <= limit:
+        return None
+    return f"{len(value)} characters; a {what} has at most {limit} ({rule})"
+
+
+def _bounded(value: str, what: str, limit: int, rule: str) -> str:
+    reason = name_too_long(value, what, limit, rule)
+    if reason is not None:
+        raise ValueError(reason)
+    return value
+
+
+def check_gang_id(value: str) -> str:
+    """``value`` when its namespace and name (``namespace/name``, the pattern checked before)
+    are within ``NAMESPACE_MAX_LENGTH`` and ``NAME_MAX_LENGTH``; raises ``ValueError`` with
+    the reason otherwise."""
+    namespace, _, name = value.partition("/")
+    _bounded(namespace, "namespace name", NAMESPACE_MAX_LENGTH, LABEL_RULE)
+    _bounded(name, "gang or pod name", NAME_MAX_LENGTH, SUBDOMAIN_RULE)
+    return value
+
+
 def check_resource_version(value: str) -> str:
     """``value`` when it is a resourceVersion gangstate can order: a decimal one must be at
     most ``INT64_MAX``. Raises ``ValueError`` (the contract's reason) otherwise. The length
@@ -144,8 +200,8 @@ class ObjectMeta(BaseModel):
     """The ``metadata`` fields of a Kubernetes object that gangstate reads; the rest is kept."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    name: str = Field(min_length=1)
-    namespace: str = ""
+    name: str = Field(min_length=1, json_schema_extra={"maxLength": NAME_MAX_LENGTH})
+    namespace: str = Field(default="", json_schema_extra={"maxLength": NAMESPACE_MAX_LENGTH})
     uid: str = Field(min_length=1)
     resourceVersion: str = Field(default="", max_length=RV_MAX_LENGTH)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -157,6 +213,16 @@ class ObjectMeta(BaseModel):
     @classmethod
     def _rv_bounded(cls, value: str) -> str:
         return check_resource_version(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name_bounded(cls, value: str) -> str:
+        return _bounded(value, "Kubernetes object name", NAME_MAX_LENGTH, SUBDOMAIN_RULE)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_bounded(cls, value: str) -> str:
+        return _bounded(value, "namespace name", NAMESPACE_MAX_LENGTH, LABEL_RULE)
 
     @field_validator("labels", "annotations", mode="before")
     @classmethod
@@ -193,9 +259,19 @@ class PodRef(BaseModel):
     """A pod named by namespace, name and uid."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    namespace: str
-    name: str = Field(min_length=1)
+    namespace: str = Field(json_schema_extra={"maxLength": NAMESPACE_MAX_LENGTH})
+    name: str = Field(min_length=1, json_schema_extra={"maxLength": NAME_MAX_LENGTH})
     uid: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name_bounded(cls, value: str) -> str:
+        return _bounded(value, "Pod name", NAME_MAX_LENGTH, SUBDOMAIN_RULE)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_bounded(cls, value: str) -> str:
+        return _bounded(value, "namespace name", NAMESPACE_MAX_LENGTH, LABEL_RULE)
 
 
 class EventSource(BaseModel):
@@ -248,7 +324,7 @@ class CycleRecord(_Timed):
                                                 "counter; null when unknown (a record derived "
                                                 "from a scheduler Event, see source)")
     pod: PodRef
-    gang: str = Field(pattern=r"^[^/]+/[^/]+$")
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN})
     gang_group: str = ""
     stage: Stage
     status: CycleStatus
@@ -260,7 +336,7 @@ class CycleRecord(_Timed):
         default=None, description="the scheduler Event the record was derived from; required "
                                   "(with its uid) when cycle is null")
     culprit: str | None = Field(
-        default=None, pattern=r"^[^/]+/[^/]+$",
+        default=None, pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN},
         description="ns/name of the member whose failure to fit this outcome reports: the pod "
                     "itself for its own fit error, another member for a refusal or release "
                     "naming it; absent when unknown (optional since the catalogue of "
@@ -294,6 +370,11 @@ class CycleRecord(_Timed):
         default=None, description="the shim's: the scheduler framework's status code as "
                                   "written by the plugin (e.g. UnschedulableAndUnresolvable)")
 
+    @field_validator("gang", "culprit")
+    @classmethod
+    def _gang_bounded(cls, value: str | None) -> str | None:
+        return None if value is None else check_gang_id(value)
+
     @model_validator(mode="after")
     def _identified(self) -> "CycleRecord":
         if self.cycle is None and (self.source is None or not self.source.uid):
@@ -320,8 +401,8 @@ class GangSummaryRecord(_Timed):
     (An extension of the v1 contracts; see docs/contracts.md.)"""
 
     schema_: Literal["gangstate.gang-summary/v1"] = Field(alias="schema")
-    gang: str = Field(pattern=r"^[^/]+/[^/]+$")
-    to: str = Field(pattern=r"^[^/]+/[^/]+$")
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN})
+    to: str = Field(pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN})
     gang_group: str = ""
     groups: list[str] = Field(default_factory=list)
     exists: bool
@@ -334,6 +415,11 @@ class GangSummaryRecord(_Timed):
     once_satisfied: bool = Field(
         default=False, description="the sender's gang group was once satisfied (a member was "
                                    "bound); absent = false")
+
+    @field_validator("gang", "to")
+    @classmethod
+    def _gang_bounded(cls, value: str) -> str:
+        return check_gang_id(value)
 
     @field_validator("wanted_as_of")
     @classmethod
@@ -371,8 +457,8 @@ INPUT_ADAPTER: TypeAdapter[
 # tests/test_decoding_views.py checks them against the models.
 
 class _MetaView(TypedDict, total=False):
-    name: Required[Annotated[str, Field(min_length=1)]]
-    namespace: str
+    name: Required[Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]]
+    namespace: Annotated[str, Field(max_length=NAMESPACE_MAX_LENGTH)]
     uid: Required[Annotated[str, Field(min_length=1)]]
     resourceVersion: Annotated[str, Field(max_length=RV_MAX_LENGTH)]
     labels: dict[str, str] | None
@@ -416,8 +502,8 @@ class KubeView(_InputView):
 
 
 class _PodRefView(TypedDict):
-    namespace: str
-    name: Annotated[str, Field(min_length=1)]
+    namespace: Annotated[str, Field(max_length=NAMESPACE_MAX_LENGTH)]
+    name: Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
     uid: NotRequired[str]
 
 
@@ -444,7 +530,7 @@ class CycleView(_InputView):
     scheduler: NotRequired[str]
     cycle: Annotated[int, Field(ge=0, le=INT64_MAX)] | None
     pod: _PodRefView
-    gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    gang: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
     gang_group: NotRequired[str]
     stage: Stage
     status: CycleStatus
@@ -453,7 +539,7 @@ class CycleView(_InputView):
     representative: NotRequired[str | None]
     node: NotRequired[str | None]
     source: NotRequired[_EventSourceView | None]
-    culprit: NotRequired[Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")] | None]
+    culprit: NotRequired[Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)] | None]
     fit_error: NotRequired[str | None]
     already_wait_for_bound: NotRequired[Annotated[int, Field(ge=0)] | None]
     capacity: NotRequired[_CapacityView | None]
@@ -475,8 +561,8 @@ class AckView(_InputView):
 
 class GangSummaryView(_InputView):
     schema: Literal["gangstate.gang-summary/v1"]
-    gang: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
-    to: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    gang: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
+    to: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
     gang_group: NotRequired[str]
     groups: NotRequired[list[str]]
     exists: bool
@@ -546,25 +632,35 @@ class Command(_Record):
 
 
 DEAD_LETTER_HEAD_BYTES = 4096
-"""Bytes of the raw value a dead letter carries at most (``DeadLetter.value``)."""
+"""Bytes of ``DeadLetter.value`` at most, as written in the dead letter: the JSON string's
+content (escaped, UTF-8, without its quotes). A control character takes 6 bytes there
+(``\\u0001``), a quote or a backslash 2, so a head of such bytes holds fewer raw bytes: 682 of
+``\\x01``, 2,048 of ``"``. A base64 head is of at most 3,072 raw bytes (4,096 characters)."""
 DEAD_LETTER_KEY_BYTES = 1024
-"""Bytes of the raw key a dead letter carries at most (``DeadLetter.key``)."""
-DEAD_LETTER_ERROR_CHARS = 2048
-"""Characters of the reason a dead letter carries at most (``DeadLetter.error``)."""
+"""Bytes of ``DeadLetter.key`` at most, as written in the dead letter (escaped, as above)."""
+DEAD_LETTER_ERROR_BYTES = 2048
+"""Bytes of ``DeadLetter.error`` at most, as written in the dead letter (escaped, as above;
+a cut reason ends with ``…``)."""
+DEAD_LETTER_MAX_BYTES = 8192
+"""The largest dead letter, bytes, as the worker writes it (compact UTF-8 JSON). The three
+bounds above make 7,168 bytes and the rest at most 598 (the field names, a topic name of 249
+characters, Kafka's longest, which needs no escaping, and 64-bit partition, offset and size):
+7,766 in all."""
 
 
 class DeadLetter(_Record):
     """``gangstate.dead-letter/v1``: a record that could not be folded, kept with the reason.
 
     ``observed_at`` is wall-clock time: dead letters are not fold outputs. ``value`` is the
-    head of the raw bytes (at most ``DEAD_LETTER_HEAD_BYTES``, cut at a character boundary) as
-    UTF-8 text, or base64 when they are not UTF-8 (then ``value_encoding`` is ``base64``);
-    ``value_size`` and ``value_sha256`` describe the whole raw value, ``value_truncated`` says
-    whether ``value`` is only its head. A dead letter is thus at most about 8 KiB, whatever
-    the record (docs/contracts.md, "Dead letters"). ``key`` is the raw key's head (at most
-    ``DEAD_LETTER_KEY_BYTES``), ``error`` the reason (at most ``DEAD_LETTER_ERROR_CHARS``).
-    Dead letters written before the head and digest lack the three ``value_*`` fields and carry
-    the whole value.
+    head of the raw bytes as UTF-8 text (cut at a character boundary), or base64 of the head
+    when they are not UTF-8 (then ``value_encoding`` is ``base64``), at most
+    ``DEAD_LETTER_HEAD_BYTES`` as written (JSON-escaped); ``value_size`` and ``value_sha256``
+    describe the whole raw value, ``value_truncated`` says whether ``value`` is only its head.
+    ``key`` is the raw key's head (at most ``DEAD_LETTER_KEY_BYTES`` as written), ``error`` the
+    reason (at most ``DEAD_LETTER_ERROR_BYTES`` as written). A dead letter is thus at most
+    ``DEAD_LETTER_MAX_BYTES`` (8,192) as compact JSON, whatever the record (docs/contracts.md,
+    "Dead letters"). Dead letters written before the head and digest lack the three
+    ``value_*`` fields and carry the whole value.
     """
 
     schema_: Literal["gangstate.dead-letter/v1"] = Field(alias="schema", default=DEAD_LETTER_SCHEMA)
@@ -572,8 +668,10 @@ class DeadLetter(_Record):
     topic: str
     partition: int | None = None
     offset: int | None = None
-    key: str | None = None
-    value: str = Field(description="the head of the raw value (UTF-8 text, or base64)")
+    key: str | None = Field(default=None, description="the head of the raw key (at most 1024 "
+                                                      "bytes as written, JSON-escaped)")
+    value: str = Field(description="the head of the raw value (UTF-8 text, or base64), at most "
+                                   "4096 bytes as written (JSON-escaped, UTF-8)")
     value_encoding: Literal["utf-8", "base64"] = "utf-8"
     value_size: int | None = Field(default=None, ge=0,
                                    description="bytes of the whole raw value")
@@ -581,7 +679,36 @@ class DeadLetter(_Record):
                                      description="sha256 of the whole raw value, hex")
     value_truncated: bool = Field(default=False,
                                   description="value holds only the head of the raw value")
-    error: str
+    error: str = Field(description="why the record could not be folded, at most 2048 bytes as "
+                                   "written (JSON-escaped)")
+
+
+_SHORT_ESCAPES = frozenset("\b\f\n\r\t\"\\")
+
+
+def _escaped_bytes(ch: str) -> int:
+    """Bytes of character ``ch`` inside a JSON string as the worker writes it (pydantic_core's
+    ``to_json``, like ``json.dumps(..., ensure_ascii=False)``): ``\\"``, ``\\\\`` and the short
+    escapes 2, other control characters 6 (``\\u001f``), anything else its UTF-8 length."""
+    if ch in _SHORT_ESCAPES:
+        return 2
+    o = ord(ch)
+    if o < 0x20:
+        return 6
+    return 1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4
+
+
+def json_head(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` whose JSON string content (escaped, UTF-8, without the
+    quotes) is at most ``limit`` bytes."""
+    if len(text) * 6 <= limit:  # no character can take more than 6 bytes
+        return text
+    size = 0
+    for i, ch in enumerate(text):
+        size += _escaped_bytes(ch)
+        if size > limit:
+            return text[:i]
+    return text
 
 
 def _utf8_head(raw: bytes, limit: int) -> tuple[str, bool]:
@@ -600,27 +727,34 @@ def dead_letter(observed_at: str, topic: str, partition: int | None, offset: int
                 key: bytes | None, value: bytes | None, error: str) -> dict[str, Any]:
     """A ``gangstate.dead-letter/v1`` record (JSON-ready) for raw ``key``/``value`` that could
     not be folded because of ``error``: the head of the value, its size and sha256, the head
-    of the key, the reason cut to ``DEAD_LETTER_ERROR_CHARS``. ``observed_at`` is the caller's
-    (the worker's wall clock). Never larger than about 8 KiB."""
+    of the key, the reason, each cut so that it is at most its bound as written
+    (``DEAD_LETTER_HEAD_BYTES``, ``DEAD_LETTER_KEY_BYTES``, ``DEAD_LETTER_ERROR_BYTES``:
+    bytes of the JSON-escaped string). ``observed_at`` is the caller's (the worker's wall
+    clock). Its compact JSON is at most ``DEAD_LETTER_MAX_BYTES`` (8,192) bytes."""
     raw = value or b""
     text, utf8 = _utf8_head(raw, DEAD_LETTER_HEAD_BYTES)
     if utf8:
         encoding = "utf-8"
+        text = json_head(text, DEAD_LETTER_HEAD_BYTES)
         truncated = len(text.encode("utf-8")) < len(raw)
     else:
-        head = raw[:DEAD_LETTER_HEAD_BYTES]
+        head = raw[:DEAD_LETTER_HEAD_BYTES // 4 * 3]  # base64: 4 characters per 3 bytes
         text, encoding, truncated = base64.b64encode(head).decode("ascii"), "base64", \
             len(head) < len(raw)
     key_text = None
     if key is not None:
-        key_text = key[:DEAD_LETTER_KEY_BYTES].decode("utf-8", "replace")
+        key_text = json_head(key[:DEAD_LETTER_KEY_BYTES].decode("utf-8", "replace"),
+                             DEAD_LETTER_KEY_BYTES)
+    error = error.encode("utf-8", "replace").decode("utf-8")  # no lone surrogate
+    cut = json_head(error, DEAD_LETTER_ERROR_BYTES)
+    if cut != error:
+        cut = json_head(error, DEAD_LETTER_ERROR_BYTES - 3) + "…"  # 3 bytes in UTF-8
     return {
         "schema": DEAD_LETTER_SCHEMA, "observed_at": observed_at, "topic": topic,
         "partition": partition, "offset": offset, "key": key_text,
         "value": text, "value_encoding": encoding, "value_size": len(raw),
         "value_sha256": hashlib.sha256(raw).hexdigest(), "value_truncated": truncated,
-        "error": error if len(error) <= DEAD_LETTER_ERROR_CHARS
-        else error[:DEAD_LETTER_ERROR_CHARS - 1] + "…",
+        "error": cut,
     }
 
 

@@ -21,12 +21,15 @@ from typing import Any, Callable, NamedTuple
 from pydantic import ValidationError
 
 from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
-                                    SUMMARY_SCHEMA, TICK_SCHEMA, check_resource_version,
-                                    event_time)
+                                    LABEL_VALUE_MAX_LENGTH, LABEL_VALUE_RULE, NAME_MAX_LENGTH,
+                                    SUBDOMAIN_RULE, SUMMARY_SCHEMA, TICK_SCHEMA,
+                                    check_resource_version, event_time, name_too_long)
 from streams.core.records import (AckObserved, Capacity, CycleObserved, GangSummarized,
                                   PodGroupObserved, PodObserved, Record, Tick)
 from streams.core.timefmt import format_time
-from streams.core.spec import gang_of_pod, settings_of_pod, settings_of_podgroup, waits_for_podgroup
+from streams.core.spec import (ANNOTATION_NAME, LABEL_MIN_AVAILABLE_DEPRECATED, LABEL_POD_GROUP,
+                               LABEL_POD_GROUP_NAME_DEPRECATED, gang_of_pod, settings_of_pod,
+                               settings_of_podgroup, waits_for_podgroup)
 
 
 class DecodeError(ValueError):
@@ -88,11 +91,12 @@ def check_skew(at: int, reference: int | None, max_skew_micros: int) -> None:
             f"docs/contracts.md \"Limits\")")
 
 
-def decode_input(raw: bytes | str, reference: int | None = None,
+def decode_input(raw: bytes | str | None, reference: int | None = None,
                  max_skew_micros: int = int(MAX_SKEW_SECONDS * 1_000_000)) -> Decoded:
     """Decode one ``gang-events`` value (JSON bytes or text) into a ``Decoded``.
 
-    Raises ``DecodeError`` with a one-line reason when the value is over ``MAX_VALUE_BYTES``, is
+    Raises ``DecodeError`` with a one-line reason when the value is null (``None``: a Kafka
+    tombstone, ``invalid record: null value (tombstone)``), is over ``MAX_VALUE_BYTES``, is
     not JSON, has an unknown ``schema``, or fails the contract (missing fields, bad types, a
     bad ``observed_at``, numbers beyond the contract's bounds), or when ``reference`` (the
     record's Kafka timestamp, microseconds; ``None`` when there is none) is given and its
@@ -102,6 +106,8 @@ def decode_input(raw: bytes | str, reference: int | None = None,
     skipped). Whatever the view rejects or cannot vouch for goes through the contract models
     (``contracts.INPUT_ADAPTER``), which give the accepted record or the reason.
     """
+    if raw is None:  # a Kafka tombstone: gang-events is no compacted topic, nobody deletes in it
+        raise DecodeError("invalid record: null value (tombstone)")
     size = len(raw)
     if size > MAX_VALUE_BYTES:
         raise DecodeError(f"value of {size} bytes is over the {MAX_VALUE_BYTES}-byte bound "
@@ -220,6 +226,7 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
     key = (namespace, tuple(labels.items()), tuple(annotations.items()))
     read = _POD_GANG.get(key)
     if read is None:
+        check_gang_names(labels, annotations)
         read = (gang_of_pod(namespace, labels, annotations),
                 settings_of_pod(labels, annotations), waits_for_podgroup(labels))
         if len(_POD_GANG) >= POD_GANG_CACHE:
@@ -237,6 +244,30 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
         at, rec["type"], gang, namespace, meta["name"], meta["uid"],
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
         settings, waits, scheduling_gates(spec.get("schedulingGates"))))
+
+
+GANG_LABELS = (LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, LABEL_MIN_AVAILABLE_DEPRECATED)
+"""The labels of a pod that the fold reads (its gang's name, min-available)."""
+
+
+def check_gang_names(labels: dict[str, str], annotations: dict[str, str]) -> None:
+    """Raise ``DecodeError`` when a pod's gang is named longer than Kubernetes allows: a
+    label of ``GANG_LABELS`` over ``LABEL_VALUE_MAX_LENGTH`` (63; the API server refuses such
+    a pod), or, when no such label names the gang, the annotation
+    ``gang.scheduling.koordinator.sh/name`` over ``NAME_MAX_LENGTH`` (253: Koordinator v1.8.0
+    does not bound it, but the gang it names is a PodGroup's, a DNS-1123 subdomain). The
+    reason names the field, its length and the limit (docs/contracts.md, "Limits")."""
+    for label in GANG_LABELS:
+        reason = name_too_long(labels.get(label) or "", "label value",
+                               LABEL_VALUE_MAX_LENGTH, LABEL_VALUE_RULE)
+        if reason is not None:
+            raise DecodeError(f"invalid record: object.metadata.labels.{label}: {reason}")
+    if not (labels.get(LABEL_POD_GROUP) or labels.get(LABEL_POD_GROUP_NAME_DEPRECATED)):
+        reason = name_too_long(annotations.get(ANNOTATION_NAME) or "", "gang name",
+                               NAME_MAX_LENGTH, SUBDOMAIN_RULE + ", as a PodGroup's")
+        if reason is not None:
+            raise DecodeError(f"invalid record: object.metadata.annotations.{ANNOTATION_NAME}: "
+                              f"{reason}")
 
 
 def scheduling_gates(raw: Any) -> tuple[str, ...]:

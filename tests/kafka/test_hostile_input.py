@@ -6,6 +6,8 @@
 - a record whose Kafka key is not its gang (another key, no key, or the gang's key on another
   partition than murmur2 gives) is re-published under its gang's key to its gang's partition:
   one gang, one state, never split;
+- a null value (a Kafka tombstone) is an invalid record, dead-lettered with its reason and no
+  traceback;
 - a value over the size bound (6 MiB on a topic whose limit was raised), or a large invalid
   value (about 1 MB), is dead-lettered with its size, sha256 and head only: the dead letter fits
   the broker's default limit, the worker keeps going and folds what follows.
@@ -203,11 +205,38 @@ def test_values_over_the_bound_are_dead_lettered_with_digest_size_and_head(
     assert [d["value_sha256"] for d in dead] == [hashlib.sha256(huge).hexdigest(),
                                                  hashlib.sha256(large).hexdigest()]
     assert all(d["value_truncated"] for d in dead)
-    assert dead[0]["value"] == huge[:4096].decode()
-    assert dead[1]["value"] == large[:4096].decode()
+    # 4,096 bytes as written: the 7 quotes of each head take 2 bytes each (\\")
+    assert dead[0]["value"] == huge[:4089].decode()
+    assert dead[1]["value"] == large[:4089].decode()
     assert "over the 1048576-byte bound" in dead[0]["error"]
     assert dead[1]["error"].startswith("invalid record")
-    assert all(len(json.dumps(d).encode()) < 16 * 1024 for d in dead)
+    assert all(len(json.dumps(d, separators=(",", ":")).encode()) <= 8192 for d in dead)
+    assert sorted(table) == [gang]  # what followed was folded
+
+
+def test_a_null_value_is_dead_lettered_as_an_invalid_record_without_a_traceback(
+        kafka_settings: Settings, tmp_path: Path) -> None:
+    # a tombstone (value None) used to be dead-lettered as "internal error: TypeError: object
+    # of type 'NoneType' has no len()", with the traceback in the worker's log
+    s = kafka_settings
+    topic = s.topics.gang_events
+    gang = "nil/g"
+    now = int(time.time()) * 1_000_000
+    with running_worker(s, log_path=tmp_path / "worker.log") as worker:
+        p = producer(s)
+        p.send(topic, key=gang.encode(), value=None)
+        p.send(topic, key=gang.encode(), value=pod(now, "nil", "g", "g-0", "u-0", 1))
+        p.flush()
+        p.close()
+        caught_up = wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
+        alive = worker.poll() is None
+        worker_log = (tmp_path / "worker.log").read_text(errors="replace")
+        dead = read_all(s, [s.topics.dead_letters])[s.topics.dead_letters]
+        table = read_table(s)
+    assert caught_up and alive, worker_log[-3000:]
+    assert [(d["key"], d["error"], d["value"], d["value_size"]) for d in dead] == [
+        (gang, "invalid record: null value (tombstone)", "", 0)]
+    assert "Traceback" not in worker_log and "internal error" not in worker_log, worker_log
     assert sorted(table) == [gang]  # what followed was folded
 
 

@@ -204,3 +204,58 @@ def test_given_workdir_is_kept_and_busy_port_raises_with_log_tail(tmp_path):
     assert not kafka.is_running()
     assert (tmp_path / "k" / "server.properties").exists(), "a given workdir is not removed"
     kafka.stop()  # harmless after a failed start
+
+
+def _run_broker(data_dir: Path) -> tuple["subprocess.Popen[str]", str, str]:
+    """``broker.py run --data-dir DATA_DIR`` as a user runs it; returns the process, the
+    bootstrap address it printed and its readiness line (stderr), once it printed them."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, str(BROKER_PY), "run", "--data-dir", str(data_dir),
+                             "--timeout", "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()  # blocks until the broker is ready (or the script exits)
+    ready = proc.stderr.readline()
+    assert first.startswith("KAFKA_BOOTSTRAP_SERVERS="), (first, ready, proc.stderr.read())
+    return proc, first.strip().split("=", 1)[1], ready
+
+
+def _stop_broker(proc: "subprocess.Popen[str]") -> None:
+    import signal
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+
+def test_run_with_a_data_dir_restarts_on_its_data(tmp_path):
+    # before, `run` formatted a new, empty cluster at every start: the record was gone
+    data_dir = tmp_path / "kafka"
+    topic = _topic("kept")
+    proc, bootstrap, ready = _run_broker(data_dir)
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        try:
+            meta = producer.send(topic, key=b"gang-a", value=b"kept").get(timeout=30)
+        finally:
+            producer.close()
+        assert meta.offset == 0
+        cluster_id = broker.metadata(bootstrap)["cluster_id"]
+        assert f"(cluster {cluster_id}; data kept in {data_dir.resolve() / 'data'})" in ready
+    finally:
+        _stop_broker(proc)
+    meta_properties = (data_dir / "data" / "meta.properties").read_text()
+    assert f"cluster.id={cluster_id}" in meta_properties
+
+    proc, again, ready = _run_broker(data_dir)
+    try:
+        assert again == bootstrap  # the same port, unless --port says otherwise
+        assert broker.metadata(again)["cluster_id"] == cluster_id  # not formatted again
+        records = _consume(again, topic, 1)
+        assert [(r.key, r.value, r.offset) for r in records] == [(b"gang-a", b"kept", 0)]
+    finally:
+        _stop_broker(proc)
+
+
+def test_keep_data_needs_a_workdir():
+    with pytest.raises(broker.BrokerError, match="keep_data needs a workdir"):
+        broker.LocalKafka(keep_data=True)

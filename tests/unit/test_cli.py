@@ -55,11 +55,18 @@ def test_a_missing_file_is_a_clear_error():
 
 def test_the_final_tick_time_decides_whether_a_warning_is_due():
     trace = str(CASES / "podgroup-missing/trace.jsonl")
+    # the trace's last record (line 3, 09:02:00) is 115 s after --at: set aside, as the worker
+    # sets aside a record that far ahead of its Kafka timestamp; no warning is due by 09:00:05
     early = json.loads(fold(trace, "-o", "json", "--at", "2026-11-02T09:00:05Z").stdout)
-    assert [d["reason"] for d in early["diagnostics"]] == ["GangNotInitialized",
-                                                           "GangMembersSatisfied"]
-    # the trace itself runs past the grace period, so a tick before its end changes nothing
-    assert early["gangs"]["vision/resnet-ddp"]["phase"] == "Ready"
+    assert early["diagnostics"] == []
+    assert [s["line"] for s in early["input"]["set_aside"]] == [3]
+    assert early["gangs"]["vision/resnet-ddp"]["phase"] == "NotInitialized"
+    # within the skew of --at (30 s), the record is folded: the warning, then its end
+    late = json.loads(fold(trace, "-o", "json", "--at", "2026-11-02T09:01:30Z").stdout)
+    assert [d["reason"] for d in late["diagnostics"]] == ["GangNotInitialized",
+                                                          "GangMembersSatisfied"]
+    assert late["input"]["set_aside"] == []
+    assert late["gangs"]["vision/resnet-ddp"]["phase"] == "Ready"
 
 
 def test_text_output_shows_each_command_under_its_own_gang_only(tmp_path):

@@ -1,6 +1,7 @@
 """Dead letters always fit (a head, the size and a sha256 of the value, never the whole value
-beyond 4 KiB), values over 1 MiB are refused before parsing, and a record's ``observed_at`` may
-be at most the skew bound ahead of its Kafka timestamp (docs/contracts.md, "Limits")."""
+beyond 4 KiB as written, JSON escapes included: at most 8,192 bytes in all), values over 1 MiB
+are refused before parsing, and a record's ``observed_at`` may be at most the skew bound ahead
+of its Kafka timestamp (docs/contracts.md, "Limits")."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 import pytest
 
 from streams.core.timefmt import parse_time
-from streams.wire.contracts import DeadLetter, dead_letter
+from streams.wire.contracts import DEAD_LETTER_MAX_BYTES, DeadLetter, dead_letter
 from streams.wire.decoding import (MAX_VALUE_BYTES, DecodeError, check_skew, decode_input)
 
 AT = "2026-11-02T09:00:00.000000Z"
@@ -36,7 +37,7 @@ def test_a_6_mib_value_gives_a_dead_letter_of_a_few_kib():
     assert d["value"] == "x" * 4096 and d["value_truncated"]
     assert d["value_size"] == 6_291_456
     assert d["value_sha256"] == hashlib.sha256(value).hexdigest()
-    assert d["key"] == "k" * 1024 and len(d["error"]) == 2048
+    assert d["key"] == "k" * 1024 and d["error"] == "e" * 2045 + "…"  # 2,048 bytes
     assert len(json.dumps(d).encode()) < 8 * 1024
 
 
@@ -51,7 +52,7 @@ def test_a_value_that_is_not_utf8_is_base64_of_its_head():
     value = b"\xff\xfe" * 3000
     d = letter(value)
     assert d["value_encoding"] == "base64" and d["value_truncated"]
-    assert base64.b64decode(d["value"]) == value[:4096]
+    assert base64.b64decode(d["value"]) == value[:3072] and len(d["value"]) == 4096
 
 
 def test_a_value_over_1_mib_is_refused_before_parsing():
@@ -82,3 +83,58 @@ def test_the_skew_bound_is_inclusive_and_the_past_is_never_refused():
     check_skew(kafka + 10**12, None, 60_000_000)  # no timestamp
     with pytest.raises(DecodeError):
         check_skew(kafka + 60_000_001, kafka, 60_000_000)
+
+
+def test_a_null_value_is_an_invalid_record_with_its_reason_not_a_type_error():
+    # a Kafka tombstone (value None) on gang-events: before, len(None) raised TypeError and the
+    # worker dead-lettered it as "internal error: TypeError" with a traceback in its log
+    with pytest.raises(DecodeError, match=r"^invalid record: null value \(tombstone\)$"):
+        decode_input(None)
+    with pytest.raises(DecodeError, match=r"^invalid record: null value \(tombstone\)$"):
+        decode_input(None, reference=parse_time(AT))
+    d = letter(None, error="invalid record: null value (tombstone)")
+    assert d["value"] == "" and d["value_size"] == 0 and not d["value_truncated"]
+    assert d["value_sha256"] == hashlib.sha256(b"").hexdigest()
+
+
+WORST = [  # raw values whose every byte takes the most room once JSON-escaped
+    pytest.param(b"\x01" * 10_000, id="control-chars"),  # \u0001: 6 bytes each
+    pytest.param(b'"' * 10_000, id="quotes"),  # \": 2 bytes each
+    pytest.param(b"\\" * 10_000, id="backslashes"),
+    pytest.param("\U0001F600".encode() * 3000, id="4-byte-utf8"),
+    pytest.param(b"\xff" * 10_000, id="not-utf8"),  # base64; as a key, U+FFFD: 3 bytes each
+    pytest.param(b"\x1f\\\"\n\x00" * 3000, id="mixed"),
+]
+
+
+@pytest.mark.parametrize("value", WORST)
+def test_the_bound_holds_after_json_escaping(value):
+    # before: the head was cut at 4,096 raw bytes, then escaped: 4,096 bytes of \x01 became
+    # 24,576 bytes of \u0001, and a dead letter reached 24,992 B against the documented ~8 KiB
+    from pydantic_core import to_json
+
+    from streams.worker.app import _json
+
+    d = dead_letter(AT, "t" * 249, 2**31 - 1, 2**63 - 1, value[:5000], value,
+                    value.decode("utf-8", "replace") * 2)
+    DeadLetter.model_validate(d)
+    written = _json(d)  # the bytes the worker sends
+    assert written == to_json(d)
+    assert len(written) <= DEAD_LETTER_MAX_BYTES == 8192
+    assert len(json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()) == len(written)
+    for name, bound in (("value", 4096), ("key", 1024), ("error", 2048)):
+        inner = json.dumps(d[name], ensure_ascii=False).encode()[1:-1]
+        assert len(inner) <= bound, name
+        assert len(inner) > bound - 8, name  # cut at the bound, not far below it
+    assert d["value_truncated"] and d["value_size"] == len(value)
+    if d["value_encoding"] == "utf-8":
+        assert value.startswith(d["value"].encode())
+    else:
+        assert value.startswith(base64.b64decode(d["value"]))
+
+
+def test_a_head_of_control_characters_holds_682_of_them():
+    d = letter(b"\x01" * 5000)
+    assert d["value"] == "\x01" * 682  # 682 x 6 = 4,092 bytes; one more would be 4,098
+    assert d["value_truncated"] and d["value_size"] == 5000
+    assert letter(b'a\tb"c\\')["value"] == 'a\tb"c\\'  # a short value stays whole
