@@ -112,6 +112,8 @@ def run_watch(args: argparse.Namespace) -> int:
     if publisher is None:
         return 0
     watcher = Watcher(api_client, publisher, settings, config, metrics=metrics)
+    log.info("connected to Kafka at %s; watching %d streams into %s", settings.bootstrap,
+             len(watcher.streams), settings.topics.gang_events)
     if stop.is_set():
         watcher.stopping.set()
     try:

@@ -62,8 +62,8 @@ def test_watcher_restart_after_deleted_pods_writes_no_dead_letter_and_lists_no_d
     chain.restart("watch")
     # the restarted watcher lists every stored Event again, those of the deleted pods too,
     # and holds each for 10 s in case its pod shows up; wait past that
-    wait_for("the restarted watcher to publish ticks",
-             lambda: "Updated metadata" in log.read_text(errors="replace")[offset:], 60)
+    wait_for("the restarted watcher connected to Kafka",
+             lambda: "connected to Kafka at" in log.read_text(errors="replace")[offset:], 60)
     time.sleep(15)
     assert chain.alive()["watch"]
     assert len(dead_letters(chain)) == before, json.dumps(dead_letters(chain)[before:])[:2000]
