@@ -21,7 +21,7 @@ from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
-from tests.fixtures.casecheck import case_dirs
+from tests.fixtures.casecheck import handed_case_dirs
 
 AT = parse_time("2026-11-29T00:00:00Z")
 
@@ -49,7 +49,7 @@ def test_resume_of_a_running_flow_keeps_the_queued_records():
 def test_stored_value_says_whether_the_gang_has_a_timer():
     store: dict = {}
     fold = PartitionFold(store)
-    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
     from streams.wire.decoding import decode_input
 
     seen = {True: 0, False: 0}
@@ -107,7 +107,7 @@ def test_restart_with_a_backlog_recovers_and_serves_every_partition(kafka_settin
     """The second half of the log is published while no worker runs, so every partition has
     records waiting when the next worker recovers the table: all of them are folded, and the
     outputs and table equal the offline fold of the whole log."""
-    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
     half = len(lines) // 2
     with running_worker(kafka_settings, log_path=tmp_path / "first.log") as worker:
         replay(lines[:half], kafka_settings)

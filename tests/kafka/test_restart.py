@@ -12,7 +12,7 @@ from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
-from tests.fixtures.casecheck import case_dirs
+from tests.fixtures.casecheck import handed_case_dirs
 
 pytestmark = pytest.mark.kafka
 AT = parse_time("2026-11-29T00:00:00Z")
@@ -28,7 +28,7 @@ def first_seen(records: list[dict], key: str) -> dict[str, list[str]]:
 
 
 def test_restart_mid_replay_recovers_state_and_timers(kafka_settings, tmp_path):
-    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
     half = len(lines) // 2
     with running_worker(kafka_settings, log_path=tmp_path / "first.log") as worker:
         replay(lines[:half], kafka_settings)

@@ -26,7 +26,7 @@ from streams.kafka.settings import Settings
 from streams.query.answers import explain_pod, gang_detail
 from streams.wire.contracts import parse_time
 from streams.wire.traces import fold_lines
-from tests.fixtures.casecheck import case_dirs
+from tests.fixtures.casecheck import handed_case_dirs
 from tests.kafka.test_worker_web import plain
 
 pytestmark = pytest.mark.kafka
@@ -60,7 +60,7 @@ def test_a_view_is_answered_by_either_worker(tmp_path: Path,
                                              kafka_settings: Settings) -> None:
     monkeypatch.delenv("POD_IP", raising=False)
     settings = kafka_settings
-    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()])
+    lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
     expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
     port = free_port_on_both()
     bases = [f"http://{address}:{port}" for address in ADDRESSES]

@@ -31,7 +31,7 @@ from streams.wire.traces import fold_lines, fold_trace
 from streams.kafka.reading import wait_caught_up
 from streams.query.answers import gang_detail, gang_rows
 from streams.dev.worker_process import running_worker
-from tests.fixtures.casecheck import case_dirs
+from tests.fixtures.casecheck import handed_case_dirs
 from tests.fixtures.tracegen import gated_representative
 
 AT = parse_time("2026-11-29T00:00:00Z")
@@ -142,7 +142,7 @@ def served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     ensure_topics(settings)
     gated = tmp_path_factory.mktemp("views-trace") / "gated.jsonl"
     gated.write_text("\n".join(gated_representative()) + "\n")
-    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()] + [gated])
+    lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()] + [gated])
     expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -238,7 +238,7 @@ def test_why_view_explains_the_pod_with_or_without_its_gang(served) -> None:
 @pytest.mark.kafka
 def test_cli_against_the_worker_prints_what_the_offline_fold_prints(served, capsys) -> None:
     base = served["base"]
-    traces = [a for case in case_dirs() for a in ("--from", str(case / "trace.jsonl"))]
+    traces = [a for case in handed_case_dirs() for a in ("--from", str(case / "trace.jsonl"))]
     traces += ["--from", str(served["gated"])]
     for argv in (["get", "gangs"], ["get", "gangs", "-n", "team-g", "-o", "json"],
                  ["describe", "gang", "team-g/g"],
