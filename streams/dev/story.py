@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from producers.watch.scheduler_events import parse_scheduler_event
 from producers.watch.watching import event_count
 from streams.core.spec import gang_of_pod
 from streams.events.recorder import written_offline
@@ -82,8 +83,8 @@ def scheduler_events(records: Iterable[Mapping[str, Any]],
                      pods: Mapping[PodKey, PodSeen]) -> dict[PodKey, SchedulerSaid]:
     """Per pod, the scheduler's Events in ``records`` (``gangstate.kube/v1`` dicts with
     ``resource: events``): reasons counted by ``event_count`` (the last count seen of each
-    Event uid), the latest message. An Event naming no uid is matched to the pod of its name.
-    """
+    Event uid), the latest message of an attempt (``parse_scheduler_event``). An Event naming
+    no uid is matched to the pod of its name."""
     by_name = {(ns, name): (ns, name, uid) for ns, name, uid in pods}
     counts: dict[PodKey, dict[str, tuple[str, int]]] = {}
     out: dict[PodKey, SchedulerSaid] = {}
@@ -98,7 +99,11 @@ def scheduler_events(records: Iterable[Mapping[str, Any]],
         counts.setdefault(key, {})[str(ev_uid)] = (ev.get("reason") or "", event_count(ev))
         said = out.setdefault(key, SchedulerSaid())
         when = str(ev.get("eventTime") or ev.get("lastTimestamp") or rec.get("observed_at"))
-        if when >= said.latest_at:
+        # the latest attempt's message: "skip schedule deleting pod" tells no attempt
+        # (kube-scheduler v1.35.2 schedule_one.go:399-404; the catalogue's non-attempt row)
+        attempt = parse_scheduler_event(ev.get("reason") or "", ev.get("message") or "",
+                                        ns, name).attempt
+        if attempt and when >= said.latest_at:
             said.latest, said.latest_at = ev.get("message") or "", when
     for key, by_uid in counts.items():
         out[key].counts = Counter()
@@ -150,7 +155,7 @@ def cases_of(lines: Iterable[tuple[str, int, bytes]]) -> list[Case]:
     return cases
 
 
-def _cut(text: str, width: int = 160) -> str:
+def _cut(text: str, width: int = 240) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -186,7 +191,8 @@ def report(cases: list[Case], result: FoldResult) -> str:
             labels = {k: _pod_label(k, case.pods[k], twins) for k in pods}
             if state is not None:
                 row = gang_row(state)
-                lines.append(f"gang {gang}  phase={row['phase']}  members={row['members']}/"
+                lines.append(f"gang {gang}  phase={row['phase']}  members={row['members']}"
+                             f"  minMember="
                              f"{row['min_member'] if row['min_member'] is not None else '?'}"
                              f"  bound={row['bound']}  pods: {', '.join(labels.values())}")
             else:
@@ -200,8 +206,9 @@ def report(cases: list[Case], result: FoldResult) -> str:
                 if not sched:
                     continue
                 total.update(sched.counts)
+                name = key[1] + (f" (uid {key[2][:8]})" if twins[key[1]] > 1 else "")
                 for reason, n in sched.counts.items():
-                    per_pod.setdefault(reason, []).append(f"{key[1]} x{n}")
+                    per_pod.setdefault(reason, []).append(f"{name} x{n}")
                 if sched.latest_at >= latest[0]:
                     latest = (sched.latest_at, sched.latest)
             if total:
@@ -221,7 +228,7 @@ def report(cases: list[Case], result: FoldResult) -> str:
                 lines.append(f"  gangstate wrote on {', '.join(names)}:")
                 for type_, reason, count, message in events:
                     times = f" x{count}" if count > 1 else ""
-                    lines.append(f"    {type_} {reason}{times}: {_cut(message, 400)}")
+                    lines.append(f"    {type_} {reason}{times}: {message}")
             group = state.gang_group if state is not None else gang
             for c in result.commands:
                 if c["gang_group"] == group:

@@ -42,7 +42,8 @@ def test_the_demo_tells_the_recorded_story_and_agrees_with_the_offline_fold(
     text = "\n".join(out)
     assert "offline fold of the same traces: identical (" in out[-2], out[-2]
     # a PreEnqueue hold: the scheduler silent, gangstate's warning on both pods
-    assert ("gang sc-too-few/train  phase=Gathering  members=2/3  bound=0  pods: train-0, "
+    assert ("gang sc-too-few/train  phase=Gathering  members=2  minMember=3  bound=0  pods: "
+            "train-0, "
             "train-1\n"
             "  koord-scheduler wrote: nothing (no Event, no condition)\n"
             "  gangstate wrote on train-0, train-1:\n"

@@ -55,10 +55,12 @@ def test_each_event_counts_as_often_as_it_happened_and_a_relist_counts_once() ->
               count=2),
         event("e3", "a", "u-a", "2026-12-01T10:00:03Z", "Successfully assigned ns/a to n-0",
               reason="Scheduled"),
+        # written while the pod was being deleted: counted, but no attempt, so not the latest
+        event("e4", "a", "u-a", "2026-12-01T10:00:04Z", "skip schedule deleting pod: ns/a"),
     ]
     said = scheduler_events(records, pods)[("ns", "a", "u-a")]
-    # e1 counts 2 (its last count), e2 counts 3: 5 FailedScheduling; 1 Scheduled
-    assert dict(said.counts) == {"FailedScheduling": 5, "Scheduled": 1}
+    # e1 counts 2 (its last count), e2 counts 3, e4 1: 6 FailedScheduling; 1 Scheduled
+    assert dict(said.counts) == {"FailedScheduling": 6, "Scheduled": 1}
     assert said.latest == "Successfully assigned ns/a to n-0"
 
 
@@ -75,7 +77,7 @@ def test_the_report_shows_the_silent_scheduler_and_gangstates_events_per_pod() -
     text = report(cases_of(lines), result)
     assert text.splitlines() == [
         "== held",
-        "gang ns/g  phase=Ready  members=3/3  bound=0  pods: a, b, c",
+        "gang ns/g  phase=Ready  members=3  minMember=3  bound=0  pods: a, b, c",
         "  koord-scheduler wrote: nothing (no Event, no condition)",
         "  gangstate wrote on a, b:",
         "    Warning GangMembersInsufficient: gang ns/g has 2 of minMember 3 pods; scheduling "
