@@ -5,9 +5,10 @@
 #     requirements/test.txt (pip-compile from pyproject.toml; requirements/README.md);
 #   - Java 17 and Maven when missing (Debian packages; needs root);
 #   - the Kafka 4 broker jars from Maven Central, cached in ~/.cache/gangstate (or $GANGSTATE_CACHE);
-#   - with --cluster: the local control plane (etcd, kube-apiserver, koord-scheduler v1.8.0) built
+#   - with --cluster: the local control plane (etcd, kube-apiserver, kube-controller-manager,
+#     KWOK, koord-scheduler v1.8.0) built
 #     with Go from the Go module proxy, cached by version in ~/.cache/gangstate/controlplane
-#     (~7 min the first time on 2 cores here; under a second once cached), and gangstate's
+#     (~10 min the first time on 2 cores here; under a second once cached), and gangstate's
 #     scheduler shim (shim/, cached by version and a hash of its sources; ~40 s with the Go
 #     build cache warm from that build). The tests need them.
 # Used by both README commands and by .ci/run. Re-running it is fast: each step checks first.

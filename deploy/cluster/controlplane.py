@@ -2,17 +2,19 @@
 
 Where this sits: gangstate explains what Koordinator's Coscheduling plugin does, and the real
 scheduler is the ground truth for it. This module builds and runs, on 127.0.0.1 only, a
-single-node control plane made of the real binaries:
+control plane made of the real binaries, on which pods live (run, finish, fail, terminate):
 
 - **etcd** ``go.etcd.io/etcd/server/v3`` (a two-line ``main`` calling ``etcdmain.Main``),
-- **kube-apiserver** ``k8s.io/kubernetes/cmd/kube-apiserver`` (the version Koordinator pins),
+- **kube-apiserver** and **kube-controller-manager** ``k8s.io/kubernetes/cmd/...`` (the version
+  Koordinator pins),
 - **koord-scheduler** ``github.com/koordinator-sh/koordinator/cmd/koord-scheduler``,
+- **KWOK** ``sigs.k8s.io/kwok/cmd/kwok``, the nodes' kubelet: it keeps the fake nodes' leases and
+  Ready condition and plays their pods by the Stages of ``kwok-stages.yaml`` beside this file,
 
 all built from the Go module proxy (``go`` must be on PATH) and cached by version under
-``$GANGSTATE_CACHE`` or ``~/.cache/gangstate/controlplane/`` (a cold build took 6 min 46 s on
-2 cores here; later runs reuse the binaries). There is no kubelet and no kube-controller-manager:
-Nodes are plain API objects with a patched ``status`` (the scheduler only binds), so bound pods
-stay ``Pending`` with ``spec.nodeName`` set, which is all gang scheduling needs.
+``$GANGSTATE_CACHE`` or ``~/.cache/gangstate/controlplane/`` (a cold build took about 10 min on
+2 cores here; later runs reuse the binaries). Nodes are API objects created with their status
+and handed to KWOK; no container runs.
 
 It is a throwaway for tests, demos and a person with ``kubectl``; never point anything that
 matters at it. As a script (run it with the project's ``.venv/bin/python``)::
@@ -54,11 +56,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 #: Pinned versions. Koordinator v1.8.0's go.mod pins k8s.io/kubernetes v1.35.2; etcd v3.6.5 is
-#: the etcd release Kubernetes v1.35 is tested with (kubernetes build/dependencies.yaml).
+#: the etcd release Kubernetes v1.35 is tested with (kubernetes build/dependencies.yaml); KWOK
+#: v0.8.0 (``sigs.k8s.io/kwok``, its own client-go v0.36.1, so built in a module of its own)
+#: plays the nodes' kubelets.
 VERSIONS: Mapping[str, str] = {
     "etcd": "v3.6.5",
     "kubernetes": "v1.35.2",
     "koordinator": "v1.8.0",
+    "kwok": "v0.8.0",
 }
 
 #: Modules of Koordinator's replace list that the Go module proxy refuses at the pinned version
@@ -70,10 +75,11 @@ PROXY_REFUSED: Mapping[str, tuple[str, str]] = {
 }
 
 KOORD_MODULE = "github.com/koordinator-sh/koordinator"
+KWOK_MODULE = "sigs.k8s.io/kwok"
 _HOST = "127.0.0.1"
 _BUILD_MARKER = ".gangstate-build-complete"
 #: bump when the build recipe below changes, so cached binaries of an older recipe are rebuilt
-_RECIPE = "1"
+_RECIPE = "2"
 
 # -- the scheduler's configuration --------------------------------------------------------------
 
@@ -139,8 +145,8 @@ _tail, _file_tail, free_ports = _SHARED.tail, _SHARED.file_tail, _SHARED.free_po
 
 
 def _version_key() -> str:
-    return "-".join(f"{name}-{VERSIONS[name]}" for name in ("etcd", "kubernetes", "koordinator")) \
-        + f"-r{_RECIPE}"
+    return "-".join(f"{name}-{VERSIONS[name]}"
+                    for name in ("etcd", "kubernetes", "koordinator", "kwok")) + f"-r{_RECIPE}"
 
 
 # -- build ---------------------------------------------------------------------------------------
@@ -159,12 +165,13 @@ func main() { etcdmain.Main(os.Args) }
 
 _TOOLS_GO = """//go:build tools
 
-// Built by gangstate's deploy/cluster/controlplane.py: pins the two main packages.
+// Built by gangstate's deploy/cluster/controlplane.py: pins the three main packages.
 package tools
 
 import (
 \t_ "github.com/koordinator-sh/koordinator/cmd/koord-scheduler"
 \t_ "k8s.io/kubernetes/cmd/kube-apiserver"
+\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 )
 """
 
@@ -238,6 +245,15 @@ def _write_kube_module(work: Path, koord_dir: Path) -> None:
     (work / "tools.go").write_text(_TOOLS_GO)
 
 
+def _write_kwok_module(work: Path) -> None:
+    """KWOK in a module of its own: it needs client-go v0.36.1, Koordinator pins v0.35.2."""
+    (work / "go.mod").write_text(f"module gangstate.local/kwok\n\ngo 1.26\n\n"
+                                 f"require {KWOK_MODULE} {VERSIONS['kwok']}\n")
+    (work / "tools.go").write_text(
+        "//go:build tools\n\n// Built by gangstate's deploy/cluster/controlplane.py.\n"
+        f"package tools\n\nimport _ \"{KWOK_MODULE}/cmd/kwok\"\n")
+
+
 def _write_etcd_module(work: Path) -> None:
     v = VERSIONS["etcd"]
     mods = ["go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/api/v3", "go.etcd.io/etcd/client/pkg/v3",
@@ -306,6 +322,11 @@ def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
             _run_logged([go, "build", "-trimpath", f"-ldflags=-s -w {xflags}", "-o",
                          str(staging / "kube-apiserver"), "k8s.io/kubernetes/cmd/kube-apiserver"],
                         kube_work, log, env, timeout, "building kube-apiserver")
+            progress(f"building kube-controller-manager {kv} ...")
+            _run_logged([go, "build", "-trimpath", f"-ldflags=-s -w {xflags}", "-o",
+                         str(staging / "kube-controller-manager"),
+                         "k8s.io/kubernetes/cmd/kube-controller-manager"],
+                        kube_work, log, env, timeout, "building kube-controller-manager")
             progress(f"building koord-scheduler {VERSIONS['koordinator']} ...")
             _run_logged([go, "build", "-trimpath", "-ldflags=-s -w", "-o",
                          str(staging / "koord-scheduler"), f"{KOORD_MODULE}/cmd/koord-scheduler"],
@@ -315,6 +336,14 @@ def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
             for crd in sorted((koord_dir / "config" / "crd" / "bases").glob("*.yaml")):
                 shutil.copyfile(crd, crds / crd.name)
                 (crds / crd.name).chmod(0o644)
+            kwok_work = Path(tmp) / "kwok"
+            kwok_work.mkdir()
+            progress(f"building kwok {VERSIONS['kwok']} ...")
+            _write_kwok_module(kwok_work)
+            _run_logged([go, "mod", "tidy"], kwok_work, log, env, timeout, "go mod tidy (kwok)")
+            _run_logged([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging / "kwok"),
+                         f"{KWOK_MODULE}/cmd/kwok"], kwok_work, log, env, timeout,
+                        "building kwok")
     return bindir
 
 
@@ -470,19 +499,18 @@ class NodeSpec:
         spec: dict[str, Any] = {}
         if self.taints:
             spec["taints"] = [dict(t) for t in self.taints]
+        key, value = KWOK_ANNOTATION
         return {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": self.name, "labels": labels}, "spec": spec}
+                "metadata": {"name": self.name, "labels": labels,
+                             "annotations": {key: value}}, "spec": spec}
 
     def status(self) -> dict[str, Any]:
-        """The ``status`` to patch in: capacity = allocatable, condition Ready=True."""
+        """The ``status`` to patch in: capacity = allocatable; the conditions (Ready) are
+        KWOK's to report, as a kubelet's would be."""
         resources = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
         if self.gpu:
             resources["nvidia.com/gpu"] = str(self.gpu)
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        return {"capacity": resources, "allocatable": resources,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "fake node made by gangstate's control plane",
-                                "lastHeartbeatTime": now, "lastTransitionTime": now}]}
+        return {"capacity": resources, "allocatable": resources}
 
 
 #: the API server's own pattern for quantities (apimachinery pkg/api/resource/quantity.go)
@@ -531,11 +559,22 @@ atexit.register(_stop_all_at_exit)
 #: gangstate's components authenticate as the ServiceAccounts of deploy/kubernetes/rbac.yaml
 #: with tokens from the TokenRequest API, so the shipped RBAC is exactly what they get.
 _TOKEN_USERS = {"admin": ("gangstate-admin", "system:masters"),
-                "scheduler": ("system:kube-scheduler", "system:masters")}
+                "scheduler": ("system:kube-scheduler", "system:masters"),
+                "controller-manager": ("system:kube-controller-manager", "system:masters"),
+                "kwok": ("kwok", "system:masters")}
+
+#: the annotation KWOK manages nodes by (``--manage-nodes-with-annotation-selector``)
+KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+#: the kubelet KWOK plays: Stages for nodes and pods (the file says what a test can ask)
+KWOK_STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
+#: the taint TaintNodesByCondition puts on a new Node, which kube-controller-manager's node
+#: lifecycle controller lifts once the node reports Ready
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 class LocalCluster:
-    """etcd + kube-apiserver + koord-scheduler on 127.0.0.1, with fake Nodes.
+    """etcd, kube-apiserver, kube-controller-manager, KWOK and koord-scheduler on 127.0.0.1,
+    with Nodes whose kubelet KWOK plays.
 
     Shapes: ``nodes`` is a sequence of :class:`NodeSpec` (default :data:`DEFAULT_NODES`: two
     nodes of 8 cpu, 32Gi and 1 ``nvidia.com/gpu``); ``workdir`` a scratch folder (default: a new
@@ -543,7 +582,8 @@ class LocalCluster:
     After :meth:`start`: :attr:`server` is ``https://127.0.0.1:<port>``, :attr:`ca_file` the
     API server's serving certificate (its own CA), :meth:`kubeconfig` writes a kubeconfig for a
     user, :meth:`token_for_service_account` mints a token for a ServiceAccount. Use it as a
-    context manager or call :meth:`stop`; an ``atexit`` hook stops what is left.
+    context manager or call :meth:`stop`; an ``atexit`` hook stops what is left;
+    :meth:`restart` restarts one component, :meth:`add_node` adds a node.
     """
 
     def __init__(self, nodes: Sequence[NodeSpec] = DEFAULT_NODES, *,
@@ -560,6 +600,7 @@ class LocalCluster:
         self._cache_dir = cache_dir
         self._progress = progress
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._argv: dict[str, tuple[list[str], dict[str, str] | None]] = {}
         self._tokens: dict[str, str] = {}
         self._lock = threading.Lock()
         self.server = ""
@@ -627,8 +668,9 @@ class LocalCluster:
     # -- lifecycle --
 
     def start(self, timeout: float = 120.0) -> "LocalCluster":
-        """Build or reuse the binaries, then start etcd, kube-apiserver, the CRDs, the Nodes and
-        koord-scheduler; return self. Raises :class:`ClusterError` with the failing
+        """Build or reuse the binaries, then start etcd, kube-apiserver, the CRDs,
+        kube-controller-manager, KWOK, the Nodes (waiting until each is Ready and untainted)
+        and koord-scheduler; return self. Raises :class:`ClusterError` with the failing
         component's log tail; on failure everything started is stopped again."""
         self.bindir = build(self._cache_dir, progress=self._progress)
         if self.with_scheduler and self.shim is not None:
@@ -650,7 +692,9 @@ class LocalCluster:
                 self._start_etcd(deadline)
                 self._start_apiserver(deadline)
                 self._install_crds(deadline)
-                self._create_nodes()
+                self._start_controller_manager(deadline)
+                self._start_kwok(deadline)
+                self._create_nodes(deadline)
                 if self.with_scheduler:
                     self._start_scheduler(deadline)
             except BaseException:
@@ -665,7 +709,8 @@ class LocalCluster:
             self._stop_locked(timeout)
 
     def _stop_locked(self, timeout: float = 20.0) -> None:
-        for name in ("koord-scheduler", "kube-apiserver", "etcd"):
+        for name in ("koord-scheduler", "kwok", "kube-controller-manager", "kube-apiserver",
+                     "etcd"):
             proc = self._procs.pop(name, None)
             if proc is not None:
                 terminate(proc, timeout)
@@ -721,7 +766,33 @@ class LocalCluster:
         finally:
             log.close()
         self._procs[name] = proc
+        self._argv[name] = (list(argv), None if env is None else dict(env))
         return proc
+
+    def restart(self, component: str, timeout: float = 60.0) -> None:
+        """Stop ``component`` (``kube-apiserver``, ``kube-controller-manager``, ``kwok``;
+        ``koord-scheduler`` has :meth:`start_scheduler`) and start it again with the same
+        arguments (the same port, certificates and etcd), then wait until it is ready again;
+        for tests of what a restart does to the clients. :class:`ClusterError` if it does not
+        come back within ``timeout`` seconds."""
+        with self._lock:
+            proc = self._procs.pop(component, None)
+            if proc is None:
+                raise ClusterError(f"{component} is not running")
+            terminate(proc, 20.0)
+            argv, env = self._argv[component]
+            self._spawn(component, argv, env)
+            deadline = time.monotonic() + timeout
+            if component == "kube-apiserver":
+                self._wait(component, deadline,
+                           lambda: self._request("GET", "/readyz", timeout=2) == "ok")
+            elif component == "kwok":
+                port = argv[argv.index("--server-address") + 1].rsplit(":", 1)[1]
+                self._wait(component, deadline, lambda: urllib.request.urlopen(
+                    f"http://{_HOST}:{port}/healthz", timeout=2).status == 200)
+            else:
+                port = argv[argv.index("--secure-port") + 1]
+                self._wait_https(component, int(port), deadline)
 
     def _wait(self, name: str, deadline: float, check: Callable[[], bool]) -> None:
         proc = self._procs[name]
@@ -780,9 +851,6 @@ class LocalCluster:
             "--service-account-key-file", str(sa_pub),
             "--service-account-signing-key-file", str(sa_key),
             "--service-cluster-ip-range", "10.96.0.0/24",
-            # no kube-controller-manager runs: no default ServiceAccount would ever exist, and
-            # the not-ready taint TaintNodesByCondition puts on new Nodes would never be lifted
-            "--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
             "--enable-priority-and-fairness=false", "--profiling=false",
             "--endpoint-reconciler-type", "none"])
 
@@ -813,15 +881,94 @@ class LocalCluster:
 
         self._wait("kube-apiserver", deadline, established)
 
-    def _create_nodes(self) -> None:
-        for node in self.nodes:
-            self.add_node(node)
+    def _start_controller_manager(self, deadline: float) -> None:
+        """kube-controller-manager with its default controllers: the namespace controller (so
+        namespaces delete), the ServiceAccount and token controllers (so the ServiceAccount
+        admission plugin can stay on), node lifecycle (lifts the not-ready taint, taints and
+        evicts on NotReady), the Job, ReplicaSet, garbage and pod GC controllers."""
+        (port,) = free_ports(1)
+        kubeconfig = self.kubeconfig("controller-manager")
+        certs = self._path("certs")
+        self._spawn("kube-controller-manager", [
+            str(self.bindir / "kube-controller-manager"), "--kubeconfig", str(kubeconfig),
+            "--authentication-kubeconfig", str(kubeconfig),
+            "--authorization-kubeconfig", str(kubeconfig),
+            "--bind-address", _HOST, "--secure-port", str(port), "--leader-elect=false",
+            "--service-account-private-key-file", str(certs / "sa.key"),
+            "--root-ca-file", str(self.ca_file), "--use-service-account-credentials=false",
+            # a node whose lease stops is NotReady after 20 s (default 50 s), so a test of a
+            # lost node does not wait a minute
+            "--node-monitor-grace-period", "20s", "--profiling=false", "--v", "1"])
+        self._wait_https("kube-controller-manager", port, deadline)
 
-    def add_node(self, node: NodeSpec) -> None:
-        """Create ``node`` and patch its status (capacity, allocatable, Ready=True)."""
-        self._request("POST", "/api/v1/nodes", node.manifest())
-        self._request("PATCH", f"/api/v1/nodes/{node.name}/status", {"status": node.status()},
-                      content_type="application/merge-patch+json")
+        def default_service_account() -> bool:
+            self._request("GET", "/api/v1/namespaces/default/serviceaccounts/default",
+                          timeout=2)
+            return True
+
+        self._wait("kube-controller-manager", deadline, default_service_account)
+
+    def _start_kwok(self, deadline: float) -> None:
+        """KWOK playing the kubelet of every node annotated :data:`KWOK_ANNOTATION` (all the
+        nodes this class creates), with the Stages of :data:`KWOK_STAGES`."""
+        (port,) = free_ports(1)
+        key, value = KWOK_ANNOTATION
+        self._spawn("kwok", [
+            str(self.bindir / "kwok"), "--kubeconfig", str(self.kubeconfig("kwok")),
+            "-c", str(KWOK_STAGES), f"--manage-nodes-with-annotation-selector={key}={value}",
+            "--server-address", f"{_HOST}:{port}", "--node-ip", _HOST,
+            "--node-lease-duration-seconds", "40", *os.environ.get("GANGSTATE_KWOK_ARGS", "").split()])
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"http://{_HOST}:{port}/healthz", timeout=2) as resp:
+                return resp.status == 200
+
+        self._wait("kwok", deadline, healthy)
+
+    def _wait_https(self, name: str, port: int, deadline: float) -> None:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # the component's own throwaway serving cert
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"https://{_HOST}:{port}/healthz", context=ctx,
+                                        timeout=2) as resp:
+                return resp.read() == b"ok"
+
+        self._wait(name, deadline, healthy)
+
+    def _create_nodes(self, deadline: float) -> None:
+        for node in self.nodes:
+            self.add_node(node, wait=False)
+        for node in self.nodes:
+            self.wait_node_ready(node.name, deadline - time.monotonic())
+
+    def add_node(self, node: NodeSpec, *, wait: bool = True, timeout: float = 60.0) -> None:
+        """Create ``node``, patch its capacity and allocatable in, then hand it to KWOK (the
+        annotation), which reports it Ready and keeps its lease; with ``wait``, return once it
+        is Ready and kube-controller-manager has lifted the not-ready taint (``timeout``
+        seconds). The order matters: a node KWOK initialised before its status was patched
+        would report KWOK's default allocatable."""
+        # created with its status, as a kubelet registers its node (the API server keeps the
+        # status of a new Node); KWOK takes nodes on at creation only (it tries to hold a
+        # node's lease on ADDED, not MODIFIED: kwok v0.8.0 node_controller.go:212-214)
+        self._request("POST", "/api/v1/nodes", {**node.manifest(), "status": node.status()})
+        if wait:
+            self.wait_node_ready(node.name, timeout)
+
+    def node_ready(self, name: str) -> bool:
+        """True when Node ``name`` reports Ready=True and carries no not-ready taint."""
+        node = self._request("GET", f"/api/v1/nodes/{name}", timeout=5)
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in node.get("status", {}).get("conditions", []))
+        tainted = any(t.get("key") == NOT_READY_TAINT
+                      for t in node.get("spec", {}).get("taints", []) or [])
+        return ready and not tainted
+
+    def wait_node_ready(self, name: str, timeout: float = 60.0) -> None:
+        """Wait until :meth:`node_ready`; :class:`ClusterError` with KWOK's log tail if not."""
+        deadline = time.monotonic() + max(timeout, 1.0)
+        self._wait("kwok", deadline, lambda: self.node_ready(name))
 
     def _start_scheduler(self, deadline: float) -> None:
         (port,) = free_ports(1)
@@ -839,16 +986,7 @@ class LocalCluster:
             "--authentication-kubeconfig", str(kubeconfig),
             "--authorization-kubeconfig", str(kubeconfig), "--v", "2"], env=self.shim)
         self.scheduler_port = port
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # the scheduler's own throwaway serving cert
-
-        def healthy() -> bool:
-            with urllib.request.urlopen(f"https://{_HOST}:{port}/healthz", context=ctx,
-                                        timeout=2) as resp:
-                return resp.read() == b"ok"
-
-        self._wait("koord-scheduler", deadline, healthy)
+        self._wait_https("koord-scheduler", port, deadline)
 
     # -- users for gangstate's components --
 
@@ -907,11 +1045,12 @@ def main(argv: list[str] | None = None) -> int:
     ID]]``. Exit status 0, 1 on a :class:`ClusterError`, 130 when interrupted."""
     parser = argparse.ArgumentParser(
         prog="controlplane.py",
-        description="gangstate's local control plane: etcd + kube-apiserver + koord-scheduler "
+        description="gangstate's local control plane: etcd, kube-apiserver, "
+                    "kube-controller-manager, KWOK and koord-scheduler "
                     f"({', '.join(f'{k} {v}' for k, v in VERSIONS.items())}) on 127.0.0.1, "
                     "built with Go from the module proxy and cached by version in "
                     "$GANGSTATE_CACHE/controlplane (default ~/.cache/gangstate); a cold build "
-                    "took ~7 min on 2 cores here.")
+                    "took ~10 min on 2 cores here.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     build_cmd = sub.add_parser("build", help="build or reuse the binaries; print their folder "
                                              "(with --shim: also the shim's koord-scheduler, "

@@ -23,7 +23,8 @@ from collections import Counter
 from typing import Any, Callable
 
 from streams.kafka.settings import Settings
-from streams.dev.localcluster import Chain, controlplane_module, gang_pod, pod_events
+from streams.dev.localcluster import (Chain, controlplane_module, create_namespace, gang_pod,
+                                     pod_events)
 from streams.dev.demo import demo_kafka
 
 NAMESPACE = "gangstate-demo"
@@ -56,7 +57,8 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
     broker = None
     chain = None
     try:
-        write("starting etcd, kube-apiserver and koord-scheduler v1.8.0 on 127.0.0.1 ...")
+        write("starting etcd, kube-apiserver, kube-controller-manager, KWOK and koord-scheduler "
+              "v1.8.0 on 127.0.0.1 ...")
         cluster.start(timeout=180)
         write(f"  API server {cluster.server}, 2 fake nodes (8 cpu, 32Gi, 1 nvidia.com/gpu "
               f"each) ({time.monotonic() - started:.1f} s)")
@@ -66,7 +68,7 @@ def run_cluster_demo(*, settings: Settings | None = None, write: Callable[[str],
         write("starting gangstate watch, worker and sink (shipped RBAC) ...")
         chain.start(ready_timeout=120)
         core = client.CoreV1Api(cluster.api_client("admin"))
-        core.create_namespace({"metadata": {"name": NAMESPACE}})
+        create_namespace(core, NAMESPACE)
         pods = demo_pods()
         for obj in pods:
             core.create_namespaced_pod(NAMESPACE, obj)

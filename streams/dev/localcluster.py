@@ -10,7 +10,7 @@ manifests forget is a verb the chain lacks, so the deployment cannot drift from 
 Must not: decide anything about gangs (that is the core's), or touch a cluster it did not start.
 
 Public API: :func:`controlplane_module`, :class:`Chain`, :func:`service_account_of`,
-:func:`pod_events`, :func:`gang_pod`.
+:func:`pod_events`, :func:`gang_pod`, :func:`create_namespace`.
 """
 
 from __future__ import annotations
@@ -37,11 +37,15 @@ GANG_PREFIX = "gang.scheduling.koordinator.sh/"
 def gang_pod(namespace: str, name: str, *, gang: str | None = None,
              min_available: int | None = None, annotations: dict[str, str] | None = None,
              labels: dict[str, str] | None = None, cpu: str = "100m", gpu: int = 0,
-             gates: tuple[str, ...] = ()) -> dict[str, Any]:
+             gates: tuple[str, ...] = (), grace_seconds: int = 0,
+             priority_class: str | None = None,
+             finalizers: tuple[str, ...] = ()) -> dict[str, Any]:
     """A Pod of koord-scheduler for the local control plane: gang annotations (``name``,
     ``min-available`` under ``gang.scheduling.koordinator.sh/``), requests of ``cpu`` (a
     quantity), 64Mi of memory and ``gpu`` ``nvidia.com/gpu``, ``spec.schedulingGates`` named
-    ``gates``, grace 0 (no kubelet confirms a graceful termination)."""
+    ``gates``, a termination grace period of ``grace_seconds`` (KWOK, the nodes' kubelet,
+    deletes a terminating pod at the end of it), ``spec.priorityClassName`` and
+    ``metadata.finalizers`` when given."""
     ann = dict(annotations or {})
     if gang is not None:
         ann[GANG_PREFIX + "name"] = gang
@@ -52,15 +56,38 @@ def gang_pod(namespace: str, name: str, *, gang: str | None = None,
     if gpu:
         requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(gpu)
     spec: dict[str, Any] = {
-        "schedulerName": "koord-scheduler", "terminationGracePeriodSeconds": 0,
+        "schedulerName": "koord-scheduler", "terminationGracePeriodSeconds": grace_seconds,
         "containers": [{"name": "main", "image": "busybox:1.36",
                         "resources": {"requests": requests, "limits": limits}}]}
     if gates:
         spec["schedulingGates"] = [{"name": g} for g in gates]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "annotations": ann,
-                         "labels": dict(labels or {})},
-            "spec": spec}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "annotations": ann,
+                            "labels": dict(labels or {})}
+    if finalizers:
+        meta["finalizers"] = list(finalizers)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def create_namespace(core_v1: Any, name: str, timeout: float = 60.0) -> None:
+    """Create namespace ``name`` and wait until kube-controller-manager has made its
+    ``default`` ServiceAccount: the ServiceAccount admission plugin refuses pods until then
+    (``timeout`` seconds; :class:`TimeoutError` after)."""
+    from kubernetes.client.exceptions import ApiException
+
+    core_v1.create_namespace({"metadata": {"name": name}})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            core_v1.read_namespaced_service_account("default", name)
+            return
+        except ApiException as err:
+            if err.status != 404 or time.monotonic() > deadline:
+                raise TimeoutError(f"namespace {name}: no default ServiceAccount after "
+                                   f"{timeout:.0f} s (is kube-controller-manager running?)"
+                                   ) from None
+        time.sleep(0.1)
 
 
 def controlplane_module() -> ModuleType:

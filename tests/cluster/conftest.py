@@ -1,4 +1,5 @@
-"""The cluster tier: one real control plane (etcd, kube-apiserver v1.35.2, koord-scheduler v1.8.0;
+"""The cluster tier: one real control plane (etcd, kube-apiserver and kube-controller-manager
+v1.35.2, KWOK v0.8.0 as the kubelets, koord-scheduler v1.8.0;
 ``deploy/cluster/controlplane.py``) and one gangstate chain (``gangstate watch`` → Kafka →
 ``gangstate worker`` → ``gangstate sink``, real processes with the shipped RBAC) for the whole
 test session. Every test of this folder is marked ``cluster``; run the tier alone with
@@ -6,8 +7,8 @@ test session. Every test of this folder is marked ``cluster``; run the tier alon
 
 The binaries are built on first use (a cold build takes ~5-20 min on 2 cores, see
 ``docs/cluster.md``) and cached under ``~/.cache/gangstate/controlplane/``. Each scenario works
-in a namespace of its own; namespaces are never deleted (no kube-controller-manager runs, so a
-deleted namespace would never finish terminating) and vanish with the control plane.
+in a namespace of its own (``streams.dev.localcluster.create_namespace``); namespaces vanish with
+the control plane.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from streams.dev.localcluster import Chain, gang_pod, pod_events
+from streams.dev.localcluster import Chain, create_namespace, gang_pod, pod_events
 from tests.cluster.kube import (delete_and_record, gangstate_events, record_scenario,
                                 scheduler_events, scheduler_log_matches, wait_for)
 
@@ -32,10 +32,6 @@ def podgroup(namespace: str, name: str, min_member: int) -> dict[str, Any]:
     return {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"minMember": min_member}}
-
-
-def create_namespace(core: client.CoreV1Api, name: str) -> None:
-    core.create_namespace({"metadata": {"name": name}})
 
 
 def create(core: client.CoreV1Api, custom: client.CustomObjectsApi,
