@@ -9,7 +9,9 @@ for ``FailedScheduling`` and ``Scheduled``), and publishes:
   is the gang of its involved pod, known from the pods seen);
 - ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.watch.scheduler_events``),
   with ``cycle`` null (Events carry no cycle number) and ``source`` naming the Event: its uid and
-  count identify the attempt;
+  count identify the attempt; and from each change of a gang pod's failed ``PodScheduled``
+  condition (``producers.watch.conditions``: the same attempts, often before their Events,
+  ``source.kind`` ``condition``);
 - ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
 - ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name, no uid).
 
@@ -49,10 +51,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequenc
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from producers.watch.conditions import changed_condition, condition_attempt, pod_scheduled
 from producers.watch.node_cache import NodeCache
-from producers.watch.scheduler_events import dominant_fit_reason, parse_scheduler_event
+from producers.watch.scheduler_events import Outcome, dominant_fit_reason, parse_scheduler_event
 from streams.kafka.settings import Settings
-from streams.kafka.waiting import backoff_delay  # the one backoff of every retry loop
+from streams.kafka.waiting import backoff_delay  # sends to Kafka; the API server: retry_delay
 from streams.wire.contracts import CYCLE_SCHEMA, KUBE_SCHEMA, dead_letter
 from streams.core.capacity import pod_requests
 from streams.core.spec import (ANNOTATION_MATCH_POLICY_ALIAS, LABEL_MIN_AVAILABLE_DEPRECATED,
@@ -150,7 +153,9 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
       and init-container requests, overhead and phase);
     - a gang Pod or a PodGroup: its ``published`` shape; a Pod also keeps its containers'
       requests and overhead, which the capacity facts of its cycle records need
-      (``GangRouter``), and which ``published`` leaves out of ``gang-events``.
+      (``GangRouter``), its ``spec.schedulerName`` and its ``PodScheduled`` condition
+      (``pod_scheduled``: the condition records' source), which ``published`` leaves out of
+      ``gang-events``.
 
     core/v1 Events pass unchanged. Pure."""
     if resource == "podgroups":
@@ -160,7 +165,12 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         spec = obj.get("spec") or {}
         out["spec"] = {**out["spec"], "containers": _requests(spec.get("containers")),
                        "initContainers": _requests(spec.get("initContainers")),
-                       **({"overhead": spec["overhead"]} if spec.get("overhead") else {})}
+                       **({"overhead": spec["overhead"]} if spec.get("overhead") else {}),
+                       **({"schedulerName": spec["schedulerName"]}
+                          if spec.get("schedulerName") else {})}
+        scheduled = pod_scheduled(obj)
+        if scheduled is not None:  # the condition records' source (GangRouter)
+            out["status"] = {**out["status"], "conditions": [scheduled]}
         return out
     if resource not in CAPACITY_RESOURCES:
         return obj
@@ -452,6 +462,8 @@ class GangRouter:
             actions.append(Drop("no-gang"))
         else:
             actions.append(Publish(gang, kube_record("pods", type_, obj, at)))
+            if type_ != "DELETED":
+                actions += self._condition(gang, obj, prev if before == gang else None, at)
         for held in self.held.pop(f"{ns}/{meta['name']}", []):
             # still unknown (an Event of another uid of this name): held until its own due time
             actions += self._event(held.type, held.event, held.at, held.due)
@@ -506,23 +518,71 @@ class GangRouter:
             # "skip schedule deleting pod" (kube-scheduler v1.35.2 schedule_one.go:399-404):
             # the pod is being deleted and was not attempted; the Event is still published
             return actions + [Drop("not-an-attempt")]
+        # Events carry no cycle counter (it is only in the scheduler's log): the record's
+        # cycle is unknown, and the Event's uid and count identify the attempt, so that a
+        # relist of the same Event is the same record and a repeat (count + 1) a new one.
+        source = {"event": f"{event_meta.get('namespace', '')}/{event_meta.get('name', '')}",
+                  "uid": event_meta["uid"], "count": event_count(event)}
+        actions.append(Publish(gang, self._cycle_record(
+            gang, pod, ns, name, uid, outcome, event.get("message") or "",
+            component or (pod.get("spec") or {}).get("schedulerName", ""), source, at)))
+        return actions
+
+    def pod_condition(self, pod: dict[str, Any], at: int) -> list[Action]:
+        """The cycle record of ``pod``'s failed ``PodScheduled`` condition at event time
+        ``at``, for a pod already routed (its gang and last routed state known: a dump routes
+        each pod at its creation without the condition, then this at the condition's
+        ``lastTransitionTime``, ``producers.watch.dump``); nothing for a pod not known, of no
+        gang, or whose condition did not change."""
+        known = self.pods.get((pod.get("metadata") or {}).get("uid") or "")
+        if known is None or known[0] is None:
+            return []
+        return self._condition(known[0], slim("pods", pod), known[1], at)
+
+    def _condition(self, gang: str, pod: dict[str, Any], prev: dict[str, Any] | None,
+                   at: int) -> list[Action]:
+        """The cycle record of a change of the pod's failed ``PodScheduled`` condition
+        (``conditions.changed_condition``: reason or message differ from ``prev``, the previous
+        state of the pod in the same gang), read as a ``FailedScheduling`` Event of the same
+        message (kube-scheduler writes both, ``producers.watch.conditions``); ``source``:
+        ``kind`` ``condition``, ``uid`` the attempt id (``conditions.condition_attempt``),
+        ``count`` 1, ``last_transition_time``. None otherwise, or for a message that reports
+        no attempt."""
+        condition = changed_condition(pod, prev)
+        if condition is None:
+            return []
+        meta = pod.get("metadata") or {}
+        ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
+        message = condition["message"]
+        outcome = parse_scheduler_event("FailedScheduling", message, ns, name)
+        if not outcome.attempt:
+            return [Drop("not-an-attempt")]
+        source = {"kind": "condition", "uid": condition_attempt(uid, condition), "count": 1,
+                  "last_transition_time": condition.get("lastTransitionTime") or ""}
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or (
+            self.scheduler_names[0] if len(self.scheduler_names) == 1 else "")
+        return [Publish(gang, self._cycle_record(gang, pod, ns, name, uid, outcome, message,
+                                                 scheduler, source, at))]
+
+    def _cycle_record(self, gang: str, pod: dict[str, Any], ns: str, name: str,
+                      uid: str | None, outcome: Outcome, message: str, scheduler: str,
+                      source: dict[str, Any], at: int) -> dict[str, Any]:
+        """The ``gangstate.cycle/v1`` record of one attempt of pod ``ns/name`` (its last known
+        object ``pod``, of ``gang``) read into ``outcome`` from ``message``, at event time
+        ``at`` (microseconds); ``source`` names the Event or condition it came from (it gets
+        ``parsed``, ``form`` and ``truncated``); ``capacity`` from the node cache."""
         pod_meta = pod.get("metadata") or {}
         pg = self.podgroups.get(gang)
-        cycle = {
+        cycle: dict[str, Any] = {
             "schema": CYCLE_SCHEMA, "observed_at": format_time(at),
-            "scheduler": component or (pod.get("spec") or {}).get("schedulerName", ""),
-            # Events carry no cycle counter (it is only in the scheduler's log): the record's
-            # cycle is unknown, and the Event's uid and count identify the attempt, so that a
-            # relist of the same Event is the same record and a repeat (count + 1) a new one.
+            "scheduler": scheduler,
             "cycle": None,
             "pod": {"namespace": ns, "name": name, "uid": pod_meta.get("uid", uid or "")},
             "gang": gang, "gang_group": gang_group_of(gang, pod, pg),
             "stage": outcome.stage, "status": outcome.status, "reason": outcome.reason,
-            "message": event.get("message") or "", "representative": None,
+            "message": message, "representative": None,
             "node": outcome.node,
-            "source": {"event": f"{event_meta.get('namespace', '')}/{event_meta.get('name', '')}",
-                       "uid": event_meta["uid"], "count": event_count(event),
-                       "parsed": outcome.parsed, "form": outcome.form},
+            "source": {**source, "parsed": outcome.parsed, "form": outcome.form},
         }
         # optional fields (contracts.md, cycle/v1 "culprit"): only what the message says
         if outcome.culprit is not None:
@@ -536,8 +596,7 @@ class GangRouter:
         capacity = self._capacity(ns, outcome.culprit, outcome.fit_error)
         if capacity is not None:
             cycle["capacity"] = capacity
-        actions.append(Publish(gang, cycle))
-        return actions
+        return cycle
 
     def _capacity(self, namespace: str, culprit: str | None,
                   fit_error: str | None) -> dict[str, Any] | None:
