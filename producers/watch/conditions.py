@@ -10,8 +10,12 @@ writes both from one place, for every failed attempt (KS = kubernetes v1.35.2
 patches the condition ``PodScheduled=False`` with reason ``Unschedulable`` (a rejection) or
 ``SchedulerError`` (anything else; KS ``schedule_one.go:1045-1048``) and the whole message
 (``schedule_one.go:1110-1116``); ``updatePod`` patches only when the condition changed (KS
-``schedule_one.go:1147-1154``), and ``UpdatePodCondition`` keeps ``lastTransitionTime`` while
+``schedule_one.go:1147-1154``; the same through the API cacher of the ``SchedulerAsyncAPICalls``
+gate, off by default in v1.35, KS ``framework/api_calls/pod_status_patch.go:72-86``), and ``UpdatePodCondition`` keeps ``lastTransitionTime`` while
 the status stays ``False`` (kubernetes v1.35.2 ``pkg/api/v1/pod/util.go:363-387``, ``374-376``).
+koord-scheduler v1.8.0 keeps that handler: its failure handler dispatches to it
+(Koordinator v1.8.0 ``pkg/scheduler/frameworkext/framework_extender_factory.go:391-397``,
+``errorhandler_dispatcher.go:56-74``) and writes no ``PodScheduled`` condition of its own.
 So a pod's condition always holds its latest attempt's reason and message, and a change of
 either is a new attempt; a repeat of the same message is not visible in it (the Events'
 ``count`` tells those). Koordinator's main branch also patches this condition on every pending
