@@ -47,14 +47,16 @@ _KEPT = ("type", "status", "reason", "message", "lastTransitionTime")
 
 def pod_scheduled(pod: Mapping[str, Any]) -> dict[str, Any] | None:
     """The pod's ``PodScheduled`` condition reduced to ``type``, ``status``, ``reason``,
-    ``message`` and ``lastTransitionTime`` (those present), or ``None`` when it has none (or
+    ``message`` and ``lastTransitionTime`` (those present as strings: anything else is not what
+    an API server serves, and is left out), or ``None`` when it has none (or
     ``status.conditions`` is not a list of objects). Pure."""
-    conditions = (pod.get("status") or {}).get("conditions")
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
     if not isinstance(conditions, list):
         return None
     for condition in conditions:
         if isinstance(condition, dict) and condition.get("type") == POD_SCHEDULED:
-            return {k: condition[k] for k in _KEPT if k in condition}
+            return {k: condition[k] for k in _KEPT if isinstance(condition.get(k), str)}
     return None
 
 

@@ -32,7 +32,7 @@ RELEASED = ('0/1 nodes are available: 1 GangGroup "team-a/train" gets rejected d
             'Insufficient cpu.", alreadyWaitForBound: 1.')
 
 
-def pod(name: str, rv: str, *, condition: tuple[str, str, str] | None = None,
+def pod(name: str, rv: str, *, condition: tuple[str, str, Any] | None = None,
         node: str | None = None, mode: str | None = None, cpu: str = "1") -> dict[str, Any]:
     """A gang pod of ``team-a/train`` (min-available 2) at resourceVersion ``rv``, with a
     ``PodScheduled`` condition ``(status, reason, message)`` (lastTransitionTime T0+1 s)."""
@@ -117,10 +117,24 @@ FAILED = ("False", "Unschedulable", OWN)
     ("another reason (not kube-scheduler's)",
      pod("w-1", "9", condition=("False", "SchedulingGated", "gated")), None, False),
     ("no condition", pod("w-1", "10"), None, False),
+    ("a message that is not a string (not what an API server serves)",
+     pod("w-1", "11", condition=("False", "Unschedulable", 42)), None, False),
+    ("conditions that are not a list", {**pod("w-1", "12"), "status": {"conditions": "x"}},
+     None, False),
 ])
 def test_changed_condition(name: str, obj: dict[str, Any], prev: dict[str, Any] | None,
                            changed: bool) -> None:
     assert (changed_condition(obj, prev) is not None) is changed, name
+
+
+def test_a_bad_last_transition_time_is_left_out_not_published() -> None:
+    """A lastTransitionTime that is not a string would fail the contract at the worker (a dead
+    letter); it is left out, so the attempt id has an empty time and the record is valid."""
+    obj = pod("w-1", "2", condition=FAILED)
+    obj["status"]["conditions"][0]["lastTransitionTime"] = 12
+    [record] = conditions_of(run([(T0, "pods", "ADDED", obj)]))
+    assert record["source"]["last_transition_time"] == ""
+    assert record["source"]["uid"].startswith("cond:uid-w-1::")
 
 
 def test_the_attempt_id_is_the_pod_the_transition_and_the_message() -> None:
