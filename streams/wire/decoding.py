@@ -163,7 +163,7 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
         get("reason", ""), get("message", ""), get("representative"), get("node"), attempt,
         get("culprit"), get("fit_error"), get("already_wait_for_bound"),
         _capacity(get("capacity")), get("shim") or "", get("round"),
-        get("rounds_skipped") or 0, source.get("kind") == "condition"))
+        get("rounds_skipped") or 0, from_condition=source.get("kind") == "condition"))
 
 
 def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
