@@ -7,7 +7,10 @@ Where it sits: beside ``producers.watch``, whose routing it reuses (``GangRouter
 gangs, scheduler Events to ``gangstate.cycle/v1`` records), so a dump and a live watch give the
 same records. Pure apart from reading the file: the records' event time comes from the objects
 (a Pod's and a PodGroup's ``creationTimestamp``; an Event's ``eventTime``, ``lastTimestamp``,
-``firstTimestamp`` or ``creationTimestamp``), never from the clock.
+``firstTimestamp`` or ``creationTimestamp``; a pod's failed ``PodScheduled`` condition, read
+as a cycle record like a live watch reads it (``producers.watch.conditions``), its
+``lastTransitionTime``, when the pod first failed: the message is the latest attempt's, and
+the only word of the scheduler left once its Events expired), never from the clock.
 
 What a dump cannot tell: it is a snapshot, so each Pod and PodGroup appears once, in its final
 state, at its creation time (a pod bound later reads as bound from the start; deleted objects
@@ -29,13 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from producers.watch.conditions import POD_SCHEDULED, failed_condition
 from producers.watch.watching import DEFAULT_SCHEDULERS, DeadLetter, Drop, GangRouter, Publish
 from streams.core.timefmt import parse_time
 
 _GZIP_MAGIC = b"\x1f\x8b"
 #: the order of objects that share a timestamp: the gang's spec first, then its pods, then
-#: what the scheduler said about them
-_ORDER = {"PodGroup": 0, "Pod": 1, "Event": 2}
+#: what the scheduler said about them (its Events, then the pods' own PodScheduled conditions)
+_ORDER = {"PodGroup": 0, "Pod": 1, "Event": 2, "Condition": 3}
 
 
 class DumpError(ValueError):
@@ -152,6 +156,16 @@ def records_of_dump(doc: dict[str, Any],
             continue
         resource = {"Pod": "pods", "PodGroup": "podgroups", "Event": "events"}[kind]
         timeline.append((at, _ORDER[kind], index, resource, item))
+        condition = failed_condition(item) if kind == "Pod" else None
+        if condition is not None:
+            # the pod's PodScheduled=False condition (the latest attempt's message) at its
+            # lastTransitionTime, when the pod first failed (kube-scheduler keeps that time
+            # while the status stays False: producers.watch.conditions); never before the pod
+            try:
+                since = parse_time(str(condition.get("lastTransitionTime") or ""))
+            except ValueError:
+                since = at
+            timeline.append((max(at, since), _ORDER["Condition"], index, "conditions", item))
     timeline.sort(key=lambda entry: entry[:3])
     router = GangRouter(scheduler_names=scheduler_names)
     # the snapshot's Nodes and bound pods make the room the cycle records report (the dump
@@ -174,7 +188,16 @@ def records_of_dump(doc: dict[str, Any],
 
     for at, _order, _index, resource, obj in timeline:
         perform(router.expire(at))
-        perform(router.route(resource, "ADDED", obj, None, at))
+        if resource == "conditions":
+            perform(router.pod_condition(obj, at))
+        elif resource == "pods" and failed_condition(obj) is not None:
+            # the pod as created; its condition at its own time (a "conditions" entry)
+            status = {**(obj.get("status") or {}), "conditions": [
+                c for c in (obj.get("status") or {}).get("conditions") or []
+                if not (isinstance(c, dict) and c.get("type") == POD_SCHEDULED)]}
+            perform(router.route(resource, "ADDED", {**obj, "status": status}, None, at))
+        else:
+            perform(router.route(resource, "ADDED", obj, None, at))
     perform(router.expire(2**62))
     return out
 

@@ -41,8 +41,10 @@ def run_watch(args: argparse.Namespace) -> int:
     stopped while it waits). Returns 2 when the timeouts are invalid (``WatchConfig``: the watch
     timeout must end a quiet watch before the read timeout), Kafka is not configured or the
     kubeconfig cannot be loaded (checked first, before anything waits); raises ``Failure`` (1)
-    when the API server refuses a first list (401, 403). Kafka being unreachable is retried
-    with backoff (``streams.kafka.waiting``), as is the API server (each stream's own loop);
+    when the API server refuses a stream's list or watch (401, 403) for ``refused_for`` seconds
+    in a row (10 s; refusals right after an API server restart are retried quickly). Kafka
+    being unreachable is retried with backoff (``streams.kafka.waiting``), the API server on
+    ``watching.retry_delay``'s quicker schedule (each stream's own loop);
     meanwhile ``/readyz`` on ``--http-port`` answers 503 with the reason, and 200 once Kafka
     answers and every stream has listed."""
     from streams.kafka.logs import limited_handler

@@ -9,7 +9,9 @@ for ``FailedScheduling`` and ``Scheduled``), and publishes:
   is the gang of its involved pod, known from the pods seen);
 - ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.watch.scheduler_events``),
   with ``cycle`` null (Events carry no cycle number) and ``source`` naming the Event: its uid and
-  count identify the attempt;
+  count identify the attempt; and from each change of a gang pod's failed ``PodScheduled``
+  condition (``producers.watch.conditions``: the same attempts, often before their Events,
+  ``source.kind`` ``condition``);
 - ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
 - ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name, no uid).
 
@@ -18,7 +20,7 @@ Event can arrive before its pod's ADDED); if the pod does not show up, the pod i
 re-list returns every stored Event, also those of pods deleted long ago) and the Event is
 dropped and counted (``pod-gone``), never dead-lettered: it is not bad input.
 
-Layout: a functional core (``plan_streams``, ``relist_diff``, ``backoff_delay``, ``GangRouter``:
+Layout: a functional core (``plan_streams``, ``relist_diff``, ``retry_delay``, ``GangRouter``:
 pure or deterministic, table-tested) and a thin shell (``Watcher``: one thread per list+watch
 stream feeding a bounded queue, one publishing loop). The shell follows client-go's Reflector
 (``tools/cache/reflector.go``): list, then watch from the list's resourceVersion with
@@ -26,7 +28,9 @@ stream feeding a bounded queue, one publishing loop). The shell follows client-g
 timeout (a quiet watch receives nothing until the server ends it); on a clean end, a read
 timeout (logged at DEBUG only) or a dropped connection (a WARNING, and backoff) resume from the
 last resourceVersion seen (bookmarks included); on 410 Gone relist and publish ``SYNC`` for
-what exists and ``DELETED`` (last known object) for what vanished meanwhile. The
+what exists and ``DELETED`` (last known object) for what vanished meanwhile; failed requests
+are retried on ``retry_delay``'s quick schedule, and a 401/403 that lasts ``refused_for``
+seconds ends the watch (``Watcher.failure``). The
 ``kubernetes`` client's own ``watch.Watch.stream`` is not used: it retries a 410 once silently
 and cannot relist.
 
@@ -49,10 +53,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequenc
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from producers.watch.conditions import changed_condition, condition_attempt, pod_scheduled
 from producers.watch.node_cache import NodeCache
-from producers.watch.scheduler_events import dominant_fit_reason, parse_scheduler_event
+from producers.watch.scheduler_events import Outcome, dominant_fit_reason, parse_scheduler_event
 from streams.kafka.settings import Settings
-from streams.kafka.waiting import backoff_delay  # the one backoff of every retry loop
+from streams.kafka.waiting import backoff_delay  # sends to Kafka; the API server: retry_delay
 from streams.wire.contracts import CYCLE_SCHEMA, KUBE_SCHEMA, dead_letter
 from streams.core.capacity import pod_requests
 from streams.core.spec import (ANNOTATION_MATCH_POLICY_ALIAS, LABEL_MIN_AVAILABLE_DEPRECATED,
@@ -150,7 +155,9 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
       and init-container requests, overhead and phase);
     - a gang Pod or a PodGroup: its ``published`` shape; a Pod also keeps its containers'
       requests and overhead, which the capacity facts of its cycle records need
-      (``GangRouter``), and which ``published`` leaves out of ``gang-events``.
+      (``GangRouter``), its ``spec.schedulerName`` and its ``PodScheduled`` condition
+      (``pod_scheduled``: the condition records' source), which ``published`` leaves out of
+      ``gang-events``.
 
     core/v1 Events pass unchanged. Pure."""
     if resource == "podgroups":
@@ -160,7 +167,12 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         spec = obj.get("spec") or {}
         out["spec"] = {**out["spec"], "containers": _requests(spec.get("containers")),
                        "initContainers": _requests(spec.get("initContainers")),
-                       **({"overhead": spec["overhead"]} if spec.get("overhead") else {})}
+                       **({"overhead": spec["overhead"]} if spec.get("overhead") else {}),
+                       **({"schedulerName": spec["schedulerName"]}
+                          if spec.get("schedulerName") else {})}
+        scheduled = pod_scheduled(obj)
+        if scheduled is not None:  # the condition records' source (GangRouter)
+            out["status"] = {**out["status"], "conditions": [scheduled]}
         return out
     if resource not in CAPACITY_RESOURCES:
         return obj
@@ -210,7 +222,12 @@ class WatchConfig:
     random 5-10 min with no read timeout (``tools/cache/reflector.go:53-55,525``); this
     watcher keeps a read timeout to notice a connection a middlebox dropped silently, hence
     the shorter default. ``backoff_base``/``backoff_cap``: exponential backoff with full jitter
-    between failed attempts. ``tick_interval``: seconds between ticks (``None``: no ticks).
+    between failed sends to Kafka. ``retry_base``/``retry_cap``: the retry schedule of a
+    list or watch the API server refused or did not answer (``retry_delay``: quick at first,
+    so that the watch is back within seconds of an API server restart). ``refused_for``: how
+    long 401 and 403 answers are retried (an API server just restarted answers 403 until its
+    authorizer is warm) before the watch gives up with one line (``Watcher.failure``).
+    ``tick_interval``: seconds between ticks (``None``: no ticks).
     ``queue_size``: bound of the records waiting to be published; a full queue stops the
     watches reading (backpressure). ``hold_events``: how long an Event whose pod is not known
     yet waits for the pod before it is dropped as ``pod-gone``. ``remember_deleted``: how long
@@ -231,6 +248,9 @@ class WatchConfig:
     read_timeout: float = 90.0
     backoff_base: float = 0.5
     backoff_cap: float = 30.0
+    retry_base: float = 0.2
+    retry_cap: float = 2.0
+    refused_for: float = 10.0
     tick_interval: float | None = 1.0
     flush_interval: float = 1.0
     queue_size: int = 1000
@@ -302,6 +322,19 @@ def relist_diff(known: Mapping[str, dict[str, Any]],
     vanished.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
     out += [("DELETED", obj) for obj in vanished]
     return out
+
+
+def retry_delay(attempt: int, rand: float, base: float = 0.2, cap: float = 2.0) -> float:
+    """Seconds before retry ``attempt`` (0-based) of a list or watch after a refusal, a server
+    error or a refused connection: ``d = min(cap, base * 2**attempt)`` with "equal jitter",
+    ``d / 2 + rand * d / 2`` (``rand`` uniform in [0, 1)): 0.1-0.2 s, 0.2-0.4, 0.4-0.8,
+    0.8-1.6, then 1-2 s with the defaults. Quick at first and capped low, so that the watch is
+    back within about 2 s of an API server's return (measured: backoff to a 30 s cap cost 26 s
+    of blindness after a restart), never below half the step (the streams of one watcher do
+    not all hit a server that is starting in the same instant); at the cap a watcher's 6
+    streams ask a down server about 4 times a second. Pure."""
+    step = min(cap, base * 2.0 ** min(attempt, 30))
+    return step / 2 + rand * step / 2
 
 
 def event_count(event: Mapping[str, Any]) -> int:
@@ -452,6 +485,8 @@ class GangRouter:
             actions.append(Drop("no-gang"))
         else:
             actions.append(Publish(gang, kube_record("pods", type_, obj, at)))
+            if type_ != "DELETED":
+                actions += self._condition(gang, obj, prev if before == gang else None, at)
         for held in self.held.pop(f"{ns}/{meta['name']}", []):
             # still unknown (an Event of another uid of this name): held until its own due time
             actions += self._event(held.type, held.event, held.at, held.due)
@@ -506,23 +541,71 @@ class GangRouter:
             # "skip schedule deleting pod" (kube-scheduler v1.35.2 schedule_one.go:399-404):
             # the pod is being deleted and was not attempted; the Event is still published
             return actions + [Drop("not-an-attempt")]
+        # Events carry no cycle counter (it is only in the scheduler's log): the record's
+        # cycle is unknown, and the Event's uid and count identify the attempt, so that a
+        # relist of the same Event is the same record and a repeat (count + 1) a new one.
+        source = {"event": f"{event_meta.get('namespace', '')}/{event_meta.get('name', '')}",
+                  "uid": event_meta["uid"], "count": event_count(event)}
+        actions.append(Publish(gang, self._cycle_record(
+            gang, pod, ns, name, uid, outcome, event.get("message") or "",
+            component or (pod.get("spec") or {}).get("schedulerName", ""), source, at)))
+        return actions
+
+    def pod_condition(self, pod: dict[str, Any], at: int) -> list[Action]:
+        """The cycle record of ``pod``'s failed ``PodScheduled`` condition at event time
+        ``at``, for a pod already routed (its gang and last routed state known: a dump routes
+        each pod at its creation without the condition, then this at the condition's
+        ``lastTransitionTime``, ``producers.watch.dump``); nothing for a pod not known, of no
+        gang, or whose condition did not change."""
+        known = self.pods.get((pod.get("metadata") or {}).get("uid") or "")
+        if known is None or known[0] is None:
+            return []
+        return self._condition(known[0], slim("pods", pod), known[1], at)
+
+    def _condition(self, gang: str, pod: dict[str, Any], prev: dict[str, Any] | None,
+                   at: int) -> list[Action]:
+        """The cycle record of a change of the pod's failed ``PodScheduled`` condition
+        (``conditions.changed_condition``: reason or message differ from ``prev``, the previous
+        state of the pod in the same gang), read as a ``FailedScheduling`` Event of the same
+        message (kube-scheduler writes both, ``producers.watch.conditions``); ``source``:
+        ``kind`` ``condition``, ``uid`` the attempt id (``conditions.condition_attempt``),
+        ``count`` 1, ``last_transition_time``. None otherwise, or for a message that reports
+        no attempt."""
+        condition = changed_condition(pod, prev)
+        if condition is None:
+            return []
+        meta = pod.get("metadata") or {}
+        ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
+        message = condition["message"]
+        outcome = parse_scheduler_event("FailedScheduling", message, ns, name)
+        if not outcome.attempt:
+            return [Drop("not-an-attempt")]
+        source = {"kind": "condition", "uid": condition_attempt(uid, condition), "count": 1,
+                  "last_transition_time": condition.get("lastTransitionTime") or ""}
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or (
+            self.scheduler_names[0] if len(self.scheduler_names) == 1 else "")
+        return [Publish(gang, self._cycle_record(gang, pod, ns, name, uid, outcome, message,
+                                                 scheduler, source, at))]
+
+    def _cycle_record(self, gang: str, pod: dict[str, Any], ns: str, name: str,
+                      uid: str | None, outcome: Outcome, message: str, scheduler: str,
+                      source: dict[str, Any], at: int) -> dict[str, Any]:
+        """The ``gangstate.cycle/v1`` record of one attempt of pod ``ns/name`` (its last known
+        object ``pod``, of ``gang``) read into ``outcome`` from ``message``, at event time
+        ``at`` (microseconds); ``source`` names the Event or condition it came from (it gets
+        ``parsed``, ``form`` and ``truncated``); ``capacity`` from the node cache."""
         pod_meta = pod.get("metadata") or {}
         pg = self.podgroups.get(gang)
-        cycle = {
+        cycle: dict[str, Any] = {
             "schema": CYCLE_SCHEMA, "observed_at": format_time(at),
-            "scheduler": component or (pod.get("spec") or {}).get("schedulerName", ""),
-            # Events carry no cycle counter (it is only in the scheduler's log): the record's
-            # cycle is unknown, and the Event's uid and count identify the attempt, so that a
-            # relist of the same Event is the same record and a repeat (count + 1) a new one.
+            "scheduler": scheduler,
             "cycle": None,
             "pod": {"namespace": ns, "name": name, "uid": pod_meta.get("uid", uid or "")},
             "gang": gang, "gang_group": gang_group_of(gang, pod, pg),
             "stage": outcome.stage, "status": outcome.status, "reason": outcome.reason,
-            "message": event.get("message") or "", "representative": None,
+            "message": message, "representative": None,
             "node": outcome.node,
-            "source": {"event": f"{event_meta.get('namespace', '')}/{event_meta.get('name', '')}",
-                       "uid": event_meta["uid"], "count": event_count(event),
-                       "parsed": outcome.parsed, "form": outcome.form},
+            "source": {**source, "parsed": outcome.parsed, "form": outcome.form},
         }
         # optional fields (contracts.md, cycle/v1 "culprit"): only what the message says
         if outcome.culprit is not None:
@@ -536,8 +619,7 @@ class GangRouter:
         capacity = self._capacity(ns, outcome.culprit, outcome.fit_error)
         if capacity is not None:
             cycle["capacity"] = capacity
-        actions.append(Publish(gang, cycle))
-        return actions
+        return cycle
 
     def _capacity(self, namespace: str, culprit: str | None,
                   fit_error: str | None) -> dict[str, Any] | None:
@@ -673,6 +755,10 @@ class _Stream(threading.Thread):
         self.resync = threading.Event()
         self._resp: Any = None
         self._crd_reported = False
+        self._attempt = 0  # failed requests in a row (retry_delay's attempt)
+        self._refused_since: float | None = None  # first 401/403 in a row (monotonic)
+        self._unreachable = False  # the last failure was a connection error
+        self._verb = "list"  # of the request under way, for the one line of a refusal
 
     # -- API calls -----------------------------------------------------------------------------
     def _call(self, **kwargs: Any) -> Any:
@@ -728,7 +814,13 @@ class _Stream(threading.Thread):
     def _timeouts(self) -> tuple[float, float]:
         return (self.w.config.connect_timeout, self.w.config.read_timeout)
 
+    def _answered(self) -> None:
+        """The API server answered a request: the next failure starts the retry schedule
+        afresh, and a 401/403 counts as the first in a row."""
+        self._attempt, self._refused_since, self._unreachable = 0, None, False
+
     def _list(self) -> tuple[list[dict[str, Any]], str]:
+        self._verb = "list"
         items: list[dict[str, Any]] = []
         token: str | None = None
         kind, api_version = _KINDS[self.spec.resource]
@@ -754,6 +846,7 @@ class _Stream(threading.Thread):
             meta = body.get("metadata") or {}
             token = meta.get("continue") or None
             if token is None:
+                self._answered()
                 return items, str(meta.get("resourceVersion", ""))
 
     def _watch(self) -> Iterator[dict[str, Any]]:
@@ -761,6 +854,7 @@ class _Stream(threading.Thread):
         from urllib3.exceptions import ReadTimeoutError
 
         config = self.w.config
+        self._verb = "watch"
         try:
             resp = self._call(watch=True, resource_version=self.resource_version,
                               allow_watch_bookmarks=True, timeout_seconds=config.watch_timeout,
@@ -769,6 +863,7 @@ class _Stream(threading.Thread):
             if err.code == 410:
                 raise _Gone(str(err)) from None
             raise
+        self._answered()
         self._resp = resp
         try:
             lines = iter_resp_lines(resp)
@@ -799,8 +894,13 @@ class _Stream(threading.Thread):
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> None:
+        """List, then watch, until the watcher stops. A failed request is retried on
+        ``retry_delay``'s schedule (restarted by a list or watch served, and by the first
+        error answer after connection errors); a 410 Gone
+        relists at once, whatever failed before it; a 401 or 403 is retried for
+        ``refused_for`` seconds in a row, then the watcher gives up with one line."""
         w, resource = self.w, self.spec.resource
-        attempt, need_list, listed_once = 0, True, False
+        need_list, listed_once = True, False
         while not w.stopping.is_set():
             try:
                 if need_list or self.resync.is_set():
@@ -821,7 +921,6 @@ class _Stream(threading.Thread):
                     self.synced.set()
                 with contextlib.closing(self._watch()) as events:
                     for event in events:
-                        attempt = 0
                         type_, obj = event.get("type"), event.get("object") or {}
                         if type_ == "BOOKMARK":
                             self.resource_version = (obj.get("metadata") or {}).get(
@@ -848,6 +947,7 @@ class _Stream(threading.Thread):
                 if not w.stopping.is_set():
                     w.metrics.restarts.labels(resource, "closed").inc()
             except _Gone as err:
+                # at once, without the retry schedule: the list is what brings the watch back
                 log.info("%s: 410 Gone (%s): relisting", self.spec.name, err)
                 w.metrics.restarts.labels(resource, "gone").inc()
                 need_list = True
@@ -858,6 +958,10 @@ class _Stream(threading.Thread):
                 log.debug("%s: nothing received for %g s (%s); resuming", self.spec.name,
                           w.config.read_timeout, err)
             except ApiError as err:
+                if self._unreachable:
+                    # the server answers again (a restart: it now refuses until it is warm):
+                    # the schedule starts afresh
+                    self._attempt, self._unreachable = 0, False
                 if err.code == 404 and resource == "podgroups":
                     if not self._crd_reported:
                         log.warning("%s: the PodGroup CRD (%s/%s) is not installed; PodGroups "
@@ -869,18 +973,30 @@ class _Stream(threading.Thread):
                     self.synced.set()
                     w.stopping.wait(w.config.crd_recheck)
                     continue
-                if err.code in (401, 403) and not listed_once:
-                    # refused before the first list: credentials or RBAC, not a passing fault
-                    w.fail(self._refused(err))
-                    break
-                attempt = self._failed(err, "api-error", attempt)
+                limit = None
+                if err.code in (401, 403):
+                    # an API server just (re)started refuses until its authenticator and
+                    # authorizer are ready (measured: 403 "cannot watch resource events" right
+                    # after a restart); refused for refused_for seconds in a row, it is
+                    # credentials or RBAC, not a passing fault
+                    now = time.monotonic()
+                    if self._refused_since is None:
+                        self._refused_since = now
+                    left = self._refused_since + w.config.refused_for - now
+                    if left <= 0:
+                        w.fail(self._refused(err))
+                        break
+                    limit = left
+                self._failed(err, "api-error", limit=limit)
             except Exception as err:  # noqa: BLE001 - network errors of every kind: retry
                 if w.stopping.is_set():
                     break
-                attempt = self._failed(err, "connection", attempt, unreachable=True)
+                self._unreachable = True
+                self._failed(err, "connection", unreachable=True)
 
     def _refused(self, err: ApiError) -> str:
-        """The one line for a 401 or 403 answered to the first list of this stream."""
+        """The one line for 401 or 403 answers to this stream's list (or watch) for
+        ``refused_for`` seconds in a row."""
         host = getattr(getattr(self.w.api_client, "configuration", None), "host", "?")
         group = PODGROUP_GROUP if self.spec.resource == "podgroups" else ""
         resource = "pods" if self.spec.resource == "boundpods" else self.spec.resource
@@ -888,16 +1004,20 @@ class _Stream(threading.Thread):
             return (f"the API server at {host} does not accept the kubeconfig's credentials "
                     f"(401 {err.reason}); renew them or choose another --context")
         scope = f"in namespace {self.spec.namespace}" if self.spec.namespace else "cluster-wide"
-        return (f"the API server at {host} forbids listing {resource} (API group {group!r}) "
+        doing = "listing" if self._verb == "list" else "watching"
+        return (f"the API server at {host} forbids {doing} {resource} (API group {group!r}) "
                 f"{scope} (403 {err.reason}); grant the watch's user or ServiceAccount "
                 f"list and watch on it (deploy/kubernetes/rbac.yaml)")
 
-    def _failed(self, err: Exception, cause: str, attempt: int,
-                unreachable: bool = False) -> int:
+    def _failed(self, err: Exception, cause: str, unreachable: bool = False,
+                limit: float | None = None) -> None:
+        """Count, log and wait out one failed request (``retry_delay``, at most ``limit``
+        seconds)."""
         w = self.w
         w.metrics.restarts.labels(self.spec.resource, cause).inc()
-        delay = backoff_delay(attempt, w.config.backoff_base, w.config.backoff_cap,
-                              w.rand())
+        delay = retry_delay(self._attempt, w.rand(), w.config.retry_base, w.config.retry_cap)
+        if limit is not None:
+            delay = min(delay, limit)
         if unreachable:  # one short line: urllib3's MaxRetryError repeats the whole URL
             host = getattr(getattr(w.api_client, "configuration", None), "host", "?")
             log.warning("%s: cannot reach the API server at %s (%s); retrying in %.2f s",
@@ -906,7 +1026,7 @@ class _Stream(threading.Thread):
             log.warning("%s: %s (%s); retrying in %.2f s", self.spec.name, cause,
                         str(err)[:200], delay)
         w.stopping.wait(delay)
-        return attempt + 1
+        self._attempt += 1
 
 
 def _short(err: Exception) -> str:
@@ -946,8 +1066,9 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._published_failed = 0
         self.failure: str | None = None
-        """Why the watch gave up (a 401 or 403 at a first list), one line; ``None`` while it
-        has not: ``run()`` then returns, and ``gangstate watch`` exits 1 with it."""
+        """Why the watch gave up (401 or 403 answers for ``refused_for`` seconds in a row),
+        one line; ``None`` while it has not: ``run()`` then returns, and ``gangstate watch``
+        exits 1 with it."""
 
     def fail(self, reason: str) -> None:
         """Give up: record ``reason`` (the first one wins) and stop."""

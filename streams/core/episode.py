@@ -146,8 +146,11 @@ def fold_attempt(ep: Episode | None, rec: CycleObserved, quiet: int) -> Episode 
     microseconds of event time without a failure ending an episode. A failure (``is_failure``)
     opens an episode when none is open or the open one has been quiet for longer than
     ``quiet``, and names its culprit with its fit error (the latest readable one; a cut one
-    never replaces a readable one); round ends update an open episode only. Returns ``ep``
-    itself when nothing changes. Pure."""
+    never replaces a readable one); round ends update an open episode only. A record read
+    from a pod's ``PodScheduled`` condition (``rec.from_condition``) opens and feeds the
+    episode the same way but counts no round (``_seen_fit``), and its round ends change
+    nothing: the scheduler's Events of the same attempts count them. Returns ``ep`` itself
+    when nothing changes. Pure."""
     if is_failure(rec):
         if ep is None or rec.at > ep.last_at + quiet:
             ep = Episode(since=rec.at, last_at=rec.at)
@@ -157,14 +160,25 @@ def fold_attempt(ep: Episode | None, rec: CycleObserved, quiet: int) -> Episode 
         known = unfit.get(culprit)
         if known is None or (fit_error and fit_phrase(fit_error) != "fit error not known"):
             unfit[culprit] = fit_error if fit_error or known is None else known
-        ep = count_round(ep._replace(last_at=max(ep.last_at, rec.at),
-                                     unfit=tuple(sorted(unfit.items()))), rec)
+        ep = ep._replace(last_at=max(ep.last_at, rec.at), unfit=tuple(sorted(unfit.items())))
+        ep = count_round(ep, rec) if not rec.from_condition else _seen_fit(ep, rec)
         if rec.capacity is not None and rec.capacity != ep.capacity:
             ep = ep._replace(capacity=rec.capacity)
         return ep
-    if ep is not None and rec.reason == ROUND_ENDED and rec.at <= ep.last_at + quiet:
+    if ep is not None and rec.reason == ROUND_ENDED and rec.at <= ep.last_at + quiet \
+            and not rec.from_condition:
         return count_round(ep, rec)
     return ep
+
+
+def _seen_fit(ep: Episode, rec: CycleObserved) -> Episode:
+    """``ep`` after a failure read from a pod's ``PodScheduled`` condition
+    (``rec.from_condition``): the same attempt comes as an Event too, so it counts no round
+    and no release; only ``fit`` (the largest ``alreadyWaitForBound`` seen, which a repeat
+    cannot inflate) is kept. Pure."""
+    if rec.already_wait_for_bound is None or rec.already_wait_for_bound <= ep.fit:
+        return ep
+    return ep._replace(fit=rec.already_wait_for_bound)
 
 
 def is_open(ep: Episode | None, now: int, quiet: int) -> bool:

@@ -309,7 +309,11 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     shim's; when it reports the pod's own failure it names no culprit, so the pod is taken as
     the culprit, its message as the fit error and the members then waiting at Permit as those
     that fit (``episode.own_failure``), as the watch producer reads a FailedScheduling Event's
-    own fit error. Any change is made on a copy."""
+    own fit error. A record derived from the pod's ``PodScheduled`` condition
+    (``rec.from_condition``) marks the member as attempted and feeds the episode's facts
+    like one derived from an Event, but counts no attempt in the storm window and no round
+    (``episode.fold_attempt``): kube-scheduler writes the same attempt as an Event too
+    (docs/contracts.md, ``gangstate.cycle/v1`` "conditions"). Any change is made on a copy."""
     if rec.cycle is None and not rec.shim and state.shim_at is not None \
             and rec.at <= state.shim_at + SHIM_PREFERRED_SECONDS * 1_000_000:
         return state
@@ -341,8 +345,10 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     if rec.status == "Bound":
         new.episode = None
     else:
-        if rec.cycle is None or (rec.stage not in ("PreEnqueue", "Unreserve") and (
-                rec.status in FAILED_STATUSES or rec.status == "Rejected")):
+        if not rec.from_condition and (rec.cycle is None or (
+                rec.stage not in ("PreEnqueue", "Unreserve") and (
+                    rec.status in FAILED_STATUSES or rec.status == "Rejected"))):
+            # a condition record tells an attempt an Event also tells: the storm counts Events
             new.storm = episode.count_attempt(state.storm, rec.at)
         if not decide.skips_gang_checks(new):
             if rec.cycle is not None and not rec.shim:

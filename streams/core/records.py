@@ -87,6 +87,12 @@ class CycleObserved(NamedTuple):
     handed traces'); ``round`` the cycle number in which the round (Koordinator's gang scheduling
     context) the record belongs to was opened, ``None`` outside a round or when not known;
     ``rounds_skipped`` the rounds the shim reported only as a count before this one.
+    ``from_condition`` is true for a record the watch producer derived from the pod's own
+    ``PodScheduled`` condition (``source.kind`` ``condition``) rather than from a scheduler
+    Event: it tells the same attempts as the Events (often before them, kube-scheduler's
+    Events being throttled), so it marks the member as attempted and feeds the failure
+    episode's facts, but counts no round and no attempt of the storm (``streams.core.fold.
+    apply_cycle``).
     """
 
     at: int
@@ -110,6 +116,7 @@ class CycleObserved(NamedTuple):
     shim: str = ""
     round: int | None = None
     rounds_skipped: int = 0
+    from_condition: bool = False
 
 
 class AckObserved(NamedTuple):

@@ -275,14 +275,25 @@ class PodRef(BaseModel):
 
 
 class EventSource(BaseModel):
-    """The core/v1 scheduler Event a cycle record was derived from (set by the watch
-    producer). ``uid`` and ``count`` identify the attempt when the record has no cycle number:
-    a relist of the same Event gives the same record, a repeat of an aggregated Event (a
-    higher count) a new one."""
+    """The core/v1 scheduler Event a cycle record was derived from, or the pod's own
+    ``PodScheduled`` condition (``kind`` ``condition``; set by the watch producer). ``uid``
+    and ``count`` identify the attempt when the record has no cycle number: a relist of the
+    same Event gives the same record, a repeat of an aggregated Event (a higher count) a new
+    one; for a condition ``uid`` is ``cond:<pod uid>:<lastTransitionTime>:<sha256 of reason
+    and message, 16 hex>`` and ``count`` 1."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    event: str = Field(default="", description="the Event's namespace/name")
-    uid: str = Field(default="", description="the Event's metadata.uid")
+    kind: Literal["event", "condition"] = Field(
+        default="event", description="event: a scheduler Event; condition: the pod's "
+                                     "PodScheduled=False condition (reason Unschedulable or "
+                                     "SchedulerError), which kube-scheduler writes with the "
+                                     "latest attempt's message, only when it changes")
+    event: str = Field(default="", description="the Event's namespace/name (empty for a "
+                                               "condition)")
+    uid: str = Field(default="", description="the Event's metadata.uid, or the condition's "
+                                             "attempt id")
+    last_transition_time: str = Field(
+        default="", description="a condition's lastTransitionTime as written (RFC 3339)")
     count: int = Field(default=1, ge=1, le=INT64_MAX, description="how often the Event has happened: "
                                                     "series.count, else count, else 1")
     form: str = Field(default="", description="the row of the scheduler message catalogue "
@@ -333,8 +344,9 @@ class CycleRecord(_Timed):
     representative: str | None = None
     node: str | None = None
     source: EventSource | None = Field(
-        default=None, description="the scheduler Event the record was derived from; required "
-                                  "(with its uid) when cycle is null")
+        default=None, description="the scheduler Event (or the pod's PodScheduled condition) "
+                                  "the record was derived from; required (with its uid) when "
+                                  "cycle is null")
     culprit: str | None = Field(
         default=None, pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN},
         description="ns/name of the member whose failure to fit this outcome reports: the pod "
@@ -508,8 +520,10 @@ class _PodRefView(TypedDict):
 
 
 class _EventSourceView(TypedDict, total=False):
+    kind: Literal["event", "condition"]
     event: str
     uid: str
+    last_transition_time: str
     count: Annotated[int, Field(ge=1, le=INT64_MAX)]
     form: str
     truncated: bool

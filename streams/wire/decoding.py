@@ -152,8 +152,8 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
     get = rec.get
     cycle = rec["cycle"]
     attempt = ""
-    if cycle is None:  # identified by its source Event (contracts: CycleRecord)
-        source = get("source") or {}
+    source = get("source") or {}
+    if cycle is None:  # identified by its source Event or condition (contracts: CycleRecord)
         if not source.get("uid"):
             raise _ByContract
         attempt = f"{source['uid']}#{source.get('count', 1)}"
@@ -163,7 +163,7 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
         get("reason", ""), get("message", ""), get("representative"), get("node"), attempt,
         get("culprit"), get("fit_error"), get("already_wait_for_bound"),
         _capacity(get("capacity")), get("shim") or "", get("round"),
-        get("rounds_skipped") or 0))
+        get("rounds_skipped") or 0, from_condition=source.get("kind") == "condition"))
 
 
 def _capacity(raw: dict[str, Any] | None) -> Capacity | None:

@@ -118,10 +118,19 @@ def test_fold_and_explain_take_a_dump(tmp_path: Path, capsys: pytest.CaptureFixt
 @pytest.mark.skipif(not RECORDING.exists(), reason="the shared recording is not here")
 def test_the_recorded_dump_of_the_real_scheduler() -> None:
     """4,441 FailedScheduling Events; 1,687 of them are about the 3 pods in the dump, the
-    other 2,754 about an earlier incarnation of the same names (other uids): dropped."""
+    other 2,754 about an earlier incarnation of the same names (other uids): dropped. Each of
+    the 3 pods' PodScheduled=False condition (reason Unschedulable, lastTransitionTime
+    03:41:27Z, the latest attempt's message) is one more cycle record, at that time."""
     out = records_of_dump(read_dump(RECORDING))
     schemas = [r["schema"] for r in out.records]
-    assert schemas.count("gangstate.cycle/v1") == 1687
+    assert schemas.count("gangstate.cycle/v1") == 1687 + 3
+    conditions = [r for r in out.records if r["schema"] == "gangstate.cycle/v1"
+                  and r["source"].get("kind") == "condition"]
+    assert [(r["observed_at"], r["pod"]["name"], r["status"], r["culprit"])
+            for r in conditions] == [
+        ("2026-12-01T03:41:27.000000Z", "gb-0", "Rejected", "sc-b/gb-2"),
+        ("2026-12-01T03:41:27.000000Z", "gb-1", "Rejected", "sc-b/gb-2"),
+        ("2026-12-01T03:41:27.000000Z", "gb-2", "Unschedulable", "sc-b/gb-2")]
     assert schemas.count("gangstate.kube/v1") == 3 + 1687
     assert out.skipped == {"pod-gone": 2754}
     assert out.used == {"nodes": 2}

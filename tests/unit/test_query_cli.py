@@ -387,8 +387,10 @@ def test_explain_pod_of_a_gang_known_from_real_scheduler_events(capsys, tmp_path
     # (all 42 attempts of the excerpt fall within the last 60 s of the gang's clock)
     status, out, _ = run(capsys, "describe", "gang", "sc-b/gb", "--from", str(trace))
     # the last failure: item 2793 (a release naming gb-1); item 3126, an Unreserve release,
-    # names a member that was unreserved, not one that did not fit
-    assert ("Failing:        since 2026-12-01T03:41:27.291286Z, 16 rounds, last failure "
+    # names a member that was unreserved, not one that did not fit. Since: the pods, listed
+    # at 03:41:27Z with their PodScheduled=False condition, are the first word of a failure
+    # (the first Event is of 03:41:27.291286); the conditions count no round and no attempt
+    assert ("Failing:        since 2026-12-01T03:41:27.000000Z, 16 rounds, last failure "
             "2026-12-01T03:41:28.355863Z\n") in out
     assert ("Storm:          42 FailedScheduling Events per minute (the last 60 s of event "
             "time)\n") in out
