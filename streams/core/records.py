@@ -36,6 +36,7 @@ class PodObserved(NamedTuple):
     settings: RawSettings
     waits_for_podgroup: bool
     gates: tuple[str, ...] = ()
+    nominated_node: str | None = None
 
 
 class PodGroupObserved(NamedTuple):
@@ -87,6 +88,9 @@ class CycleObserved(NamedTuple):
     handed traces'); ``round`` the cycle number in which the round (Koordinator's gang scheduling
     context) the record belongs to was opened, ``None`` outside a round or when not known;
     ``rounds_skipped`` the rounds the shim reported only as a count before this one.
+    ``preemption`` is what the PostFilter text of a FailedScheduling message says of
+    preemption (``producers.watch.scheduler_events.preemption_of``: ``victims-terminating``,
+    ``no-victims``, ``not-helpful``, ``preempting``, ``other``), ``None`` when it says nothing.
     """
 
     at: int
@@ -110,6 +114,31 @@ class CycleObserved(NamedTuple):
     shim: str = ""
     round: int | None = None
     rounds_skipped: int = 0
+    preemption: str | None = None
+
+
+class PreemptionObserved(NamedTuple):
+    """One ``gangstate.preemption/v1`` record: kube-scheduler preempted (evicted) a pod for a
+    member of the gang (``type`` ``Preempted``, from the ``Preempted`` Event on the victim), or
+    a pod preempted for the gang is gone (``type`` ``Deleted``: its deletion completed).
+
+    ``victim`` is ``ns/name``, ``victim_uid`` its uid; ``node`` the node it was preempted on;
+    ``preemptor`` the member (``ns/name``) it was preempted for, ``preemptor_uid`` its uid;
+    ``grace_seconds`` the victim's deletion grace period (seconds) when the producer knows it;
+    ``bound``: the victim was known bound to a node (a victim waiting at Permit is rejected,
+    not deleted: kube-scheduler v1.35.2 ``framework/preemption/preemption.go:180-183``).
+    """
+
+    at: int
+    type: str
+    gang: str
+    victim: str
+    victim_uid: str
+    node: str
+    preemptor: str
+    preemptor_uid: str
+    grace_seconds: int | None = None
+    bound: bool = True
 
 
 class AckObserved(NamedTuple):
@@ -151,7 +180,8 @@ class Tick(NamedTuple):
     at: int
 
 
-GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved, GangSummarized]
+GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved, GangSummarized,
+                   PreemptionObserved]
 """A record that concerns one gang (or, for acks, one gang group)."""
 Record = Union[GangRecord, Tick]
 
