@@ -166,3 +166,25 @@ def test_replay_is_deterministic():
         from streams.core.state import from_wire, to_wire
         state = f.store["ns/g"]
         assert from_wire(json.loads(json.dumps(to_wire(state)))) == state
+
+
+def test_explain_pod_during_preemption_names_victims_and_nominated_node():
+    from streams.core.explain import why_pod
+    f = PartitionFold({})
+    for r in in_progress_then_bound()[:20]:  # victims still terminating
+        f.feed(r.gang, r)
+    why = why_pod(f.store["ns/g"], "ns/g-0")
+    assert (why["held_at"], why["held_by"]) == ("PostFilter",
+                                                "DefaultPreemption, waiting for its victims")
+    assert [r["reason"] for r in why["reasons"]] == ["GangPreempting"]
+    assert [v["pod"] for v in why["reasons"][0]["facts"]["victims"]] == ["low/v-0", "low/v-1"]
+    assert why["unblock"][0].endswith("; this pod is nominated to node-a")
+
+
+def test_explain_after_wasted_preemption_tells_both():
+    from streams.core.explain import why_pod
+    f = PartitionFold({})
+    for r in wasted_recs():
+        f.feed(r.gang, r)
+    why = why_pod(f.store["ns/g"], "ns/g-2")
+    assert [r["reason"] for r in why["reasons"]] == ["GangUnschedulable", "GangPreemptionWasted"]
