@@ -788,9 +788,9 @@ def warn_preemption(state: GangState, at: int) -> tuple[GangState, list[dict[str
     wasted = preemptions.wasted_due(p, state.episode)
     if wasted is not None and wasted <= at and state.episode is not None:
         spec = state.spec
-        facts = preemptions.wasted_facts(p, state.episode, spec.min_member if spec else None,
-                                         state.bound)
-        out.append(diagnostic(state, preemptions.WASTED, facts, at,
+        wasted_facts = preemptions.wasted_facts(p, state.episode,
+                                                spec.min_member if spec else None, state.bound)
+        out.append(diagnostic(state, preemptions.WASTED, wasted_facts, at,
                               also=tuple(preemptions.victims_involved(p))))
         state.preemption = p._replace(wasted_at=at)
         return state, out

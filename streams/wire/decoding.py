@@ -248,11 +248,12 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
         return Decoded(None, None, "no-gang")
     node = spec.get("nodeName") or None
     phase = (obj.get("status") or {}).get("phase") or ""
+    if not isinstance(node, (str, type(None))) or not isinstance(phase, str):
+        raise DecodeError("invalid record: object.spec.nodeName and object.status.phase must "
+                          "be strings")
     nominated = (obj.get("status") or {}).get("nominatedNodeName") or None
-    if not isinstance(node, (str, type(None))) or not isinstance(phase, str) \
-            or not isinstance(nominated, (str, type(None))):
-        raise DecodeError("invalid record: object.spec.nodeName, object.status.phase and "
-                          "object.status.nominatedNodeName must be strings")
+    if not isinstance(nominated, (str, type(None))):
+        raise DecodeError("invalid record: object.status.nominatedNodeName must be a string")
     return Decoded(gang, PodObserved(
         at, rec["type"], gang, namespace, meta["name"], meta["uid"],
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
