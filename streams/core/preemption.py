@@ -242,8 +242,10 @@ def wasted_due(p: Preemption | None, episode: Episode | None, rec_at: int | None
     """When ``GangPreemptionWasted`` is due (PR4), not yet told: every victim gone and a failed
     attempt after that (the episode's last failure, or ``rec_at``, a failed attempt now):
     ``GONE_SETTLE_SECONDS`` after the last was gone, at once when the latest clause said
-    ``no-victims`` after it; ``None`` otherwise."""
-    if p is None or p.wasted_at is not None or episode is None or not episode.unfit:
+    ``no-victims`` after it; ``None`` otherwise, and while the preemption is in progress
+    (``in_progress``: a late FailedScheduling Event still saying ``victims-terminating``)."""
+    if p is None or p.wasted_at is not None or episode is None or not episode.unfit \
+            or in_progress(p):
         return None
     gone = last_gone(p)
     failed = max(episode.last_at, rec_at or 0)

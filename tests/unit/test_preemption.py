@@ -188,3 +188,19 @@ def test_explain_after_wasted_preemption_tells_both():
         f.feed(r.gang, r)
     why = why_pod(f.store["ns/g"], "ns/g-2")
     assert [r["reason"] for r in why["reasons"]] == ["GangUnschedulable", "GangPreemptionWasted"]
+
+
+def test_describe_gang_shows_the_preemption():
+    from streams.cli.query import format_gang
+    from streams.query.answers import gang_detail
+    f = PartitionFold({})
+    for r in in_progress_then_bound()[:20]:
+        f.feed(r.gang, r)
+    text = format_gang(gang_detail(f.store["ns/g"]))
+    t1 = format_time(at(1.0))
+    line = [ln for ln in text.splitlines() if ln.startswith("Preemption:")][0]
+    assert line.split(":", 1)[1].strip().startswith(
+        f"low/v-0 on node-a for ns/g-0 since {t1}, terminating (grace period 30s); ")
+    assert line.endswith("; the scheduler's latest word: victims-terminating; nominated: "
+                         "g-0 on node-a, g-1 on node-b")
+    assert "GangPreempting" in text and "GangUnschedulable" not in text
