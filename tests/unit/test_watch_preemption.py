@@ -95,3 +95,119 @@ def test_nominated_node_is_published_and_decoded():
     rec = kube_record("pods", "MODIFIED", pod, 1_796_000_000_000_000)
     assert rec["object"]["status"] == {"phase": "Pending", "nominatedNodeName": "node-a"}
     assert decode_input(json.dumps(rec)).record.nominated_node == "node-a"
+
+
+# -- the whole chain: watch events -> GangRouter -> gang-events lines -> gangstate fold ----------
+
+T = 1_796_119_200_000_000  # 2026-12-01T10:00:00Z, microseconds
+
+
+def _t(seconds: float) -> int:
+    return T + int(seconds * 1_000_000)
+
+
+def member_pod(name: str, rv: int, *, nominated: str | None = None,
+               node: str | None = None, min_available: str = "2") -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                         "resourceVersion": str(rv), "annotations": {
+                             "gang.scheduling.koordinator.sh/name": "g",
+                             "gang.scheduling.koordinator.sh/min-available": min_available}},
+            "spec": {"schedulerName": "koord-scheduler",
+                     **({"nodeName": node} if node else {}),
+                     "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Running" if node else "Pending",
+                       **({"nominatedNodeName": nominated} if nominated else {})}}
+
+
+def failed_event(name: str, count: int, message: str) -> dict:
+    return {"metadata": {"name": f"{name}.fs", "namespace": "ns", "uid": f"ev-fs-{name}"},
+            "reason": "FailedScheduling", "type": "Warning",
+            "reportingComponent": "koord-scheduler", "series": {"count": count},
+            "involvedObject": {"kind": "Pod", "namespace": "ns", "name": name,
+                               "uid": f"uid-{name}"}, "message": message}
+
+
+def chain(steps: list[tuple[float, str, str, dict]]) -> list[dict]:
+    """Route each ``(seconds, resource, type, object)`` through one ``GangRouter`` and fold what
+    it publishes as a trace; returns the diagnostics."""
+    import json
+
+    from streams.wire.traces import fold_lines
+    router = GangRouter()
+    lines = []
+    for seconds, resource, type_, obj in steps:
+        for action in router.route(resource, type_, obj, None, _t(seconds)):
+            if isinstance(action, Publish):
+                lines.append(json.dumps(action.record).encode())
+    result = fold_lines(list(enumerate(lines, 1)), _t(steps[-1][0]))
+    assert result.errors == []
+    return result.diagnostics
+
+
+def nodes() -> list[tuple[float, str, str, dict]]:
+    return [(0, "nodes", "ADDED", {"metadata": {"name": n, "uid": f"uid-{n}"},
+                                   "status": {"allocatable": {"nvidia.com/gpu": "1"}}})
+            for n in ("node-a", "node-b")]
+
+
+def test_chain_preemption_in_progress_then_bound():
+    steps = nodes() + [
+        (0, "boundpods", "ADDED", victim_pod("v-0", "uid-v0")),
+        (0, "boundpods", "ADDED", {**victim_pod("v-1", "uid-v1"),
+                                   "spec": {"nodeName": "node-b", "containers": [],
+                                            "terminationGracePeriodSeconds": 30}}),
+        (0, "pods", "ADDED", member_pod("g-0", 1)), (0, "pods", "ADDED", member_pod("g-1", 1)),
+        (0.5, "events", "ADDED", failed_event("g-0", 1, REAL_TERMINATING.split(" no new")[0])),
+        (1.0, "events", "ADDED", preempted_event("v-0", "uid-v0", "uid-g-0")),
+        (1.1, "events", "ADDED", {**preempted_event("v-1", "uid-v1", "uid-g-1"),
+                                  "message": "Preempted by pod uid-g-1 on node node-b"}),
+        (1.2, "pods", "MODIFIED", member_pod("g-0", 2, nominated="node-a")),
+        (1.3, "pods", "MODIFIED", member_pod("g-1", 2, nominated="node-b")),
+    ]
+    steps += [(1.5 + i, "events", "MODIFIED",
+               failed_event("g-0" if i % 2 else "g-1", i, REAL_TERMINATING))
+              for i in range(2, 30)]
+    steps += [(31.0, "boundpods", "DELETED", victim_pod("v-0", "uid-v0")),
+              (31.2, "boundpods", "DELETED", victim_pod("v-1", "uid-v1")),
+              (31.5, "pods", "MODIFIED", member_pod("g-0", 3, node="node-a")),
+              (31.5, "pods", "MODIFIED", member_pod("g-1", 3, node="node-b"))]
+    out = chain(steps)
+    assert [(d["reason"], d["observed_at"]) for d in out] == [
+        ("GangPreempting", "2026-12-01T10:00:02.100000Z"),
+        ("GangScheduled", "2026-12-01T10:00:31.500000Z")]
+    assert out[0]["facts"]["victims"] == [
+        {"pod": "low/v-0", "uid": "uid-v0", "node": "node-a", "for": "g-0",
+         "preempted_at": "2026-12-01T10:00:01.000000Z", "grace_seconds": 30},
+        {"pod": "low/v-1", "uid": "uid-v1", "node": "node-b", "for": "g-1",
+         "preempted_at": "2026-12-01T10:00:01.100000Z", "grace_seconds": 30}]
+    assert out[0]["facts"]["nominated"] == {"g-0": "node-a", "g-1": "node-b"}
+
+
+def test_chain_wasted_preemption_of_two_victims_for_a_gang_of_three():
+    steps = nodes() + [
+        (0, "boundpods", "ADDED", victim_pod("v-0", "uid-v0", grace=0)),
+        (0, "boundpods", "ADDED", {**victim_pod("v-1", "uid-v1", grace=0),
+                                   "spec": {"nodeName": "node-b", "containers": [],
+                                            "terminationGracePeriodSeconds": 0}}),
+        *[(0, "pods", "ADDED", member_pod(f"g-{i}", 1, min_available="3")) for i in range(3)],
+        (0.5, "events", "ADDED", failed_event("g-0", 1, REAL_TERMINATING.split(" no new")[0])),
+        (1.0, "events", "ADDED", preempted_event("v-0", "uid-v0", "uid-g-0")),
+        (1.1, "boundpods", "DELETED", victim_pod("v-0", "uid-v0")),
+        (1.2, "events", "ADDED", {**preempted_event("v-1", "uid-v1", "uid-g-1"),
+                                  "message": "Preempted by pod uid-g-1 on node node-b"}),
+        (1.3, "boundpods", "DELETED", victim_pod("v-1", "uid-v1")),
+    ]
+    steps += [(2.0 + i, "events", "MODIFIED", failed_event(f"g-{i % 3}", 2 + i, REAL_NO_VICTIMS))
+              for i in range(15)]
+    out = chain(steps)
+    assert [d["reason"] for d in out] == ["GangPreemptionWasted", "GangUnschedulable"]
+    wasted = out[0]
+    assert [(i["namespace"], i["name"]) for i in wasted["involved"]] == [
+        ("ns", "g-0"), ("ns", "g-1"), ("ns", "g-2"), ("low", "v-0"), ("low", "v-1")]
+    assert wasted["message"] == (
+        "gang ns/g still cannot be scheduled although kube-scheduler preempted low/v-0 on "
+        "node-a (for g-0, at 2026-12-01T10:00:01.000000Z) and low/v-1 on node-b (for g-1, at "
+        "2026-12-01T10:00:01.200000Z) for it: it needs 3 x 1 nvidia.com/gpu and the cluster "
+        "has 2 allocatable on 2 nodes; the evictions freed room the gang cannot use "
+        "(kube-scheduler preempts for one pod at a time, not for the whole gang)")
