@@ -369,7 +369,7 @@ def parse_scheduler_event(event_reason: str, message: str, namespace: str,
                    truncated=truncated)
 
 
-_PREEMPTION = re.compile(r"preemption: (.*)$", re.S)
+_PREEMPTION = re.compile(r'preemption: ([^"]*)', re.S)
 _NO_VICTIMS = "No preemption victims found for incoming pod"
 _NOT_HELPFUL = "Preemption is not helpful for scheduling"
 
@@ -390,11 +390,13 @@ def preemption_of(message: str) -> tuple[str, str] | None:
     - ``not-eligible``: another ``not eligible due to ...`` (``preemptionPolicy=Never``);
     - ``preempting``: Koordinator's ``preempt success, ...``; ``other``: anything else.
 
-    ``None`` when the message has no ``preemption: `` clause. Pure."""
-    found = _PREEMPTION.search(message)
+    A clause inside a quoted fit error (``B2``/``F3``: ``... with reason "<fit error>.
+    preemption: ..."``) ends at the quote; of several clauses the last (the pod's own, after the
+    quoted one) counts. ``None`` when the message has no ``preemption: `` clause. Pure."""
+    found = _PREEMPTION.findall(message)
     if not found:
         return None
-    text = found.group(1).strip()
+    text = found[-1].strip()
     if "not eligible due to a terminating pod on the nominated node" in text \
             or "not eligible due to terminating pod on the nominated node" in text:
         return "victims-terminating", text

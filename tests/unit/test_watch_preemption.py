@@ -29,6 +29,20 @@ def test_preemption_clause_of_the_real_messages():
     assert preempted_by("Preempted by pod 1f2e-uid on node node-a") == ("1f2e-uid", "node-a")
 
 
+def test_preemption_clause_inside_a_members_quoted_fit_error():
+    """A member released at Permit with the culprit's fit error (F3) carries the culprit's
+    clause inside the quotes; a PreFilter refusal (B2) its own clause after them."""
+    inner = REAL_NO_VICTIMS.replace('"', '\\"')
+    f3 = (f'0/1 nodes are available: 1 GangGroup "ns/g" gets rejected due to member Pod "ns/g-0" '
+          f'is unschedulable with reason "{inner}", alreadyWaitForBound: 1.')
+    assert preemption_of(f3) == (
+        "no-victims", "0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+    b2 = (f'0/2 nodes are available: GangGroup "ns/g" gets rejected due to member Pod "ns/g-0" '
+          f'is unschedulable with reason "{REAL_NO_VICTIMS}", alreadyWaitForBound: 0. '
+          f'preemption: not eligible due to a terminating pod on the nominated node.')
+    assert preemption_of(b2)[0] == "victims-terminating"
+
+
 def gang_pod(name: str, uid: str) -> dict:
     return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": "1",
                          "labels": {"pod-group.scheduling.sigs.k8s.io": "g"}},
