@@ -419,7 +419,12 @@ def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
 
 def apply_preemption(state: GangState, rec: PreemptionObserved) -> GangState:
     """Fold a ``gangstate.preemption/v1`` record (a victim preempted for a member, or gone:
-    ``preemption.apply_record``). Any change is made on a copy."""
+    ``preemption.apply_record``). A record reaching a gang already scheduled (minMember bound:
+    a ``Preempted`` Event late, koord-scheduler throttles its Event writes) changes nothing:
+    the preemption worked. Any change is made on a copy."""
+    spec = state.spec
+    if spec is not None and state.members and state.n_bound >= max(spec.min_member, 1):
+        return state
     after = preemption.apply_record(state.preemption, rec)
     if after is state.preemption:
         return state

@@ -204,3 +204,13 @@ def test_describe_gang_shows_the_preemption():
     assert line.endswith("; the scheduler's latest word: victims-terminating; nominated: "
                          "g-0 on node-a, g-1 on node-b")
     assert "GangPreempting" in text and "GangUnschedulable" not in text
+
+
+def test_a_late_preempted_event_for_a_scheduled_gang_changes_nothing():
+    recs = in_progress_then_bound() + [preempted("v-2", "node-a", "g-0", 40.0)]
+    f = PartitionFold({})
+    out = []
+    for r in recs:
+        out += f.feed(r.gang, r)
+    assert f.store["ns/g"].preemption is None
+    assert [d["reason"] for d in diagnostics(out)] == ["GangPreempting", "GangScheduled"]
