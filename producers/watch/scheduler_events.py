@@ -380,7 +380,7 @@ def preemption_of(message: str) -> tuple[str, str] | None:
     defaultpreemption/default_preemption.go:126-130``, K ``core/core.go:350-355``), ``kind``:
 
     - ``victims-terminating``: ``not eligible due to a terminating pod on the nominated node.``
-      (KS ``default_preemption.go:322-337``; Koordinator's job preemption writes ``... due to
+      (KS ``default_preemption.go:317-337``; Koordinator's job preemption writes ``... due to
       terminating pod ...``, K ``core/preemption.go:37``): a pod preempted for this one is
       still terminating on its nominated node; the preemption is under way;
     - ``no-victims``: ``0/N nodes are available: N No preemption victims found for incoming

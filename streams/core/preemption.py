@@ -23,7 +23,7 @@ Rules (KS = kubernetes v1.35.2 ``pkg/scheduler/``, K = koordinator v1.8.0
   the preemption a gang gets is per pod, not per gang.
 - PR2: while a victim evicted for the pod is still terminating on the pod's nominated node,
   the pod is not eligible to preempt again (KS ``framework/plugins/defaultpreemption/
-  default_preemption.go:322-337,355-366``): its attempts fail with ``preemption: not eligible
+  default_preemption.go:317-337,355-366``): its attempts fail with ``preemption: not eligible
   due to a terminating pod on the nominated node.`` (Koordinator's job preemption writes ``not
   eligible due to terminating pod on the nominated node.``, K ``core/preemption.go:37``). The
   gang waits for its victims; it is not short of capacity and needs no smaller minMember.

@@ -165,7 +165,7 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
         get("reason", ""), get("message", ""), get("representative"), get("node"), attempt,
         get("culprit"), get("fit_error"), get("already_wait_for_bound"),
         _capacity(get("capacity")), get("shim") or "", get("round"),
-        get("rounds_skipped") or 0, get("preemption")))
+        get("rounds_skipped") or 0, preemption=get("preemption")))
 
 
 def _preemption(rec: dict[str, Any], at: int) -> Decoded:
@@ -257,7 +257,8 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
     return Decoded(gang, PodObserved(
         at, rec["type"], gang, namespace, meta["name"], meta["uid"],
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
-        settings, waits, scheduling_gates(spec.get("schedulingGates")), nominated))
+        settings, waits, scheduling_gates(spec.get("schedulingGates")),
+        nominated_node=nominated))
 
 
 GANG_LABELS = (LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, LABEL_MIN_AVAILABLE_DEPRECATED)
