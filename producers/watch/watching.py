@@ -61,7 +61,7 @@ from streams.core.spec import (ANNOTATION_MATCH_POLICY_ALIAS, LABEL_MIN_AVAILABL
                                LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, PREFIX,
                                gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
-from streams.core.timefmt import format_time
+from streams.core.timefmt import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -388,6 +388,20 @@ class DeadLetter:
 Action = Publish | Drop | DeadLetter
 
 
+def _event_time(event: Mapping[str, Any]) -> str | None:
+    """A core/v1 Event's own time in the contract's form (RFC 3339 UTC, microseconds): its
+    ``eventTime`` (events.k8s.io recorders, as kube-scheduler's), else ``lastTimestamp``, else
+    ``firstTimestamp``; ``None`` when none is set or readable. Pure."""
+    for key in ("eventTime", "lastTimestamp", "firstTimestamp"):
+        value = event.get(key)
+        if isinstance(value, str) and value:
+            try:
+                return format_time(parse_time(value))
+            except ValueError:
+                continue
+    return None
+
+
 @dataclass
 class _Held:
     due: int
@@ -549,6 +563,9 @@ class GangRouter:
                                 f"{event_meta.get('name', '')}",
                        "uid": str(event_meta.get("uid", "")), "count": event_count(event)},
         }
+        when = _event_time(event)
+        if when is not None:
+            record["event_time"] = when
         if victim_uid and victim is not None:
             self.victims.setdefault(victim_uid, {})[gang] = record
         return [Publish(gang, record)]

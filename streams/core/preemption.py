@@ -75,8 +75,9 @@ TERMINATING_CLAUSES = ("not eligible due to a terminating pod on the nominated n
 
 class Victim(NamedTuple):
     """One pod preempted for a member of the gang: ``pod`` ``ns/name``, ``uid``, ``node`` it
-    was preempted on, ``preemptor`` the member's ``ns/name``, ``preempted_at`` the event time
-    of its ``Preempted`` Event (microseconds), ``grace_seconds`` its grace period when known,
+    was preempted on, ``preemptor`` the member's ``ns/name``, ``preempted_at`` the time of its
+    ``Preempted`` Event (the Event's own time when the record carries it, else the record's
+    event time; microseconds), ``grace_seconds`` its grace period when known,
     ``gone_at`` when it was known gone (``None`` while terminating)."""
 
     pod: str
@@ -128,8 +129,9 @@ def apply_record(p: Preemption | None, rec: PreemptionObserved) -> Preemption | 
                           + victims[i + 1:])
     if known:
         return p
-    victim = Victim(rec.victim, rec.victim_uid, rec.node, rec.preemptor, rec.at,
-                    rec.grace_seconds, None if rec.bound else rec.at)
+    victim = Victim(rec.victim, rec.victim_uid, rec.node, rec.preemptor,
+                    rec.at if rec.event_at is None else rec.event_at, rec.grace_seconds,
+                    None if rec.bound else rec.at)
     base = p if p is not None else Preemption()
     return base._replace(victims=(victims + (victim,))[-MAX_VICTIMS:], wasted_at=None)
 

@@ -126,7 +126,9 @@ class PreemptionObserved(NamedTuple):
     ``preemptor`` the member (``ns/name``) it was preempted for, ``preemptor_uid`` its uid;
     ``grace_seconds`` the victim's deletion grace period (seconds) when the producer knows it;
     ``bound``: the victim was known bound to a node (a victim waiting at Permit is rejected,
-    not deleted: kube-scheduler v1.35.2 ``framework/preemption/preemption.go:180-183``).
+    not deleted: kube-scheduler v1.35.2 ``framework/preemption/preemption.go:180-183``);
+    ``event_at`` the ``Preempted`` Event's own time (its ``eventTime``, else ``lastTimestamp``;
+    microseconds), ``None`` when not known: what a message tells as the preemption's time.
     """
 
     at: int
@@ -139,6 +141,7 @@ class PreemptionObserved(NamedTuple):
     preemptor_uid: str
     grace_seconds: int | None = None
     bound: bool = True
+    event_at: int | None = None
 
 
 class AckObserved(NamedTuple):

@@ -456,6 +456,16 @@ class PreemptionRecord(_Timed):
                                   "Permit, rejected rather than deleted)")
     source: EventSource | None = Field(
         default=None, description="the Preempted Event (for type Preempted)")
+    event_time: str | None = Field(
+        default=None, description="RFC 3339: the Preempted Event's own time (eventTime, else "
+                                  "lastTimestamp), when known")
+
+    @field_validator("event_time")
+    @classmethod
+    def _event_rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            event_time(value)
+        return value
 
     @field_validator("gang")
     @classmethod
@@ -625,6 +635,7 @@ class PreemptionView(_InputView):
     grace_period_seconds: NotRequired[Annotated[int, Field(ge=0, le=INT64_MAX)] | None]
     victim_bound: NotRequired[bool]
     source: NotRequired[_EventSourceView | None]
+    event_time: NotRequired[str | None]
 
 
 INPUT_VIEW: TypeAdapter[KubeView | CycleView | AckView | GangSummaryView | TickView

@@ -170,11 +170,17 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
 
 def _preemption(rec: dict[str, Any], at: int) -> Decoded:
     victim, preemptor = rec["victim"], rec["preemptor"]
+    when = rec.get("event_time")
+    if when is not None:
+        try:
+            when = event_time(when)
+        except ValueError:
+            raise _ByContract from None
     return Decoded(rec["gang"], PreemptionObserved(
         at, rec["type"], rec["gang"], f"{victim['namespace']}/{victim['name']}",
         victim.get("uid", ""), rec.get("node", ""),
         f"{preemptor['namespace']}/{preemptor['name']}", preemptor.get("uid", ""),
-        rec.get("grace_period_seconds"), rec.get("victim_bound", True)))
+        rec.get("grace_period_seconds"), rec.get("victim_bound", True), when))
 
 
 def _capacity(raw: dict[str, Any] | None) -> Capacity | None:

@@ -225,3 +225,22 @@ def test_chain_wasted_preemption_of_two_victims_for_a_gang_of_three():
         "2026-12-01T10:00:01.200000Z) for it: it needs 3 x 1 nvidia.com/gpu and the cluster "
         "has 2 allocatable on 2 nodes; the evictions freed room the gang cannot use "
         "(kube-scheduler preempts for one pod at a time, not for the whole gang)")
+
+
+def test_preempted_record_carries_the_events_own_time():
+    """koord-scheduler throttles its Event writes (38-66 s late, measured): the record keeps
+    the Event's eventTime, which the fold tells as the preemption's time."""
+    r = GangRouter()
+    r.route("boundpods", "ADDED", victim_pod("v-0", "uid-v0"), None, 1)
+    r.route("pods", "ADDED", gang_pod("g-0", "uid-g0"), None, 2)
+    ev = {**preempted_event("v-0", "uid-v0", "uid-g0"),
+          "eventTime": "2026-12-01T10:00:01.234567Z"}
+    [action] = r.route("events", "ADDED", ev, None, 3)
+    assert isinstance(action, Publish)
+    assert action.record["event_time"] == "2026-12-01T10:00:01.234567Z"
+    ev = {**ev, "eventTime": None, "lastTimestamp": "2026-12-01T10:00:02Z"}
+    r2 = GangRouter()
+    r2.route("pods", "ADDED", gang_pod("g-0", "uid-g0"), None, 2)
+    [action] = r2.route("events", "ADDED", ev, None, 3)
+    assert action.record["event_time"] == "2026-12-01T10:00:02.000000Z"
+    assert action.record["victim_bound"] is False  # not known bound: gone at once in the fold
