@@ -801,7 +801,7 @@ def warn_preemption(state: GangState, at: int) -> tuple[GangState, list[dict[str
         out.append(diagnostic(state, preemptions.PREEMPTING, shown, at,
                               facts_id=facts_digest(facts)))
         state.preemption = p._replace(
-            told_upto=max(v.preempted_at for v in preemptions.terminating(p)))
+            told_upto=max(v.seen_at for v in preemptions.terminating(p)))
     return state, out
 
 

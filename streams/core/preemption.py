@@ -78,7 +78,9 @@ class Victim(NamedTuple):
     was preempted on, ``preemptor`` the member's ``ns/name``, ``preempted_at`` the time of its
     ``Preempted`` Event (the Event's own time when the record carries it, else the record's
     event time; microseconds), ``grace_seconds`` its grace period when known,
-    ``gone_at`` when it was known gone (``None`` while terminating)."""
+    ``gone_at`` when it was known gone (``None`` while terminating), ``seen_at`` the event time
+    of the record that told of it (the fold's clock: the timers count from it, never from the
+    Event's own time, which is the scheduler's)."""
 
     pod: str
     uid: str
@@ -87,6 +89,7 @@ class Victim(NamedTuple):
     preempted_at: int
     grace_seconds: int | None
     gone_at: int | None = None
+    seen_at: int = 0
 
 
 class Preemption(NamedTuple):
@@ -94,7 +97,7 @@ class Preemption(NamedTuple):
     ``MAX_VICTIMS``), ``nominated`` ``((member name, node), ...)`` sorted (the members'
     ``status.nominatedNodeName``), ``clause`` the preemption clause of its latest failed attempt
     that had one (``CycleObserved.preemption``) and ``clause_at`` its time,
-    ``told_upto`` the latest ``preempted_at`` the last ``GangPreempting`` told of (a victim
+    ``told_upto`` the latest ``seen_at`` the last ``GangPreempting`` told of (a victim
     gone is no news: only a new victim makes it told again), ``wasted_at``
     when ``GangPreemptionWasted`` was told (``None``: not for these victims)."""
 
@@ -131,7 +134,7 @@ def apply_record(p: Preemption | None, rec: PreemptionObserved) -> Preemption | 
         return p
     victim = Victim(rec.victim, rec.victim_uid, rec.node, rec.preemptor,
                     rec.at if rec.event_at is None else rec.event_at, rec.grace_seconds,
-                    None if rec.bound else rec.at)
+                    None if rec.bound else rec.at, rec.at)
     base = p if p is not None else Preemption()
     return base._replace(victims=(victims + (victim,))[-MAX_VICTIMS:], wasted_at=None)
 
@@ -161,7 +164,7 @@ def note_attempt(p: Preemption | None, rec: CycleObserved) -> Preemption | None:
     victims = base.victims
     if rec.preemption == "no-victims":
         victims = tuple(v._replace(gone_at=rec.at)
-                        if v.gone_at is None and v.preempted_at <= rec.at else v
+                        if v.gone_at is None and v.seen_at <= rec.at else v
                         for v in victims)
     if base.clause == rec.preemption and base.clause_at is not None \
             and base.clause_at >= rec.at and victims == base.victims:
@@ -228,12 +231,13 @@ def preempting_facts(p: Preemption | None, min_member: int | None) -> dict[str, 
 
 def preempting_due(p: Preemption | None) -> int | None:
     """When ``GangPreempting`` is due: ``SETTLE_SECONDS`` after the latest terminating victim
-    was preempted, when that victim is newer than those last told of (``told_upto``): a victim
+    was seen (``Victim.seen_at``), when that victim is newer than those last told of
+    (``told_upto``): a victim
     gone changes nothing told (the gang binds, or ``GangPreemptionWasted`` follows)."""
     victims = terminating(p)
     if p is None or not victims:
         return None
-    latest = max(v.preempted_at for v in victims)
+    latest = max(v.seen_at for v in victims)
     if p.told_upto is not None and latest <= p.told_upto:
         return None
     return latest + _settle(SETTLE_SECONDS)

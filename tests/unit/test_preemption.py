@@ -214,3 +214,18 @@ def test_a_late_preempted_event_for_a_scheduled_gang_changes_nothing():
         out += f.feed(r.gang, r)
     assert f.store["ns/g"].preemption is None
     assert [d["reason"] for d in diagnostics(out)] == ["GangPreempting", "GangScheduled"]
+
+
+def test_a_late_preempted_event_tells_its_own_time_and_settles_on_the_folds_clock():
+    """The Preempted Events written 40 s late (eventTime t=1.0/1.1, seen at t=41/41.1):
+    GangPreempting at 42.1 (1 s after the last seen, the fold's clock) tells t=1.0/1.1."""
+    recs = [member("g-0", 0), member("g-1", 0)]
+    recs += [failed("g-0", 0.5 + i, i, TERMINATING, "victims-terminating") for i in range(40)]
+    recs += [preempted("v-0", "node-a", "g-0", 41.0)._replace(event_at=at(1.0)),
+             preempted("v-1", "node-b", "g-1", 41.1)._replace(event_at=at(1.1)),
+             Tick(at(43))]
+    out = diagnostics(fold(recs))
+    assert [(d["reason"], d["observed_at"]) for d in out] == [
+        ("GangPreempting", format_time(at(42.1)))]
+    assert [v["preempted_at"] for v in out[0]["facts"]["victims"]] == [
+        format_time(at(1.0)), format_time(at(1.1))]
