@@ -367,3 +367,62 @@ def parse_scheduler_event(event_reason: str, message: str, namespace: str,
                        fit_error=fit_clause(message), truncated=truncated)
     return Outcome("Filter", "Unschedulable", event_reason or "FailedScheduling", parsed=False,
                    truncated=truncated)
+
+
+_PREEMPTION = re.compile(r'preemption: ([^"]*)', re.S)
+_NO_VICTIMS = "No preemption victims found for incoming pod"
+_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+
+
+def preemption_of(message: str) -> tuple[str, str] | None:
+    """What the PostFilter text of a FailedScheduling message says of preemption, as ``(kind,
+    text)``: ``text`` as written after ``preemption: `` (KS ``framework/plugins/
+    defaultpreemption/default_preemption.go:126-130``, K ``core/core.go:350-355``), ``kind``:
+
+    - ``victims-terminating``: ``not eligible due to a terminating pod on the nominated node.``
+      (KS ``default_preemption.go:317-337``; Koordinator's job preemption writes ``... due to
+      terminating pod ...``, K ``core/preemption.go:37``): a pod preempted for this one is
+      still terminating on its nominated node; the preemption is under way;
+    - ``no-victims``: ``0/N nodes are available: N No preemption victims found for incoming
+      pod.`` on every node (KS ``default_preemption.go:244-247``): no lower-priority pod left;
+    - ``not-helpful``: a node histogram of other reasons (``Preemption is not helpful for
+      scheduling``, KS ``framework/preemption/preemption.go:307-316``, or mixed);
+    - ``not-eligible``: another ``not eligible due to ...`` (``preemptionPolicy=Never``);
+    - ``preempting``: Koordinator's ``preempt success, ...``; ``other``: anything else.
+
+    A clause inside a quoted fit error (``B2``/``F3``: ``... with reason "<fit error>.
+    preemption: ..."``) ends at the quote; of several clauses the last (the pod's own, after the
+    quoted one) counts. ``None`` when the message has no ``preemption: `` clause. Pure."""
+    found = _PREEMPTION.findall(message)
+    if not found:
+        return None
+    text = found[-1].strip()
+    if "not eligible due to a terminating pod on the nominated node" in text \
+            or "not eligible due to terminating pod on the nominated node" in text:
+        return "victims-terminating", text
+    if text.startswith("not eligible due to"):
+        return "not-eligible", text
+    if text.startswith("preempt success"):
+        return "preempting", text
+    hist = fit_histogram(text)
+    if hist is not None:
+        nodes, entries = hist
+        if entries and all(reason == _NO_VICTIMS for _, reason in entries) \
+                and sum(count for count, _ in entries) == nodes:
+            return "no-victims", text
+        return "not-helpful", text
+    return "other", text
+
+
+PREEMPTED_REASON = "Preempted"
+"""The reason of the Event kube-scheduler writes on each victim of a preemption (KS
+``framework/preemption/preemption.go:216``; K ``core/preemption.go:911``)."""
+_PREEMPTED = re.compile(r"Preempted by pod (\S+) on node (\S+)")
+
+
+def preempted_by(message: str) -> tuple[str, str] | None:
+    """``(preemptor uid, node)`` of a ``Preempted`` Event's message, ``Preempted by pod %v on
+    node %v`` (KS ``framework/preemption/preemption.go:216``: the preemptor's uid and the
+    candidate node); ``None`` for another text. Pure."""
+    found = _PREEMPTED.search(message)
+    return (found.group(1), found.group(2)) if found else None

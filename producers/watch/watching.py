@@ -55,22 +55,27 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from producers.watch.conditions import changed_condition, condition_attempt, pod_scheduled
 from producers.watch.node_cache import NodeCache
-from producers.watch.scheduler_events import Outcome, dominant_fit_reason, parse_scheduler_event
+from producers.watch.scheduler_events import (PREEMPTED_REASON, Outcome, dominant_fit_reason,
+                                              parse_scheduler_event, preempted_by,
+                                              preemption_of)
 from streams.kafka.settings import Settings
 from streams.kafka.waiting import backoff_delay  # sends to Kafka; the API server: retry_delay
-from streams.wire.contracts import CYCLE_SCHEMA, KUBE_SCHEMA, dead_letter
+from streams.wire.contracts import CYCLE_SCHEMA, KUBE_SCHEMA, PREEMPTION_SCHEMA, dead_letter
 from streams.core.capacity import pod_requests
 from streams.core.spec import (ANNOTATION_MATCH_POLICY_ALIAS, LABEL_MIN_AVAILABLE_DEPRECATED,
                                LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, PREFIX,
                                gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
-from streams.core.timefmt import format_time
+from streams.core.timefmt import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "podgroups"
 DEFAULT_SCHEDULERS = ("koord-scheduler",)
-DEFAULT_EVENT_REASONS = ("FailedScheduling", "Scheduled")
+DEFAULT_EVENT_REASONS = ("FailedScheduling", "Scheduled", PREEMPTED_REASON)
+"""The Event reasons watched: the scheduler's attempts, and ``Preempted`` on each victim of a
+preemption (kube-scheduler v1.35.2 ``framework/preemption/preemption.go:216``), routed to the
+preemptor's gang as ``gangstate.preemption/v1``."""
 WATCH_TIMEOUT_MARGIN = 5.0
 """Seconds by which the server-side ``timeoutSeconds`` of a watch must undercut the client's
 read timeout, so that the API server ends a quiet watch before the client gives up on it."""
@@ -109,7 +114,7 @@ def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
       creationTimestamp, deletionTimestamp}`` (those present) and the gang annotations
       (``gang.scheduling.koordinator.sh/*``, ``pod-group.scheduling.sigs.k8s.io/match-policy``);
     - a Pod: the gang labels (``GANG_LABELS``), ``spec.{nodeName, schedulingGates}`` and
-      ``status.phase``;
+      ``status.{phase, nominatedNodeName}`` (those set);
     - a PodGroup: ``spec.{minMember, scheduleTimeoutSeconds}``.
 
     Other resources (core/v1 Events) pass unchanged. Pure."""
@@ -131,7 +136,8 @@ def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
     if resource == "pods":
         out["spec"] = {k: spec[k] for k in ("nodeName", "schedulingGates") if k in spec}
         status = obj.get("status") or {}
-        out["status"] = {"phase": status["phase"]} if "phase" in status else {}
+        out["status"] = {k: status[k] for k in ("phase", "nominatedNodeName")
+                         if status.get(k)}
     else:
         out["spec"] = {k: spec[k] for k in ("minMember", "scheduleTimeoutSeconds")
                        if k in spec}
@@ -152,7 +158,9 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
 
     - a Node or a bound Pod: only what the per-node cache reads (name, uid, resourceVersion; a
       Node's ``spec.unschedulable``, taints and ``status.allocatable``; a Pod's node, container
-      and init-container requests, overhead and phase);
+      and init-container requests, overhead and phase), and a bound Pod's grace period
+      (``spec.terminationGracePeriodSeconds``, ``metadata.deletionGracePeriodSeconds`` and
+      ``deletionTimestamp``) for the records of a preemption (``GangRouter``);
     - a gang Pod or a PodGroup: its ``published`` shape; a Pod also keeps its containers'
       requests and overhead, which the capacity facts of its cycle records need
       (``GangRouter``), its ``spec.schedulerName`` and its ``PodScheduled`` condition
@@ -185,7 +193,12 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         out["status"] = {"allocatable": status.get("allocatable") or {}}
         return out
 
+    for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        if meta.get(key) is not None:
+            out["metadata"][key] = meta[key]
     out["spec"] = {"nodeName": spec.get("nodeName"),
+                   **({"terminationGracePeriodSeconds": spec["terminationGracePeriodSeconds"]}
+                      if spec.get("terminationGracePeriodSeconds") is not None else {}),
                    "containers": _requests(spec.get("containers")),
                    "initContainers": _requests(spec.get("initContainers")),
                    **({"overhead": spec["overhead"]} if spec.get("overhead") else {})}
@@ -408,6 +421,20 @@ class DeadLetter:
 Action = Publish | Drop | DeadLetter
 
 
+def _event_time(event: Mapping[str, Any]) -> str | None:
+    """A core/v1 Event's own time in the contract's form (RFC 3339 UTC, microseconds): its
+    ``eventTime`` (events.k8s.io recorders, as kube-scheduler's), else ``lastTimestamp``, else
+    ``firstTimestamp``; ``None`` when none is set or readable. Pure."""
+    for key in ("eventTime", "lastTimestamp", "firstTimestamp"):
+        value = event.get(key)
+        if isinstance(value, str) and value:
+            try:
+                return format_time(parse_time(value))
+            except ValueError:
+                continue
+    return None
+
+
 @dataclass
 class _Held:
     due: int
@@ -436,6 +463,10 @@ class GangRouter:
     held: dict[str, list[_Held]] = field(default_factory=dict)  # "ns/name" -> Events
     held_due: int | None = None  # no held Event is due before this (micros); None: none held
     nodes: NodeCache = field(default_factory=NodeCache)  # room per node, for the shortfall
+    # bound pods: uid -> ("ns/name", grace period in seconds or None), for Preempted victims
+    bound: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    # victims of a preemption for a gang: victim uid -> {gang: the Preempted record sent}
+    victims: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def route(self, resource: str, type_: str, obj: dict[str, Any],
               prev: dict[str, Any] | None, at: int) -> list[Action]:
@@ -449,9 +480,9 @@ class GangRouter:
             return []
         if resource == "boundpods":
             self.nodes.pod(type_, obj)
-            return []
+            return self._bound_pod(type_, obj, at)
         if resource == "pods":
-            return self._pod(type_, obj, prev, at)
+            return self._pod(type_, obj, prev, at) + self._victim_gone(type_, obj, at)
         if resource == "podgroups":
             meta = obj["metadata"]
             key = f"{meta.get('namespace', '')}/{meta['name']}"
@@ -487,11 +518,92 @@ class GangRouter:
             actions.append(Publish(gang, kube_record("pods", type_, obj, at)))
             if type_ != "DELETED":
                 actions += self._condition(gang, obj, prev if before == gang else None, at)
-        for held in self.held.pop(f"{ns}/{meta['name']}", []):
+        for held in self.held.pop(f"{ns}/{meta['name']}", []) + self.held.pop(f"uid:{uid}", []):
             # still unknown (an Event of another uid of this name): held until its own due time
             actions += self._event(held.type, held.event, held.at, held.due)
         self._forget(at)
         return actions
+
+    def _bound_pod(self, type_: str, obj: dict[str, Any], at: int) -> list[Action]:
+        """Keep a bound pod's name and grace period (``metadata.deletionGracePeriodSeconds``
+        once it is being deleted, else ``spec.terminationGracePeriodSeconds``) for the
+        ``Preempted`` records; tell the gangs a victim was preempted for that it is gone."""
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        uid = str(meta.get("uid", ""))
+        if type_ == "DELETED":
+            self.bound.pop(uid, None)
+            return self._victim_gone(type_, obj, at)
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds")
+        self.bound[uid] = (f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+                           grace if isinstance(grace, int) and not isinstance(grace, bool)
+                           and grace >= 0 else None)
+        return []
+
+    def _victim_gone(self, type_: str, obj: dict[str, Any], at: int) -> list[Action]:
+        """A ``gangstate.preemption/v1`` of type ``Deleted`` to every gang a victim was
+        preempted for, when that victim's DELETED comes (its termination completed; the
+        ``boundpods`` stream, or the pods stream for a victim of koord-scheduler's)."""
+        if type_ != "DELETED":
+            return []
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        sent = self.victims.pop(uid, None)
+        if not sent:
+            return []
+        return [Publish(gang, {**record, "type": "Deleted", "observed_at": format_time(at)})
+                for gang, record in sorted(sent.items())]
+
+    def _preempted(self, type_: str, event: dict[str, Any], at: int,
+                   due: int | None) -> list[Action]:
+        """A ``Preempted`` Event on a victim (``Preempted by pod <preemptor uid> on node
+        <node>``, kube-scheduler v1.35.2 ``framework/preemption/preemption.go:216``): a
+        ``gangstate.preemption/v1`` for the preemptor's gang, looked up by the preemptor's uid
+        among the pods seen; held like other Events while the preemptor is unknown (keyed by
+        its ``related`` ``ns/name``, or its uid), then dropped as ``preemptor-unknown``."""
+        if type_ == "DELETED":
+            return [Drop("event-deleted")]
+        involved = event.get("involvedObject") or {}
+        found = preempted_by(event.get("message") or "")
+        if found is None or not involved.get("name"):
+            return [Drop("preempted-unreadable")]
+        preemptor_uid, node = found
+        known = self.pods.get(preemptor_uid)
+        if known is None:
+            related = event.get("related") or {}
+            key = f"{related['namespace']}/{related['name']}" \
+                if related.get("namespace") and related.get("name") else f"uid:{preemptor_uid}"
+            due = at + int(self.hold_events * 1e6) if due is None else due
+            self.held.setdefault(key, []).append(_Held(due, type_, event, at))
+            self.held_due = due if self.held_due is None else min(self.held_due, due)
+            return []
+        gang, pod = known
+        if gang is None:
+            return [Drop("no-gang")]
+        pod_meta = pod.get("metadata") or {}
+        victim_uid = str(involved.get("uid") or "")
+        victim = self.bound.get(victim_uid)
+        event_meta = event.get("metadata") or {}
+        record: dict[str, Any] = {
+            "schema": PREEMPTION_SCHEMA, "observed_at": format_time(at), "gang": gang,
+            "type": "Preempted",
+            "victim": {"namespace": involved.get("namespace", ""), "name": involved["name"],
+                       "uid": victim_uid},
+            "node": node,
+            "preemptor": {"namespace": pod_meta.get("namespace", ""),
+                          "name": pod_meta.get("name", ""), "uid": preemptor_uid},
+            "grace_period_seconds": None if victim is None else victim[1],
+            "victim_bound": victim is not None,
+            "source": {"event": f"{event_meta.get('namespace', '')}/"
+                                f"{event_meta.get('name', '')}",
+                       "uid": str(event_meta.get("uid", "")), "count": event_count(event)},
+        }
+        when = _event_time(event)
+        if when is not None:
+            record["event_time"] = when
+        if victim_uid and victim is not None:
+            self.victims.setdefault(victim_uid, {})[gang] = record
+        return [Publish(gang, record)]
 
     def _forget(self, at: int) -> None:
         for uid in [u for u, until in self.deleted.items() if until <= at]:
@@ -511,6 +623,8 @@ class GangRouter:
                      or (event.get("source") or {}).get("component") or "")
         if component and component not in self.scheduler_names:
             return [Drop("other-scheduler")]
+        if reason == PREEMPTED_REASON:
+            return self._preempted(type_, event, at, due)
         involved = event.get("involvedObject") or {}
         ns, name = involved.get("namespace", ""), involved.get("name", "")
         if not ns or not name:
@@ -616,6 +730,9 @@ class GangRouter:
             cycle["already_wait_for_bound"] = outcome.already_wait_for_bound
         if outcome.truncated:
             cycle["source"]["truncated"] = True
+        said = preemption_of(message)
+        if said is not None and outcome.culprit is not None:
+            cycle["preemption"], cycle["preemption_text"] = said
         capacity = self._capacity(ns, outcome.culprit, outcome.fit_error)
         if capacity is not None:
             cycle["capacity"] = capacity
@@ -657,6 +774,12 @@ class GangRouter:
                 if held.due <= at:
                     involved = held.event.get("involvedObject") or {}
                     meta = held.event.get("metadata") or {}
+                    if held.event.get("reason") == PREEMPTED_REASON:
+                        actions.append(Drop("preemptor-unknown",
+                                            f"Event {meta.get('name', '')}: preemptor {name} of "
+                                            f"{involved.get('namespace', '')}/"
+                                            f"{involved.get('name', '')} is no gang pod seen"))
+                        continue
                     actions.append(Drop("pod-gone", f"Event {meta.get('name', '')}: pod {name} "
                                                     f"(uid {involved.get('uid') or '?'}) is gone"))
                 else:

@@ -252,6 +252,7 @@ def format_gang(doc: dict[str, Any]) -> str:
         ("Representative", doc["representative"]), ("Epoch", doc["epoch"]),
         ("Last cycle", doc["last_cycle"]),
         ("Failing", _failing(doc.get("failing"))),
+        ("Preemption", _preemption(doc.get("preemption"))),
         ("Storm", f"{doc.get('failed_attempts_per_minute', 0)} FailedScheduling "
                   f"Events per minute (the last 60 s of event time)"),
     ])
@@ -282,6 +283,25 @@ def _failing(failing: dict[str, Any] | None) -> str | None:
     return (f"since {failing['since']}, {failing['rounds']} "
             f"{'round' if failing['rounds'] == 1 else 'rounds'}, last failure "
             f"{failing['last_failed_at']}")
+
+
+def _preemption(pre: dict[str, Any] | None) -> str | None:
+    """The pods preempted for the gang and its members' nominated nodes in one line, e.g.
+    ``low/v-0 on node-a for ns/g-0 since 2026-12-01T10:00:01.000000Z, terminating (grace
+    period 30s); nominated: g-0 on node-a``; ``None`` when the gang knows of no preemption."""
+    if not pre:
+        return None
+    parts = []
+    for v in pre["victims"]:
+        state = "terminating" if v["gone_at"] is None else f"gone at {v['gone_at']}"
+        grace = "" if v["grace_seconds"] is None else f" (grace period {v['grace_seconds']}s)"
+        parts.append(f"{v['pod']} on {v['node']} for {v['for']} since {v['preempted_at']}, "
+                     f"{state}{grace}")
+    nominated = ", ".join(f"{m} on {n}" for m, n in sorted(pre["nominated"].items()))
+    text = "; ".join(parts) or "no victim seen"
+    if pre.get("clause"):
+        text += f"; the scheduler's latest word: {pre['clause']}"
+    return text + (f"; nominated: {nominated}" if nominated else "")
 
 
 def _last_cycle(cycle: dict[str, Any] | None) -> str | None:

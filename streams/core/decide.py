@@ -30,6 +30,7 @@ from json.encoder import encode_basestring as _json_string
 from typing import TYPE_CHECKING, Any
 
 from . import episode as episodes
+from . import preemption as preemptions
 from .timefmt import format_time
 
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
@@ -294,15 +295,20 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
                 f"keeps the value of the object that initialised the gang")
     if reason == "GangUnschedulable":
         return episodes.unschedulable_message(gang, f)
+    if reason == preemptions.PREEMPTING:
+        return preemptions.preempting_message(gang, f)
+    if reason == preemptions.WASTED:
+        return preemptions.wasted_message(gang, f)
     return f"gang {gang}: {reason} {canonical_json(facts)}"
 
 
 _TYPES = {"GangMembersSatisfied": "Normal", "GangMembersUngated": "Normal",
-          "GangScheduled": "Normal"}
+          "GangScheduled": "Normal", preemptions.PREEMPTING: "Normal"}
 
 
 def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
-               pods: tuple[str, ...] = (), facts_id: str | None = None) -> dict[str, Any]:
+               pods: tuple[str, ...] = (), facts_id: str | None = None,
+               also: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:
     """Build one ``gangstate.diagnostic/v1`` record (JSON-ready) for ``state``'s gang.
 
     ``at`` is event time in microseconds; it becomes ``observed_at``. ``involved`` names every
@@ -311,6 +317,8 @@ def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
     ``pods`` (member uids), the diagnostic is one sent again to those members only
     (``resend_to_joined``): ``involved`` names just them and the id digests
     ``{"facts": facts, "pods": [uids]}``, so each re-send has its own id and a replay the same.
+    ``also`` names more objects after those (the victims of a ``GangPreemptionWasted``, which
+    may be in other namespaces and gone already).
     """
     gang = state.gang
     if pods:
@@ -330,7 +338,7 @@ def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
         "type": _TYPES.get(reason, "Warning"),
         "reason": reason,
         "message": message(gang, reason, facts),
-        "involved": named,
+        "involved": named + list(also),
         "facts": facts,
     }
 
@@ -694,11 +702,16 @@ def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:
     ep = state.episode
     if facts is None or ep is None:
         return None
-    if ep.emitted_at is None:
-        return ep.since + settings.settle_micros
-    if state.emitted.get(UNSCHEDULABLE_KEY) == facts_digest(facts):
+    after = preemptions.unschedulable_after(state.preemption)  # PR2: not while it waits
+    if after == preemptions.NEVER:
         return None
-    return ep.emitted_at + settings.refresh_micros
+    if ep.emitted_at is None:
+        due = ep.since + settings.settle_micros
+    elif state.emitted.get(UNSCHEDULABLE_KEY) == facts_digest(facts):
+        return None
+    else:
+        due = ep.emitted_at + settings.refresh_micros
+    return due if after is None else max(due, after)
 
 
 def warn_unschedulable(state: GangState, at: int, settings: "FoldSettings",
@@ -711,8 +724,9 @@ def warn_unschedulable(state: GangState, at: int, settings: "FoldSettings",
     out: list[dict[str, Any]] = []
     facts = unschedulable_facts(state)
     ep = state.episode
-    if facts is None or ep is None:
-        return state, out
+    after = preemptions.unschedulable_after(state.preemption)
+    if facts is None or ep is None or (after is not None and at < after):
+        return state, out  # PR2: a gang waiting for its victims is not short of capacity
     digest = facts_digest(facts)
     state.episode = ep._replace(emitted_at=at)
     if state.emitted.get(UNSCHEDULABLE_KEY) == digest:
@@ -732,6 +746,73 @@ def _decide_unschedulable(state: GangState, rec: CycleObserved, settings: "FoldS
     if due is None or rec.at < due:
         return state
     state, fired = warn_unschedulable(state, rec.at, settings)
+    out.extend(fired)
+    return state
+
+
+def _preemption_live(state: GangState) -> bool:
+    """True when a preemption may be told: the gang has members, is not scheduled and does
+    not skip the gang checks."""
+    spec = state.spec
+    return state.preemption is not None and bool(state.members) \
+        and not skips_gang_checks(state) \
+        and not (spec is not None and state.bound >= max(spec.min_member, 1))
+
+
+def _preempting_facts(state: GangState) -> dict[str, Any] | None:
+    spec = state.spec
+    return preemptions.preempting_facts(state.preemption, spec.min_member if spec else None)
+
+
+def preemption_due(state: GangState) -> int | None:
+    """When ``GangPreempting`` or ``GangPreemptionWasted`` is due (``preemption.
+    preempting_due``, ``preemption.wasted_due``), the earlier; ``None`` when neither is."""
+    if not _preemption_live(state):
+        return None
+    due = [d for d in (preemptions.preempting_due(state.preemption),
+                       preemptions.wasted_due(state.preemption, state.episode)) if d is not None]
+    return min(due) if due else None
+
+
+def warn_preemption(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit what of the preemption is due by event time ``at`` (rules PR1-PR5,
+    ``streams.core.preemption``): ``GangPreemptionWasted`` (Warning, on the gang's pods and on
+    every victim) once the victims are gone and the gang still fails, else ``GangPreempting``
+    (Normal, on the gang's pods: who was preempted, where, for which member, since when, the
+    nominated nodes) while victims terminate. Assigns the state's fields (the fold's own copy)
+    and returns it with the outputs."""
+    out: list[dict[str, Any]] = []
+    p = state.preemption
+    if p is None or not _preemption_live(state):
+        return state, out
+    wasted = preemptions.wasted_due(p, state.episode)
+    if wasted is not None and wasted <= at and state.episode is not None:
+        spec = state.spec
+        wasted_facts = preemptions.wasted_facts(p, state.episode,
+                                                spec.min_member if spec else None, state.bound)
+        out.append(diagnostic(state, preemptions.WASTED, wasted_facts, at,
+                              also=tuple(preemptions.victims_involved(p))))
+        state.preemption = p._replace(wasted_at=at)
+        return state, out
+    facts = _preempting_facts(state)
+    due = preemptions.preempting_due(p)
+    if facts is not None and due is not None and due <= at:
+        shown = {**facts, "nominated": dict(p.nominated)}
+        out.append(diagnostic(state, preemptions.PREEMPTING, shown, at,
+                              facts_id=facts_digest(facts)))
+        state.preemption = p._replace(
+            told_upto=max(v.seen_at for v in preemptions.terminating(p)))
+    return state, out
+
+
+def _decide_preemption(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
+    """``warn_preemption`` when a record arrives at or after its due time (``PartitionFold``
+    fires the timer first; this covers a fold stepped record by record and a failed attempt
+    that makes the waste evident at once)."""
+    due = preemption_due(state)
+    if due is None or at < due:
+        return state
+    state, fired = warn_preemption(state, at)
     out.extend(fired)
     return state
 
@@ -917,7 +998,8 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     grace period, ``GangMembersSatisfied`` when the hold ends, or ``GangMembersUngated`` when
     it ends after a ``GangMemberGated``), the open
     warnings sent again to a member that joined (``resend_to_joined``), ``GangPermitTimeout``
-    (the scheduler's own ``Timeout`` records), ``GangUnschedulable`` (a failure episode's, when
+    (the scheduler's own ``Timeout`` records), ``GangPreempting``/``GangPreemptionWasted``
+    (``warn_preemption``, when due), ``GangUnschedulable`` (a failure episode's, when
     due), commands (``RepresentativeGated`` switches, ``ElectRepresentative``),
     ``GangScheduled``, then ``gangstate.gang-summary/v1`` records for the other gangs of the
     group. ``before`` is the state before the record was applied (``before_rep`` its
@@ -933,6 +1015,7 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     state = track_refusals(before, state, rec, at)
     state = resend_to_joined(before, state, rec, at, out)
     state = _decide_permit(state, rec, out)
+    state = _decide_preemption(state, at, out)
     if isinstance(rec, CycleObserved):
         state = _decide_unschedulable(state, rec, settings, out)
         state = _decide_gated_representative(state, rec, out)

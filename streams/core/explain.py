@@ -12,6 +12,7 @@ from typing import Any
 
 from . import decide
 from . import episode as episodes
+from . import preemption as preemptions
 from .records import FAILED_STATUSES
 from .state import GangState, Member, summary
 from .timefmt import format_time
@@ -22,12 +23,14 @@ def unschedulable(state: GangState) -> dict[str, Any] | None:
     facts of its diagnostic (``decide.unschedulable_facts``, ``since`` as RFC 3339) with the
     live figures ``rounds``, ``attempts_per_minute`` (``episode.per_minute`` at the gang's
     clock) and ``last_failed_at``. Open means: a member named as not fitting, the last failure
-    at most ``episode.QUIET_SECONDS`` before the gang's clock, the gang not scheduled. The same
-    for every member of the gang."""
+    at most ``episode.QUIET_SECONDS`` before the gang's clock, the gang not scheduled, and no
+    preemption for it in progress (``preemption_finding`` then). The same for every member of
+    the gang."""
     facts = decide.unschedulable_facts(state)
     ep = state.episode
     if facts is None or ep is None \
-            or not episodes.is_open(ep, state.clock, int(episodes.QUIET_SECONDS * 1_000_000)):
+            or not episodes.is_open(ep, state.clock, int(episodes.QUIET_SECONDS * 1_000_000)) \
+            or preemptions.in_progress(state.preemption):
         return None
     shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
              "attempts_per_minute": episodes.per_minute(state.storm, state.clock),
@@ -37,13 +40,36 @@ def unschedulable(state: GangState) -> dict[str, Any] | None:
             "since": shown["since"]}
 
 
+def preemption_finding(state: GangState) -> dict[str, Any] | None:
+    """The preemption for the gang as a finding: ``GangPreempting`` while it is in progress
+    (victims terminating: who, on which nodes, for which member, since when, their grace
+    period, the members' nominated nodes; ``preemption.finding``), ``GangPreemptionWasted``
+    once told (``decide.warn_preemption``), else ``None``."""
+    p = state.preemption
+    spec = state.spec
+    if p is None or not state.members \
+            or (spec is not None and state.bound >= max(spec.min_member, 1)):
+        return None
+    found = preemptions.finding(p, state.gang, spec.min_member if spec else None)
+    if found is not None:
+        return found
+    if p.wasted_at is not None and state.episode is not None:
+        facts = preemptions.wasted_facts(p, state.episode, spec.min_member if spec else None,
+                                         state.bound)
+        return {"reason": preemptions.WASTED, "type": "Warning",
+                "message": preemptions.wasted_message(state.gang, facts), "facts": facts,
+                "since": format_time(p.wasted_at)}
+    return None
+
+
 def findings(state: GangState) -> list[dict[str, Any]]:
     """The conditions that hold for the gang now, as ``{"reason", "type", "message", "facts"}``
     (plus ``"since"`` for a PreEnqueue hold and a failure episode): the hold
     (``GangNotInitialized``, ``GangMembersInsufficient``, ``GangGroupIncomplete``,
     ``GangMemberGated``), silent fallbacks (``GangSpecInvalid``), disagreements
     (``GangSpecConflict``), the open failure episode (``GangUnschedulable``, ``unschedulable``),
-    ``GangScheduled`` and ``GangMembersStranded``."""
+    ``GangPreempting``/``GangPreemptionWasted`` (``preemption_finding``), ``GangScheduled``
+    and ``GangMembersStranded``."""
     out: list[dict[str, Any]] = []
 
     def add(reason: str, facts: dict[str, Any], **extra: Any) -> None:
@@ -61,6 +87,9 @@ def findings(state: GangState) -> list[dict[str, Any]]:
         add("GangSpecConflict", {"field": field, "values": values})
     spec = state.spec
     scheduled = spec is not None and state.members and state.bound >= spec.min_member
+    preempted = preemption_finding(state)
+    if preempted is not None:
+        out.append(preempted)
     episode = unschedulable(state)
     if episode is not None:
         out.append(episode)
@@ -226,11 +255,23 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
                 f"yourself): koord-scheduler runs PreEnqueue again only for a pod being created")
         elif decide.skips_gang_checks(state) and member.pending:
             held_at = _explain_on_its_own(state, member, result)
+        elif (pre := preemption_finding(state)) is not None \
+                and pre["reason"] == preemptions.PREEMPTING:
+            # PR2: kube-scheduler's DefaultPreemption (PostFilter) waits for the victims
+            held_at, held_by = "PostFilter", "DefaultPreemption, waiting for its victims"
+            result["reasons"].append({k: pre[k] for k in ("reason", "facts", "message")})
+            nominated = pre["facts"]["nominated"].get(member.name)
+            result["unblock"].append(
+                "nothing to do: the gang binds once the preempted pods are gone (their "
+                "deletion completes when their kubelet confirms it, within their grace period)"
+                + (f"; this pod is nominated to {nominated}" if nominated else ""))
         elif (episode := unschedulable(state)) is not None:
             # koord-scheduler v1.8.0 rejects the whole gang group when one member does not
             # fit (K core/core.go:376-378,336-339): every member is held by the same failure
             held_at, held_by = "Filter", "Coscheduling"
             result["reasons"].append({k: episode[k] for k in ("reason", "facts", "message")})
+            if pre is not None:  # GangPreemptionWasted: the evictions did not help
+                result["reasons"].append({k: pre[k] for k in ("reason", "facts", "message")})
             result["unblock"].append(_unblock(state, "GangUnschedulable", episode["facts"]))
         elif member.status == "Wait":
             held_at = "Permit"

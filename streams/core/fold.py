@@ -17,9 +17,9 @@ import heapq
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, MutableMapping
 
-from . import decide, episode, retention
+from . import decide, episode, preemption, retention
 from .records import (FAILED_STATUSES, AckObserved, CycleObserved, GangRecord, GangSummarized,
-                      PodGroupObserved, PodObserved, Record, Tick)
+                      PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick)
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
 
@@ -280,6 +280,7 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
     new.spec_source = new.spec_settings = new.representative = new.last_switch_at = None
     new.outcomes = {}
     new.episode = None
+    new.preemption = None
     new.storm = ()
     new.ever_scheduled = False
     new.once_satisfied = False
@@ -354,6 +355,7 @@ def apply_cycle(state: GangState, rec: CycleObserved,
             if rec.cycle is not None and not rec.shim:
                 rec = episode.own_failure(rec, new.n_waiting)
             new.episode = episode.fold_attempt(state.episode, rec, settings.quiet_micros)
+            new.preemption = preemption.note_attempt(state.preemption, rec)
     latest = state.cycle
     if rec.cycle is None or latest is None or rec.cycle > latest:
         new.cycle = rec.cycle
@@ -421,12 +423,43 @@ def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
     return new
 
 
+def apply_preemption(state: GangState, rec: PreemptionObserved) -> GangState:
+    """Fold a ``gangstate.preemption/v1`` record (a victim preempted for a member, or gone:
+    ``preemption.apply_record``). A record reaching a gang already scheduled (minMember bound:
+    a ``Preempted`` Event late, koord-scheduler throttles its Event writes) changes nothing:
+    the preemption worked. Any change is made on a copy."""
+    spec = state.spec
+    if spec is not None and state.members and state.n_bound >= max(spec.min_member, 1):
+        return state
+    after = preemption.apply_record(state.preemption, rec)
+    if after is state.preemption:
+        return state
+    new = state.copy()
+    new.preemption = after
+    return new
+
+
+def _note_pod(state: GangState, rec: PodObserved) -> None:
+    """After a Pod event was applied to ``state`` (the fold's own copy): keep the member's
+    nominated node (``preemption.note_pod``), and forget the preemption once the gang is
+    scheduled (minMember bound: what it waited for has happened)."""
+    spec = state.spec
+    if spec is not None and state.members and state.n_bound >= max(spec.min_member, 1):
+        state.preemption = None
+    elif state.preemption is not None or rec.nominated_node is not None:
+        state.preemption = preemption.note_pod(state.preemption, rec)
+
+
 def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangState:
     """Fold one record into a gang's state (dispatch on the record kind); advances the gang's
     clock to the record's event time (never backwards). A record that changes nothing (stale,
     duplicate) returns ``state`` itself; otherwise a new state (``state`` is never changed)."""
     if isinstance(rec, PodObserved):
         after = apply_pod(state, rec, settings)
+        if after is not state:
+            _note_pod(after, rec)
+    elif isinstance(rec, PreemptionObserved):
+        after = apply_preemption(state, rec)
     elif isinstance(rec, CycleObserved):
         after = apply_cycle(state, rec, settings)
     elif isinstance(rec, PodGroupObserved):
@@ -484,6 +517,8 @@ def describe(rec: GangRecord) -> str:
         which = "attempt" if rec.cycle is None else f"cycle {rec.cycle}"
         text = f"{which}: {rec.pod} {rec.stage} {rec.status}"
         return text + (f" ({rec.reason})" if rec.reason else "")
+    if isinstance(rec, PreemptionObserved):
+        return f"{rec.victim} {rec.type} (preempted for {rec.preemptor} on {rec.node})"
     if isinstance(rec, GangSummarized):
         return f"summary of gang {rec.gang}: {rec.members} pods, minMember {rec.min_member}"
     return f"ack {rec.command_id} {rec.outcome}"
@@ -544,7 +579,8 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
     failure episode's ``GangUnschedulable`` (``decide.
     unschedulable_due``); the grace period of a PreEnqueue hold whose warning has not been emitted yet (none
     while the gang waits for its peers' answers, see ``decide.peers_to_ask``); the Permit
-    waiting time of members waiting at Permit (``GangPermitTimeout``); and answers this gang
+    waiting time of members waiting at Permit (``GangPermitTimeout``); ``GangPreempting`` and
+    ``GangPreemptionWasted`` (``decide.preemption_due``); and answers this gang
     owes to peers that asked for its summary as of some event time. Timers are not stored:
     they follow from the state.
     """
@@ -566,6 +602,9 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
     stranded = decide.stranded_due(state, settings)
     if stranded is not None:
         due.append(stranded)
+    preempted = decide.preemption_due(state)
+    if preempted is not None:
+        due.append(preempted)
     return min(due) if due else None
 
 
@@ -608,6 +647,9 @@ def fire_timers(state: GangState, now: int,
                 state, fired = _apply_deferred(state, settings)
                 before, state = state, state.copy()
                 cause = "peers' later summaries"
+        elif decide.preemption_due(state) == due:
+            state, fired = decide.warn_preemption(state, due)
+            cause = "preemption settled"
         elif decide.unschedulable_due(state, settings) == due:
             state, fired = decide.warn_unschedulable(state, due, settings)
             cause = "failure episode settled"

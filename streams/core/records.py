@@ -36,6 +36,7 @@ class PodObserved(NamedTuple):
     settings: RawSettings
     waits_for_podgroup: bool
     gates: tuple[str, ...] = ()
+    nominated_node: str | None = None
 
 
 class PodGroupObserved(NamedTuple):
@@ -93,6 +94,9 @@ class CycleObserved(NamedTuple):
     Events being throttled), so it marks the member as attempted and feeds the failure
     episode's facts, but counts no round and no attempt of the storm (``streams.core.fold.
     apply_cycle``).
+    ``preemption`` is what the PostFilter text of a FailedScheduling message says of
+    preemption (``producers.watch.scheduler_events.preemption_of``: ``victims-terminating``,
+    ``no-victims``, ``not-helpful``, ``preempting``, ``other``), ``None`` when it says nothing.
     """
 
     at: int
@@ -117,6 +121,34 @@ class CycleObserved(NamedTuple):
     round: int | None = None
     rounds_skipped: int = 0
     from_condition: bool = False
+    preemption: str | None = None
+
+
+class PreemptionObserved(NamedTuple):
+    """One ``gangstate.preemption/v1`` record: kube-scheduler preempted (evicted) a pod for a
+    member of the gang (``type`` ``Preempted``, from the ``Preempted`` Event on the victim), or
+    a pod preempted for the gang is gone (``type`` ``Deleted``: its deletion completed).
+
+    ``victim`` is ``ns/name``, ``victim_uid`` its uid; ``node`` the node it was preempted on;
+    ``preemptor`` the member (``ns/name``) it was preempted for, ``preemptor_uid`` its uid;
+    ``grace_seconds`` the victim's deletion grace period (seconds) when the producer knows it;
+    ``bound``: the victim was known bound to a node (a victim waiting at Permit is rejected,
+    not deleted: kube-scheduler v1.35.2 ``framework/preemption/preemption.go:180-183``);
+    ``event_at`` the ``Preempted`` Event's own time (its ``eventTime``, else ``lastTimestamp``;
+    microseconds), ``None`` when not known: what a message tells as the preemption's time.
+    """
+
+    at: int
+    type: str
+    gang: str
+    victim: str
+    victim_uid: str
+    node: str
+    preemptor: str
+    preemptor_uid: str
+    grace_seconds: int | None = None
+    bound: bool = True
+    event_at: int | None = None
 
 
 class AckObserved(NamedTuple):
@@ -158,7 +190,8 @@ class Tick(NamedTuple):
     at: int
 
 
-GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved, GangSummarized]
+GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved, GangSummarized,
+                   PreemptionObserved]
 """A record that concerns one gang (or, for acks, one gang group)."""
 Record = Union[GangRecord, Tick]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 from .episode import Episode, per_minute
+from .preemption import Preemption, Victim
 from .records import Capacity, GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
 from .timefmt import format_time
@@ -188,7 +189,9 @@ class GangState:
     have been told ``GangMembersStranded`` (``decide.warn_stranded``). ``shim_at`` is the event time of
     the last record of the scheduler shim (``CycleObserved.shim``) for the gang: while it is
     recent, the fold prefers the shim's records to those derived from scheduler Events
-    (``fold.SHIM_PREFERRED_SECONDS``). A deleted gang keeps its state (the epoch of its group, the
+    (``fold.SHIM_PREFERRED_SECONDS``). ``preemption`` is what the gang knows of pods
+    preempted for it and of its members' nominated nodes (``streams.core.preemption``), ``None``
+    when nothing. A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -230,6 +233,7 @@ class GangState:
     stranded_told: bool = False
     released_attempted: int | None = None
     shim_at: int | None = None
+    preemption: Preemption | None = None
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -332,6 +336,7 @@ class GangState:
         new.released_at = self.released_at
         new.stranded_told = self.stranded_told
         new.released_attempted = self.released_attempted
+        new.preemption = self.preemption
         new._parsed_source = self._parsed_source
         new._parsed_settings = self._parsed_settings
         new._parsed_spec = self._parsed_spec
@@ -484,8 +489,10 @@ def summary(state: GangState) -> dict[str, Any]:
     deleted); ``failed_attempts_per_minute`` the FailedScheduling Events of the gang in the last
     60 s of event time up to its clock (``episode.per_minute``). ``once_satisfied``: a member
     was bound since the gang was last created (rule M2); ``orphans``: the pods Koordinator
-    dropped with the gang's PodGroup (rule M5), ``ns/name`` sorted. Unknown values are
-    ``None``.
+    dropped with the gang's PodGroup (rule M5), ``ns/name`` sorted; ``preemption`` (only when
+    the gang knows of one: ``streams.core.preemption``) its ``victims`` (``pod``, ``uid``,
+    ``node``, ``for``, ``preempted_at``, ``grace_seconds``, ``gone_at``), ``nominated``
+    (member name -> node) and ``clause``. Unknown values are ``None``.
     """
     spec = state.spec
     ns = state.namespace
@@ -514,6 +521,14 @@ def summary(state: GangState) -> dict[str, Any]:
             "rounds": state.episode.rounds, "unfit": dict(state.episode.unfit),
             "fit": state.episode.fit},
         "failed_attempts_per_minute": per_minute(state.storm, state.clock),
+        **({} if state.preemption is None else {"preemption": {
+            "victims": [{"pod": v.pod, "uid": v.uid, "node": v.node, "for": v.preemptor,
+                         "preempted_at": format_time(v.preempted_at),
+                         "grace_seconds": v.grace_seconds,
+                         "gone_at": None if v.gone_at is None else format_time(v.gone_at)}
+                        for v in state.preemption.victims],
+            "nominated": dict(state.preemption.nominated),
+            "clause": state.preemption.clause}}),
         "once_satisfied": state.once_satisfied,
         "orphans": sorted(f"{ns}/{m.name}" for m in state.orphans.values()),
         "pods": {
@@ -621,7 +636,20 @@ def to_wire(state: GangState) -> dict[str, Any]:
         **({} if not state.orphans else {"or": [_member_out(uid, m)
                                                 for uid, m in state.orphans.items()]}),
         **({} if state.shim_at is None else {"sh": state.shim_at}),
+        **({} if state.preemption is None else {"pe": _preemption_out(state.preemption)}),
     }
+
+
+def _preemption_out(p: Preemption) -> list[Any]:
+    return [[list(v) for v in p.victims], [list(n) for n in p.nominated], p.clause,
+            p.clause_at, p.told_upto, p.wasted_at]
+
+
+def _preemption_in(row: list[Any] | None) -> Preemption | None:
+    if row is None:
+        return None
+    return Preemption(tuple(Victim(*v) for v in row[0]), tuple((a, b) for a, b in row[1]),
+                      row[2], row[3], row[4], row[5])
 
 
 def _episode_out(ep: Episode) -> list[Any]:
@@ -640,7 +668,7 @@ def _episode_in(row: list[Any] | None) -> Episode | None:
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
     release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``rl``,
-    ``sd``, ``rt``, ``sh``) are optional, so values stored before them still decode (a gang stored before
+    ``sd``, ``rt``, ``sh``, ``pe``) are optional, so values stored before them still decode (a gang stored before
     ``da`` is not deleted); so are a member row's 13th value (its scheduling gates: a row of 12
     is a member without gates) and 14th (``refused_at``). Keys of retired fields are ignored:
     ``cc`` (the cycle of the last command) and ``sk`` (the count of consecutive switches),
@@ -698,4 +726,5 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         stranded_told=data.get("sd", False),
         released_attempted=data.get("rt"),
         shim_at=data.get("sh"),
+        preemption=_preemption_in(data.get("pe")),
     )

@@ -73,7 +73,8 @@ _HOLD_WARNINGS = frozenset({"GangNotInitialized", "GangMembersInsufficient",
 SERIES_ENDED_BY: dict[str, frozenset[str]] = {
     "GangMembersSatisfied": _HOLD_WARNINGS,
     "GangMembersUngated": frozenset({"GangMemberGated"}),
-    "GangScheduled": _HOLD_WARNINGS | {"GangUnschedulable", "GangPermitTimeout"},
+    "GangScheduled": _HOLD_WARNINGS | {"GangUnschedulable", "GangPermitTimeout",
+                                       "GangPreemptionWasted"},
 }
 """Normal reason -> the warning reasons whose series it ends (contracts.md: the Normal one
 "ends that series"). A warning on the same object no newer than the Normal is dropped.

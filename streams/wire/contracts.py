@@ -33,6 +33,7 @@ KUBE_SCHEMA = "gangstate.kube/v1"
 CYCLE_SCHEMA = "gangstate.cycle/v1"
 ACK_SCHEMA = "gangstate.ack/v1"
 TICK_SCHEMA = "gangstate.tick/v1"
+PREEMPTION_SCHEMA = "gangstate.preemption/v1"
 DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
 
 INT64_MAX = 2**63 - 1
@@ -135,7 +136,7 @@ DiagnosticReason = Literal[
     "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
     "GangGroupIncomplete", "GangMemberGated", "GangPermitTimeout",
     "GangMembersSatisfied", "GangMembersUngated", "GangScheduled", "GangUnschedulable",
-    "GangMembersStranded",
+    "GangMembersStranded", "GangPreempting", "GangPreemptionWasted",
 ]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
 
@@ -381,6 +382,12 @@ class CycleRecord(_Timed):
     code: str | None = Field(
         default=None, description="the shim's: the scheduler framework's status code as "
                                   "written by the plugin (e.g. UnschedulableAndUnresolvable)")
+    preemption: str | None = Field(
+        default=None, description="what the message's PostFilter text says of preemption: "
+                                  "victims-terminating, no-victims, not-helpful, not-eligible, "
+                                  "preempting, other; absent when it says nothing")
+    preemption_text: str | None = Field(
+        default=None, description="that text as written (after 'preemption: ')")
 
     @field_validator("gang", "culprit")
     @classmethod
@@ -441,6 +448,43 @@ class GangSummaryRecord(_Timed):
         return value
 
 
+class PreemptionRecord(_Timed):
+    """``gangstate.preemption/v1``: kube-scheduler preempted a pod (the victim) for a member of
+    the gang (``type`` ``Preempted``: the ``Preempted`` Event on the victim, ``Preempted by pod
+    <preemptor uid> on node <node>``), or a victim of the gang's is gone (``Deleted``: its
+    deletion completed). Keyed by the preemptor's gang. Written by the watch producer."""
+
+    schema_: Literal["gangstate.preemption/v1"] = Field(alias="schema")
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN})
+    type: Literal["Preempted", "Deleted"]
+    victim: PodRef
+    node: str = Field(default="", description="the node the victim was preempted on")
+    preemptor: PodRef = Field(description="the gang member the victim was preempted for")
+    grace_period_seconds: int | None = Field(
+        default=None, ge=0, le=INT64_MAX,
+        description="the victim's deletion grace period, when the producer knows it")
+    victim_bound: bool = Field(
+        default=True, description="the victim was bound to a node (false: a pod waiting at "
+                                  "Permit, rejected rather than deleted)")
+    source: EventSource | None = Field(
+        default=None, description="the Preempted Event (for type Preempted)")
+    event_time: str | None = Field(
+        default=None, description="RFC 3339: the Preempted Event's own time (eventTime, else "
+                                  "lastTimestamp), when known")
+
+    @field_validator("event_time")
+    @classmethod
+    def _event_rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            event_time(value)
+        return value
+
+    @field_validator("gang")
+    @classmethod
+    def _gang_bounded(cls, value: str) -> str:
+        return check_gang_id(value)
+
+
 class TickRecord(_Timed):
     """``gangstate.tick/v1``: advances the event-time clock of one input partition."""
 
@@ -448,13 +492,14 @@ class TickRecord(_Timed):
 
 
 InputRecord = Annotated[
-    Union[KubeRecord, CycleRecord, AckRecord, GangSummaryRecord, TickRecord],
+    Union[KubeRecord, CycleRecord, AckRecord, GangSummaryRecord, TickRecord,
+          PreemptionRecord],
     Field(discriminator="schema_")
 ]
 """Any record of the ``gang-events`` input topic, told apart by its ``schema`` field."""
 
 INPUT_ADAPTER: TypeAdapter[
-    KubeRecord | CycleRecord | AckRecord | GangSummaryRecord | TickRecord
+    KubeRecord | CycleRecord | AckRecord | GangSummaryRecord | TickRecord | PreemptionRecord
 ] = TypeAdapter(InputRecord)
 
 
@@ -488,6 +533,7 @@ class _SpecView(TypedDict, total=False):
 
 class _StatusView(TypedDict, total=False):
     phase: Any
+    nominatedNodeName: Any
 
 
 class _ObjectView(TypedDict, total=False):
@@ -562,6 +608,8 @@ class CycleView(_InputView):
     rounds_skipped: NotRequired[Annotated[int, Field(ge=0)] | None]
     event: NotRequired[str | None]
     code: NotRequired[str | None]
+    preemption: NotRequired[str | None]
+    preemption_text: NotRequired[str | None]
 
 
 class AckView(_InputView):
@@ -591,14 +639,30 @@ class TickView(_InputView):
     schema: Literal["gangstate.tick/v1"]
 
 
-INPUT_VIEW: TypeAdapter[KubeView | CycleView | AckView | GangSummaryView | TickView] = \
-    TypeAdapter(Annotated[Union[KubeView, CycleView, AckView, GangSummaryView, TickView],
+class PreemptionView(_InputView):
+    schema: Literal["gangstate.preemption/v1"]
+    gang: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
+    type: Literal["Preempted", "Deleted"]
+    victim: _PodRefView
+    node: NotRequired[str]
+    preemptor: _PodRefView
+    grace_period_seconds: NotRequired[Annotated[int, Field(ge=0, le=INT64_MAX)] | None]
+    victim_bound: NotRequired[bool]
+    source: NotRequired[_EventSourceView | None]
+    event_time: NotRequired[str | None]
+
+
+INPUT_VIEW: TypeAdapter[KubeView | CycleView | AckView | GangSummaryView | TickView
+                        | PreemptionView] = \
+    TypeAdapter(Annotated[Union[KubeView, CycleView, AckView, GangSummaryView, TickView,
+                                PreemptionView],
                           Field(discriminator="schema")])
 """Decode views of the input records, told apart by ``schema`` (see above)."""
 
 VIEWS: dict[type[BaseModel], Any] = {
     KubeRecord: KubeView, CycleRecord: CycleView, AckRecord: AckView,
     GangSummaryRecord: GangSummaryView, TickRecord: TickView,
+    PreemptionRecord: PreemptionView,
     ObjectMeta: _MetaView, RawObject: _ObjectView, PodRef: _PodRefView,
     EventSource: _EventSourceView,
 }
@@ -777,6 +841,7 @@ ALL_MODELS: dict[str, type[BaseModel]] = {
     CYCLE_SCHEMA: CycleRecord,
     ACK_SCHEMA: AckRecord,
     TICK_SCHEMA: TickRecord,
+    PREEMPTION_SCHEMA: PreemptionRecord,
     SUMMARY_SCHEMA: GangSummaryRecord,
     COMMAND_SCHEMA: Command,
     DIAGNOSTIC_SCHEMA: Diagnostic,

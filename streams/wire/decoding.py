@@ -22,10 +22,12 @@ from pydantic import ValidationError
 
 from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
                                     LABEL_VALUE_MAX_LENGTH, LABEL_VALUE_RULE, NAME_MAX_LENGTH,
+                                    PREEMPTION_SCHEMA,
                                     SUBDOMAIN_RULE, SUMMARY_SCHEMA, TICK_SCHEMA,
                                     check_resource_version, event_time, name_too_long)
 from streams.core.records import (AckObserved, Capacity, CycleObserved, GangSummarized,
-                                  PodGroupObserved, PodObserved, Record, Tick)
+                                  PodGroupObserved, PodObserved, PreemptionObserved, Record,
+                                  Tick)
 from streams.core.timefmt import format_time
 from streams.core.spec import (ANNOTATION_NAME, LABEL_MIN_AVAILABLE_DEPRECATED, LABEL_POD_GROUP,
                                LABEL_POD_GROUP_NAME_DEPRECATED, gang_of_pod, settings_of_pod,
@@ -163,7 +165,23 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
         get("reason", ""), get("message", ""), get("representative"), get("node"), attempt,
         get("culprit"), get("fit_error"), get("already_wait_for_bound"),
         _capacity(get("capacity")), get("shim") or "", get("round"),
-        get("rounds_skipped") or 0, from_condition=source.get("kind") == "condition"))
+        get("rounds_skipped") or 0, from_condition=source.get("kind") == "condition",
+        preemption=get("preemption")))
+
+
+def _preemption(rec: dict[str, Any], at: int) -> Decoded:
+    victim, preemptor = rec["victim"], rec["preemptor"]
+    when = rec.get("event_time")
+    if when is not None:
+        try:
+            when = event_time(when)
+        except ValueError:
+            raise _ByContract from None
+    return Decoded(rec["gang"], PreemptionObserved(
+        at, rec["type"], rec["gang"], f"{victim['namespace']}/{victim['name']}",
+        victim.get("uid", ""), rec.get("node", ""),
+        f"{preemptor['namespace']}/{preemptor['name']}", preemptor.get("uid", ""),
+        rec.get("grace_period_seconds"), rec.get("victim_bound", True), when))
 
 
 def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
@@ -240,10 +258,14 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
     if not isinstance(node, (str, type(None))) or not isinstance(phase, str):
         raise DecodeError("invalid record: object.spec.nodeName and object.status.phase must "
                           "be strings")
+    nominated = (obj.get("status") or {}).get("nominatedNodeName") or None
+    if not isinstance(nominated, (str, type(None))):
+        raise DecodeError("invalid record: object.status.nominatedNodeName must be a string")
     return Decoded(gang, PodObserved(
         at, rec["type"], gang, namespace, meta["name"], meta["uid"],
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
-        settings, waits, scheduling_gates(spec.get("schedulingGates"))))
+        settings, waits, scheduling_gates(spec.get("schedulingGates")),
+        nominated_node=nominated))
 
 
 GANG_LABELS = (LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, LABEL_MIN_AVAILABLE_DEPRECATED)
@@ -286,5 +308,5 @@ def scheduling_gates(raw: Any) -> tuple[str, ...]:
 _VIEW = INPUT_VIEW.validator.validate_json
 _FROM_VIEW: dict[str, Callable[[dict[str, Any], int], Decoded]] = {
     KUBE_SCHEMA: _kube, CYCLE_SCHEMA: _cycle, ACK_SCHEMA: _ack, SUMMARY_SCHEMA: _summary,
-    TICK_SCHEMA: _tick,
+    TICK_SCHEMA: _tick, PREEMPTION_SCHEMA: _preemption,
 }

@@ -19,10 +19,11 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streams.wire.contracts import ACK_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA
+from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA, PREEMPTION_SCHEMA,
+                                    SUMMARY_SCHEMA, TICK_SCHEMA)
 from streams.core import decide, episode
 from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
-                           PodObserved, Tick)
+                           PodObserved, PreemptionObserved, Tick)
 from streams.core.state import GangState
 from streams.wire.decoding import Decoded
 from streams.query.answers import PHASES
@@ -33,7 +34,8 @@ FOLD_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.00
 the upper buckets catch timer bursts (one record firing many gangs' grace periods)."""
 
 _SCHEMAS = {PodObserved: KUBE_SCHEMA, PodGroupObserved: KUBE_SCHEMA, CycleObserved: CYCLE_SCHEMA,
-            AckObserved: ACK_SCHEMA, GangSummarized: SUMMARY_SCHEMA, Tick: TICK_SCHEMA}
+            AckObserved: ACK_SCHEMA, GangSummarized: SUMMARY_SCHEMA, Tick: TICK_SCHEMA,
+            PreemptionObserved: PREEMPTION_SCHEMA}
 
 
 def schema_of(decoded: Decoded) -> str:

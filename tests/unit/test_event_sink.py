@@ -385,3 +385,26 @@ def test_replay_through_kafka_worker_and_sink(kafka_bootstrap: str, server: ApiS
     assert writes(server) == (20, 3)
     assert all(e["metadata"]["annotations"][ANNOTATION_LAST_ID].count("#") == 2
                for e in server.objects("events"))
+
+
+def test_wasted_preemption_events_reach_victims_gone_or_in_other_namespaces(
+        server: ApiServerDouble) -> None:
+    """``GangPreemptionWasted`` names the gang's pods and the victims (namespace ``low``), which
+    are gone by then: the sink writes each Event in its object's namespace all the same (the
+    API server does not check ``involvedObject``; kubernetes v1.35.2
+    ``pkg/apis/core/validation/events.go`` checks only that the namespaces agree)."""
+    from tests.unit.test_preemption import diagnostics as only_diagnostics
+    from tests.unit.test_preemption import fold, wasted_recs
+    [wasted] = [d for d in only_diagnostics(fold(wasted_recs()))
+                if d["reason"] == "GangPreemptionWasted"]
+    results = make_sink(server).write(wasted)
+    assert [type(r) for r in results] == [Create] * 5
+    events = server.objects("events")
+    assert sorted((e["metadata"]["namespace"], e["involvedObject"]["name"], e["reason"],
+                   e["type"]) for e in events) == [
+        ("low", "v-0", "GangPreemptionWasted", "Warning"),
+        ("low", "v-1", "GangPreemptionWasted", "Warning"),
+        ("ns", "g-0", "GangPreemptionWasted", "Warning"),
+        ("ns", "g-1", "GangPreemptionWasted", "Warning"),
+        ("ns", "g-2", "GangPreemptionWasted", "Warning")]
+    assert all(e["message"] == wasted["message"] for e in events)

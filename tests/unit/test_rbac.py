@@ -161,8 +161,8 @@ def test_the_watcher_lists_and_watches_with_the_shipped_rbac(server: ApiServerDo
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, SHIPPED)
     try:
-        # pods, podgroups, nodes, bound pods, 2 Event reasons
-        eventually(lambda: server.open_watches() == 6)
+        # pods, podgroups, nodes, bound pods, 3 Event reasons (Preempted among them)
+        eventually(lambda: server.open_watches() == 7)
         server.apply(pod("w-1"))
         eventually(lambda: [r["object"]["metadata"]["name"]
                             for _, r in publisher.on(SETTINGS.topics.gang_events)
@@ -184,7 +184,7 @@ def test_every_granted_verb_is_used_and_none_is_refused(server: ApiServerDouble)
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, SHIPPED)
     try:
-        eventually(lambda: server.open_watches() == 6)
+        eventually(lambda: server.open_watches() == 7)
     finally:
         watcher.stop()
     assert server.forbidden == []

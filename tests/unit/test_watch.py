@@ -135,8 +135,10 @@ def test_plan_streams_one_selector_per_scheduler_and_reason() -> None:
         StreamSpec("nodes", None, ""), StreamSpec("boundpods", None, "spec.nodeName!="),
         StreamSpec("events", "a", "involvedObject.kind=Pod,reason=FailedScheduling"),
         StreamSpec("events", "a", "involvedObject.kind=Pod,reason=Scheduled"),
+        StreamSpec("events", "a", "involvedObject.kind=Pod,reason=Preempted"),
         StreamSpec("events", "b", "involvedObject.kind=Pod,reason=FailedScheduling"),
         StreamSpec("events", "b", "involvedObject.kind=Pod,reason=Scheduled"),
+        StreamSpec("events", "b", "involvedObject.kind=Pod,reason=Preempted"),
     ]
     assert plan_streams(WatchConfig(podgroups=False, capacity=False, event_reasons=())) == [
         StreamSpec("pods", None, "spec.schedulerName=koord-scheduler")]
@@ -288,7 +290,7 @@ def test_router_dead_letters_an_event_without_a_uid() -> None:
 ROUTED_EVENTS = [
     ("other scheduler's Event", {"source": {"component": "default-scheduler"}},
      [Drop("other-scheduler")]),
-    ("reason not watched", {"reason": "Preempted"}, [Drop("event-reason")]),
+    ("reason not watched", {"reason": "Killing"}, [Drop("event-reason")]),
     ("reportingComponent wins over source", {"reportingComponent": "koord-scheduler",
                                              "source": {"component": "kubelet"}},
      ["Publish", "Publish"]),
@@ -612,7 +614,8 @@ def test_lists_then_watches_with_selectors_and_chunked_lists(server: ApiServerDo
         assert {q["fieldSelector"] for _, path, q in server.requests
                 if path == "/api/v1/events"} == {
             "involvedObject.kind=Pod,reason=FailedScheduling",
-            "involvedObject.kind=Pod,reason=Scheduled"}
+            "involvedObject.kind=Pod,reason=Scheduled",
+            "involvedObject.kind=Pod,reason=Preempted"}
         watches = [q for _, path, q in server.requests if q.get("watch")]
         assert all(q["allowWatchBookmarks"] == "true" and q["timeoutSeconds"] == "30"
                    for q in watches)
