@@ -37,10 +37,14 @@ class NodeCache:
         default_factory=dict, repr=False, compare=False)
 
     def node(self, type_: str, obj: Mapping[str, Any]) -> None:
-        """A Node watch event (``ADDED``/``MODIFIED``/``SYNC``/``DELETED``)."""
+        """A Node watch event (``ADDED``/``MODIFIED``/``SYNC``/``DELETED``); a Node without
+        ``status.allocatable`` (created, its status not patched yet: the kubelet or KWOK
+        patches it after) is left out until it has one."""
         self._answers.clear()
         name = str((obj.get("metadata") or {}).get("name", ""))
-        if type_ == "DELETED":
+        if type_ == "DELETED" or not (obj.get("status") or {}).get("allocatable"):
+            # a Node created before its status was patched has no allocatable yet: it is no
+            # node to count (it would add a node of nothing, and news to the facts)
             self.nodes.pop(name, None)
             return
         try:

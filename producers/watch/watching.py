@@ -104,7 +104,7 @@ def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
       creationTimestamp, deletionTimestamp}`` (those present) and the gang annotations
       (``gang.scheduling.koordinator.sh/*``, ``pod-group.scheduling.sigs.k8s.io/match-policy``);
     - a Pod: the gang labels (``GANG_LABELS``), ``spec.{nodeName, schedulingGates}`` and
-      ``status.phase``;
+      ``status.{phase, reason}`` (``reason``: ``Evicted`` for a pod the kubelet evicted);
     - a PodGroup: ``spec.{minMember, scheduleTimeoutSeconds}``.
 
     Other resources (core/v1 Events) pass unchanged. Pure."""
@@ -126,7 +126,7 @@ def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
     if resource == "pods":
         out["spec"] = {k: spec[k] for k in ("nodeName", "schedulingGates") if k in spec}
         status = obj.get("status") or {}
-        out["status"] = {"phase": status["phase"]} if "phase" in status else {}
+        out["status"] = {k: status[k] for k in ("phase", "reason") if k in status}
     else:
         out["spec"] = {k: spec[k] for k in ("minMember", "scheduleTimeoutSeconds")
                        if k in spec}

@@ -30,6 +30,7 @@ from json.encoder import encode_basestring as _json_string
 from typing import TYPE_CHECKING, Any
 
 from . import episode as episodes
+from . import lost as losses
 from .timefmt import format_time
 
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
@@ -294,11 +295,15 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
                 f"keeps the value of the object that initialised the gang")
     if reason == "GangUnschedulable":
         return episodes.unschedulable_message(gang, f)
+    if reason == "GangMembersLost":
+        return losses.lost_message(gang, f)
+    if reason == "GangMembersRestored":
+        return losses.restored_message(gang, f)
     return f"gang {gang}: {reason} {canonical_json(facts)}"
 
 
 _TYPES = {"GangMembersSatisfied": "Normal", "GangMembersUngated": "Normal",
-          "GangScheduled": "Normal"}
+          "GangScheduled": "Normal", "GangMembersRestored": "Normal"}
 
 
 def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
@@ -939,9 +944,44 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)
         state = _decide_gated_representative(state, rec, out)
+    state = _decide_lost(before, state, rec, at, out)
     state = _decide_scheduled(state, at, out)
     state = _decide_summaries(before, state, rec, at, out)
     return state, out
+
+
+LOST_KEY = "GangMembersLost"
+"""The ``emitted`` key of ``GangMembersLost`` (and of ``GangMembersRestored`` that ends it)."""
+
+
+def warn_lost(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit ``GangMembersLost`` at event time ``at`` (its settling timer, ``lost.lost_due``,
+    or a record at or after it) with ``lost.lost_facts``; marks the losses as told."""
+    out: list[dict[str, Any]] = []
+    facts = losses.lost_facts(state)
+    state.lost_told = True
+    if facts is not None:
+        state = _emit(state, LOST_KEY, "GangMembersLost", facts, at, out)
+    return state, out
+
+
+def _decide_lost(before: GangState, state: GangState, rec: GangRecord, at: int,
+                 out: list[dict[str, Any]]) -> GangState:
+    """Members lost after the gang was scheduled (``streams.core.lost``): remember a loss,
+    ``GangMembersLost`` when its settling time has passed by this record, and
+    ``GangMembersRestored`` when a told loss ends with minMember members bound again."""
+    state = losses.track_losses(before, state, rec, at)
+    restored = losses.restored_facts(before, state)
+    if restored is not None:
+        state = _emit(state, LOST_KEY, "GangMembersRestored", restored, at, out)
+        state.lost_told = False
+    elif not state.lost and not state.lost_told and LOST_KEY in state.emitted:
+        state.emitted = {k: v for k, v in state.emitted.items() if k != LOST_KEY}
+    due = losses.lost_due(state)
+    if due is not None and rec.at >= due:
+        state, fired = warn_lost(state, rec.at)
+        out.extend(fired)
+    return state
 
 
 STRANDED_SECONDS = 120.0
@@ -995,6 +1035,8 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
             and state.released_attempted is None and rec.at >= state.released_at \
             and not (rec.stage == "PreEnqueue" and rec.status != "Success"):
         state.released_attempted = rec.at
+    if isinstance(rec, CycleObserved) and state.n_refused:
+        state = _tried_culprit(state, rec)
     if state.held_since is None and before.n_bound == 0 and state.n_bound > 0 \
             and state.n_pending > state.n_refused:
         # the gang's first bind: its group was allowed at Permit and the round's context
@@ -1009,6 +1051,23 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
             state.released_at, state.stranded_told = at, False
         if state.released_attempted is None and state.released_at is not None:
             state.released_attempted = at
+    return state
+
+
+def _tried_culprit(state: GangState, rec: CycleObserved) -> GangState:
+    """A refused member that ``rec`` names as its culprit, with a fit error, was tried and did
+    not fit: Koordinator names the member that failed Filter in the rejections and releases
+    of the others (K ``core/core.go:336-339,376-378,489-503``), and kube-scheduler writes
+    a pod's own FailedScheduling Event only after its attempt (its own record, which the fold
+    applies to the member, clears the refusal too: ``fold.apply_cycle``). Such a member is
+    explained by its fit error, never told stranded: its own Event may come long after the
+    others' (the scheduler throttles its Event writes), and deleting it would not make it
+    fit. Clears its ``refused_at``."""
+    if rec.culprit is None or rec.culprit == rec.pod or not rec.fit_error:
+        return state
+    found = state.member_by_name(rec.culprit)
+    if found is not None and found[1].refused_at is not None and found[1].pending:
+        state.put_member(found[0], refused_member(found[1], None))
     return state
 
 

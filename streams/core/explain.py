@@ -12,6 +12,7 @@ from typing import Any
 
 from . import decide
 from . import episode as episodes
+from . import lost as losses
 from .records import FAILED_STATUSES
 from .state import GangState, Member, summary
 from .timefmt import format_time
@@ -43,7 +44,8 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     (``GangNotInitialized``, ``GangMembersInsufficient``, ``GangGroupIncomplete``,
     ``GangMemberGated``), silent fallbacks (``GangSpecInvalid``), disagreements
     (``GangSpecConflict``), the open failure episode (``GangUnschedulable``, ``unschedulable``),
-    ``GangScheduled`` and ``GangMembersStranded``."""
+    ``GangScheduled`` (or, once told, ``GangMembersLost``: members lost since the gang was
+    scheduled leave it short, ``streams.core.lost``) and ``GangMembersStranded``."""
     out: list[dict[str, Any]] = []
 
     def add(reason: str, facts: dict[str, Any], **extra: Any) -> None:
@@ -64,7 +66,10 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     episode = unschedulable(state)
     if episode is not None:
         out.append(episode)
-    if scheduled and spec is not None:
+    lost = losses.lost_facts(state) if state.lost_told else None
+    if lost is not None:
+        add("GangMembersLost", lost, since=format_time(max(t for _, _, t in state.lost)))
+    elif scheduled and spec is not None:
         add("GangScheduled", {"bound": state.bound, "min_member": spec.min_member})
     stranded = stranded_finding(state)
     if stranded is not None:

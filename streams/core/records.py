@@ -21,6 +21,9 @@ class PodObserved(NamedTuple):
     ``gates`` are the names of the Pod's ``spec.schedulingGates`` in the order written (empty
     for a Pod without gates); kube-scheduler keeps a gated Pod out of scheduling
     (``SchedulingGates`` PreEnqueue plugin) until its controller removes every gate.
+    ``status_reason`` is the Pod's ``status.reason`` (``Evicted`` for a pod the kubelet
+    evicted, ``NodeLost``, ...; ``""`` when not set), which names how a member failed
+    (``streams.core.lost``).
     """
 
     at: int
@@ -36,6 +39,7 @@ class PodObserved(NamedTuple):
     settings: RawSettings
     waits_for_podgroup: bool
     gates: tuple[str, ...] = ()
+    status_reason: str = ""
 
 
 class PodGroupObserved(NamedTuple):

@@ -188,7 +188,10 @@ class GangState:
     have been told ``GangMembersStranded`` (``decide.warn_stranded``). ``shim_at`` is the event time of
     the last record of the scheduler shim (``CycleObserved.shim``) for the gang: while it is
     recent, the fold prefers the shim's records to those derived from scheduler Events
-    (``fold.SHIM_PREFERRED_SECONDS``). A deleted gang keeps its state (the epoch of its group, the
+    (``fold.SHIM_PREFERRED_SECONDS``). ``lost`` holds the members lost after the gang was
+    scheduled, as ``(pod name, how, event time)``, while it is short of minMember because of
+    them, and ``lost_told`` whether ``GangMembersLost`` has told the latest of them
+    (``streams.core.lost``). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -230,6 +233,8 @@ class GangState:
     stranded_told: bool = False
     released_attempted: int | None = None
     shim_at: int | None = None
+    lost: tuple[tuple[str, str, int], ...] = ()
+    lost_told: bool = False
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -323,6 +328,8 @@ class GangState:
         new.once_satisfied = self.once_satisfied
         new.orphans = self.orphans
         new.shim_at = self.shim_at
+        new.lost = self.lost
+        new.lost_told = self.lost_told
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
@@ -621,6 +628,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
         **({} if not state.orphans else {"or": [_member_out(uid, m)
                                                 for uid, m in state.orphans.items()]}),
         **({} if state.shim_at is None else {"sh": state.shim_at}),
+        **({} if not state.lost else {"lo": [list(x) for x in state.lost]}),
+        **({} if not state.lost_told else {"lt": True}),
     }
 
 
@@ -640,7 +649,7 @@ def _episode_in(row: list[Any] | None) -> Episode | None:
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
     release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``rl``,
-    ``sd``, ``rt``, ``sh``) are optional, so values stored before them still decode (a gang stored before
+    ``sd``, ``rt``, ``sh``, ``lo``, ``lt``) are optional, so values stored before them still decode (a gang stored before
     ``da`` is not deleted); so are a member row's 13th value (its scheduling gates: a row of 12
     is a member without gates) and 14th (``refused_at``). Keys of retired fields are ignored:
     ``cc`` (the cycle of the last command) and ``sk`` (the count of consecutive switches),
@@ -698,4 +707,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         stranded_told=data.get("sd", False),
         released_attempted=data.get("rt"),
         shim_at=data.get("sh"),
+        lost=tuple((a, b, c) for a, b, c in data.get("lo", [])),
+        lost_told=data.get("lt", False),
     )

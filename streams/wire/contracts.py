@@ -135,7 +135,7 @@ DiagnosticReason = Literal[
     "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
     "GangGroupIncomplete", "GangMemberGated", "GangPermitTimeout",
     "GangMembersSatisfied", "GangMembersUngated", "GangScheduled", "GangUnschedulable",
-    "GangMembersStranded",
+    "GangMembersStranded", "GangMembersLost", "GangMembersRestored",
 ]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
 
@@ -476,6 +476,7 @@ class _SpecView(TypedDict, total=False):
 
 class _StatusView(TypedDict, total=False):
     phase: Any
+    reason: Any
 
 
 class _ObjectView(TypedDict, total=False):

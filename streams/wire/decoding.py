@@ -236,14 +236,18 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
     if gang is None:
         return Decoded(None, None, "no-gang")
     node = spec.get("nodeName") or None
-    phase = (obj.get("status") or {}).get("phase") or ""
+    status = obj.get("status") or {}
+    phase = status.get("phase") or ""
+    status_reason = status.get("reason") or ""
     if not isinstance(node, (str, type(None))) or not isinstance(phase, str):
         raise DecodeError("invalid record: object.spec.nodeName and object.status.phase must "
                           "be strings")
+    if not isinstance(status_reason, str):
+        raise DecodeError("invalid record: object.status.reason must be a string")
     return Decoded(gang, PodObserved(
         at, rec["type"], gang, namespace, meta["name"], meta["uid"],
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
-        settings, waits, scheduling_gates(spec.get("schedulingGates"))))
+        settings, waits, scheduling_gates(spec.get("schedulingGates")), status_reason))
 
 
 GANG_LABELS = (LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, LABEL_MIN_AVAILABLE_DEPRECATED)
