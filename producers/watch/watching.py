@@ -557,7 +557,34 @@ class GangRouter:
             request = pod_requests((known[1].get("spec") or {})).get(resource, 0)
         except ValueError:
             return None
-        return self.nodes.capacity(resource, request) if request > 0 else None
+        if request <= 0:
+            return None
+        requests = self._to_place(known[0], resource) if known[0] else ()
+        if len(set(requests)) <= 1:
+            requests = ()  # one request for all (or unknown): the record as before
+        return self.nodes.capacity(resource, request, requests)
+
+    def _to_place(self, gang: str, resource: str) -> tuple[int, ...]:
+        """The requests of ``resource`` (milli-units, largest first) of the gang's pods still
+        to place: known, not deleted, unbound, not terminating, not terminated; a pod whose
+        requests do not parse is left out. One pass over the known pods (a failure Event of a
+        heterogeneous gang, the rarer case, pays it)."""
+        out = []
+        for uid, (of, obj) in self.pods.items():
+            if of != gang or uid in self.deleted:
+                continue
+            spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+            phase = (obj.get("status") or {}).get("phase")
+            if spec.get("nodeName") or meta.get("deletionTimestamp") \
+                    or phase in ("Succeeded", "Failed"):
+                continue
+            try:
+                value = pod_requests(spec).get(resource, 0)
+            except ValueError:
+                continue
+            if value > 0:
+                out.append(value)
+        return tuple(sorted(out, reverse=True))
 
     def expire(self, at: int) -> list[Action]:
         """``Drop("pod-gone")`` for every Event held past its due time: its pod did not show up

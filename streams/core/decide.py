@@ -342,7 +342,11 @@ def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
 
 def _emit(state: GangState, key: str, reason: str, facts: dict[str, Any], at: int,
           out: list[dict[str, Any]]) -> GangState:
-    """Append a diagnostic when its facts differ from the last emitted under ``key``."""
+    """Append a diagnostic when its facts differ from the last emitted under ``key``; never
+    for a gang with nothing left to name (no member, no pod dropped with its PodGroup, no
+    PodGroup: ``involved`` would be empty and the Events go nowhere)."""
+    if not has_objects(state):
+        return state
     digest, facts_id = emit_digests(reason, facts)
     if state.emitted.get(key) == digest:
         return state
@@ -360,6 +364,12 @@ def _emit_hold(state: GangState, reason: str, facts: dict[str, Any], at: int,
     if len(out) > count and reason == "GangMemberGated":
         state.emitted = {**state.emitted, GATED_KEY: state.emitted[HOLD_KEY]}
     return state
+
+
+def has_objects(state: GangState) -> bool:
+    """True while the gang has an object a diagnostic can name (``involved``): a live member,
+    a pod dropped with its PodGroup, or its PodGroup."""
+    return bool(state.members) or bool(state.orphans) or state.podgroup is not None
 
 
 def skips_gang_checks(state: GangState) -> bool:
@@ -686,9 +696,11 @@ def unschedulable_facts(state: GangState) -> dict[str, Any] | None:
     if ep is None or not ep.unfit or not state.members or skips_gang_checks(state):
         return None
     spec = state.spec
-    if spec is not None and state.members and state.bound >= max(spec.min_member, 1):
+    if spec is None:
+        return None  # no minMember to tell of: a gang not initialised is held at PreEnqueue
+    if state.bound >= max(spec.min_member, 1):
         return None
-    return episodes.episode_facts(ep, spec.min_member if spec else None, state.bound)
+    return episodes.episode_facts(ep, spec.min_member, state.bound)
 
 
 def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:
@@ -703,6 +715,8 @@ def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:
         return ep.since + settings.settle_micros
     if state.emitted.get(UNSCHEDULABLE_KEY) == facts_digest(facts):
         return None
+    if episodes.fits_now(facts):
+        return None  # news of recovery ("room for 2 now: enough") is no warning to send again
     return ep.emitted_at + settings.refresh_micros
 
 

@@ -314,8 +314,13 @@ def _explain_on_its_own(state: GangState, member: Member, result: dict[str, Any]
             "reason": "PodUnschedulable", "facts": {"reason": member.reason},
             "message": f"the pod's own last attempt failed: {member.reason or 'unknown'}"})
         own = member.reason or "its fit error"
-        result["unblock"].append(f"free capacity for this pod ({own}); no other member has to "
-                                 f"fit with it")
+        kinds = episodes.placement_kinds(member.reason) if member.reason else set()
+        if kinds and "resource" not in kinds:  # no node may take it: capacity does not help
+            result["unblock"].append(f"{episodes.placement_advice(kinds)} ({own}); no other "
+                                     f"member has to fit with it")
+        else:
+            result["unblock"].append(f"free capacity for this pod ({own}); no other member "
+                                     f"has to fit with it")
         return "Filter"
     return None
 

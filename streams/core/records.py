@@ -61,8 +61,10 @@ class Capacity(NamedTuple):
     the watcher's per-node cache; milli-units): ``resource`` (``nvidia.com/gpu``), ``request``
     (one member's), ``allocatable`` and ``free`` (sums over schedulable nodes), ``nodes``
     (schedulable ones), ``room`` (members of that request that fit now, node by node),
-    ``largest`` (the most one node has allocatable). ``streams.core.capacity`` does the
-    arithmetic."""
+    ``largest`` (the most one node has allocatable); ``requests`` the requests of the gang's
+    members still to place, largest first, when they differ (a heterogeneous gang: ``room``
+    then counts how many of them fit, first fit, largest first; empty otherwise).
+    ``streams.core.capacity`` does the arithmetic."""
 
     resource: str
     request: int
@@ -71,6 +73,7 @@ class Capacity(NamedTuple):
     nodes: int
     room: int
     largest: int
+    requests: tuple[int, ...] = ()
 
 
 class CycleObserved(NamedTuple):

@@ -636,14 +636,24 @@ def to_wire(state: GangState) -> dict[str, Any]:
 def _episode_out(ep: Episode) -> list[Any]:
     row = [ep.since, ep.last_at, ep.rounds, [list(u) for u in ep.unfit], ep.fit, ep.released,
            ep.emitted_at]
-    return row if ep.capacity is None else row + [list(ep.capacity)]
+    if ep.capacity is None:
+        return row
+    c = ep.capacity
+    cap: list[Any] = [c.resource, c.request, c.allocatable, c.free, c.nodes, c.room, c.largest]
+    return row + [cap if not c.requests else cap + [list(c.requests)]]
 
 
 def _episode_in(row: list[Any] | None) -> Episode | None:
     if row is None:
         return None
     return Episode(row[0], row[1], row[2], tuple((a, b) for a, b in row[3]), row[4], row[5],
-                   row[6], Capacity(*row[7]) if len(row) > 7 else None)
+                   row[6], _capacity_in(row[7]) if len(row) > 7 else None)
+
+
+def _capacity_in(row: list[Any]) -> Capacity:
+    """A ``Capacity`` from its wire row (``requests``, its 8th value, a list there)."""
+    return Capacity(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
+                    tuple(row[7]) if len(row) > 7 else ())
 
 
 def from_wire(data: Mapping[str, Any]) -> GangState:

@@ -170,7 +170,8 @@ def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
     if not raw:
         return None
     return Capacity(raw["resource"], raw["request"], raw["allocatable"], raw["free"],
-                    raw["nodes"], raw["room"], raw["largest"])
+                    raw["nodes"], raw["room"], raw["largest"],
+                    tuple(raw.get("requests") or ()))
 
 
 def _summary(rec: dict[str, Any], at: int) -> Decoded:

@@ -366,10 +366,11 @@ def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1A
                "(Insufficient nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members "
                "fit at once; the scheduler rejects the whole gang and retries it; it needs 3 x 1 "
                "nvidia.com/gpu (3 members to place); the cluster has 2 allocatable on 2 nodes, "
-               "room for 2 members now: 1 nvidia.com/gpu more must free up (1 member's worth, "
-               "each on one node), or min-available would have to drop to 2")
-    unblock = ("free 1 nvidia.com/gpu (1 member's worth, each on one node), or lower minMember "
-               "to 2; the gang is retried as a whole")
+               "room for 2 members now: freeing capacity cannot make room, it takes a new node "
+               "(at least 1 nvidia.com/gpu more), or min-available would have to drop to 2")
+    unblock = ("add a node with at least 1 nvidia.com/gpu more: the members to place ask more "
+               "than the cluster's 2 could ever free, or lower minMember to 2; the gang is "
+               "retried as a whole")
     try:
         for name in names:
             events = wait_message(core_v1, chain, ns, name, "GangUnschedulable", message)
