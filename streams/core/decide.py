@@ -965,7 +965,8 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
 
 
 LOST_KEY = "GangMembersLost"
-"""The ``emitted`` key of ``GangMembersLost`` (and of ``GangMembersRestored`` that ends it)."""
+"""The ``emitted`` key of ``GangMembersLost``: present while a loss told has not ended (its
+end is ``GangMembersRestored``, or the gang going away)."""
 
 
 def warn_lost(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -985,12 +986,14 @@ def _decide_lost(before: GangState, state: GangState, rec: GangRecord, at: int,
     ``GangMembersLost`` when its settling time has passed by this record, and
     ``GangMembersRestored`` when a told loss ends with minMember members bound again."""
     state = losses.track_losses(before, state, rec, at)
-    restored = losses.restored_facts(before, state)
-    if restored is not None:
-        state = _emit(state, LOST_KEY, "GangMembersRestored", restored, at, out)
-        state.lost_told = False
-    elif not state.lost and not state.lost_told and LOST_KEY in state.emitted:
+    if not state.lost and LOST_KEY in state.emitted:
+        # the series of GangMembersLost ends: told as restored when minMember members are
+        # bound again, silently when the gang went away; a later loss is news again
+        restored = losses.restored_facts(before, state)
+        if restored is not None:
+            out.append(diagnostic(state, "GangMembersRestored", restored, at))
         state.emitted = {k: v for k, v in state.emitted.items() if k != LOST_KEY}
+        state.lost_told = False
     due = losses.lost_due(state)
     if due is not None and rec.at >= due:
         state, fired = warn_lost(state, rec.at)

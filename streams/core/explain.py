@@ -66,7 +66,7 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     episode = unschedulable(state)
     if episode is not None:
         out.append(episode)
-    lost = losses.lost_facts(state) if state.lost_told else None
+    lost = losses.lost_facts(state) if decide.LOST_KEY in state.emitted else None
     if lost is not None:
         add("GangMembersLost", lost, since=format_time(max(t for _, _, t in state.lost)))
     elif scheduled and spec is not None:

@@ -112,8 +112,6 @@ def track_losses(before: "GangState", state: "GangState", rec: GangRecord,
     if state.lost and (spec is None or not state.members
                        or count_kept(state) >= spec.min_member):
         state.lost = ()
-    if not state.lost and state.lost_told and (spec is None or not state.members):
-        state.lost_told = False  # nothing left to restore: the gang went away
     return state
 
 
@@ -142,13 +140,16 @@ def lost_due(state: "GangState") -> int | None:
 
 def restored_facts(before: "GangState", state: "GangState") -> dict[str, Any] | None:
     """The facts of ``GangMembersRestored`` (``bound``: members bound and not failed,
-    ``min_member``) when a loss was told and the gang has minMember such members again;
-    else ``None``."""
+    ``min_member``) when the losses ``before`` remembered have ended because the gang has
+    minMember such members again (not because it went away); else ``None``. The caller asks
+    only while a ``GangMembersLost`` it told has not ended."""
     spec = state.spec
-    if not state.lost_told or state.lost or not before.lost or spec is None \
-            or not state.members:
+    if state.lost or not before.lost or spec is None or not state.members:
         return None
-    return {"bound": count_kept(state), "min_member": spec.min_member}
+    kept_now = count_kept(state)
+    if kept_now < spec.min_member:
+        return None
+    return {"bound": kept_now, "min_member": spec.min_member}
 
 
 def _names(names: list[str]) -> str:

@@ -174,3 +174,17 @@ def test_explain_tells_the_loss_in_place_of_gang_scheduled() -> None:
     fold.feed(None, Tick(at(20)))
     found = [(f["reason"], f.get("since")) for f in findings(store["ns/g"])]
     assert found == [("GangMembersLost", format_time(at(10)))]
+
+
+def test_a_second_loss_restored_before_it_is_told_still_ends_the_first() -> None:
+    """g-1 deleted at 10 (told at 15), g-0 evicted at 20 and both replaced and bound by 22,
+    before the second loss is told (25): the first warning still ends, with
+    GangMembersRestored at 22 (2 of 2 bound again)."""
+    records = scheduled() + [
+        gone("g-1", 10), failed("g-0", 20, "Evicted"),
+        pod("g-2", 21), pod("g-3", 21),
+        pod("g-2", 22, rv="2", type_="MODIFIED", node="n1", phase="Running"),
+        pod("g-3", 22, rv="2", type_="MODIFIED", node="n1", phase="Running")]
+    assert run(records) == [
+        lost(15, {"g-1": "deleted"}),
+        (format_time(at(22)), "GangMembersRestored", {"bound": 2, "min_member": 2})]
