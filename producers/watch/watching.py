@@ -403,6 +403,9 @@ class GangRouter:
     held: dict[str, list[_Held]] = field(default_factory=dict)  # "ns/name" -> Events
     held_due: int | None = None  # no held Event is due before this (micros); None: none held
     nodes: NodeCache = field(default_factory=NodeCache)  # room per node, for the shortfall
+    # _to_place's answers, (gang, resource) -> requests, until a pod event
+    placing: dict[tuple[str, str], tuple[int, ...]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def route(self, resource: str, type_: str, obj: dict[str, Any],
               prev: dict[str, Any] | None, at: int) -> list[Action]:
@@ -443,6 +446,7 @@ class GangRouter:
             gone["metadata"]["resourceVersion"] = meta.get("resourceVersion", "")
             actions.append(Publish(before, kube_record("pods", "DELETED", gone, at)))
         self.pods[uid] = (gang, obj)
+        self.placing.clear()
         self.names[f"{ns}/{meta['name']}"] = uid
         if type_ == "DELETED":
             self.deleted[uid] = at + int(self.remember_deleted * 1e6)
@@ -567,8 +571,12 @@ class GangRouter:
     def _to_place(self, gang: str, resource: str) -> tuple[int, ...]:
         """The requests of ``resource`` (milli-units, largest first) of the gang's pods still
         to place: known, not deleted, unbound, not terminating, not terminated; a pod whose
-        requests do not parse is left out. One pass over the known pods (a failure Event of a
-        heterogeneous gang, the rarer case, pays it)."""
+        requests do not parse is left out. One pass over the known pods, kept until a pod
+        event (a storm of failure Events pays it once)."""
+        key = (gang, resource)
+        known = self.placing.get(key)
+        if known is not None:
+            return known
         out = []
         for uid, (of, obj) in self.pods.items():
             if of != gang or uid in self.deleted:
@@ -584,7 +592,8 @@ class GangRouter:
                 continue
             if value > 0:
                 out.append(value)
-        return tuple(sorted(out, reverse=True))
+        self.placing[key] = answer = tuple(sorted(out, reverse=True))
+        return answer
 
     def expire(self, at: int) -> list[Action]:
         """``Drop("pod-gone")`` for every Event held past its due time: its pod did not show up

@@ -192,9 +192,10 @@ def lost_message(gang: str, f: dict[str, Any]) -> str:
     remaining = f["remaining"]
     return (f"gang {gang} lost members after it was scheduled: {clauses}; {remaining} "
             f"{'member' if remaining == 1 else 'members'} of minMember {f['min_member']} "
-            f"{'remains' if remaining == 1 else 'remain'} bound; koord-scheduler neither evicts the remaining members nor restarts the "
-            f"gang; {replacement_text(f['match_policy'])}; a pod without a controller is "
-            f"created again by no one")
+            f"{'remains' if remaining == 1 else 'remain'} bound; koord-scheduler neither "
+            f"evicts the remaining members nor restarts the gang; "
+            f"{replacement_text(f['match_policy'])}; a pod without a controller is created "
+            f"again by no one")
 
 
 def restored_message(gang: str, f: dict[str, Any]) -> str:
