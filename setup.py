@@ -17,8 +17,8 @@ from pathlib import Path
 
 from setuptools import setup
 
-CORE = ["decide", "episode", "explain", "fold", "preemption", "records", "retention", "spec",
-        "state", "timefmt"]
+CORE = ["decide", "episode", "explain", "fold", "lost", "preemption", "records", "retention",
+        "spec", "state", "timefmt"]
 """The core modules compiled (``streams/core/<name>.py``); ``__init__`` stays Python."""
 
 

@@ -33,14 +33,18 @@ class NodeCache:
 
     nodes: dict[str, NodeRoom] = field(default_factory=dict)
     bound: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
-    _answers: dict[tuple[str, int], dict[str, Any] | None] = field(
+    _answers: dict[tuple[str, int, tuple[int, ...]], dict[str, Any] | None] = field(
         default_factory=dict, repr=False, compare=False)
 
     def node(self, type_: str, obj: Mapping[str, Any]) -> None:
-        """A Node watch event (``ADDED``/``MODIFIED``/``SYNC``/``DELETED``)."""
+        """A Node watch event (``ADDED``/``MODIFIED``/``SYNC``/``DELETED``); a Node without
+        ``status.allocatable`` (created, its status not patched yet: the kubelet or KWOK
+        patches it after) is left out until it has one."""
         self._answers.clear()
         name = str((obj.get("metadata") or {}).get("name", ""))
-        if type_ == "DELETED":
+        if type_ == "DELETED" or not (obj.get("status") or {}).get("allocatable"):
+            # a Node created before its status was patched has no allocatable yet: it is no
+            # node to count (it would add a node of nothing, and news to the facts)
             self.nodes.pop(name, None)
             return
         try:
@@ -73,18 +77,25 @@ class NodeCache:
         return [room._replace(requested=requested.get(name, {}))
                 for name, room in sorted(self.nodes.items())]
 
-    def capacity(self, resource: str, request: int) -> dict[str, Any] | None:
+    def capacity(self, resource: str, request: int,
+                 requests: tuple[int, ...] = ()) -> dict[str, Any] | None:
         """The capacity facts for a member requesting ``request`` milli-units of ``resource``
         (``None`` when no node is known): ``resource``, ``request``, ``allocatable`` and
         ``free`` (sums over schedulable nodes), ``nodes`` (schedulable ones), ``room`` (members
         of that request that fit now, node by node), ``largest`` (most allocatable on one
-        node): the ``capacity`` of a ``gangstate.cycle/v1`` record. Milli-units."""
-        key = (resource, request)
+        node): the ``capacity`` of a ``gangstate.cycle/v1`` record. With ``requests`` (the
+        gang's members still to place, when their requests differ), also ``requests`` (largest
+        first), and ``room`` counts how many of them fit now (``capacity.first_fit``).
+        Milli-units."""
+        key = (resource, request, requests)
         if key not in self._answers:
             rooms = self.rooms()
-            s = shortfall(resource, request, 0, 0, rooms)
-            self._answers[key] = None if not rooms else {
+            s = shortfall(resource, request, 0, 0, rooms, requests)
+            answer: dict[str, Any] | None = None if not rooms else {
                 "resource": resource, "request": request, "allocatable": s.allocatable,
                 "free": s.free, "nodes": s.nodes, "room": s.room, "largest": s.largest}
+            if answer is not None and s.requests:
+                answer["requests"] = list(s.requests)
+            self._answers[key] = answer
         answer = self._answers[key]
         return None if answer is None else dict(answer)

@@ -114,7 +114,7 @@ def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
       creationTimestamp, deletionTimestamp}`` (those present) and the gang annotations
       (``gang.scheduling.koordinator.sh/*``, ``pod-group.scheduling.sigs.k8s.io/match-policy``);
     - a Pod: the gang labels (``GANG_LABELS``), ``spec.{nodeName, schedulingGates}`` and
-      ``status.{phase, nominatedNodeName}`` (those set);
+      ``status.{phase, reason, nominatedNodeName}`` (those set; ``reason``: ``Evicted`` for a pod the kubelet evicted);
     - a PodGroup: ``spec.{minMember, scheduleTimeoutSeconds}``.
 
     Other resources (core/v1 Events) pass unchanged. Pure."""
@@ -136,7 +136,7 @@ def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
     if resource == "pods":
         out["spec"] = {k: spec[k] for k in ("nodeName", "schedulingGates") if k in spec}
         status = obj.get("status") or {}
-        out["status"] = {k: status[k] for k in ("phase", "nominatedNodeName")
+        out["status"] = {k: status[k] for k in ("phase", "reason", "nominatedNodeName")
                          if status.get(k)}
     else:
         out["spec"] = {k: spec[k] for k in ("minMember", "scheduleTimeoutSeconds")
@@ -467,6 +467,9 @@ class GangRouter:
     bound: dict[str, tuple[str, int | None]] = field(default_factory=dict)
     # victims of a preemption for a gang: victim uid -> {gang: the Preempted record sent}
     victims: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # _to_place's answers, (gang, resource) -> requests, until a pod event
+    placing: dict[tuple[str, str], tuple[int, ...]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def route(self, resource: str, type_: str, obj: dict[str, Any],
               prev: dict[str, Any] | None, at: int) -> list[Action]:
@@ -507,6 +510,7 @@ class GangRouter:
             gone["metadata"]["resourceVersion"] = meta.get("resourceVersion", "")
             actions.append(Publish(before, kube_record("pods", "DELETED", gone, at)))
         self.pods[uid] = (gang, obj)
+        self.placing.clear()
         self.names[f"{ns}/{meta['name']}"] = uid
         if type_ == "DELETED":
             self.deleted[uid] = at + int(self.remember_deleted * 1e6)
@@ -756,7 +760,39 @@ class GangRouter:
             request = pod_requests((known[1].get("spec") or {})).get(resource, 0)
         except ValueError:
             return None
-        return self.nodes.capacity(resource, request) if request > 0 else None
+        if request <= 0:
+            return None
+        requests = self._to_place(known[0], resource) if known[0] else ()
+        if len(set(requests)) <= 1:
+            requests = ()  # one request for all (or unknown): the record as before
+        return self.nodes.capacity(resource, request, requests)
+
+    def _to_place(self, gang: str, resource: str) -> tuple[int, ...]:
+        """The requests of ``resource`` (milli-units, largest first) of the gang's pods still
+        to place: known, not deleted, unbound, not terminating, not terminated; a pod whose
+        requests do not parse is left out. One pass over the known pods, kept until a pod
+        event (a storm of failure Events pays it once)."""
+        key = (gang, resource)
+        known = self.placing.get(key)
+        if known is not None:
+            return known
+        out = []
+        for uid, (of, obj) in self.pods.items():
+            if of != gang or uid in self.deleted:
+                continue
+            spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+            phase = (obj.get("status") or {}).get("phase")
+            if spec.get("nodeName") or meta.get("deletionTimestamp") \
+                    or phase in ("Succeeded", "Failed"):
+                continue
+            try:
+                value = pod_requests(spec).get(resource, 0)
+            except ValueError:
+                continue
+            if value > 0:
+                out.append(value)
+        self.placing[key] = answer = tuple(sorted(out, reverse=True))
+        return answer
 
     def expire(self, at: int) -> list[Action]:
         """``Drop("pod-gone")`` for every Event held past its due time: its pod did not show up

@@ -138,11 +138,14 @@ def node_room(node: Mapping[str, Any], bound_pod_specs: Sequence[Mapping[str, An
 class Shortfall(NamedTuple):
     """What a gang short of ``resource`` needs and what the cluster has (milli-units).
 
-    ``request``: one member's request; ``needed``: members still to place (minMember minus
-    ``bound``, the members already bound); ``allocatable``/``free``: sums over the schedulable
-    nodes; ``nodes``: how many nodes are schedulable; ``room``: how many members fit now, node
-    by node (Σ ⌊free / request⌋); ``largest``: the most any schedulable node has allocatable;
-    ``never_fits``: the request exceeds every node's allocatable (no amount of freeing helps).
+    ``request``: one member's request (the culprit's); ``needed``: members still to place
+    (minMember minus ``bound``, the members already bound); ``allocatable``/``free``: sums
+    over the schedulable nodes; ``nodes``: how many nodes are schedulable; ``room``: how many
+    members fit now, node by node (Σ ⌊free / request⌋, or, with ``requests``, how many of
+    them ``first_fit`` places); ``largest``: the most any schedulable node has allocatable;
+    ``never_fits``: a member's request exceeds every node's allocatable (no amount of
+    freeing helps); ``requests``: the requests of the gang's members still to place, largest
+    first, when they differ (a heterogeneous gang), else empty.
     """
 
     resource: str
@@ -155,25 +158,68 @@ class Shortfall(NamedTuple):
     room: int
     largest: int
     never_fits: bool
+    requests: tuple[int, ...] = ()
+
+    @property
+    def to_place(self) -> tuple[int, ...]:
+        """The requests of the members to place, largest first: ``requests`` for a
+        heterogeneous gang, else ``needed`` times ``request``."""
+        return self.requests if self.requests else (self.request,) * self.needed
 
     @property
     def missing_members(self) -> int:
         """Members that do not fit now (0 when the gang fits on this resource)."""
-        return max(0, self.needed - self.room)
+        return max(0, len(self.to_place) - self.room)
+
+    @property
+    def min_member(self) -> int:
+        """The gang's minMember (``needed`` plus ``bound``)."""
+        return self.needed + self.bound
+
+    @property
+    def can_free(self) -> int:
+        """The most the cluster could ever have free for the members to place: its allocatable
+        less what the gang's bound members hold (``bound`` times ``request``; for a
+        heterogeneous gang, whose bound members' requests are not known, nothing)."""
+        held = 0 if self.requests else self.bound * self.request
+        return max(0, self.allocatable - held)
+
+
+def first_fit(requests: Sequence[int], free: Sequence[int]) -> int:
+    """How many of ``requests`` fit into the nodes' ``free`` amounts, each request whole on
+    one node: first fit decreasing (requests largest first, each into the first node, in the
+    order given, with room left). Deterministic; a greedy count (the exact packing problem is
+    NP-hard), exact for equal requests. Milli-units."""
+    left = list(free)
+    placed = 0
+    for request in sorted(requests, reverse=True):
+        for i, room in enumerate(left):
+            if request <= room:
+                left[i] = room - request
+                placed += 1
+                break
+    return placed
 
 
 def shortfall(resource: str, request: int, min_member: int, bound: int,
-              nodes: Sequence[NodeRoom]) -> Shortfall:
+              nodes: Sequence[NodeRoom], requests: Sequence[int] = ()) -> Shortfall:
     """The :class:`Shortfall` of a gang whose members each request ``request`` milli-units of
-    ``resource``, with ``min_member`` and ``bound`` members, over ``nodes`` (unschedulable ones
-    are left out, as NodeUnschedulable filters them)."""
+    ``resource`` (or, given ``requests``, the members still to place ask those), with
+    ``min_member`` and ``bound`` members, over ``nodes`` (unschedulable ones are left out, as
+    NodeUnschedulable filters them)."""
     usable = [n for n in nodes if not n.unschedulable]
-    per_node = [n.free(resource) // request if request > 0 else 0 for n in usable]
     largest = max((n.allocatable.get(resource, 0) for n in usable), default=0)
+    asked = tuple(sorted(requests, reverse=True))
+    if asked:
+        room = first_fit(asked, [n.free(resource) for n in usable])
+        too_big = asked[0] > largest
+    else:
+        room = sum(n.free(resource) // request if request > 0 else 0 for n in usable)
+        too_big = request > largest
     return Shortfall(resource, request, max(0, min_member - bound), bound,
                      sum(n.allocatable.get(resource, 0) for n in usable),
-                     sum(n.free(resource) for n in usable), len(usable), sum(per_node),
-                     largest, request > largest)
+                     sum(n.free(resource) for n in usable), len(usable), room,
+                     largest, too_big, asked)
 
 
 def format_quantity(resource: str, milli: int) -> str:
@@ -191,25 +237,73 @@ def format_quantity(resource: str, milli: int) -> str:
     return f"{value.normalize():f}"
 
 
-def shortfall_text(s: Shortfall) -> str:
-    """One sentence for people, e.g. ``needs 3 x 1 nvidia.com/gpu (3 members to place); the
-    cluster has 2 allocatable on 2 nodes, room for 2 members now: 1 nvidia.com/gpu more must
-    free up (1 member's worth, each on one node), or min-available would have to drop to 2``.
-    What is free is told by the room (members that fit now, node by node), not summed: a sum
-    of scattered free amounts misleads."""
+def _members(n: int) -> str:
+    return f"{n} {'member' if n == 1 else 'members'}"
+
+
+def needs_text(s: Shortfall) -> str:
+    """What the gang needs, for people: ``3 x 1 nvidia.com/gpu (3 members to place)``, or for
+    a heterogeneous gang ``2 + 1 + 1 nvidia.com/gpu (3 members to place)``."""
     def q(milli: int) -> str:
         return format_quantity(s.resource, milli)
 
-    head = (f"needs {s.needed} x {q(s.request)} {s.resource} ({s.needed} "
-            f"{'member' if s.needed == 1 else 'members'} to place); the cluster has "
-            f"{q(s.allocatable)} allocatable on {s.nodes} {'node' if s.nodes == 1 else 'nodes'}")
+    place = s.to_place
+    amounts = " + ".join(q(r) for r in place) if s.requests \
+        else f"{len(place)} x {q(s.request)}"
+    return f"{amounts} {s.resource} ({_members(len(place))} to place)"
+
+
+def lower_min_member(s: Shortfall) -> int | None:
+    """The minMember that would fit now (``bound`` plus ``room``), offered only when it is at
+    least 1 and below minMember; never 0 and never below the members already bound."""
+    value = s.bound + min(s.room, len(s.to_place))
+    return value if 1 <= value < s.min_member and value >= s.bound else None
+
+
+def more_text(s: Shortfall) -> str:
+    """How much more of the resource must be free for the members that do not fit now: their
+    requests (the smallest ``missing_members`` of a heterogeneous gang's, "at least"), each on
+    one node, e.g. ``1 nvidia.com/gpu more must free up (1 member's worth, each on one
+    node)``."""
+    missing = s.missing_members
+    worth = "1 member's" if missing == 1 else f"{missing} members'"
+    smallest = sorted(s.to_place)[:missing]
+    least = "at least " if s.requests else ""
+    return (f"{least}{format_quantity(s.resource, sum(smallest))} {s.resource} more must "
+            f"free up ({worth} worth, each on one node)")
+
+
+def beyond_cluster(s: Shortfall) -> int:
+    """How much the members to place ask beyond what the cluster could ever have free for
+    them (``Shortfall.can_free``), milli-units; 0 when freeing could make room."""
+    return max(0, sum(s.to_place) - s.can_free)
+
+
+def shortfall_text(s: Shortfall) -> str:
+    """One sentence for people, e.g. ``needs 3 x 1 nvidia.com/gpu (3 members to place); the
+    cluster has 4 allocatable on 4 nodes, room for 2 members now: 1 nvidia.com/gpu more must
+    free up (1 member's worth, each on one node), or min-available would have to drop to 2``.
+    What is free is told by the room (members that fit now, node by node), not summed: a sum
+    of scattered free amounts misleads. The advice is of the kind that can help: when the
+    members ask more than the cluster could ever free for them (``beyond_cluster``), only a
+    new node does; a smaller min-available is offered only as ``lower_min_member`` allows
+    (never 0, never below the members bound)."""
+    def q(milli: int) -> str:
+        return format_quantity(s.resource, milli)
+
+    head = (f"needs {needs_text(s)}; the cluster has {q(s.allocatable)} allocatable on "
+            f"{s.nodes} {'node' if s.nodes == 1 else 'nodes'}")
     if s.never_fits:
-        return (f"{head}: one member's {q(s.request)} is more than any node has allocatable "
+        asked = s.to_place[0] if s.to_place else s.request
+        return (f"{head}: one member's {q(asked)} is more than any node has allocatable "
                 f"(at most {q(s.largest)}), so it can never fit")
     if s.missing_members == 0:
         return f"{head}, room for {s.room} now: enough"
-    missing = s.missing_members
-    worth = "1 member's" if missing == 1 else f"{missing} members'"
-    return (f"{head}, room for {s.room} {'member' if s.room == 1 else 'members'} now: "
-            f"{q(missing * s.request)} {s.resource} more must free up ({worth} worth, each on "
-            f"one node), or min-available would have to drop to {s.bound + s.room}")
+    lower = lower_min_member(s)
+    alternative = "" if lower is None else f", or min-available would have to drop to {lower}"
+    room = f"room for {_members(s.room)} now"
+    beyond = beyond_cluster(s)
+    if beyond:
+        return (f"{head}, {room}: freeing capacity cannot make room, it takes a new node "
+                f"(at least {q(beyond)} {s.resource} more){alternative}")
+    return f"{head}, {room}: {more_text(s)}, held by other pods{alternative}"

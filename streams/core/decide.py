@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import episode as episodes
 from . import preemption as preemptions
+from . import lost as losses
 from .timefmt import format_time
 
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
@@ -299,11 +300,16 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
         return preemptions.preempting_message(gang, f)
     if reason == preemptions.WASTED:
         return preemptions.wasted_message(gang, f)
+    if reason == "GangMembersLost":
+        return losses.lost_message(gang, f)
+    if reason == "GangMembersRestored":
+        return losses.restored_message(gang, f)
     return f"gang {gang}: {reason} {canonical_json(facts)}"
 
 
 _TYPES = {"GangMembersSatisfied": "Normal", "GangMembersUngated": "Normal",
-          "GangScheduled": "Normal", preemptions.PREEMPTING: "Normal"}
+          "GangScheduled": "Normal", preemptions.PREEMPTING: "Normal",
+          "GangMembersRestored": "Normal"}
 
 
 def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
@@ -345,7 +351,11 @@ def diagnostic(state: GangState, reason: str, facts: dict[str, Any], at: int,
 
 def _emit(state: GangState, key: str, reason: str, facts: dict[str, Any], at: int,
           out: list[dict[str, Any]]) -> GangState:
-    """Append a diagnostic when its facts differ from the last emitted under ``key``."""
+    """Append a diagnostic when its facts differ from the last emitted under ``key``; never
+    for a gang with nothing left to name (no member, no pod dropped with its PodGroup, no
+    PodGroup: ``involved`` would be empty and the Events go nowhere)."""
+    if not has_objects(state):
+        return state
     digest, facts_id = emit_digests(reason, facts)
     if state.emitted.get(key) == digest:
         return state
@@ -363,6 +373,12 @@ def _emit_hold(state: GangState, reason: str, facts: dict[str, Any], at: int,
     if len(out) > count and reason == "GangMemberGated":
         state.emitted = {**state.emitted, GATED_KEY: state.emitted[HOLD_KEY]}
     return state
+
+
+def has_objects(state: GangState) -> bool:
+    """True while the gang has an object a diagnostic can name (``involved``): a live member,
+    a pod dropped with its PodGroup, or its PodGroup."""
+    return bool(state.members) or bool(state.orphans) or state.podgroup is not None
 
 
 def skips_gang_checks(state: GangState) -> bool:
@@ -689,9 +705,11 @@ def unschedulable_facts(state: GangState) -> dict[str, Any] | None:
     if ep is None or not ep.unfit or not state.members or skips_gang_checks(state):
         return None
     spec = state.spec
-    if spec is not None and state.members and state.bound >= max(spec.min_member, 1):
+    if spec is None:
+        return None  # no minMember to tell of: a gang not initialised is held at PreEnqueue
+    if state.bound >= max(spec.min_member, 1):
         return None
-    return episodes.episode_facts(ep, spec.min_member if spec else None, state.bound)
+    return episodes.episode_facts(ep, spec.min_member, state.bound)
 
 
 def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:
@@ -709,6 +727,8 @@ def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:
         due = ep.since + settings.settle_micros
     elif state.emitted.get(UNSCHEDULABLE_KEY) == facts_digest(facts):
         return None
+    elif episodes.fits_now(facts):
+        return None  # news of recovery ("room for 2 now: enough") is no warning to send again
     else:
         due = ep.emitted_at + settings.refresh_micros
     return due if after is None else max(due, after)
@@ -1022,9 +1042,47 @@ def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
     elif isinstance(rec, PodObserved):
         state = _decide_elect(before_rep, state, rec, out)
         state = _decide_gated_representative(state, rec, out)
+    state = _decide_lost(before, state, rec, at, out)
     state = _decide_scheduled(state, at, out)
     state = _decide_summaries(before, state, rec, at, out)
     return state, out
+
+
+LOST_KEY = "GangMembersLost"
+"""The ``emitted`` key of ``GangMembersLost``: present while a loss told has not ended (its
+end is ``GangMembersRestored``, or the gang going away)."""
+
+
+def warn_lost(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit ``GangMembersLost`` at event time ``at`` (its settling timer, ``lost.lost_due``,
+    or a record at or after it) with ``lost.lost_facts``; marks the losses as told."""
+    out: list[dict[str, Any]] = []
+    facts = losses.lost_facts(state)
+    state.lost_told = True
+    if facts is not None:
+        state = _emit(state, LOST_KEY, "GangMembersLost", facts, at, out)
+    return state, out
+
+
+def _decide_lost(before: GangState, state: GangState, rec: GangRecord, at: int,
+                 out: list[dict[str, Any]]) -> GangState:
+    """Members lost after the gang was scheduled (``streams.core.lost``): remember a loss,
+    ``GangMembersLost`` when its settling time has passed by this record, and
+    ``GangMembersRestored`` when a told loss ends with minMember members bound again."""
+    state = losses.track_losses(before, state, rec, at)
+    if not state.lost and LOST_KEY in state.emitted:
+        # the series of GangMembersLost ends: told as restored when minMember members are
+        # bound again, silently when the gang went away; a later loss is news again
+        restored = losses.restored_facts(before, state)
+        if restored is not None:
+            out.append(diagnostic(state, "GangMembersRestored", restored, at))
+        state.emitted = {k: v for k, v in state.emitted.items() if k != LOST_KEY}
+        state.lost_told = False
+    due = losses.lost_due(state)
+    if due is not None and rec.at >= due:
+        state, fired = warn_lost(state, rec.at)
+        out.extend(fired)
+    return state
 
 
 STRANDED_SECONDS = 120.0
@@ -1078,6 +1136,8 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
             and state.released_attempted is None and rec.at >= state.released_at \
             and not (rec.stage == "PreEnqueue" and rec.status != "Success"):
         state.released_attempted = rec.at
+    if isinstance(rec, CycleObserved) and state.n_refused:
+        state = _tried_culprit(state, rec)
     if state.held_since is None and before.n_bound == 0 and state.n_bound > 0 \
             and state.n_pending > state.n_refused:
         # the gang's first bind: its group was allowed at Permit and the round's context
@@ -1092,6 +1152,23 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
             state.released_at, state.stranded_told = at, False
         if state.released_attempted is None and state.released_at is not None:
             state.released_attempted = at
+    return state
+
+
+def _tried_culprit(state: GangState, rec: CycleObserved) -> GangState:
+    """A refused member that ``rec`` names as its culprit, with a fit error, was tried and did
+    not fit: Koordinator names the member that failed Filter in the rejections and releases
+    of the others (K ``core/core.go:336-339,376-378,489-503``), and kube-scheduler writes
+    a pod's own FailedScheduling Event only after its attempt (its own record, which the fold
+    applies to the member, clears the refusal too: ``fold.apply_cycle``). Such a member is
+    explained by its fit error, never told stranded: its own Event may come long after the
+    others' (the scheduler throttles its Event writes), and deleting it would not make it
+    fit. Clears its ``refused_at``."""
+    if rec.culprit is None or rec.culprit == rec.pod or not rec.fit_error:
+        return state
+    found = state.member_by_name(rec.culprit)
+    if found is not None and found[1].refused_at is not None and found[1].pending:
+        state.put_member(found[0], refused_member(found[1], None))
     return state
 
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from .capacity import Shortfall, format_quantity, shortfall_text
+from .capacity import (Shortfall, beyond_cluster, format_quantity, lower_min_member,
+                       more_text, shortfall_text)
 from .records import FAILED_STATUSES, Capacity, CycleObserved
 
 ROUND_ENDED = "GangRoundEnded"
@@ -224,6 +225,10 @@ def episode_facts(ep: Episode, min_member: int | None, bound: int = 0) -> dict[s
     if ep.capacity is not None:
         room = ep.capacity._asdict()
         del room["free"]  # changes with every pod bound elsewhere; the room tells what matters
+        if room["requests"]:
+            room["requests"] = list(room["requests"])
+        else:
+            del room["requests"]  # a gang of one request: the facts as before
         facts["shortfall"] = {**room, "bound": bound}
     return facts
 
@@ -235,9 +240,20 @@ def shortfall_of(facts: dict[str, Any]) -> Shortfall | None:
     s = facts.get("shortfall")
     if s is None or facts.get("min_member") is None:
         return None
+    requests = tuple(s.get("requests") or ())
     return Shortfall(s["resource"], s["request"], max(0, facts["min_member"] - s["bound"]),
                      s["bound"], s["allocatable"], s.get("free", 0), s["nodes"], s["room"],
-                     s["largest"], s["request"] > s["largest"])
+                     s["largest"], (requests[0] if requests else s["request"]) > s["largest"],
+                     requests)
+
+
+def fits_now(facts: dict[str, Any]) -> bool:
+    """True when a ``GangUnschedulable``'s facts carry the cluster's room and it is enough for
+    the members still to place (``Shortfall.missing_members`` is 0 and no member is too big
+    for every node): the gang is about to be scheduled, and facts that say so are no news to
+    warn of again."""
+    short = shortfall_of(facts)
+    return short is not None and not short.never_fits and short.missing_members == 0
 
 
 def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
@@ -275,29 +291,85 @@ def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
     return text
 
 
+PLACEMENT = (("didn't match Pod's node affinity/selector", "selector"),
+             ("untolerated taint", "taint"),
+             ("didn't match pod topology spread constraints", "spread"),
+             ("were unschedulable", "cordoned"))
+"""Fit-error entries about where a pod may run, not how much it asks (kube-scheduler v1.35.2
+``framework/plugins/nodeaffinity/node_affinity.go`` ``ErrReasonPod``,
+``tainttoleration/taint_toleration.go`` ``untolerated taint``,
+``nodeunschedulable/node_unschedulable.go`` ``ErrReasonUnschedulable``): freeing capacity does
+not help them."""
+
+
+def placement_kinds(fit_error: str) -> set[str]:
+    """The kinds of placement mismatch a fit error names (``selector``, ``taint``, ``spread``,
+    ``cordoned``), and ``resource`` for any other entry (``Insufficient cpu``, ...)."""
+    match = _FIT_ERROR.search(fit_error)
+    text = match.group(2) if match else fit_error
+    kinds: set[str] = set()
+    for entry in re.split(r", (?=\d+ )", text):
+        if not entry.strip():
+            continue
+        kind = next((k for phrase, k in PLACEMENT if phrase in entry), "resource")
+        kinds.add(kind)
+    return kinds
+
+
+def placement_advice(kinds: set[str]) -> str:
+    """What helps a member no node may take (``placement_kinds`` without ``resource``): a
+    label, a toleration, a node that matches, or an uncordoned node; never free capacity."""
+    steps = []
+    if "selector" in kinds:
+        steps.append("label a node to match the pod's node selector/affinity (or change them)")
+    if "taint" in kinds:
+        steps.append("add a toleration for the nodes' taint (or remove the taint)")
+    if "spread" in kinds:
+        steps.append("relax the pod's topology spread constraints")
+    if "cordoned" in kinds:
+        steps.append("uncordon a node")
+    steps.append("or add a node that matches")
+    return ", ".join(steps) + "; freeing capacity does not help"
+
+
 def unblock_text(facts: dict[str, Any]) -> str:
-    """What would let a gang with a failure episode be scheduled, for people: room for the
-    members that did not fit, or a smaller minMember when some fit, e.g. ``free capacity so
-    that 1 more member fits alongside the 2 that fit (Insufficient nvidia.com/gpu on 2 of 2
-    nodes), or lower minMember to 2; the gang is retried as a whole``; with the cluster's room
-    known (``shortfall``), how much of the resource must free up, or that a member can never
-    fit. Pure."""
+    """What would let a gang with a failure episode be scheduled, for people, of a kind that
+    can help: for members that no node may take (node selector/affinity, untolerated taint,
+    ``placement_advice``) a label, toleration or matching node; with the cluster's room known
+    (``shortfall``), a new node when the members ask more than the cluster could ever free
+    (``capacity.beyond_cluster``), else how much must free up; a smaller minMember only when
+    some fit, never 0 nor below the members bound (``capacity.lower_min_member``); e.g. ``free
+    capacity so that 1 more member fits alongside the 2 that fit (Insufficient
+    nvidia.com/gpu on 2 of 2 nodes), or lower minMember to 2; the gang is retried as a
+    whole``. Pure."""
     phrases = "; ".join(sorted({fit_phrase(f) for f in facts["unfit"].values()}))
+    kinds: set[str] = set()
+    for fit_error in facts["unfit"].values():
+        if fit_error:
+            kinds |= placement_kinds(fit_error)
+    if kinds and "resource" not in kinds:
+        return f"{placement_advice(kinds)} ({phrases}); the gang is retried as a whole"
     short = shortfall_of(facts)
     if short is not None:
         def q(milli: int) -> str:
             return format_quantity(short.resource, milli)
 
         if short.never_fits:
-            return (f"one member asks {q(short.request)} {short.resource}, more than any node has "
+            asked = short.to_place[0] if short.to_place else short.request
+            return (f"one member asks {q(asked)} {short.resource}, more than any node has "
                     f"allocatable (at most {q(short.largest)}): lower its request or add a node "
                     f"with more; the gang is retried as a whole")
         if short.missing_members:
-            missing = short.missing_members
-            worth = "1 member's" if missing == 1 else f"{missing} members'"
-            return (f"free {q(missing * short.request)} {short.resource} ({worth} worth, each on "
-                    f"one node), or lower minMember to {short.bound + short.room}; the gang is "
-                    f"retried as a whole")
+            lower = lower_min_member(short)
+            alternative = "" if lower is None else f", or lower minMember to {lower}"
+            beyond = beyond_cluster(short)
+            if beyond:
+                return (f"add a node with at least {q(beyond)} {short.resource} more: the "
+                        f"members to place ask more than the cluster's "
+                        f"{q(short.allocatable)} could ever free{alternative}; the gang is "
+                        f"retried as a whole")
+            return (f"free {more_text(short).replace(' more must free up', '')}, now held by "
+                    f"other pods{alternative}; the gang is retried as a whole")
     fit, min_member = facts["fit"], facts["min_member"]
     if fit and min_member is not None and fit < min_member:
         more = min_member - fit

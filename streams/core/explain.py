@@ -13,6 +13,7 @@ from typing import Any
 from . import decide
 from . import episode as episodes
 from . import preemption as preemptions
+from . import lost as losses
 from .records import FAILED_STATUSES
 from .state import GangState, Member, summary
 from .timefmt import format_time
@@ -69,7 +70,8 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     ``GangMemberGated``), silent fallbacks (``GangSpecInvalid``), disagreements
     (``GangSpecConflict``), the open failure episode (``GangUnschedulable``, ``unschedulable``),
     ``GangPreempting``/``GangPreemptionWasted`` (``preemption_finding``), ``GangScheduled``
-    and ``GangMembersStranded``."""
+    (or, once told, ``GangMembersLost``: members lost since the gang was scheduled leave it
+    short, ``streams.core.lost``) and ``GangMembersStranded``."""
     out: list[dict[str, Any]] = []
 
     def add(reason: str, facts: dict[str, Any], **extra: Any) -> None:
@@ -93,7 +95,10 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     episode = unschedulable(state)
     if episode is not None:
         out.append(episode)
-    if scheduled and spec is not None:
+    lost = losses.lost_facts(state) if decide.LOST_KEY in state.emitted else None
+    if lost is not None:
+        add("GangMembersLost", lost, since=format_time(max(t for _, _, t in state.lost)))
+    elif scheduled and spec is not None:
         add("GangScheduled", {"bound": state.bound, "min_member": spec.min_member})
     stranded = stranded_finding(state)
     if stranded is not None:
@@ -350,8 +355,13 @@ def _explain_on_its_own(state: GangState, member: Member, result: dict[str, Any]
             "reason": "PodUnschedulable", "facts": {"reason": member.reason},
             "message": f"the pod's own last attempt failed: {member.reason or 'unknown'}"})
         own = member.reason or "its fit error"
-        result["unblock"].append(f"free capacity for this pod ({own}); no other member has to "
-                                 f"fit with it")
+        kinds = episodes.placement_kinds(member.reason) if member.reason else set()
+        if kinds and "resource" not in kinds:  # no node may take it: capacity does not help
+            result["unblock"].append(f"{episodes.placement_advice(kinds)} ({own}); no other "
+                                     f"member has to fit with it")
+        else:
+            result["unblock"].append(f"free capacity for this pod ({own}); no other member "
+                                     f"has to fit with it")
         return "Filter"
     return None
 

@@ -17,7 +17,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, MutableMapping
 
-from . import decide, episode, preemption, retention
+from . import decide, episode, lost, preemption, retention
 from .records import (FAILED_STATUSES, AckObserved, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick)
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
@@ -575,7 +575,8 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
 def next_due(state: GangState, settings: FoldSettings) -> int | None:
     """The event time (microseconds) of the gang's next timer, or ``None``.
 
-    Timers: members stranded at PreEnqueue (``decide.stranded_due``); the settling of a
+    Timers: members stranded at PreEnqueue (``decide.stranded_due``); members lost after the
+    gang was scheduled (``lost.lost_due``); the settling of a
     failure episode's ``GangUnschedulable`` (``decide.
     unschedulable_due``); the grace period of a PreEnqueue hold whose warning has not been emitted yet (none
     while the gang waits for its peers' answers, see ``decide.peers_to_ask``); the Permit
@@ -605,6 +606,9 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
     preempted = decide.preemption_due(state)
     if preempted is not None:
         due.append(preempted)
+    lost_due = lost.lost_due(state)
+    if lost_due is not None:
+        due.append(lost_due)
     return min(due) if due else None
 
 
@@ -663,6 +667,9 @@ def fire_timers(state: GangState, now: int,
         elif decide.stranded_due(state, settings) == due:
             state, fired = decide.warn_stranded(state, due)
             cause = "refused members not retried"
+        elif lost.lost_due(state) == due:
+            state, fired = decide.warn_lost(state, due)
+            cause = "members lost, settled"
         else:
             state, fired = decide.warn_permit_timeout(state, due)
             cause = "Permit waiting time ended"

@@ -21,6 +21,9 @@ class PodObserved(NamedTuple):
     ``gates`` are the names of the Pod's ``spec.schedulingGates`` in the order written (empty
     for a Pod without gates); kube-scheduler keeps a gated Pod out of scheduling
     (``SchedulingGates`` PreEnqueue plugin) until its controller removes every gate.
+    ``status_reason`` is the Pod's ``status.reason`` (``Evicted`` for a pod the kubelet
+    evicted, ``NodeLost``, ...; ``""`` when not set), which names how a member failed
+    (``streams.core.lost``).
     """
 
     at: int
@@ -36,6 +39,7 @@ class PodObserved(NamedTuple):
     settings: RawSettings
     waits_for_podgroup: bool
     gates: tuple[str, ...] = ()
+    status_reason: str = ""
     nominated_node: str | None = None
 
 
@@ -58,8 +62,10 @@ class Capacity(NamedTuple):
     the watcher's per-node cache; milli-units): ``resource`` (``nvidia.com/gpu``), ``request``
     (one member's), ``allocatable`` and ``free`` (sums over schedulable nodes), ``nodes``
     (schedulable ones), ``room`` (members of that request that fit now, node by node),
-    ``largest`` (the most one node has allocatable). ``streams.core.capacity`` does the
-    arithmetic."""
+    ``largest`` (the most one node has allocatable); ``requests`` the requests of the gang's
+    members still to place, largest first, when they differ (a heterogeneous gang: ``room``
+    then counts how many of them fit, first fit, largest first; empty otherwise).
+    ``streams.core.capacity`` does the arithmetic."""
 
     resource: str
     request: int
@@ -68,6 +74,7 @@ class Capacity(NamedTuple):
     nodes: int
     room: int
     largest: int
+    requests: tuple[int, ...] = ()
 
 
 class CycleObserved(NamedTuple):

@@ -191,7 +191,10 @@ class GangState:
     recent, the fold prefers the shim's records to those derived from scheduler Events
     (``fold.SHIM_PREFERRED_SECONDS``). ``preemption`` is what the gang knows of pods
     preempted for it and of its members' nominated nodes (``streams.core.preemption``), ``None``
-    when nothing. A deleted gang keeps its state (the epoch of its group, the
+    when nothing. ``lost`` holds the members lost after the gang was
+    scheduled, as ``(pod name, how, event time)``, while it is short of minMember because of
+    them, and ``lost_told`` whether ``GangMembersLost`` has told the latest of them
+    (``streams.core.lost``). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -234,6 +237,8 @@ class GangState:
     released_attempted: int | None = None
     shim_at: int | None = None
     preemption: Preemption | None = None
+    lost: tuple[tuple[str, str, int], ...] = ()
+    lost_told: bool = False
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -327,6 +332,8 @@ class GangState:
         new.once_satisfied = self.once_satisfied
         new.orphans = self.orphans
         new.shim_at = self.shim_at
+        new.lost = self.lost
+        new.lost_told = self.lost_told
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
@@ -637,6 +644,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
                                                 for uid, m in state.orphans.items()]}),
         **({} if state.shim_at is None else {"sh": state.shim_at}),
         **({} if state.preemption is None else {"pe": _preemption_out(state.preemption)}),
+        **({} if not state.lost else {"lo": [list(x) for x in state.lost]}),
+        **({} if not state.lost_told else {"lt": True}),
     }
 
 
@@ -655,20 +664,30 @@ def _preemption_in(row: list[Any] | None) -> Preemption | None:
 def _episode_out(ep: Episode) -> list[Any]:
     row = [ep.since, ep.last_at, ep.rounds, [list(u) for u in ep.unfit], ep.fit, ep.released,
            ep.emitted_at]
-    return row if ep.capacity is None else row + [list(ep.capacity)]
+    if ep.capacity is None:
+        return row
+    c = ep.capacity
+    cap: list[Any] = [c.resource, c.request, c.allocatable, c.free, c.nodes, c.room, c.largest]
+    return row + [cap if not c.requests else cap + [list(c.requests)]]
 
 
 def _episode_in(row: list[Any] | None) -> Episode | None:
     if row is None:
         return None
     return Episode(row[0], row[1], row[2], tuple((a, b) for a, b in row[3]), row[4], row[5],
-                   row[6], Capacity(*row[7]) if len(row) > 7 else None)
+                   row[6], _capacity_in(row[7]) if len(row) > 7 else None)
+
+
+def _capacity_in(row: list[Any]) -> Capacity:
+    """A ``Capacity`` from its wire row (``requests``, its 8th value, a list there)."""
+    return Capacity(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
+                    tuple(row[7]) if len(row) > 7 else ())
 
 
 def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
     release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``rl``,
-    ``sd``, ``rt``, ``sh``, ``pe``) are optional, so values stored before them still decode (a gang stored before
+    ``sd``, ``rt``, ``sh``, ``pe``, ``lo``, ``lt``) are optional, so values stored before them still decode (a gang stored before
     ``da`` is not deleted); so are a member row's 13th value (its scheduling gates: a row of 12
     is a member without gates) and 14th (``refused_at``). Keys of retired fields are ignored:
     ``cc`` (the cycle of the last command) and ``sk`` (the count of consecutive switches),
@@ -727,4 +746,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         released_attempted=data.get("rt"),
         shim_at=data.get("sh"),
         preemption=_preemption_in(data.get("pe")),
+        lost=tuple((a, b, c) for a, b, c in data.get("lo", [])),
+        lost_told=data.get("lt", False),
     )

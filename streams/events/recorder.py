@@ -75,10 +75,12 @@ SERIES_ENDED_BY: dict[str, frozenset[str]] = {
     "GangMembersUngated": frozenset({"GangMemberGated"}),
     "GangScheduled": _HOLD_WARNINGS | {"GangUnschedulable", "GangPermitTimeout",
                                        "GangPreemptionWasted"},
+    "GangMembersRestored": frozenset({"GangMembersLost"}),
 }
 """Normal reason -> the warning reasons whose series it ends (contracts.md: the Normal one
 "ends that series"). A warning on the same object no newer than the Normal is dropped.
-``GangMembersUngated`` follows a ``GangMemberGated`` only, so it ends that one alone: every
+``GangMembersUngated`` follows a ``GangMemberGated`` only, so it ends that one alone, and
+``GangMembersRestored`` a ``GangMembersLost`` (``streams.core.lost``): every
 ender of a reason costs a lookup when that reason's Event is not cached."""
 
 Api = Literal["core/v1", "events.k8s.io/v1"]

@@ -136,7 +136,8 @@ DiagnosticReason = Literal[
     "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
     "GangGroupIncomplete", "GangMemberGated", "GangPermitTimeout",
     "GangMembersSatisfied", "GangMembersUngated", "GangScheduled", "GangUnschedulable",
-    "GangMembersStranded", "GangPreempting", "GangPreemptionWasted",
+    "GangMembersStranded", "GangPreempting", "GangPreemptionWasted", "GangMembersLost",
+    "GangMembersRestored",
 ]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
 
@@ -317,6 +318,10 @@ class CapacityFacts(BaseModel):
     nodes: int = Field(ge=0, description="schedulable nodes")
     room: int = Field(ge=0, description="members of that request that fit now, node by node")
     largest: int = Field(ge=0, description="the most allocatable on one schedulable node")
+    requests: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None, description="the requests of the gang's members still to place, "
+        "largest first, when they differ (a heterogeneous gang); room then counts how many "
+        "of them fit now (first fit, largest first)")
 
 
 class CycleRecord(_Timed):
@@ -533,6 +538,7 @@ class _SpecView(TypedDict, total=False):
 
 class _StatusView(TypedDict, total=False):
     phase: Any
+    reason: Any
     nominatedNodeName: Any
 
 
@@ -583,6 +589,7 @@ class _CapacityView(TypedDict):
     nodes: Annotated[int, Field(ge=0)]
     room: Annotated[int, Field(ge=0)]
     largest: Annotated[int, Field(ge=0)]
+    requests: NotRequired[list[Annotated[int, Field(ge=0)]] | None]
 
 
 class CycleView(_InputView):

@@ -188,7 +188,8 @@ def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
     if not raw:
         return None
     return Capacity(raw["resource"], raw["request"], raw["allocatable"], raw["free"],
-                    raw["nodes"], raw["room"], raw["largest"])
+                    raw["nodes"], raw["room"], raw["largest"],
+                    tuple(raw.get("requests") or ()))
 
 
 def _summary(rec: dict[str, Any], at: int) -> Decoded:
@@ -254,17 +255,21 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
     if gang is None:
         return Decoded(None, None, "no-gang")
     node = spec.get("nodeName") or None
-    phase = (obj.get("status") or {}).get("phase") or ""
+    status = obj.get("status") or {}
+    phase = status.get("phase") or ""
+    status_reason = status.get("reason") or ""
     if not isinstance(node, (str, type(None))) or not isinstance(phase, str):
         raise DecodeError("invalid record: object.spec.nodeName and object.status.phase must "
                           "be strings")
+    if not isinstance(status_reason, str):
+        raise DecodeError("invalid record: object.status.reason must be a string")
     nominated = (obj.get("status") or {}).get("nominatedNodeName") or None
     if not isinstance(nominated, (str, type(None))):
         raise DecodeError("invalid record: object.status.nominatedNodeName must be a string")
     return Decoded(gang, PodObserved(
         at, rec["type"], gang, namespace, meta["name"], meta["uid"],
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
-        settings, waits, scheduling_gates(spec.get("schedulingGates")),
+        settings, waits, scheduling_gates(spec.get("schedulingGates")), status_reason,
         nominated_node=nominated))
 
 

@@ -362,10 +362,11 @@ def test_gang_that_can_never_fit_gpu_short(chain: Chain, core_v1: client.CoreV1A
                "(Insufficient nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members "
                "fit at once; the scheduler rejects the whole gang and retries it; it needs 3 x 1 "
                "nvidia.com/gpu (3 members to place); the cluster has 2 allocatable on 2 nodes, "
-               "room for 2 members now: 1 nvidia.com/gpu more must free up (1 member's worth, "
-               "each on one node), or min-available would have to drop to 2")
-    unblock = ("free 1 nvidia.com/gpu (1 member's worth, each on one node), or lower minMember "
-               "to 2; the gang is retried as a whole")
+               "room for 2 members now: freeing capacity cannot make room, it takes a new node "
+               "(at least 1 nvidia.com/gpu more), or min-available would have to drop to 2")
+    unblock = ("add a node with at least 1 nvidia.com/gpu more: the members to place ask more "
+               "than the cluster's 2 could ever free, or lower minMember to 2; the gang is "
+               "retried as a whole")
     try:
         for name in names:
             events = wait_message(core_v1, chain, ns, name, "GangUnschedulable", message)
@@ -396,10 +397,11 @@ def test_one_member_that_can_never_fit_on_cpu(chain: Chain, core_v1: client.Core
     create_namespace(core_v1, ns)
     create(core_v1, custom_objects, [gang_pod(ns, "big-0", gang="big", min_available=2),
                                      gang_pod(ns, "big-1", gang="big", min_available=2, cpu="100")])
-    # big-1 asks 100 cpu; the nodes have 8 allocatable each: it can never fit
+    # big-1 asks 100 cpu, big-0 100m (a heterogeneous gang: the record carries both
+    # requests); the nodes have 8 allocatable each: big-1 can never fit
     message = ("gang sc-cpu-member/big cannot be scheduled: big-1 did not fit (Insufficient cpu "
                "on 2 of 2 nodes); at most 1 of minMember 2 members fits at once; the scheduler "
-               "rejects the whole gang and retries it; it needs 2 x 100 cpu (2 members to "
+               "rejects the whole gang and retries it; it needs 100 + 100m cpu (2 members to "
                "place); the cluster has 16 allocatable on 2 nodes: one member's 100 is more "
                "than any node has allocatable (at most 8), so it can never fit")
     unblock = ("one member asks 100 cpu, more than any node has allocatable (at most 8): lower "

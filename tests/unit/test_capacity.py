@@ -55,8 +55,8 @@ def test_gpu_short_needs_three_gpus_and_the_cluster_has_two() -> None:
         == (3, 2000, 2000, 2, 2, 1, False)
     assert shortfall_text(s) == (
         "needs 3 x 1 nvidia.com/gpu (3 members to place); the cluster has 2 allocatable on 2 "
-        "nodes, room for 2 members now: 1 nvidia.com/gpu more must free up (1 member's "
-        "worth, each on one node), or min-available would have to drop to 2")
+        "nodes, room for 2 members now: freeing capacity cannot make room, it takes a new node "
+        "(at least 1 nvidia.com/gpu more), or min-available would have to drop to 2")
 
 
 def test_a_member_larger_than_any_node_never_fits() -> None:
@@ -88,8 +88,8 @@ def test_free_room_is_counted_node_by_node_and_unschedulable_nodes_are_left_out(
     assert (s.needed, s.allocatable, s.free, s.nodes, s.room, s.missing_members) == \
         (3, 12000, 7000, 3, 2, 1)
     assert shortfall_text(s).endswith(
-        "room for 2 members now: 2 cpu more must free up (1 member's worth, each on one node), or "
-        "min-available would have to drop to 3")
+        "room for 2 members now: 2 cpu more must free up (1 member's worth, each on one node), "
+        "held by other pods, or min-available would have to drop to 3")
 
 
 def test_enough_room() -> None:

@@ -76,13 +76,17 @@ def oracle(raw: bytes | str) -> Decoded:
         return Decoded(None, None, "no-gang")
     node = obj.spec.get("nodeName") or None
     phase = obj.status.get("phase") or ""
+    status_reason = obj.status.get("reason") or ""
     if not isinstance(node, (str, type(None))) or not isinstance(phase, str):
         raise DecodeError("invalid record: object.spec.nodeName and object.status.phase must "
                           "be strings")
+    if not isinstance(status_reason, str):
+        raise DecodeError("invalid record: object.status.reason must be a string")
     return Decoded(gang, PodObserved(
         at, rec.type, gang, meta.namespace, meta.name, meta.uid, meta.resourceVersion, node,
         phase, meta.deletionTimestamp is not None, settings_of_pod(meta.labels, meta.annotations),
-        waits_for_podgroup(meta.labels), scheduling_gates(obj.spec.get("schedulingGates"))))
+        waits_for_podgroup(meta.labels), scheduling_gates(obj.spec.get("schedulingGates")),
+        status_reason))
 
 
 def outcome(decode: Any, raw: bytes | str) -> tuple[str, str]:
@@ -255,6 +259,8 @@ REJECTED = [  # (value, reason) as the decoder before the views gave them
      "invalid record: object.spec.nodeName and object.status.phase must be strings"),
     ((POD % ', "status": {"phase": ["Running"]}').encode(),
      "invalid record: object.spec.nodeName and object.status.phase must be strings"),
+    ((POD % ', "status": {"phase": "Failed", "reason": 5}').encode(),
+     "invalid record: object.status.reason must be a string"),
     ((POD % ', "spec": {"schedulingGates": [{"name": 5}]}').encode(),
      "invalid record: object.spec.schedulingGates must be a list of objects with a string name"),
     ((POD % ', "spec": []').encode(),

@@ -155,8 +155,8 @@ def test_fold_of_the_recorded_dump_names_the_culprits_and_the_shortage_once(caps
             "nvidia.com/gpu on 2 of 2 nodes); at most 2 of minMember 3 members fit at once; the "
             "scheduler rejects the whole gang and retries it; it needs 3 x 1 nvidia.com/gpu (3 "
             "members to place); the cluster has 2 allocatable on 2 nodes, room for 2 "
-            "members now: 1 nvidia.com/gpu more must free up (1 member's worth, each on one node), "
-            "or min-available would have to drop to 2")
+            "members now: freeing capacity cannot make room, it takes a new node (at least 1 "
+            "nvidia.com/gpu more), or min-available would have to drop to 2")
     assert [(d["reason"], d["message"]) for d in folded["diagnostics"]] == [
         ("GangUnschedulable", text)]
     answers = set()

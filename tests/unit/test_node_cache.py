@@ -91,3 +91,67 @@ def test_the_router_attaches_the_room_of_the_culprits_short_resource() -> None:
     assert refused["capacity"] == own["capacity"]  # the culprit's (g-2's) request
     taints = failed("g-1", "0/2 nodes are available: 2 node(s) had untolerated taint(s).")
     assert "capacity" not in taints
+
+
+def test_a_node_without_status_yet_is_no_node() -> None:
+    """A Node created before its status was patched (no ``status.allocatable``; KWOK and the
+    kubelet patch it after) is not counted: 2 nodes of 1 GPU stay "2 allocatable on 2 nodes",
+    not "on 3"; once its status has allocatable it counts."""
+    cache = NodeCache()
+    cache.node("ADDED", node("a", "8", gpu="1"))
+    cache.node("ADDED", node("b", "8", gpu="1"))
+    bare = {"kind": "Node", "metadata": {"name": "c"}, "spec": {}}
+    cache.node("ADDED", bare)
+    cache.node("MODIFIED", {**bare, "status": {"conditions": []}})
+    assert (cache.capacity(GPU, 1000)["allocatable"], cache.capacity(GPU, 1000)["nodes"]) == (
+        2000, 2)
+    cache.node("MODIFIED", node("c", "8", gpu="1"))
+    assert (cache.capacity(GPU, 1000)["allocatable"], cache.capacity(GPU, 1000)["nodes"]) == (
+        3000, 3)
+
+
+def test_a_heterogeneous_gang_carries_the_requests_of_its_members_to_place() -> None:
+    """Members asking 2, 1 and 1 GPU (g-0, g-1, g-2, none bound) on nodes of 2 and 1 GPU:
+    the record carries ``requests`` [2000, 1000, 1000] (largest first) and ``room`` 2 (first
+    fit decreasing: 2 on a, 1 on b, the last 1 nowhere), whichever member is the culprit;
+    once g-1 is bound, the members to place are g-0 and g-2 (2000, 1000)."""
+    from producers.watch.watching import GangRouter, Publish
+
+    router = GangRouter()
+    router.route("nodes", "ADDED", node("a", "8", gpu="2"), None, 0)
+    router.route("nodes", "ADDED", node("b", "8", gpu="1"), None, 0)
+    ann = {"gang.scheduling.koordinator.sh/name": "g",
+           "gang.scheduling.koordinator.sh/min-available": "3"}
+    members = []
+    for i, gpu in enumerate(("2", "1", "1")):
+        member = pod(f"uid-{i}", None, gpu=gpu)
+        member["metadata"].update({"name": f"g-{i}", "namespace": "ns", "annotations": ann,
+                                   "resourceVersion": "1"})
+        member["spec"]["schedulerName"] = "koord-scheduler"
+        members.append(member)
+        router.route("pods", "ADDED", member, None, 0)
+
+    def capacity(name: str, count: int = 1) -> dict:
+        actions = router.route("events", "ADDED", {
+            "metadata": {"name": f"{name}.{count}", "namespace": "ns",
+                         "uid": f"ev-{name}-{count}"},
+            "involvedObject": {"kind": "Pod", "namespace": "ns", "name": name,
+                               "uid": f"uid-{name[-1]}"},
+            "reason": "FailedScheduling", "type": "Warning",
+            "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+            "reportingComponent": "koord-scheduler"}, None, 1_000_000)
+        (cycle,) = [a.record for a in actions if isinstance(a, Publish)
+                    and a.record["schema"] == "gangstate.cycle/v1"]
+        return cycle["capacity"]
+
+    assert capacity("g-0") == {"resource": GPU, "request": 2000, "allocatable": 3000,
+                               "free": 3000, "nodes": 2, "room": 2, "largest": 2000,
+                               "requests": [2000, 1000, 1000]}
+    assert capacity("g-2")["requests"] == [2000, 1000, 1000]
+    bound = {**members[1], "spec": {**members[1]["spec"], "nodeName": "b"},
+             "metadata": {**members[1]["metadata"], "resourceVersion": "2"}}
+    router.route("pods", "MODIFIED", bound, members[1], 2_000_000)
+    router.route("boundpods", "MODIFIED", bound, members[1], 2_000_000)
+    # b is full now: 2 -> a, 1 nowhere
+    assert {k: v for k, v in capacity("g-2", 2).items() if k in ("room", "requests")} == {
+        "room": 1, "requests": [2000, 1000]}

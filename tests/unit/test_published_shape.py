@@ -55,8 +55,9 @@ def full_pod() -> dict[str, Any]:
             "initContainers": [{"name": "fetch", "env": [{"name": "S", "value": SECRET}],
                                 "resources": {"requests": {"cpu": "1"}}}],
             "volumes": [{"name": "creds", "secret": {"secretName": "all-secrets"}}]},
-        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
-                                                       "status": "False"}]},
+        "status": {"phase": "Failed", "reason": "Evicted",
+                   "message": "The node was low on resource: memory.",
+                   "conditions": [{"type": "PodScheduled", "status": "False"}]},
     }
 
 
@@ -90,7 +91,7 @@ def test_the_published_pod_is_the_documented_shape() -> None:
                          "pod-group.scheduling.sigs.k8s.io/match-policy":
                              "waiting-and-running"}},
         "spec": {"nodeName": "gpu-3", "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
-        "status": {"phase": "Pending"}}
+        "status": {"phase": "Failed", "reason": "Evicted"}}
 
 
 def test_the_published_podgroup_is_the_documented_shape() -> None:
@@ -119,7 +120,8 @@ def test_no_secret_reaches_a_published_record() -> None:
 
 def test_the_fold_reads_the_same_from_the_published_object() -> None:
     """Nothing the fold needs is lost: the decoded Pod and PodGroup records (gang, uid,
-    resourceVersion, node, phase, deletion, spec settings, PodGroup wait, scheduling gates)
+    resourceVersion, node, phase and status reason, deletion, spec settings, PodGroup wait,
+    scheduling gates)
     are equal for the full and the published object."""
     for resource, obj in (("pods", full_pod()), ("podgroups", full_podgroup())):
         whole = decode_input(json.dumps(kube(resource, obj)))
@@ -127,8 +129,8 @@ def test_the_fold_reads_the_same_from_the_published_object() -> None:
         assert whole == slimmed
         assert whole.record is not None
     pod = decode_input(json.dumps(kube("pods", published("pods", full_pod())))).record
-    assert (pod.node, pod.phase, pod.terminating, pod.gates) == (
-        "gpu-3", "Pending", True, ("kueue.x-k8s.io/admission",))
+    assert (pod.node, pod.phase, pod.terminating, pod.gates, pod.status_reason) == (
+        "gpu-3", "Failed", True, ("kueue.x-k8s.io/admission",), "Evicted")
 
 
 def test_the_watcher_keeps_requests_for_capacity_but_no_secret() -> None:

@@ -135,7 +135,10 @@ def test_m2_p4_a_replacement_pod_of_a_once_satisfied_gang_is_not_held():
     outputs, store = run(_replaced(None), 100)
     state = store["ns/g"]
     assert (state.once_satisfied, skips_gang_checks(state), hold(state)) == (True, True, None)
-    assert [o["reason"] for o in outputs] == ["GangScheduled"]
+    # the two deletions are told as a loss 5 s later (streams.core.lost), not as a hold
+    assert told(outputs)[1:] == [(format_time(at(25)), "GangMembersLost", {
+        "lost": {"w1": "deleted", "w2": "deleted"}, "remaining": 1, "min_member": 3,
+        "match_policy": "once-satisfied"})]
     why = why_pod(state, "ns/w3")
     assert (why["held_at"], [r["reason"] for r in why["reasons"]]) == (None, ["GangOnceSatisfied"])
     assert summary(state)["once_satisfied"] is True
@@ -146,8 +149,12 @@ def test_m2_p4_with_match_policy_waiting_and_running_the_replacement_is_held():
     for once-satisfied): w3 is held at PreEnqueue, warned at t=40 (30 + 10 s grace)."""
     outputs, store = run(_replaced("waiting-and-running"), 100)
     assert store["ns/g"].once_satisfied and not skips_gang_checks(store["ns/g"])
-    assert told(outputs)[1:] == [(format_time(at(40)), "GangMembersInsufficient",
-                                  {"members": 2, "min_member": 3, "total_number": 3})]
+    assert told(outputs)[1:] == [
+        (format_time(at(25)), "GangMembersLost", {
+            "lost": {"w1": "deleted", "w2": "deleted"}, "remaining": 1, "min_member": 3,
+            "match_policy": "waiting-and-running"}),
+        (format_time(at(40)), "GangMembersInsufficient",
+         {"members": 2, "min_member": 3, "total_number": 3})]
 
 
 def test_m2_p4_a_once_satisfied_gang_has_no_gang_failure_episode():
@@ -160,7 +167,7 @@ def test_m2_p4_a_once_satisfied_gang_has_no_gang_failure_episode():
                 reason="Insufficient nvidia.com/gpu", culprit="w3", fit_error=GPU_FIT)
         for i in range(20)]
     outputs, store = run(records, 100)
-    assert [o["reason"] for o in outputs] == ["GangScheduled"]
+    assert [o["reason"] for o in outputs] == ["GangScheduled", "GangMembersLost"]
     state = store["ns/g"]
     assert state.episode is None
     why = why_pod(state, "ns/w3")
