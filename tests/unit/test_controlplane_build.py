@@ -167,7 +167,9 @@ def test_node_spec_from_a_file(tmp_path: Path) -> None:
     assert gpu.manifest() == {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": "gpu-1", "labels": {"kubernetes.io/hostname": "gpu-1",
-                                                 "kubernetes.io/os": "linux"}},
+                                                 "kubernetes.io/os": "linux"},
+                     # KWOK plays the kubelet of a node annotated so at its creation
+                     "annotations": {"kwok.x-k8s.io/node": "fake"}},
         "spec": {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}}
     status = gpu.status()
     assert status["allocatable"] == {"cpu": "16", "memory": "64Gi", "pods": "110",

@@ -24,7 +24,8 @@ def member(name: str, t: float, *, rv: str = "1", node: str | None = None,
            type_: str = "ADDED") -> PodObserved:
     return PodObserved(at(t), type_, "ns/g", "ns", name, f"uid-{name}", rv, node,
                        "Running" if node else "Pending", False,
-                       RawSettings(min_available=min_available), False, (), nominated)
+                       RawSettings(min_available=min_available), False, (),
+                       nominated_node=nominated)
 
 
 def failed(name: str, t: float, n: int, message: str, kind: str | None) -> CycleObserved:
