@@ -129,8 +129,13 @@ class EventClock:
                         self.seen_events.append((obj.metadata.namespace,
                                                  obj.involved_object.name, writer, obj.reason,
                                                  now, None))
-            except Exception:  # an expired resource version: list again
-                version = lister().metadata.resource_version
+            except Exception:  # an expired resource version, or the API server restarting
+                version = None
+                while version is None and not self._stop.is_set():
+                    try:
+                        version = lister().metadata.resource_version
+                    except Exception:  # still down: try again shortly
+                        self._stop.wait(0.2)
 
     def latencies(self, namespace: str) -> list[float]:
         """Seconds from cause to sight for every gangstate Event of ``namespace``'s pods:

@@ -1,0 +1,360 @@
+"""Gangs that live, on the control plane with kube-controller-manager and KWOK (the nodes'
+kubelet): pods that run and finish, Jobs whose controller recreates failed pods, preemption by
+a high-priority gang, members lost after the gang was scheduled, an API server restart under
+the watch. Real Pods, Jobs and PriorityClasses through the API; what the scheduler and the
+controllers did is read back from the API server and asserted beside gangstate's Events.
+
+What the real parts do here (measured on this plane, ``docs/cluster.md``): KWOK runs a bound pod
+at once, ends a pod annotated ``gangstate.local/run-for`` (Succeeded) or
+``gangstate.local/fail-after`` (Failed) after that long, and deletes a terminating pod at the
+end of its grace period; koord-scheduler v1.8.0 preempts lower-priority pods for a gang's
+members one member at a time (kube-scheduler's DefaultPreemption; it is not gang-aware), writes
+``Preempted`` on each victim and sets the preemptor's ``status.nominatedNodeName``, and while the
+victims terminate retries with ``... preemption: not eligible due to a terminating pod on the
+nominated node.``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from streams.dev.localcluster import Chain, create_namespace, gang_pod, pod_events
+from tests.cluster.kube import (delete_and_record, gangstate_events, record_scenario,
+                                scheduler_events, wait_for)
+from tests.cluster.test_cluster_scenarios import describe, wait_gangstate_reasons
+
+LOW, HIGH = "gangstate-low", "gangstate-high"
+PRIORITIES = {LOW: 10, HIGH: 1000}
+
+
+@pytest.fixture(scope="module")
+def priority_classes(local_cluster: Any) -> dict[str, int]:
+    """PriorityClasses ``gangstate-low`` (10) and ``gangstate-high`` (1000), preemptLowerPriority
+    (the default policy)."""
+    api = client.SchedulingV1Api(local_cluster.api_client("admin"))
+    for name, value in PRIORITIES.items():
+        try:
+            api.create_priority_class({"metadata": {"name": name}, "value": value})
+        except ApiException as err:
+            if err.status != 409:
+                raise
+    return dict(PRIORITIES)
+
+
+def pods_of(core: client.CoreV1Api, namespace: str) -> dict[str, Any]:
+    return {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
+
+
+def wait_phase(core: client.CoreV1Api, chain: Chain, namespace: str, names: list[str],
+               phase: str, timeout: float = 90.0) -> dict[str, Any]:
+    """Wait until every pod of ``names`` is in ``phase``; return the pods."""
+    def probe() -> dict[str, Any] | None:
+        pods = pods_of(core, namespace)
+        ok = all(n in pods and pods[n].status.phase == phase for n in names)
+        return pods if ok else None
+    return wait_for(f"{names} of {namespace} {phase}", probe, timeout,
+                    describe=lambda: describe(core, namespace, chain))
+
+
+def job(namespace: str, name: str, *, parallelism: int, min_available: int,
+        annotations: dict[str, str], backoff_limit: int = 0, gpu: int = 0) -> dict[str, Any]:
+    """A batch/v1 Job (indexed, ``parallelism`` = completions) whose pod template carries the
+    gang annotations of gang ``name`` (min-available ``min_available``) and ``annotations``."""
+    template = gang_pod(namespace, name, gang=name, min_available=min_available,
+                        annotations=annotations, gpu=gpu)
+    for key in ("apiVersion", "kind"):
+        template.pop(key)
+    template["metadata"].pop("name")
+    template["metadata"].pop("namespace")
+    template["spec"]["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"parallelism": parallelism, "completions": parallelism,
+                     "completionMode": "Indexed", "backoffLimit": backoff_limit,
+                     "template": template}}
+
+
+def job_pods(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:
+    """The Job's pods, oldest first."""
+    pods = core.list_namespaced_pod(
+        namespace, label_selector=f"batch.kubernetes.io/job-name={name}").items
+    return sorted(pods, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name))
+
+
+# ---------------------------------------------------------------------------------------------
+# pods that run and finish
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_job_gang_runs_and_succeeds(chain: Chain, core_v1: client.CoreV1Api) -> None:
+    """An indexed Job of 2 pods, gang min-available 2: both bound, Running, then Succeeded after
+    4 s; the Job completes. gangstate says the gang is scheduled, and nothing when it finishes
+    (a finished member is not a lost one)."""
+    ns = "live-job"
+    create_namespace(core_v1, ns)
+    batch = client.BatchV1Api(core_v1.api_client)
+    batch.create_namespaced_job(ns, job(ns, "train", parallelism=2, min_available=2,
+                                        annotations={"gangstate.local/run-for": "4s"}))
+    pods = wait_for("2 pods of Job train", lambda: (lambda ps: ps if len(ps) == 2 else None)(
+        job_pods(core_v1, ns, "train")), 60)
+    names = [p.metadata.name for p in pods]
+    for name in names:
+        evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangScheduled"})
+        assert [e["message"] for e in evs if e["reason"] == "GangScheduled"] == [
+            f"gang {ns}/train is scheduled: 2 of minMember 2 pods bound"]
+    wait_phase(core_v1, chain, ns, names, "Succeeded")
+    wait_for("Job train complete", lambda: (batch.read_namespaced_job_status("train", ns)
+                                           .status.succeeded == 2), 60)
+    for name in names:
+        assert [e["reason"] for e in scheduler_events(core_v1, ns, name)] == ["Scheduled"]
+    # KWOK ended the pods; the watcher saw them Succeeded; gangstate wrote no Warning
+    wait_for("the watcher to publish the Succeeded pods", lambda: _published_phase(
+        chain, ns, "Succeeded") >= 2, 60)
+    for name in names:
+        assert [e["type"] for e in gangstate_events(core_v1, ns, name)] == ["Normal"]
+    record_scenario(core_v1, ns, chain)
+
+
+def _published_phase(chain: Chain, namespace: str, phase: str) -> int:
+    """How many pod records of ``namespace`` the watcher published in ``phase``."""
+    import json
+
+    from tests.cluster.kube import namespace_records
+
+    count = 0
+    for _n, raw in namespace_records(chain.settings, namespace):
+        rec = json.loads(raw)
+        if rec.get("resource") == "pods" and \
+                (rec.get("object", {}).get("status") or {}).get("phase") == phase:
+            count += 1
+    return count
+
+
+# ---------------------------------------------------------------------------------------------
+# preemption
+# ---------------------------------------------------------------------------------------------
+
+
+def preempted(core: client.CoreV1Api, namespace: str) -> list[tuple[str, str, str, str]]:
+    """The scheduler's ``Preempted`` Events in ``namespace`` as ``(victim, node, preemptor
+    name, the Event's time as gangstate writes it)``, in time order: the message is
+    ``Preempted by pod <uid> on node <node>`` (kube-scheduler v1.35.2
+    ``framework/preemption/preemption.go``), the preemptor found by its uid."""
+    import re
+
+    by_uid = {p.metadata.uid: p.metadata.name for p in core.list_namespaced_pod(namespace).items}
+    out = []
+    for ev in core.list_namespaced_event(namespace).items:
+        if ev.reason != "Preempted":
+            continue
+        m = re.fullmatch(r"Preempted by pod (\S+) on node (\S+)", ev.message or "")
+        assert m, ev.message
+        when = ev.event_time or ev.last_timestamp
+        out.append((ev.involved_object.name, m.group(2), by_uid.get(m.group(1), m.group(1)),
+                    when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")))
+    return sorted(out, key=lambda row: row[3])
+
+
+def victims_text(namespace: str, rows: list[tuple[str, str, str, str]],
+                 grace: str | None) -> str:
+    """``ns/low-0 on node-a (for hi-1, at T, grace period 15s) and ...`` as
+    ``streams.core.preemption`` writes the victims."""
+    parts = [f"{namespace}/{victim} on {node} (for {by}, at {at}"
+             + (f", grace period {grace})" if grace else ")")
+             for victim, node, by, at in sorted(rows)]
+    return " and ".join(parts)
+
+
+def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1Api,
+                                           priority_classes: dict[str, int]) -> None:
+    """Two low-priority pods (grace 15 s) hold both GPUs; a high-priority gang of 2 x 1 GPU
+    preempts them: ``Preempted`` on each victim, the members nominated to their nodes, the
+    victims Terminating for 15 s, then the gang binds. gangstate tells the preemption in
+    progress and never advises freeing capacity or lowering minMember meanwhile."""
+    ns = "live-preempt"
+    create_namespace(core_v1, ns)
+    for i in range(2):
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"low-{i}", gpu=1, grace_seconds=15,
+                                                   priority_class=LOW))
+    wait_phase(core_v1, chain, ns, ["low-0", "low-1"], "Running")
+    for i in range(2):
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"hi-{i}", gang="hi", min_available=2,
+                                                   gpu=1, priority_class=HIGH))
+    wait_for("both victims Terminating", lambda: all(
+        p.metadata.deletion_timestamp is not None for n, p in pods_of(core_v1, ns).items()
+        if n.startswith("low-")) and len(pods_of(core_v1, ns)) == 4, 30,
+        describe=lambda: describe(core_v1, ns, chain))
+    nominated = {n: p.status.nominated_node_name for n, p in pods_of(core_v1, ns).items()
+                 if n.startswith("hi-")}
+    for i in range(2):
+        evs = [e for e in scheduler_events(core_v1, ns, f"low-{i}") if e["reason"] == "Preempted"]
+        assert len(evs) == 1 and evs[0]["message"].startswith("Preempted by pod ")
+    rows = preempted(core_v1, ns)
+    assert sorted(r[0] for r in rows) == ["low-0", "low-1"]
+    assert sorted(r[2] for r in rows) == ["hi-0", "hi-1"]
+    nominated_text = ", ".join(f"{by} on {node}" for _v, node, by, _t in sorted(
+        rows, key=lambda r: r[2]))
+    preempting = (
+        f"gang {ns}/hi is waiting for its preemption: kube-scheduler preempted "
+        f"{victims_text(ns, rows, '15s')} for its members; the gang binds once the 2 victims are "
+        f"gone (each deletion completes when the victim's kubelet confirms it, within its grace "
+        f"period); nominated nodes: {nominated_text}; until then its pods' FailedScheduling "
+        f"(preemption: not eligible due to a terminating pod on the nominated node) is expected: "
+        f"no capacity needs to be freed and minMember need not change")
+    for name in ("hi-0", "hi-1"):
+        evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangPreempting"}, timeout=30)
+        assert [(e["type"], e["message"]) for e in evs if e["reason"] == "GangPreempting"] == [
+            ("Normal", preempting)]
+    # while the victims terminate, the scheduler says so itself
+    assert any("preemption: not eligible due to a terminating pod on the nominated node."
+               in e["message"] for e in scheduler_events(core_v1, ns, "hi-0")
+               + scheduler_events(core_v1, ns, "hi-1"))
+    # the gang binds once the victims are gone (15 s grace)
+    wait_phase(core_v1, chain, ns, ["hi-0", "hi-1"], "Running", timeout=90)
+    for name in ("hi-0", "hi-1"):
+        evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangScheduled"})
+        said = " ".join(e["message"] for e in evs)
+        assert "lower minMember" not in said and "min-available would have to drop" not in said
+        assert "must free up" not in said
+    assert set(nominated.values()) <= {"node-a", "node-b", None}
+    record_scenario(core_v1, ns, chain)
+    # give the GPUs back to the other scenarios of the session
+    delete_and_record(core_v1, chain.settings, ns, ["hi-0", "hi-1"])
+
+
+def test_wasted_preemption_is_told_on_the_gang_and_the_victims(
+        chain: Chain, core_v1: client.CoreV1Api, priority_classes: dict[str, int]) -> None:
+    """A high-priority gang of 3 x 1 GPU, 2 GPUs in the cluster, held by two low-priority pods
+    (grace 0): the scheduler evicts both and the gang still cannot fit. gangstate tells the
+    wasted preemption on the gang's pods and on the victims."""
+    ns = "live-wasted"
+    create_namespace(core_v1, ns)
+    victims = {}
+    for i in range(2):
+        pod = core_v1.create_namespaced_pod(ns, gang_pod(ns, f"low-{i}", gpu=1,
+                                                         priority_class=LOW))
+        victims[f"low-{i}"] = pod.metadata.uid
+    wait_phase(core_v1, chain, ns, list(victims), "Running")
+    members = [f"big-{i}" for i in range(3)]
+    for name in members:
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, name, gang="big", min_available=3,
+                                                   gpu=1, priority_class=HIGH))
+    wait_for("both victims gone", lambda: not set(victims) & set(pods_of(core_v1, ns)), 60,
+             describe=lambda: describe(core_v1, ns, chain))
+    # the scheduler writes its Events after the evictions, through its own rate limit
+    rows = wait_for("the Preempted Events on both victims", lambda: (
+        lambda rows: rows if sorted(r[0] for r in rows) == ["low-0", "low-1"] else None)(
+        preempted(core_v1, ns)), 60)
+    wasted = (f"gang {ns}/big still cannot be scheduled although kube-scheduler preempted "
+              f"{victims_text(ns, rows, None)} for it: it needs 3 x 1 nvidia.com/gpu and the "
+              f"cluster has 2 allocatable on 2 nodes; the evictions freed room the gang cannot "
+              f"use (kube-scheduler preempts for one pod at a time, not for the whole gang)")
+    for name in members:
+        evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangPreemptionWasted"},
+                                     timeout=60)
+        assert [(e["type"], e["message"]) for e in evs
+                if e["reason"] == "GangPreemptionWasted"] == [("Warning", wasted)]
+    # on the victims too, where their owners look (the pods are gone: the Events stay)
+    for name, uid in victims.items():
+        evs = wait_for(f"GangPreemptionWasted on victim {name}", lambda: (lambda evs: evs or None)(
+            [e for e in pod_events(core_v1, ns, name, uid) if e["from"] == "gangstate"
+             and e["reason"] == "GangPreemptionWasted"]), 60)
+        assert [(e["type"], e["message"]) for e in evs] == [("Warning", wasted)]
+    delete_and_record(core_v1, chain.settings, ns, members)
+
+
+# ---------------------------------------------------------------------------------------------
+# members lost after the gang was scheduled
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_member_lost_after_the_gang_was_scheduled(chain: Chain,
+                                                    core_v1: client.CoreV1Api) -> None:
+    """A bound gang of minMember 2 (2 bare pods, Running); one member is deleted (grace 3 s:
+    Terminating, then gone). The other runs on alone: gangstate says the gang dropped below
+    minMember."""
+    ns = "live-lost"
+    create_namespace(core_v1, ns)
+    for i in range(2):
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"w-{i}", gang="w", min_available=2,
+                                                   grace_seconds=3))
+    wait_phase(core_v1, chain, ns, ["w-0", "w-1"], "Running")
+    wait_gangstate_reasons(core_v1, chain, ns, "w-0", {"GangScheduled"})
+    core_v1.delete_namespaced_pod("w-1", ns)
+    wait_for("w-1 gone", lambda: "w-1" not in pods_of(core_v1, ns), 60)
+    evs = wait_gangstate_reasons(core_v1, chain, ns, "w-0", {"GangMembersLost"}, timeout=60)
+    lost = [e for e in evs if e["reason"] == "GangMembersLost"]
+    assert [(e["type"], e["message"]) for e in lost] == [("Warning", (
+        f"gang {ns}/w lost members after it was scheduled: w-1 deleted; 1 member of minMember "
+        f"2 remains bound; koord-scheduler neither evicts the remaining members nor restarts "
+        f"the gang; a replacement pod created by its controller skips the gang checks because "
+        f"the gang group was once satisfied, so it is scheduled on its own as soon as it fits, "
+        f"without waiting for minMember; a pod without a controller is created again by no "
+        f"one"))]
+    # a replacement is scheduled on its own (once-satisfied, rule M2) and the gang is whole
+    core_v1.create_namespaced_pod(ns, gang_pod(ns, "w-2", gang="w", min_available=2))
+    wait_phase(core_v1, chain, ns, ["w-0", "w-2"], "Running")
+    for name in ("w-0", "w-2"):
+        evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangMembersRestored"})
+        assert [e["message"] for e in evs if e["reason"] == "GangMembersRestored"] == [
+            f"gang {ns}/w has 2 of minMember 2 members bound again"]
+    record_scenario(core_v1, ns, chain)
+
+
+def test_failed_job_pods_are_recreated_by_their_controller(chain: Chain,
+                                                           core_v1: client.CoreV1Api) -> None:
+    """An indexed Job of 2 pods (gang min-available 2, backoffLimit 2) whose pods fail 3 s after
+    they start: the Job controller creates a replacement for each failure until the backoff
+    limit; the gang was once satisfied, so the replacements are scheduled as they come
+    (Koordinator v1.8.0's once-satisfied gang, rule M2)."""
+    ns = "live-fail"
+    create_namespace(core_v1, ns)
+    batch = client.BatchV1Api(core_v1.api_client)
+    batch.create_namespaced_job(ns, job(ns, "flaky", parallelism=2, min_available=2,
+                                        backoff_limit=2,
+                                        annotations={"gangstate.local/fail-after": "3s"}))
+    pods = wait_for("a replacement pod of Job flaky", lambda: (
+        lambda ps: ps if len(ps) >= 3 else None)(job_pods(core_v1, ns, "flaky")), 90,
+        describe=lambda: describe(core_v1, ns, chain))
+    first = [p.metadata.name for p in pods[:2]]
+    wait_phase(core_v1, chain, ns, first, "Failed")
+    replacement = pods[2].metadata.name
+    wait_for(f"replacement {replacement} bound", lambda: pods_of(core_v1, ns)[replacement]
+             .spec.node_name, 60)
+    evs = wait_gangstate_reasons(core_v1, chain, ns, first[0], {"GangMembersLost"}, timeout=60)
+    said = [e["message"] for e in evs if e["reason"] == "GangMembersLost"]
+    assert f"{first[0]} and {first[1]} failed;" in said[0] or f"{first[0]} failed;" in said[0]
+    wait_for("Job flaky failed", lambda: any(
+        c.type == "Failed" and c.status == "True"
+        for c in (batch.read_namespaced_job_status("flaky", ns).status.conditions or [])), 120)
+    record_scenario(core_v1, ns, chain)
+
+
+# ---------------------------------------------------------------------------------------------
+# the API server restarted under the watch
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_watch_is_back_within_seconds_of_an_api_server_restart(
+        chain: Chain, core_v1: client.CoreV1Api, local_cluster: Any) -> None:
+    """kube-apiserver restarted (same port, same etcd): a gang created right after it is up
+    again gets its ``GangScheduled`` within seconds of its bind, as before the restart, not
+    after a long backoff of the watch."""
+    local_cluster.restart("kube-apiserver")
+    ns = "live-restart"
+    create_namespace(core_v1, ns)
+    for i in range(2):
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"r-{i}", gang="r", min_available=2))
+    pods = wait_phase(core_v1, chain, ns, ["r-0", "r-1"], "Running", timeout=60)
+    evs = wait_gangstate_reasons(core_v1, chain, ns, "r-0", {"GangScheduled"}, timeout=60)
+    bound = max(c.last_transition_time for p in pods.values() for c in p.status.conditions
+                if c.type == "PodScheduled" and c.status == "True")
+    told = min(e["when"] for e in evs if e["reason"] == "GangScheduled")
+    # both at one-second resolution (the condition's time, the Event's)
+    assert (told - bound).total_seconds() < 10.0, (bound, told)
+    record_scenario(core_v1, ns, chain)
+
