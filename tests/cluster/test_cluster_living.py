@@ -190,15 +190,15 @@ def victims_text(namespace: str, rows: list[tuple[str, str, str, str]],
 def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1Api,
                                            priority_classes: dict[str, int],
                                            frees_gpus: list[str]) -> None:
-    """Two low-priority pods (grace 15 s) hold both GPUs; a high-priority gang of 2 x 1 GPU
+    """Two low-priority pods (grace 6 s) hold both GPUs; a high-priority gang of 2 x 1 GPU
     preempts them: ``Preempted`` on each victim, the members nominated to their nodes, the
-    victims Terminating for 15 s, then the gang binds. gangstate tells the preemption in
+    victims Terminating for 6 s, then the gang binds. gangstate tells the preemption in
     progress and never advises freeing capacity or lowering minMember meanwhile."""
     ns = "live-preempt"
     create_namespace(core_v1, ns)
     frees_gpus.append(ns)
     for i in range(2):
-        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"low-{i}", gpu=1, grace_seconds=15,
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"low-{i}", gpu=1, grace_seconds=6,
                                                    priority_class=LOW))
     wait_phase(core_v1, chain, ns, ["low-0", "low-1"], "Running")
     for i in range(2):
@@ -220,7 +220,7 @@ def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1A
         rows, key=lambda r: r[2]))
     preempting = (
         f"gang {ns}/hi is waiting for its preemption: kube-scheduler preempted "
-        f"{victims_text(ns, rows, '15s')} for its members; the gang binds once the 2 victims are "
+        f"{victims_text(ns, rows, '6s')} for its members; the gang binds once the 2 victims are "
         f"gone (each deletion completes when the victim's kubelet confirms it, within its grace "
         f"period); nominated nodes: {nominated_text}; until then its pods' FailedScheduling "
         f"(preemption: not eligible due to a terminating pod on the nominated node) is expected: "
@@ -229,7 +229,7 @@ def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1A
         evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangPreempting"}, timeout=30)
         assert [(e["type"], e["message"]) for e in evs if e["reason"] == "GangPreempting"] == [
             ("Normal", preempting)]
-    # the gang binds once the victims are gone (15 s grace)
+    # the gang binds once the victims are gone (6 s grace)
     wait_phase(core_v1, chain, ns, ["hi-0", "hi-1"], "Running", timeout=90)
     for name in ("hi-0", "hi-1"):
         evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangScheduled"})

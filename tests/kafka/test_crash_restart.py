@@ -40,8 +40,8 @@ from streams.dev.worker_process import running_worker
 from tests.fixtures.casecheck import handed_case_dirs, recorded_case_dirs
 
 pytestmark = pytest.mark.kafka
-AT = parse_time("2026-12-01T21:35:00Z")
-"""After the last case (the recorded gated representative ends at 2026-12-01T21:23), not ahead
+AT = parse_time("2026-12-02T01:55:00Z")
+"""After the last case (the recorded nonstrict member ends at 2026-12-02T01:51), not ahead
 of the wall clock."""
 GANGS, MEMBERS = 96, 4
 """Synthetic gangs (``bench/synthetic.py``): about 4.7k records, 3.8 MiB."""

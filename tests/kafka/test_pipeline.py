@@ -23,8 +23,8 @@ from tests.fixtures.casecheck import case_dirs, problems
 from tests.fixtures.tracegen import gated_representative
 
 pytestmark = pytest.mark.kafka
-AT = parse_time("2026-12-01T21:35:00Z")
-"""After every case, the recorded ones (2026-12-01, the last record at 21:23) included, with
+AT = parse_time("2026-12-02T01:55:00Z")
+"""After every case, the recorded ones (the last record at 2026-12-02T01:51) included, with
 their timers (stranded: 120 s) due; not ahead of the wall clock, as the worker sets aside a tick
 more than 60 s ahead of its Kafka timestamp."""
 
