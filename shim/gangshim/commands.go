@@ -136,7 +136,7 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 	}
 	current := s.representative(group)
 	candidates, pods := s.pending(group)
-	rep, decisions := s.state.ApplyPending(groupID, current, candidates)
+	rep, decisions := s.state.ApplyPending(groupID, current, candidates, s.nominatedLocked(pods))
 	commits := map[string][]func(){}
 	for _, d := range decisions {
 		commits[d.Command.ID] = s.commit[d.Command.ID]
@@ -154,7 +154,8 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 		ack := fencing.MakeAck(d, at, s.cfg.ShimID)
 		done := commits[d.Command.ID]
 		klog.InfoS("gangstate shim: command answered", "command", d.Command.ID,
-			"outcome", d.Outcome, "representative", d.Representative, "was", current)
+			"outcome", d.Outcome, "representative", d.Representative, "was", current,
+			"reason", d.Reason)
 		s.pub.Publish(groupID, fencing.AckSchema, ack, func(err error) {
 			if err != nil {
 				return // not committed: redelivered after a restart, decided then
@@ -164,6 +165,31 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 			}
 		})
 	}
+}
+
+// nominatedLocked lists the group's pending members with a nominated node (ns/name -> node),
+// for fencing's preemption rule (docs/shim.md "Commands and preemption"): the pod's
+// status.nominatedNodeName as the gang cache holds the pod (Koordinator updates its children
+// from the pod informer, K core/gang_cache.go:171-187), or fencing.Unpublished for a member whose
+// PostFilter this cycle ended before Coscheduling's (DefaultPreemption nominated it; kube-
+// scheduler writes the nominated node only after PostFilter returns). A mark is dropped once the
+// pod carries its nominated node or is no longer pending. Called with s.mu held.
+func (s *Shim) nominatedLocked(pods map[string]*v1.Pod) map[string]string {
+	out := map[string]string{}
+	for key, p := range pods {
+		if p.Status.NominatedNodeName != "" {
+			out[key] = p.Status.NominatedNodeName
+			delete(s.preempting, key)
+		} else if s.preempting[key] {
+			out[key] = fencing.Unpublished
+		}
+	}
+	for key := range s.preempting {
+		if pods[key] == nil {
+			delete(s.preempting, key)
+		}
+	}
+	return out
 }
 
 // switchTo makes target the group's representative in Koordinator's gang cache and activates it.
