@@ -269,8 +269,9 @@ def test_commands_during_a_preemption_are_refused_or_decided_as_the_rule_says(
     """docs/shim.md "Commands and preemption", on the real scheduler under the shim. Two
     low-priority pods (grace 15 s) hold both GPUs; the high-priority gang ``hi`` (2 x 1 GPU,
     minMember 2) preempts them: both members nominated to their nodes while the victims
-    terminate. A third member ``hi-2`` (no GPU, never nominated: it fits without preemption)
-    joins. Then, while the victims terminate: command A (ElectRepresentative hi-2) is refused,
+    terminate. A third member ``hi-2`` (1 GPU) joins: it is never nominated (no pod of lower
+    priority is left to preempt: the nominated members count on their nodes) and never fits, so
+    the group is allowed in a round that hands out hi-0 and hi-1 first. Then, while the victims terminate: command A (ElectRepresentative hi-2) is refused,
     PreconditionFailed with ``preemption in progress: <ns>/hi-0 nominated to <node>, <ns>/hi-1
     nominated to <node>``; command B (ElectRepresentative hi-0, itself nominated) is decided as
     without a preemption: Applied, or refused by the compare-and-swap with its own reason. No
@@ -296,7 +297,7 @@ def test_commands_during_a_preemption_are_refused_or_decided_as_the_rule_says(
 
     nominated = wait_for("both victims Terminating and both members nominated", nominated_now, 30)
     core_v1.create_namespaced_pod(ns, gang_pod(ns, "hi-2", gang="hi", min_available=2,
-                                               priority_class=HIGH))
+                                               gpu=1, priority_class=HIGH))
     base = 2_000_000
     a = _command(gang, base + 1, f"{ns}/hi-2")
     b = _command(gang, base + 2, f"{ns}/hi-0")
@@ -319,6 +320,7 @@ def test_commands_during_a_preemption_are_refused_or_decided_as_the_rule_says(
     wait_phase(core_v1, chain, ns, ["hi-0", "hi-1"], "Running", timeout=90)
     bound = {n: p.spec.node_name for n, p in pods_of(core_v1, ns).items() if n.startswith("hi-")}
     assert {bound["hi-0"], bound["hi-1"]} == set(nominated.values())
+    assert not pods_of(core_v1, ns)["hi-2"].status.nominated_node_name
     rows = preempted(core_v1, ns)
     assert sorted(r[0] for r in rows) == ["low-0", "low-1"]
     # no ack of the group (ours or gangstate's own) applied a member that was not nominated
