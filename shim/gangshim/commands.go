@@ -7,6 +7,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
 	"github.com/koordinator-sh/koordinator/pkg/scheduler/plugins/coscheduling/util"
@@ -136,7 +138,8 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 	}
 	current := s.representative(group)
 	candidates, pods := s.pending(group)
-	rep, decisions := s.state.ApplyPending(groupID, current, candidates, s.nominatedLocked(pods))
+	nominated := s.nominatedLocked(pods)
+	rep, decisions := s.state.ApplyPending(groupID, current, candidates, nominated)
 	commits := map[string][]func(){}
 	for _, d := range decisions {
 		commits[d.Command.ID] = s.commit[d.Command.ID]
@@ -155,7 +158,7 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 		done := commits[d.Command.ID]
 		klog.InfoS("gangstate shim: command answered", "command", d.Command.ID,
 			"outcome", d.Outcome, "representative", d.Representative, "was", current,
-			"reason", d.Reason)
+			"reason", d.Reason, "nominated", nominated)
 		s.pub.Publish(groupID, fencing.AckSchema, ack, func(err error) {
 			if err != nil {
 				return // not committed: redelivered after a restart, decided then
@@ -167,20 +170,41 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 	}
 }
 
-// nominatedLocked lists the group's pending members with a nominated node (ns/name -> node),
-// for fencing's preemption rule (docs/shim.md "Commands and preemption"): the pod's
-// status.nominatedNodeName as the gang cache holds the pod (Koordinator updates its children
-// from the pod informer, K core/gang_cache.go:171-187), or fencing.Unpublished for a member whose
-// PostFilter this cycle ended before Coscheduling's (DefaultPreemption nominated it; kube-
-// scheduler writes the nominated node only after PostFilter returns). A mark is dropped once the
-// pod carries its nominated node or is no longer pending. Called with s.mu held.
+// nominatedLocked lists the group's pending members in a preemption (ns/name -> node), for
+// fencing's preemption rule (docs/shim.md "Commands and preemption"):
+//   - the pod's status.nominatedNodeName as the scheduler's pod informer holds it (the lister
+//     kube-scheduler's DefaultPreemption reads the preemptor from, KS
+//     framework/preemption/preemption.go:270-276; lock-free, so safe under the queue's lock at
+//     PreEnqueue), else as the gang cache holds the pod;
+//   - a member seen nominated before (here or at its PostFilter, s.lastNominated) while its node
+//     still has a pod of lower priority terminating by preemption: the nominated node does not
+//     last on a Koordinator gang (a member Coscheduling refuses at PreFilter is eligible to
+//     preempt again, finds no candidate and gets its nomination cleared, KS
+//     framework/plugins/defaultpreemption/default_preemption.go:324-329,
+//     framework/preemption/preemption.go:298-312), while its victims still terminate;
+//   - fencing.Unpublished for a member whose PostFilter this cycle ended before Coscheduling's
+//     (DefaultPreemption nominated it; kube-scheduler writes the nominated node only after
+//     PostFilter returns).
+//
+// Marks are dropped once they no longer hold or the pod is no longer pending. Called with s.mu
+// held.
 func (s *Shim) nominatedLocked(pods map[string]*v1.Pod) map[string]string {
 	out := map[string]string{}
 	for key, p := range pods {
-		if p.Status.NominatedNodeName != "" {
-			out[key] = p.Status.NominatedNodeName
+		if node := s.nominatedNode(p); node != "" {
+			out[key] = node
+			s.lastNominated[key] = node
 			delete(s.preempting, key)
-		} else if s.preempting[key] {
+			continue
+		}
+		if node, ok := s.lastNominated[key]; ok {
+			if s.victimsTerminating(node, p) {
+				out[key] = node
+				continue
+			}
+			delete(s.lastNominated, key)
+		}
+		if s.preempting[key] {
 			out[key] = fencing.Unpublished
 		}
 	}
@@ -189,7 +213,45 @@ func (s *Shim) nominatedLocked(pods map[string]*v1.Pod) map[string]string {
 			delete(s.preempting, key)
 		}
 	}
+	for key := range s.lastNominated {
+		if pods[key] == nil {
+			delete(s.lastNominated, key)
+		}
+	}
 	return out
+}
+
+// nominatedNode is pod's status.nominatedNodeName as the scheduler's pod informer has it (the
+// given object's when the informer has no such pod).
+func (s *Shim) nominatedNode(p *v1.Pod) string {
+	lister := s.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	if live, err := lister.Pods(p.Namespace).Get(p.Name); err == nil && live.UID == p.UID {
+		return live.Status.NominatedNodeName
+	}
+	return p.Status.NominatedNodeName
+}
+
+// victimsTerminating tells whether node still has a pod of lower priority than preemptor
+// terminating by the scheduler's preemption (kube-scheduler's own test for "not eligible due to
+// a terminating pod on the nominated node", KS default_preemption.go:331-337,354-366).
+func (s *Shim) victimsTerminating(node string, preemptor *v1.Pod) bool {
+	all, err := s.handle.SharedInformerFactory().Core().V1().Pods().Lister().List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, p := range all {
+		if p.Spec.NodeName != node || p.DeletionTimestamp == nil ||
+			corev1helpers.PodPriority(p) >= corev1helpers.PodPriority(preemptor) {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue &&
+				c.Reason == v1.PodReasonPreemptionByScheduler {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // switchTo makes target the group's representative in Koordinator's gang cache and activates it.

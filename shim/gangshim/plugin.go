@@ -79,6 +79,8 @@ type Shim struct {
 	// members whose last PostFilter ended before Coscheduling's (nominated by DefaultPreemption,
 	// the node not yet on the pod): see nominatedLocked
 	preempting map[string]bool
+	// member -> the node it was last seen nominated to (see nominatedLocked)
+	lastNominated map[string]string
 
 	// sampling of repeated rounds (see sampleRound)
 	interval   time.Duration
@@ -122,7 +124,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktyp
 	}
 	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, cfg: cfg,
 		state: fencing.NewState(), reps: map[string]string{}, rounds: map[string]*round{},
-		commit: map[string][]func(){}, preempting: map[string]bool{}, interval: roundInterval(), lastRound: map[string]time.Time{},
+		commit: map[string][]func(){}, preempting: map[string]bool{},
+		lastNominated: map[string]string{}, interval: roundInterval(), lastRound: map[string]time.Time{},
 		skipped: map[string]int64{}, quiet: map[string]bool{}, lastOpened: map[string]time.Time{}}
 	if s.pub, err = bus.NewPublisher(s.cfg); err != nil {
 		return nil, fmt.Errorf("gangstate shim: kafka: %w", err)
@@ -489,8 +492,12 @@ func (s *Shim) PostFilter(ctx context.Context, state fwktype.CycleState, pod *v1
 		fit := s.fitError(m)
 		key := util.GetId(pod.Namespace, pod.Name)
 		waiting := len(s.waitingOf(setOf(group)))
+		nominated := s.nominatedNode(pod) // before this cycle's result may clear it
 		s.mu.Lock()
 		delete(s.preempting, key) // DefaultPreemption did not nominate it in this cycle
+		if nominated != "" {
+			s.lastNominated[key] = nominated
+		}
 		rd := s.rounds[groupID]
 		var rnum *int64
 		var skipped int64

@@ -264,8 +264,8 @@ def test_gangstate_switches_a_gated_representative_and_the_gang_runs(
 
 
 def test_commands_during_a_preemption_are_refused_or_decided_as_the_rule_says(
-        chain: Chain, shim_id: str, follower: Follower, core_v1: client.CoreV1Api,
-        priority_classes: dict[str, int]) -> None:
+        local_cluster: Any, chain: Chain, shim_id: str, follower: Follower,
+        core_v1: client.CoreV1Api, priority_classes: dict[str, int]) -> None:
     """docs/shim.md "Commands and preemption", on the real scheduler under the shim. Two
     low-priority pods (grace 15 s) hold both GPUs; the high-priority gang ``hi`` (2 x 1 GPU,
     minMember 2) preempts them: both members nominated to their nodes while the victims
@@ -308,8 +308,10 @@ def test_commands_during_a_preemption_are_refused_or_decided_as_the_rule_says(
         "the victims were gone before the commands were answered"
     expected_reason = "preemption in progress: " + ", ".join(
         f"{ns}/{n} nominated to {nominated[n]}" for n in sorted(nominated))
+    answered = [line for line in local_cluster.log_path("koord-scheduler").read_text(
+        errors="replace").splitlines() if "command answered" in line and gang in line]
     assert [(x["outcome"], x.get("reason")) for x in got_a] == [
-        ("PreconditionFailed", expected_reason)]
+        ("PreconditionFailed", expected_reason)], "\n".join(answered[-10:])
     assert len(got_b) == 1
     if got_b[0]["outcome"] == "Applied":
         assert got_b[0]["representative"] == f"{ns}/hi-0" and not got_b[0].get("reason")
