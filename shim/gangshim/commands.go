@@ -171,54 +171,42 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 }
 
 // nominatedLocked lists the group's pending members in a preemption (ns/name -> node), for
-// fencing's preemption rule (docs/shim.md "Commands and preemption"):
-//   - the pod's status.nominatedNodeName as the scheduler's pod informer holds it (the lister
-//     kube-scheduler's DefaultPreemption reads the preemptor from, KS
-//     framework/preemption/preemption.go:270-276; lock-free, so safe under the queue's lock at
-//     PreEnqueue), else as the gang cache holds the pod;
-//   - a member seen nominated before (here or at its PostFilter, s.lastNominated) while its node
-//     still has a pod of lower priority terminating by preemption: the nominated node does not
-//     last on a Koordinator gang (a member Coscheduling refuses at PreFilter is eligible to
-//     preempt again, finds no candidate and gets its nomination cleared, KS
-//     framework/plugins/defaultpreemption/default_preemption.go:324-329,
-//     framework/preemption/preemption.go:298-312), while its victims still terminate;
-//   - fencing.Unpublished for a member whose PostFilter this cycle ended before Coscheduling's
-//     (DefaultPreemption nominated it; kube-scheduler writes the nominated node only after
-//     PostFilter returns).
-//
-// Marks are dropped once they no longer hold or the pod is no longer pending. Called with s.mu
-// held.
+// fencing's preemption rule (docs/shim.md "Commands and preemption"; the memory and the rule of
+// who counts is fencing.Preemptions): each pod's status.nominatedNodeName as the scheduler's
+// pod informer holds it, and whether a node still has victims terminating, from the same
+// informer. Called with s.mu held.
 func (s *Shim) nominatedLocked(pods map[string]*v1.Pod) map[string]string {
-	out := map[string]string{}
+	pending := make(map[string]string, len(pods))
 	for key, p := range pods {
-		if node := s.nominatedNode(p); node != "" {
-			out[key] = node
-			s.lastNominated[key] = node
-			delete(s.preempting, key)
-			continue
-		}
-		if node, ok := s.lastNominated[key]; ok {
-			if s.victimsTerminating(node, p) {
-				out[key] = node
-				continue
+		pending[key] = s.nominatedNode(p)
+	}
+	var gone []string
+	for _, known := range []map[string]string{s.pre.Last, markedNodes(s.pre.Marked)} {
+		for key := range known {
+			if _, ok := pods[key]; !ok && s.notPending(key) {
+				gone = append(gone, key)
 			}
-			delete(s.lastNominated, key)
-		}
-		if s.preempting[key] {
-			out[key] = fencing.Unpublished
 		}
 	}
-	for key := range s.preempting {
-		if pods[key] == nil {
-			delete(s.preempting, key)
-		}
-	}
-	for key := range s.lastNominated {
-		if pods[key] == nil {
-			delete(s.lastNominated, key)
-		}
+	s.pre.Forget(gone)
+	return s.pre.Members(pending, func(node, member string) bool {
+		return s.victimsTerminating(node, pods[member])
+	})
+}
+
+func markedNodes(m map[string]bool) map[string]string {
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = ""
 	}
 	return out
+}
+
+// notPending tells whether pod key (ns/name) is gone from the scheduler's pod informer or bound.
+func (s *Shim) notPending(key string) bool {
+	ns, name, _ := strings.Cut(key, "/")
+	p, err := s.handle.SharedInformerFactory().Core().V1().Pods().Lister().Pods(ns).Get(name)
+	return err != nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil
 }
 
 // nominatedNode is pod's status.nominatedNodeName as the scheduler's pod informer has it (the

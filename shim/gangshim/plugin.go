@@ -72,15 +72,11 @@ type Shim struct {
 
 	mu     sync.Mutex
 	state  *fencing.State
-	ready  bool                // fences recovered; commands may be decided
-	reps   map[string]string   // gang group id -> representative last published
-	rounds map[string]*round   // gang group id -> the open round
-	commit map[string][]func() // command id -> offset commits waiting for its ack
-	// members whose last PostFilter ended before Coscheduling's (nominated by DefaultPreemption,
-	// the node not yet on the pod): see nominatedLocked
-	preempting map[string]bool
-	// member -> the node it was last seen nominated to (see nominatedLocked)
-	lastNominated map[string]string
+	ready  bool                 // fences recovered; commands may be decided
+	reps   map[string]string    // gang group id -> representative last published
+	rounds map[string]*round    // gang group id -> the open round
+	commit map[string][]func()  // command id -> offset commits waiting for its ack
+	pre    *fencing.Preemptions // members in a preemption (see nominatedLocked)
 
 	// sampling of repeated rounds (see sampleRound)
 	interval   time.Duration
@@ -124,8 +120,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktyp
 	}
 	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, cfg: cfg,
 		state: fencing.NewState(), reps: map[string]string{}, rounds: map[string]*round{},
-		commit: map[string][]func(){}, preempting: map[string]bool{},
-		lastNominated: map[string]string{}, interval: roundInterval(), lastRound: map[string]time.Time{},
+		commit: map[string][]func(){}, pre: fencing.NewPreemptions(), interval: roundInterval(), lastRound: map[string]time.Time{},
 		skipped: map[string]int64{}, quiet: map[string]bool{}, lastOpened: map[string]time.Time{}}
 	if s.pub, err = bus.NewPublisher(s.cfg); err != nil {
 		return nil, fmt.Errorf("gangstate shim: kafka: %w", err)
@@ -494,10 +489,8 @@ func (s *Shim) PostFilter(ctx context.Context, state fwktype.CycleState, pod *v1
 		waiting := len(s.waitingOf(setOf(group)))
 		nominated := s.nominatedNode(pod) // before this cycle's result may clear it
 		s.mu.Lock()
-		delete(s.preempting, key) // DefaultPreemption did not nominate it in this cycle
-		if nominated != "" {
-			s.lastNominated[key] = nominated
-		}
+		s.pre.Unmark(key) // DefaultPreemption did not nominate it in this cycle
+		s.pre.Observe(key, nominated)
 		rd := s.rounds[groupID]
 		var rnum *int64
 		var skipped int64
@@ -576,7 +569,7 @@ func (s *Shim) AfterPostFilter(ctx context.Context, state fwktype.CycleState, po
 		// the pod (Success stops the PostFilter plugins, KS framework/runtime/framework.go:1103-1104);
 		// its nominated node is written only after PostFilter returns
 		s.mu.Lock()
-		s.preempting[util.GetId(pod.Namespace, pod.Name)] = true
+		s.pre.Mark(util.GetId(pod.Namespace, pod.Name))
 		s.mu.Unlock()
 	}
 	if len(before) > 0 {
