@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from streams.dev.localcluster import Chain, gang_pod
 from tests.cluster.kube import delete_and_record, gangstate_events, record_scenario, wait_for
@@ -269,15 +270,31 @@ def test_commands_during_a_preemption_are_refused_or_decided_as_the_rule_says(
     """docs/shim.md "Commands and preemption", on the real scheduler under the shim. Two
     low-priority pods (grace 15 s) hold both GPUs; the high-priority gang ``hi`` (2 x 1 GPU,
     minMember 2) preempts them: both members nominated to their nodes while the victims
-    terminate. A third member ``hi-2`` (1 GPU) joins: it is never nominated (no pod of lower
-    priority is left to preempt: the nominated members count on their nodes) and never fits, so
-    the group is allowed in a round that hands out hi-0 and hi-1 first. Then, while the victims terminate: command A (ElectRepresentative hi-2) is refused,
+    terminate. A third member ``hi-2`` (1 GPU, the same priority with preemptionPolicy Never)
+    joins: it is never nominated and never fits, so the group is allowed in a round that hands
+    out hi-0 and hi-1 first. The gang's pods are deleted at the end (grace 0), also when an
+    assertion fails, so the GPUs are free for the rest of the tier. Then, while the victims terminate: command A (ElectRepresentative hi-2) is refused,
     PreconditionFailed with ``preemption in progress: <ns>/hi-0 nominated to <node>, <ns>/hi-1
     nominated to <node>``; command B (ElectRepresentative hi-0, itself nominated) is decided as
     without a preemption: Applied, or refused by the compare-and-swap with its own reason. No
     ack of the group applies a pod that is not nominated. The preemptors are bound once the
     victims are gone."""
     ns = "sh-preempt"
+    try:
+        _commands_during_a_preemption(local_cluster, chain, follower, core_v1,
+                                      priority_classes, ns)
+    finally:
+        for name in ("hi-0", "hi-1", "hi-2"):
+            try:
+                core_v1.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+
+
+def _commands_during_a_preemption(local_cluster: Any, chain: Chain, follower: Follower,
+                                  core_v1: client.CoreV1Api, priority_classes: dict[str, int],
+                                  ns: str) -> None:
     gang = f"{ns}/hi"
     create_namespace(core_v1, ns)
     for i in range(2):
@@ -296,8 +313,18 @@ def test_commands_during_a_preemption_are_refused_or_decided_as_the_rule_says(
         return noms if terminating and len(noms) == 2 and all(noms.values()) else None
 
     nominated = wait_for("both victims Terminating and both members nominated", nominated_now, 30)
-    core_v1.create_namespaced_pod(ns, gang_pod(ns, "hi-2", gang="hi", min_available=2,
-                                               gpu=1, priority_class=HIGH))
+    # the priority of gangstate-high, never preempting: never nominated (KS
+    # framework/plugins/defaultpreemption/default_preemption.go:318-320)
+    never = f"{HIGH}-never"
+    try:
+        client.SchedulingV1Api(core_v1.api_client).create_priority_class(
+            {"metadata": {"name": never}, "value": priority_classes[HIGH],
+             "preemptionPolicy": "Never"})
+    except ApiException as err:
+        if err.status != 409:
+            raise
+    core_v1.create_namespaced_pod(ns, gang_pod(ns, "hi-2", gang="hi", min_available=2, gpu=1,
+                                               priority_class=never))
     base = 2_000_000
     a = _command(gang, base + 1, f"{ns}/hi-2")
     b = _command(gang, base + 2, f"{ns}/hi-0")
