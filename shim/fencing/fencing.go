@@ -2,6 +2,13 @@
 // the acks that answer them, after docs/contracts.md "gangstate.command/v1" and
 // "gangstate.ack/v1".
 //
+// Commands and preemption (docs/shim.md "Commands and preemption"): while a member of the
+// group has a nominated node (kube-scheduler's DefaultPreemption evicted victims for it and it
+// waits for them in the queue), only a nominated member may become the representative; a
+// command naming any other pod is refused (PreconditionFailed, reason "preemption in
+// progress: ..."), since Koordinator would refuse the nominated member at PreEnqueue and its
+// victims would have been evicted in vain.
+//
 // Rule: a command is applied only if its epoch is greater than its gang group's fence and its
 // expected representative still holds (compare-and-swap); every command is answered Applied,
 // Stale or PreconditionFailed. The fence is the highest epoch answered Applied or
@@ -16,8 +23,10 @@
 package fencing
 
 import (
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Command is a gangstate.command/v1 record (the fields the shim reads).
@@ -55,6 +64,8 @@ type Ack struct {
 	Outcome        string  `json:"outcome"`
 	Representative *string `json:"representative"`
 	Shim           string  `json:"shim,omitempty"`
+	// Reason says why a command was not applied (Stale, PreconditionFailed); omitted when Applied.
+	Reason string `json:"reason,omitempty"`
 }
 
 // State is what a shim remembers: per gang group the fence epoch (absent = 0), the commands
@@ -99,39 +110,88 @@ func (s *State) Groups() []string {
 	return out
 }
 
-// Decide answers one command against the group's current representative (current, "" = none)
-// and the group's pending members (candidates, ns/name; nil = not checked). It returns the
-// outcome and the representative after the decision, and moves the fence:
+// Unpublished is the node written for a member nominated by this cycle's PostFilter whose
+// nominated node is not on its pod yet (kube-scheduler sets status.nominatedNodeName after
+// PostFilter returns: schedule_one.go handleSchedulingFailure).
+const Unpublished = ""
+
+// Decide answers one command against the group's current representative (current, "" = none),
+// the group's pending members (candidates, ns/name; nil = not checked) and the pending members
+// with a nominated node (nominated, ns/name -> node name, Unpublished when not known yet; nil
+// or empty = none). It returns the outcome, the representative after the decision and the
+// reason of a refusal ("" when Applied), and moves the fence:
 //   - Stale when the epoch is not greater than the fence (fence unchanged);
+//   - PreconditionFailed when a member is nominated and the command's representative is not
+//     one of the nominated members ("preemption in progress: ns/p-0 nominated to node-a");
 //   - PreconditionFailed when the compare-and-swap fails: SwitchRepresentative needs
 //     expected_representative == current; ElectRepresentative needs no representative or the
 //     expected one; and the new representative must be among candidates when they are given;
 //   - Applied otherwise: the command's representative is the new one.
 //
 // The command id is remembered as answered either way.
-func (s *State) Decide(c Command, current string, candidates []string) (string, string) {
+func (s *State) Decide(c Command, current string, candidates []string,
+	nominated map[string]string) (string, string, string) {
 	s.Answered[c.ID] = true
 	if c.Epoch <= s.Fences[c.GangGroup] {
-		return Stale, current
+		return Stale, current, fmt.Sprintf("epoch %d is not above the gang group's fence %d",
+			c.Epoch, s.Fences[c.GangGroup])
+	}
+	s.Fences[c.GangGroup] = c.Epoch
+	if reason := PreemptionRefusal(c.Representative, nominated); reason != "" {
+		return PreconditionFailed, current, reason
 	}
 	expected := ""
 	if c.ExpectedRepresentative != nil {
 		expected = *c.ExpectedRepresentative
 	}
-	var holds bool
 	if c.Type == "ElectRepresentative" {
-		holds = current == "" || current == expected
-	} else {
-		holds = current == expected
+		if current != "" && current != expected {
+			return PreconditionFailed, current, fmt.Sprintf(
+				"the gang group already has representative %s (expected %s)", current, dash(expected))
+		}
+	} else if current != expected {
+		return PreconditionFailed, current, fmt.Sprintf(
+			"expected representative %s, the gang group's is %s", dash(expected), dash(current))
 	}
-	if holds && candidates != nil && !slices.Contains(candidates, c.Representative) {
-		holds = false
+	if candidates != nil && !slices.Contains(candidates, c.Representative) {
+		return PreconditionFailed, current, fmt.Sprintf(
+			"%s is not a pending member of the gang group", dash(c.Representative))
 	}
-	s.Fences[c.GangGroup] = c.Epoch
-	if !holds {
-		return PreconditionFailed, current
+	return Applied, c.Representative, ""
+}
+
+// PreemptionRefusal is the reason a command naming target as the new representative is
+// refused while members are nominated ("" when it may go on: no member nominated, or target
+// is nominated itself): "preemption in progress: ns/p-0 nominated to node-a, ns/p-1
+// nominated by this cycle's PostFilter" (members sorted by ns/name).
+func PreemptionRefusal(target string, nominated map[string]string) string {
+	if len(nominated) == 0 {
+		return ""
 	}
-	return Applied, c.Representative
+	if _, ok := nominated[target]; ok {
+		return ""
+	}
+	keys := make([]string, 0, len(nominated))
+	for k := range nominated {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if node := nominated[k]; node != Unpublished {
+			parts = append(parts, k+" nominated to "+node)
+		} else {
+			parts = append(parts, k+" nominated by this cycle's PostFilter")
+		}
+	}
+	return "preemption in progress: " + strings.Join(parts, ", ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // Decision is one answered command: the command, its outcome and the representative after it.
@@ -139,12 +199,15 @@ type Decision struct {
 	Command        Command
 	Outcome        string
 	Representative string
+	Reason         string // why it was not applied ("" when Applied)
 }
 
 // ApplyPending decides every buffered command of group in epoch order (arrival order among
-// equal epochs) and empties the group's buffer. It returns the representative to use from now
-// on (current when nothing applied) and one Decision per command, in the order decided.
-func (s *State) ApplyPending(group, current string, candidates []string) (string, []Decision) {
+// equal epochs) and empties the group's buffer, with the group's candidates and nominated
+// members as Decide takes them. It returns the representative to use from now on (current when
+// nothing applied) and one Decision per command, in the order decided.
+func (s *State) ApplyPending(group, current string, candidates []string,
+	nominated map[string]string) (string, []Decision) {
 	queued := s.Pending[group]
 	if len(queued) == 0 {
 		return current, nil
@@ -158,9 +221,10 @@ func (s *State) ApplyPending(group, current string, candidates []string) (string
 		if s.Answered[c.ID] {
 			continue
 		}
-		outcome, after := s.Decide(c, rep, candidates)
+		outcome, after, reason := s.Decide(c, rep, candidates, nominated)
 		rep = after
-		out = append(out, Decision{Command: c, Outcome: outcome, Representative: after})
+		out = append(out, Decision{Command: c, Outcome: outcome, Representative: after,
+			Reason: reason})
 	}
 	return rep, out
 }
@@ -174,7 +238,7 @@ func MakeAck(d Decision, at, shimID string) Ack {
 	}
 	return Ack{Schema: AckSchema, ObservedAt: at, CommandID: d.Command.ID,
 		GangGroup: d.Command.GangGroup, Epoch: d.Command.Epoch, Outcome: d.Outcome,
-		Representative: rep, Shim: shimID}
+		Representative: rep, Shim: shimID, Reason: d.Reason}
 }
 
 // Recover rebuilds a State from acks read back from gang-events after a restart: only acks of

@@ -44,7 +44,7 @@ func TestDecideTable(t *testing.T) {
 			if c.fence > 0 {
 				s.Fences["ns/g"] = c.fence
 			}
-			outcome, rep := s.Decide(c.cmd, c.current, c.candidates)
+			outcome, rep, _ := s.Decide(c.cmd, c.current, c.candidates, nil)
 			if outcome != c.outcome || rep != c.rep || s.Fence("ns/g") != c.fenceAfter {
 				t.Fatalf("got (%s, %q, fence %d), want (%s, %q, fence %d)", outcome, rep,
 					s.Fence("ns/g"), c.outcome, c.rep, c.fenceAfter)
@@ -61,11 +61,11 @@ func TestDecideTable(t *testing.T) {
 func TestPreconditionFailedFencesRedelivery(t *testing.T) {
 	s := NewState()
 	cmd := sw("ns/g#2", 2, "ns/a", "ns/b")
-	if out, _ := s.Decide(cmd, "ns/c", nil); out != PreconditionFailed {
+	if out, _, _ := s.Decide(cmd, "ns/c", nil, nil); out != PreconditionFailed {
 		t.Fatalf("first answer %s", out)
 	}
 	s2 := &State{Fences: s.Fences, Pending: map[string][]Command{}, Answered: map[string]bool{}}
-	if out, rep := s2.Decide(cmd, "ns/a", nil); out != Stale || rep != "ns/a" {
+	if out, rep, _ := s2.Decide(cmd, "ns/a", nil, nil); out != Stale || rep != "ns/a" {
 		t.Fatalf("redelivery answered %s %q, want Stale ns/a", out, rep)
 	}
 }
@@ -77,7 +77,7 @@ func TestApplyPendingEpochOrder(t *testing.T) {
 	s.Buffer(sw("ns/g#3", 3, "ns/b", "ns/c"))
 	s.Buffer(sw("ns/g#2", 2, "ns/a", "ns/b"))
 	s.Buffer(sw("ns/g#2", 2, "ns/a", "ns/b")) // same id buffered once
-	rep, ds := s.ApplyPending("ns/g", "ns/a", nil)
+	rep, ds := s.ApplyPending("ns/g", "ns/a", nil, nil)
 	if rep != "ns/c" || len(ds) != 2 {
 		t.Fatalf("rep %q, %d decisions", rep, len(ds))
 	}
@@ -89,7 +89,7 @@ func TestApplyPendingEpochOrder(t *testing.T) {
 	if len(s.Pending["ns/g"]) != 0 || s.Fence("ns/g") != 3 {
 		t.Fatalf("buffer %v fence %d", s.Pending, s.Fence("ns/g"))
 	}
-	if r2, ds2 := s.ApplyPending("ns/g", "ns/c", nil); r2 != "ns/c" || ds2 != nil {
+	if r2, ds2 := s.ApplyPending("ns/g", "ns/c", nil, nil); r2 != "ns/c" || ds2 != nil {
 		t.Fatalf("empty buffer gave %q %v", r2, ds2)
 	}
 }
@@ -101,7 +101,7 @@ func TestRecoverAcrossRestart(t *testing.T) {
 	before := NewState()
 	before.Buffer(sw("ns/g#1", 1, "ns/a", "ns/b"))
 	before.Buffer(sw("ns/g#2", 2, "ns/x", "ns/c"))
-	_, ds := before.ApplyPending("ns/g", "ns/a", nil)
+	_, ds := before.ApplyPending("ns/g", "ns/a", nil, nil)
 	var acks []Ack
 	for _, d := range ds {
 		acks = append(acks, MakeAck(d, "2026-12-01T07:00:00.000000Z", "shim-1"))
@@ -124,7 +124,7 @@ func TestRecoverAcrossRestart(t *testing.T) {
 	if !after.Buffer(sw("ns/g#3", 3, "ns/b", "ns/a")) {
 		t.Fatal("a new command was not buffered")
 	}
-	rep, ds2 := after.ApplyPending("ns/g", "ns/b", []string{"ns/a", "ns/b"})
+	rep, ds2 := after.ApplyPending("ns/g", "ns/b", []string{"ns/a", "ns/b"}, nil)
 	if rep != "ns/a" || len(ds2) != 1 || ds2[0].Outcome != Applied || after.Fence("ns/g") != 3 {
 		t.Fatalf("after restart: rep %q decisions %+v fence %d", rep, ds2, after.Fence("ns/g"))
 	}
@@ -192,7 +192,7 @@ func TestNamedSequences(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s, rep, got := NewState(), c.before, []string{}
 			for _, cmd := range c.commands {
-				outcome, after := s.Decide(cmd, rep, nil)
+				outcome, after, _ := s.Decide(cmd, rep, nil, nil)
 				rep = after
 				got = append(got, outcome)
 			}
@@ -227,7 +227,7 @@ func TestNamedBufferedApplication(t *testing.T) {
 			for _, cmd := range c.buffered {
 				s.Buffer(cmd)
 			}
-			rep, ds := s.ApplyPending(seqG, c.current, nil)
+			rep, ds := s.ApplyPending(seqG, c.current, nil, nil)
 			got := []string{}
 			for _, d := range ds {
 				got = append(got, d.Command.ID+"="+d.Outcome)
@@ -239,7 +239,7 @@ func TestNamedBufferedApplication(t *testing.T) {
 				t.Fatalf("buffer not emptied: %v", s.Pending[seqG])
 			}
 			// a second apply point with nothing new does nothing
-			if again, none := s.ApplyPending(seqG, rep, nil); again != rep || len(none) != 0 {
+			if again, none := s.ApplyPending(seqG, rep, nil, nil); again != rep || len(none) != 0 {
 				t.Fatalf("second apply point gave %q %v", again, none)
 			}
 		})
@@ -252,11 +252,11 @@ func TestOtherGroupsStayBufferedAndFencedApart(t *testing.T) {
 	s := NewState()
 	s.Buffer(swG(5, w0, w1))
 	s.Buffer(other)
-	rep, ds := s.ApplyPending(seqG, w0, nil)
+	rep, ds := s.ApplyPending(seqG, w0, nil, nil)
 	if rep != w1 || len(ds) != 1 || !reflect.DeepEqual(s.Pending, map[string][]Command{"team-b/moe": {other}}) {
 		t.Fatalf("rep %q, %d decisions, buffer %v", rep, len(ds), s.Pending)
 	}
-	if rep2, ds2 := s.ApplyPending("team-b/moe", "team-b/moe-0", nil); rep2 != "team-b/moe-1" || ds2[0].Outcome != Applied {
+	if rep2, ds2 := s.ApplyPending("team-b/moe", "team-b/moe-0", nil, nil); rep2 != "team-b/moe-1" || ds2[0].Outcome != Applied {
 		t.Fatalf("other group: %q %+v", rep2, ds2)
 	}
 	if !reflect.DeepEqual(s.Fences, map[string]int64{seqG: 5, "team-b/moe": 1}) {
@@ -302,13 +302,96 @@ func TestNamedRecovery(t *testing.T) {
 // Stale (the fence holds although the compare-and-swap would), a newer one applies.
 func TestRestartNeverAppliesTwice(t *testing.T) {
 	s := NewState()
-	out, rep := s.Decide(swG(4, w0, w3), w0, nil)
+	out, rep, _ := s.Decide(swG(4, w0, w3), w0, nil, nil)
 	restarted := Recover([]Ack{MakeAck(Decision{Command: swG(4, w0, w3), Outcome: out, Representative: rep},
 		"2026-11-02T09:00:04.000000Z", "s1")}, "s1")
-	if again, _ := restarted.Decide(swG(4, w0, w3), w0, nil); again != Stale {
+	if again, _, _ := restarted.Decide(swG(4, w0, w3), w0, nil, nil); again != Stale {
 		t.Fatalf("redelivered after restart: %s, want Stale", again)
 	}
-	if newer, r := restarted.Decide(swG(5, w0, w2), w0, nil); newer != Applied || r != w2 {
+	if newer, r, _ := restarted.Decide(swG(5, w0, w2), w0, nil, nil); newer != Applied || r != w2 {
 		t.Fatalf("newer after restart: %s %q, want Applied %q", newer, r, w2)
+	}
+}
+
+// Commands and preemption (docs/shim.md): while members are nominated, only a nominated member
+// may become the representative; the reason names every nominated member, sorted.
+func TestDecidePreemptionTable(t *testing.T) {
+	elect := func(id string, epoch int64, rep string) Command {
+		return Command{ID: id, Type: "ElectRepresentative", GangGroup: "ns/g", Epoch: epoch, Representative: rep}
+	}
+	pending := []string{"ns/p-0", "ns/p-1", "ns/p-2"}
+	cases := []struct {
+		name       string
+		fence      int64
+		cmd        Command
+		current    string
+		nominated  map[string]string
+		outcome    string
+		rep        string
+		reason     string
+		fenceAfter int64
+	}{
+		{"no member nominated: decided as today", 0, sw("ns/g#1", 1, "ns/p-0", "ns/p-2"), "ns/p-0",
+			nil, Applied, "ns/p-2", "", 1},
+		{"empty nomination map: decided as today", 0, sw("ns/g#1", 1, "ns/p-0", "ns/p-2"), "ns/p-0",
+			map[string]string{}, Applied, "ns/p-2", "", 1},
+		{"target nominated: applied", 0, sw("ns/g#1", 1, "ns/p-2", "ns/p-0"), "ns/p-2",
+			map[string]string{"ns/p-0": "node-a"}, Applied, "ns/p-0", "", 1},
+		{"target nominated, CAS fails: the CAS reason", 0, sw("ns/g#1", 1, "ns/p-2", "ns/p-0"), "ns/p-1",
+			map[string]string{"ns/p-0": "node-a"}, PreconditionFailed, "ns/p-1",
+			"expected representative ns/p-2, the gang group's is ns/p-1", 1},
+		{"target not nominated: refused, fence moved", 0, sw("ns/g#1", 1, "ns/p-0", "ns/p-2"), "ns/p-0",
+			map[string]string{"ns/p-0": "node-a"}, PreconditionFailed, "ns/p-0",
+			"preemption in progress: ns/p-0 nominated to node-a", 1},
+		{"two nominated, sorted; elect a third", 0, elect("ns/g#2", 2, "ns/p-2"), "",
+			map[string]string{"ns/p-1": "node-b", "ns/p-0": "node-a"}, PreconditionFailed, "",
+			"preemption in progress: ns/p-0 nominated to node-a, ns/p-1 nominated to node-b", 2},
+		{"nominated in this cycle, node not published yet", 0, sw("ns/g#1", 1, "", "ns/p-1"), "",
+			map[string]string{"ns/p-0": Unpublished}, PreconditionFailed, "",
+			"preemption in progress: ns/p-0 nominated by this cycle's PostFilter", 1},
+		{"elect a nominated member with none representative", 0, elect("ns/g#3", 3, "ns/p-1"), "",
+			map[string]string{"ns/p-1": "node-b", "ns/p-0": "node-a"}, Applied, "ns/p-1", "", 3},
+		{"stale comes first", 4, sw("ns/g#2", 2, "ns/p-0", "ns/p-2"), "ns/p-0",
+			map[string]string{"ns/p-0": "node-a"}, Stale, "ns/p-0",
+			"epoch 2 is not above the gang group's fence 4", 4},
+		{"elect refused: someone else is representative", 0, elect("ns/g#5", 5, "ns/p-1"), "ns/p-0",
+			nil, PreconditionFailed, "ns/p-0", "the gang group already has representative ns/p-0 (expected -)", 5},
+		{"target not pending", 0, sw("ns/g#1", 1, "ns/p-0", "ns/x"), "ns/p-0",
+			nil, PreconditionFailed, "ns/p-0", "ns/x is not a pending member of the gang group", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := NewState()
+			if c.fence > 0 {
+				s.Fences["ns/g"] = c.fence
+			}
+			outcome, rep, reason := s.Decide(c.cmd, c.current, pending, c.nominated)
+			if outcome != c.outcome || rep != c.rep || reason != c.reason || s.Fence("ns/g") != c.fenceAfter {
+				t.Fatalf("got (%s, %q, %q, fence %d), want (%s, %q, %q, fence %d)", outcome, rep,
+					reason, s.Fence("ns/g"), c.outcome, c.rep, c.reason, c.fenceAfter)
+			}
+		})
+	}
+}
+
+// ApplyPending carries the nominated members to every decision and the reason to the ack.
+func TestApplyPendingPreemptionAck(t *testing.T) {
+	s := NewState()
+	s.Buffer(sw("ns/g#1", 1, "ns/p-0", "ns/p-1"))
+	s.Buffer(sw("ns/g#2", 2, "ns/p-0", "ns/p-0"))
+	rep, ds := s.ApplyPending("ns/g", "ns/p-0", []string{"ns/p-0", "ns/p-1"},
+		map[string]string{"ns/p-0": "node-a"})
+	if rep != "ns/p-0" || len(ds) != 2 || ds[0].Outcome != PreconditionFailed || ds[1].Outcome != Applied {
+		t.Fatalf("got %q %+v", rep, ds)
+	}
+	got := MakeAck(ds[0], "t", "s")
+	want := Ack{Schema: AckSchema, ObservedAt: "t", CommandID: "ns/g#1", GangGroup: "ns/g", Epoch: 1,
+		Outcome: PreconditionFailed, Representative: ptr("ns/p-0"), Shim: "s",
+		Reason: "preemption in progress: ns/p-0 nominated to node-a"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if a := MakeAck(ds[1], "t", "s"); a.Reason != "" {
+		t.Fatalf("an Applied ack has no reason, got %q", a.Reason)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
 	"github.com/koordinator-sh/koordinator/pkg/scheduler/plugins/coscheduling/util"
@@ -136,7 +138,8 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 	}
 	current := s.representative(group)
 	candidates, pods := s.pending(group)
-	rep, decisions := s.state.ApplyPending(groupID, current, candidates)
+	nominated := s.nominatedLocked(pods)
+	rep, decisions := s.state.ApplyPending(groupID, current, candidates, nominated)
 	commits := map[string][]func(){}
 	for _, d := range decisions {
 		commits[d.Command.ID] = s.commit[d.Command.ID]
@@ -154,7 +157,8 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 		ack := fencing.MakeAck(d, at, s.cfg.ShimID)
 		done := commits[d.Command.ID]
 		klog.InfoS("gangstate shim: command answered", "command", d.Command.ID,
-			"outcome", d.Outcome, "representative", d.Representative, "was", current)
+			"outcome", d.Outcome, "representative", d.Representative, "was", current,
+			"reason", d.Reason, "nominated", nominated)
 		s.pub.Publish(groupID, fencing.AckSchema, ack, func(err error) {
 			if err != nil {
 				return // not committed: redelivered after a restart, decided then
@@ -164,6 +168,78 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 			}
 		})
 	}
+}
+
+// nominatedLocked lists the group's pending members in a preemption (ns/name -> node), for
+// fencing's preemption rule (docs/shim.md "Commands and preemption"; the memory and the rule of
+// who counts is fencing.Preemptions): each pod's status.nominatedNodeName as the scheduler's
+// pod informer holds it, and whether a node still has victims terminating, from the same
+// informer. Called with s.mu held.
+func (s *Shim) nominatedLocked(pods map[string]*v1.Pod) map[string]string {
+	pending := make(map[string]string, len(pods))
+	for key, p := range pods {
+		pending[key] = s.nominatedNode(p)
+	}
+	var gone []string
+	for _, known := range []map[string]string{s.pre.Last, markedNodes(s.pre.Marked)} {
+		for key := range known {
+			if _, ok := pods[key]; !ok && s.notPending(key) {
+				gone = append(gone, key)
+			}
+		}
+	}
+	s.pre.Forget(gone)
+	return s.pre.Members(pending, func(node, member string) bool {
+		return s.victimsTerminating(node, pods[member])
+	})
+}
+
+func markedNodes(m map[string]bool) map[string]string {
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = ""
+	}
+	return out
+}
+
+// notPending tells whether pod key (ns/name) is gone from the scheduler's pod informer or bound.
+func (s *Shim) notPending(key string) bool {
+	ns, name, _ := strings.Cut(key, "/")
+	p, err := s.handle.SharedInformerFactory().Core().V1().Pods().Lister().Pods(ns).Get(name)
+	return err != nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil
+}
+
+// nominatedNode is pod's status.nominatedNodeName as the scheduler's pod informer has it (the
+// given object's when the informer has no such pod).
+func (s *Shim) nominatedNode(p *v1.Pod) string {
+	lister := s.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	if live, err := lister.Pods(p.Namespace).Get(p.Name); err == nil && live.UID == p.UID {
+		return live.Status.NominatedNodeName
+	}
+	return p.Status.NominatedNodeName
+}
+
+// victimsTerminating tells whether node still has a pod of lower priority than preemptor
+// terminating by the scheduler's preemption (kube-scheduler's own test for "not eligible due to
+// a terminating pod on the nominated node", KS default_preemption.go:331-337,354-366).
+func (s *Shim) victimsTerminating(node string, preemptor *v1.Pod) bool {
+	all, err := s.handle.SharedInformerFactory().Core().V1().Pods().Lister().List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, p := range all {
+		if p.Spec.NodeName != node || p.DeletionTimestamp == nil ||
+			corev1helpers.PodPriority(p) >= corev1helpers.PodPriority(preemptor) {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue &&
+				c.Reason == v1.PodReasonPreemptionByScheduler {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // switchTo makes target the group's representative in Koordinator's gang cache and activates it.

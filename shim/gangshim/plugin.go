@@ -72,10 +72,11 @@ type Shim struct {
 
 	mu     sync.Mutex
 	state  *fencing.State
-	ready  bool                // fences recovered; commands may be decided
-	reps   map[string]string   // gang group id -> representative last published
-	rounds map[string]*round   // gang group id -> the open round
-	commit map[string][]func() // command id -> offset commits waiting for its ack
+	ready  bool                 // fences recovered; commands may be decided
+	reps   map[string]string    // gang group id -> representative last published
+	rounds map[string]*round    // gang group id -> the open round
+	commit map[string][]func()  // command id -> offset commits waiting for its ack
+	pre    *fencing.Preemptions // members in a preemption (see nominatedLocked)
 
 	// sampling of repeated rounds (see sampleRound)
 	interval   time.Duration
@@ -119,7 +120,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktyp
 	}
 	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, cfg: cfg,
 		state: fencing.NewState(), reps: map[string]string{}, rounds: map[string]*round{},
-		commit: map[string][]func(){}, interval: roundInterval(), lastRound: map[string]time.Time{},
+		commit: map[string][]func(){}, pre: fencing.NewPreemptions(), interval: roundInterval(), lastRound: map[string]time.Time{},
 		skipped: map[string]int64{}, quiet: map[string]bool{}, lastOpened: map[string]time.Time{}}
 	if s.pub, err = bus.NewPublisher(s.cfg); err != nil {
 		return nil, fmt.Errorf("gangstate shim: kafka: %w", err)
@@ -482,10 +483,14 @@ func (s *Shim) NextPod() *v1.Pod {
 func (s *Shim) PostFilter(ctx context.Context, state fwktype.CycleState, pod *v1.Pod, m fwktype.NodeToStatusReader) (*fwktype.PostFilterResult, *fwktype.Status) {
 	gangID, groupID, group := s.gangOf(pod)
 	if gangID != "" {
+		state.Write(postFilterReached, reached{})
 		fit := s.fitError(m)
 		key := util.GetId(pod.Namespace, pod.Name)
 		waiting := len(s.waitingOf(setOf(group)))
+		nominated := s.nominatedNode(pod) // before this cycle's result may clear it
 		s.mu.Lock()
+		s.pre.Unmark(key) // DefaultPreemption did not nominate it in this cycle
+		s.pre.Observe(key, nominated)
 		rd := s.rounds[groupID]
 		var rnum *int64
 		var skipped int64
@@ -507,6 +512,15 @@ func (s *Shim) PostFilter(ctx context.Context, state fwktype.CycleState, pod *v1
 	}
 	return s.Coscheduling.PostFilter(ctx, state, pod, m)
 }
+
+// postFilterReached is written into the cycle state by the shim's PostFilter: AfterPostFilter
+// finds it missing when an earlier PostFilter plugin (DefaultPreemption) ended PostFilter.
+const postFilterReached fwktype.StateKey = "gangstate.local/shim-postfilter-reached"
+
+type reached struct{}
+
+// Clone returns the mark itself (it carries nothing).
+func (r reached) Clone() fwktype.StateData { return r }
 
 // fitError writes the filter statuses the way kube-scheduler's FitError does ("0/N nodes are
 // available: <count> <reason>, ..." with the reasons sorted as strings; kube-scheduler v1.35.2
@@ -537,7 +551,9 @@ func (s *Shim) fitError(m fwktype.NodeToStatusReader) string {
 // AfterPostFilter runs Koordinator's (K coscheduling.go:165-167: in Strict mode it rejects the
 // group's waiting members, core/core.go:362-385), reports those releases, then applies the
 // group's buffered commands: the point after every PostFilter plugin (frameworkext
-// framework_extender.go:442-455), never inside PostFilter.
+// framework_extender.go:442-455), never inside PostFilter. When the shim's PostFilter was not
+// reached in this cycle, DefaultPreemption nominated the pod: it counts as nominated for the
+// commands decided now (docs/shim.md "Commands and preemption").
 func (s *Shim) AfterPostFilter(ctx context.Context, state fwktype.CycleState, pod *v1.Pod, m fwktype.NodeToStatusReader) {
 	gangID, groupID, group := s.gangOf(pod)
 	var before []*v1.Pod
@@ -547,6 +563,14 @@ func (s *Shim) AfterPostFilter(ctx context.Context, state fwktype.CycleState, po
 	s.Coscheduling.AfterPostFilter(ctx, state, pod, m)
 	if gangID == "" {
 		return
+	}
+	if _, err := state.Read(postFilterReached); err != nil {
+		// a PostFilter plugin before Coscheduling ended PostFilter: DefaultPreemption nominated
+		// the pod (Success stops the PostFilter plugins, KS framework/runtime/framework.go:1103-1104);
+		// its nominated node is written only after PostFilter returns
+		s.mu.Lock()
+		s.pre.Mark(util.GetId(pod.Namespace, pod.Name))
+		s.mu.Unlock()
 	}
 	if len(before) > 0 {
 		after := map[string]bool{}

@@ -521,7 +521,8 @@ def describe(rec: GangRecord) -> str:
         return f"{rec.victim} {rec.type} (preempted for {rec.preemptor} on {rec.node})"
     if isinstance(rec, GangSummarized):
         return f"summary of gang {rec.gang}: {rec.members} pods, minMember {rec.min_member}"
-    return f"ack {rec.command_id} {rec.outcome}"
+    text = f"ack {rec.command_id} {rec.outcome}"
+    return text + (f" ({rec.reason})" if rec.reason else "")
 
 
 def record_history(before: GangState, after: GangState, cause: str | GangRecord, at: int,
@@ -538,7 +539,8 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
             and before.spec_source == after.spec_source \
             and before.spec_settings is after.spec_settings \
             and before.ever_scheduled == after.ever_scheduled \
-            and before.deleted_at == after.deleted_at:
+            and before.deleted_at == after.deleted_at \
+            and not _refused_ack(before, after, cause):
         return after  # nothing the entry tells of (phase included) has changed
     changes: list[str] = []
     old_phase, new_phase = before.phase, after.phase
@@ -564,12 +566,22 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
             changes.append(f"emitted {out['reason']}")
         elif schema == decide.COMMAND_SCHEMA:
             changes.append(f"issued {out['type']} epoch {out['epoch']}")
+    if _refused_ack(before, after, cause):
+        assert isinstance(cause, AckObserved)
+        changes.append(f"command {cause.command_id} refused")
     if not changes:
         return after
     entry: HistoryEntry = (at, "; ".join(changes),
                            cause if isinstance(cause, str) else describe(cause))
     after.history = (after.history + (entry,))[-HISTORY:]
     return after
+
+
+def _refused_ack(before: GangState, after: GangState, cause: str | GangRecord) -> bool:
+    """True when ``cause`` is a newly folded ack that did not apply its command (``Stale`` or
+    ``PreconditionFailed``): the history tells it, with the shim's reason."""
+    return isinstance(cause, AckObserved) and cause.outcome != "Applied" \
+        and before.recent_acks != after.recent_acks
 
 
 def next_due(state: GangState, settings: FoldSettings) -> int | None:

@@ -159,7 +159,9 @@ class PreemptionObserved(NamedTuple):
 
 
 class AckObserved(NamedTuple):
-    """One ``gangstate.ack/v1`` record: what the scheduler shim did with a command."""
+    """One ``gangstate.ack/v1`` record: what the scheduler shim did with a command. ``reason``:
+    why a ``Stale`` or ``PreconditionFailed`` command was not applied, as the shim wrote it
+    (``None`` when absent)."""
 
     at: int
     command_id: str
@@ -167,6 +169,7 @@ class AckObserved(NamedTuple):
     epoch: int
     outcome: str
     representative: str | None
+    reason: str | None = None
 
 
 class GangSummarized(NamedTuple):

@@ -416,6 +416,9 @@ class AckRecord(_Timed):
     epoch: int = Field(ge=1, le=INT64_MAX)
     outcome: AckOutcome
     representative: str | None = None
+    reason: str | None = None
+    """Why a ``Stale`` or ``PreconditionFailed`` command was not applied (``preemption in
+    progress: ns/p-0 nominated to node-a``); absent on ``Applied`` and in older acks."""
 
 
 class GangSummaryRecord(_Timed):
@@ -626,6 +629,7 @@ class AckView(_InputView):
     epoch: Annotated[int, Field(ge=1, le=INT64_MAX)]
     outcome: AckOutcome
     representative: NotRequired[str | None]
+    reason: NotRequired[str | None]
 
 
 class GangSummaryView(_InputView):

@@ -208,7 +208,7 @@ def _summary(rec: dict[str, Any], at: int) -> Decoded:
 def _ack(rec: dict[str, Any], at: int) -> Decoded:
     return Decoded(rec["gang_group"], AckObserved(
         at, rec["command_id"], rec["gang_group"], rec["epoch"], rec["outcome"],
-        rec.get("representative")))
+        rec.get("representative"), rec.get("reason")))
 
 
 POD_GANG_CACHE = 4096

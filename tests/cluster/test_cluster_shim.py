@@ -19,10 +19,13 @@ from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from streams.dev.localcluster import Chain, gang_pod
 from tests.cluster.kube import delete_and_record, gangstate_events, record_scenario, wait_for
 from tests.cluster.test_cluster_chain import describe_gang
+from tests.cluster.test_cluster_living import (HIGH, LOW, pods_of, preempted,  # noqa: F401
+                                               priority_classes, wait_phase)
 from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods
 
 SETTLE = 120.0
@@ -259,3 +262,102 @@ def test_gangstate_switches_a_gated_representative_and_the_gang_runs(
         record_scenario(core_v1, ns, settings=chain.settings)
         return
     pytest.skip("the gated pod never became the representative in 12 tries (plugin order)")
+
+
+def test_commands_during_a_preemption_are_refused_or_decided_as_the_rule_says(
+        local_cluster: Any, chain: Chain, shim_id: str, follower: Follower,
+        core_v1: client.CoreV1Api, priority_classes: dict[str, int]) -> None:
+    """docs/shim.md "Commands and preemption", on the real scheduler under the shim. Two
+    low-priority pods (grace 15 s) hold both GPUs; the high-priority gang ``hi`` (2 x 1 GPU,
+    minMember 2) preempts them: both members nominated to their nodes while the victims
+    terminate. A third member ``hi-2`` (1 GPU, the same priority with preemptionPolicy Never)
+    joins: it is never nominated and never fits, so the group is allowed in a round that hands
+    out hi-0 and hi-1 first. The gang's pods are deleted at the end (grace 0), also when an
+    assertion fails, so the GPUs are free for the rest of the tier. Then, while the victims terminate: command A (ElectRepresentative hi-2) is refused,
+    PreconditionFailed with ``preemption in progress: <ns>/hi-0 nominated to <node>, <ns>/hi-1
+    nominated to <node>``; command B (ElectRepresentative hi-0, itself nominated) is decided as
+    without a preemption: Applied, or refused by the compare-and-swap with its own reason. No
+    ack of the group applies a pod that is not nominated. The preemptors are bound once the
+    victims are gone."""
+    ns = "sh-preempt"
+    try:
+        _commands_during_a_preemption(local_cluster, chain, follower, core_v1,
+                                      priority_classes, ns)
+    finally:
+        for name in ("hi-0", "hi-1", "hi-2"):
+            try:
+                core_v1.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+
+
+def _commands_during_a_preemption(local_cluster: Any, chain: Chain, follower: Follower,
+                                  core_v1: client.CoreV1Api, priority_classes: dict[str, int],
+                                  ns: str) -> None:
+    gang = f"{ns}/hi"
+    create_namespace(core_v1, ns)
+    for i in range(2):
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"low-{i}", gpu=1, grace_seconds=15,
+                                                   priority_class=LOW))
+    wait_phase(core_v1, chain, ns, ["low-0", "low-1"], "Running")
+    for i in range(2):
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"hi-{i}", gang="hi", min_available=2,
+                                                   gpu=1, priority_class=HIGH))
+
+    def nominated_now() -> dict[str, str] | None:
+        pods = pods_of(core_v1, ns)
+        terminating = all(pods[n].metadata.deletion_timestamp is not None
+                          for n in ("low-0", "low-1") if n in pods)
+        noms = {n: pods[n].status.nominated_node_name for n in ("hi-0", "hi-1") if n in pods}
+        return noms if terminating and len(noms) == 2 and all(noms.values()) else None
+
+    nominated = wait_for("both victims Terminating and both members nominated", nominated_now, 30)
+    # the priority of gangstate-high, never preempting: never nominated (KS
+    # framework/plugins/defaultpreemption/default_preemption.go:318-320)
+    never = f"{HIGH}-never"
+    try:
+        client.SchedulingV1Api(core_v1.api_client).create_priority_class(
+            {"metadata": {"name": never}, "value": priority_classes[HIGH],
+             "preemptionPolicy": "Never"})
+    except ApiException as err:
+        if err.status != 409:
+            raise
+    core_v1.create_namespaced_pod(ns, gang_pod(ns, "hi-2", gang="hi", min_available=2, gpu=1,
+                                               priority_class=never))
+    base = 2_000_000
+    a = _command(gang, base + 1, f"{ns}/hi-2")
+    b = _command(gang, base + 2, f"{ns}/hi-0")
+    _send(chain, [a, b])
+    got_a = wait_for("the ack of A", lambda: follower.acks(a["id"]), 30)
+    got_b = wait_for("the ack of B", lambda: follower.acks(b["id"]), 30)
+    assert any(n in pods_of(core_v1, ns) for n in ("low-0", "low-1")), \
+        "the victims were gone before the commands were answered"
+    expected_reason = "preemption in progress: " + ", ".join(
+        f"{ns}/{n} nominated to {nominated[n]}" for n in sorted(nominated))
+    answered = [line for line in local_cluster.log_path("koord-scheduler").read_text(
+        errors="replace").splitlines() if "command answered" in line and gang in line]
+    assert [(x["outcome"], x.get("reason")) for x in got_a] == [
+        ("PreconditionFailed", expected_reason)], "\n".join(answered[-10:])
+    assert len(got_b) == 1
+    if got_b[0]["outcome"] == "Applied":
+        assert got_b[0]["representative"] == f"{ns}/hi-0" and not got_b[0].get("reason")
+    else:
+        assert got_b[0]["outcome"] == "PreconditionFailed"
+        assert got_b[0]["reason"] and not got_b[0]["reason"].startswith("preemption"), got_b
+    # the preemptors are bound once the victims are gone (15 s grace)
+    wait_phase(core_v1, chain, ns, ["hi-0", "hi-1"], "Running", timeout=90)
+    bound = {n: p.spec.node_name for n, p in pods_of(core_v1, ns).items() if n.startswith("hi-")}
+    assert {bound["hi-0"], bound["hi-1"]} == set(nominated.values())
+    assert not pods_of(core_v1, ns)["hi-2"].status.nominated_node_name
+    rows = preempted(core_v1, ns)
+    assert sorted(r[0] for r in rows) == ["low-0", "low-1"]
+    # no ack of the group (ours or gangstate's own) applied a member that was not nominated
+    acks = [v for v in follower.poll() if v.get("schema") == "gangstate.ack/v1"
+            and v["gang_group"] == gang]
+    for x in acks:
+        if x["outcome"] == "Applied" and x["observed_at"] <= got_b[0]["observed_at"]:
+            assert x["representative"] in {f"{ns}/{n}" for n in nominated}, x
+    record_scenario(core_v1, ns, settings=chain.settings)
+    # give the GPUs back to the other scenarios of the session
+    delete_and_record(core_v1, chain.settings, ns, ["hi-0", "hi-1", "hi-2"])
