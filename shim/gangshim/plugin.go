@@ -564,10 +564,12 @@ func (s *Shim) AfterPostFilter(ctx context.Context, state fwktype.CycleState, po
 	if gangID == "" {
 		return
 	}
-	if _, err := state.Read(postFilterReached); err != nil {
+	if _, err := state.Read(postFilterReached); err != nil && mayPreempt(pod) {
 		// a PostFilter plugin before Coscheduling ended PostFilter: DefaultPreemption nominated
 		// the pod (Success stops the PostFilter plugins, KS framework/runtime/framework.go:1103-1104);
-		// its nominated node is written only after PostFilter returns
+		// its nominated node is written only after PostFilter returns. A pod whose preemption
+		// policy is Never is never nominated (KS plugins/defaultpreemption/
+		// default_preemption.go:318-319, PodEligibleToPreemptOthers), whatever ended its PostFilter
 		s.mu.Lock()
 		s.pre.Mark(util.GetId(pod.Namespace, pod.Name))
 		s.mu.Unlock()
@@ -723,4 +725,10 @@ func dominantReason(fit string) string {
 		}
 	}
 	return best
+}
+
+// mayPreempt is false for a pod with preemptionPolicy Never: DefaultPreemption never nominates
+// it (kube-scheduler v1.35.2 default_preemption.go:318-319, PodEligibleToPreemptOthers).
+func mayPreempt(pod *v1.Pod) bool {
+	return pod.Spec.PreemptionPolicy == nil || *pod.Spec.PreemptionPolicy != v1.PreemptNever
 }
