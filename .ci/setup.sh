@@ -80,7 +80,7 @@ fi
 
 if [ "$cluster" = 1 ]; then
   if ! command -v go >/dev/null; then
-    echo "the local control plane is built with Go 1.25+ (go not found on PATH); install Go, or" >&2
+    echo "the local control plane is built with Go 1.26+ (go not found on PATH); install Go, or" >&2
     echo "run the tests without the cluster tier: .venv/bin/python -m pytest -m 'not cluster'" >&2
     exit 1
   fi

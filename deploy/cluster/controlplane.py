@@ -185,7 +185,7 @@ def _quiet(_: str) -> None:
 def _go() -> str:
     go = shutil.which("go")
     if not go:
-        raise ClusterError("building the control plane needs Go (1.25+) on PATH")
+        raise ClusterError("building the control plane needs Go (1.26+) on PATH")
     return go
 
 

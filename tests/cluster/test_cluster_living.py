@@ -177,6 +177,22 @@ def preempted(core: client.CoreV1Api, namespace: str) -> list[tuple[str, str, st
     return sorted(out, key=lambda row: row[3])
 
 
+def start_preemption(core: client.CoreV1Api, chain: Chain, namespace: str,
+                     grace_seconds: int) -> None:
+    """Two low-priority pods ``low-0``/``low-1`` (1 GPU each, grace ``grace_seconds``) hold the
+    session's 2 GPUs, Running; then the high-priority gang ``hi`` of 2 x 1 GPU (minMember 2)
+    is created, whose members preempt them."""
+    for i in range(2):
+        core.create_namespaced_pod(namespace, gang_pod(namespace, f"low-{i}", gpu=1,
+                                                       grace_seconds=grace_seconds,
+                                                       priority_class=LOW))
+    wait_phase(core, chain, namespace, ["low-0", "low-1"], "Running")
+    for i in range(2):
+        core.create_namespaced_pod(namespace, gang_pod(namespace, f"hi-{i}", gang="hi",
+                                                       min_available=2, gpu=1,
+                                                       priority_class=HIGH))
+
+
 def victims_text(namespace: str, rows: list[tuple[str, str, str, str]],
                  grace: str | None) -> str:
     """``ns/low-0 on node-a (for hi-1, at T, grace period 15s) and ...`` as
@@ -197,13 +213,7 @@ def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1A
     ns = "live-preempt"
     create_namespace(core_v1, ns)
     frees_gpus.append(ns)
-    for i in range(2):
-        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"low-{i}", gpu=1, grace_seconds=6,
-                                                   priority_class=LOW))
-    wait_phase(core_v1, chain, ns, ["low-0", "low-1"], "Running")
-    for i in range(2):
-        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"hi-{i}", gang="hi", min_available=2,
-                                                   gpu=1, priority_class=HIGH))
+    start_preemption(core_v1, chain, ns, grace_seconds=6)
     wait_for("both victims Terminating", lambda: all(
         p.metadata.deletion_timestamp is not None for n, p in pods_of(core_v1, ns).items()
         if n.startswith("low-")) and len(pods_of(core_v1, ns)) == 4, 30,

@@ -24,8 +24,8 @@ from kubernetes.client.exceptions import ApiException
 from streams.dev.localcluster import Chain, gang_pod
 from tests.cluster.kube import delete_and_record, gangstate_events, record_scenario, wait_for
 from tests.cluster.test_cluster_chain import describe_gang
-from tests.cluster.test_cluster_living import (HIGH, LOW, pods_of, preempted,  # noqa: F401
-                                               priority_classes, wait_phase)
+from tests.cluster.test_cluster_living import (HIGH, pods_of, preempted,  # noqa: F401
+                                               priority_classes, start_preemption, wait_phase)
 from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods
 
 SETTLE = 120.0
@@ -297,13 +297,7 @@ def _commands_during_a_preemption(local_cluster: Any, chain: Chain, follower: Fo
                                   ns: str) -> None:
     gang = f"{ns}/hi"
     create_namespace(core_v1, ns)
-    for i in range(2):
-        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"low-{i}", gpu=1, grace_seconds=15,
-                                                   priority_class=LOW))
-    wait_phase(core_v1, chain, ns, ["low-0", "low-1"], "Running")
-    for i in range(2):
-        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"hi-{i}", gang="hi", min_available=2,
-                                                   gpu=1, priority_class=HIGH))
+    start_preemption(core_v1, chain, ns, grace_seconds=15)
 
     def nominated_now() -> dict[str, str] | None:
         pods = pods_of(core_v1, ns)
