@@ -304,7 +304,7 @@ def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
             etcd_work.mkdir()
             kube_work.mkdir()
             go = _go()
-            progress(f"building etcd {VERSIONS['etcd']} (the whole cold build: ~7 min on 2 "
+            progress(f"building etcd {VERSIONS['etcd']} (the whole cold build: ~10 min on 2 "
                      f"cores) ...")
             _write_etcd_module(etcd_work)
             _run_logged([go, "mod", "tidy"], etcd_work, log, env, timeout, "go mod tidy (etcd)")
