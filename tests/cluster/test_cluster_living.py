@@ -214,31 +214,35 @@ def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1A
     create_namespace(core_v1, ns)
     frees_gpus.append(ns)
     start_preemption(core_v1, chain, ns, grace_seconds=6)
-    wait_for("both victims Terminating", lambda: all(
-        p.metadata.deletion_timestamp is not None for n, p in pods_of(core_v1, ns).items()
-        if n.startswith("low-")) and len(pods_of(core_v1, ns)) == 4, 30,
-        describe=lambda: describe(core_v1, ns, chain))
-    nominated = {n: p.status.nominated_node_name for n, p in pods_of(core_v1, ns).items()
-                 if n.startswith("hi-")}
-    for i in range(2):
-        evs = [e for e in scheduler_events(core_v1, ns, f"low-{i}") if e["reason"] == "Preempted"]
-        assert len(evs) == 1 and evs[0]["message"].startswith("Preempted by pod ")
-    rows = preempted(core_v1, ns)
-    assert sorted(r[0] for r in rows) == ["low-0", "low-1"]
+    # kube-scheduler preempts for one member at a time and writes its Preempted Events through
+    # its own rate limit: wait for both Events, not for a moment when both victims terminate
+    rows = wait_for("the Preempted Events on both victims", lambda: (
+        lambda rows: rows if sorted(r[0] for r in rows) == ["low-0", "low-1"] else None)(
+        preempted(core_v1, ns)), 60, describe=lambda: describe(core_v1, ns, chain))
     assert sorted(r[2] for r in rows) == ["hi-0", "hi-1"]
-    nominated_text = ", ".join(f"{by} on {node}" for _v, node, by, _t in sorted(
-        rows, key=lambda r: r[2]))
-    preempting = (
-        f"gang {ns}/hi is waiting for its preemption: kube-scheduler preempted "
-        f"{victims_text(ns, rows, '6s')} for its members; the gang binds once the 2 victims are "
-        f"gone (each deletion completes when the victim's kubelet confirms it, within its grace "
-        f"period); nominated nodes: {nominated_text}; until then its pods' FailedScheduling "
-        f"(preemption: not eligible due to a terminating pod on the nominated node) is expected: "
-        f"no capacity needs to be freed and minMember need not change")
+    # GangPreempting tells the victims seen when it is due (1 s after the latest; a later one
+    # makes it told again), each as the scheduler's Event has it, and the members' nominated
+    # nodes as their pods then carried them
+    clauses = {f"{ns}/{victim} on {node} (for {by}, at {at}, grace period 6s)": (by, node)
+               for victim, node, by, at in rows}
+    head = f"gang {ns}/hi is waiting for its preemption: kube-scheduler preempted "
+    tail = ("; until then its pods' FailedScheduling (preemption: not eligible due to a "
+            "terminating pod on the nominated node) is expected: no capacity needs to be freed "
+            "and minMember need not change")
     for name in ("hi-0", "hi-1"):
         evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangPreempting"}, timeout=30)
-        assert [(e["type"], e["message"]) for e in evs if e["reason"] == "GangPreempting"] == [
-            ("Normal", preempting)]
+        told = [(e["type"], e["message"]) for e in evs if e["reason"] == "GangPreempting"]
+        assert len(told) == 1, told
+        kind, text = told[0]
+        assert kind == "Normal" and text.startswith(head) and text.endswith(tail), text
+        victims = text[len(head):text.index(" for its members; ")].split(" and ")
+        assert victims and set(victims) <= set(clauses), (victims, clauses)
+        nominated_text = text[text.index("; nominated nodes: ") + 19:-len(tail)]
+        if nominated_text != "none known":
+            preemptor_node = dict(clauses.values())
+            for pair in nominated_text.split(", "):
+                member, _, node = pair.partition(" on ")
+                assert preemptor_node[member] == node, (pair, rows)
     # the gang binds once the victims are gone (6 s grace)
     wait_phase(core_v1, chain, ns, ["hi-0", "hi-1"], "Running", timeout=90)
     for name in ("hi-0", "hi-1"):
@@ -246,7 +250,6 @@ def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1A
         said = " ".join(e["message"] for e in evs)
         assert "lower minMember" not in said and "min-available would have to drop" not in said
         assert "must free up" not in said
-    assert set(nominated.values()) <= {"node-a", "node-b", None}
     record_scenario(core_v1, ns, chain)
     # give the GPUs back to the other scenarios of the session
     delete_and_record(core_v1, chain.settings, ns, ["hi-0", "hi-1"])
