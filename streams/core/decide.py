@@ -27,7 +27,7 @@ import bisect
 import hashlib
 import json
 from json.encoder import encode_basestring as _json_string
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import episode as episodes
 from . import preemption as preemptions
@@ -41,8 +41,7 @@ from .records import CycleObserved, GangRecord, GangSummarized, PodGroupObserved
 from .spec import MAX_PERMIT_WAIT_MICROS
 from .state import GangState, Summary, own_summary, refused_member
 
-if TYPE_CHECKING:
-    from .fold import FoldSettings, Output
+from .settings import FoldSettings
 
 HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete",
                 "GangMemberGated")
@@ -712,7 +711,7 @@ def unschedulable_facts(state: GangState) -> dict[str, Any] | None:
     return episodes.episode_facts(ep, spec.min_member, state.bound)
 
 
-def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:
+def unschedulable_due(state: GangState, settings: FoldSettings) -> int | None:
     """When the episode's ``GangUnschedulable`` is due (microseconds of event time): its
     settling time (``since`` + ``episode_settle_seconds``) before the first one, then, when the
     facts differ from those last emitted, ``refresh_seconds`` after the last; else ``None``."""
@@ -734,7 +733,7 @@ def unschedulable_due(state: GangState, settings: "FoldSettings") -> int | None:
     return due if after is None else max(due, after)
 
 
-def warn_unschedulable(state: GangState, at: int, settings: "FoldSettings",
+def warn_unschedulable(state: GangState, at: int, settings: FoldSettings,
                        ) -> tuple[GangState, list[dict[str, Any]]]:
     """Emit the failure episode's ``GangUnschedulable`` at event time ``at`` (its timer, or a
     record at or after it): facts ``unfit`` (member name -> fit error as written), ``fit``,
@@ -758,7 +757,7 @@ def warn_unschedulable(state: GangState, at: int, settings: "FoldSettings",
     return state, out
 
 
-def _decide_unschedulable(state: GangState, rec: CycleObserved, settings: "FoldSettings",
+def _decide_unschedulable(state: GangState, rec: CycleObserved, settings: FoldSettings,
                           out: list[dict[str, Any]]) -> GangState:
     """``GangUnschedulable`` when a record arrives at or after its due time (``PartitionFold``
     fires the timer first; this covers a fold stepped record by record)."""
@@ -1007,7 +1006,7 @@ def _decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> G
     return state
 
 
-def decide(state: GangState, rec: GangRecord, settings: "FoldSettings",
+def decide(state: GangState, rec: GangRecord, settings: FoldSettings,
            before_rep: str | None = None, before: GangState | None = None,
            ) -> tuple[GangState, list[dict[str, Any]]]:
     """Decide the outputs of the state reached by applying ``rec``.
@@ -1083,15 +1082,6 @@ def _decide_lost(before: GangState, state: GangState, rec: GangRecord, at: int,
         state, fired = warn_lost(state, rec.at)
         out.extend(fired)
     return state
-
-
-STRANDED_SECONDS = 120.0
-"""Default ``FoldSettings.stranded_seconds``: after a PreEnqueue hold ended, how long a member
-refused during it may go without an attempt before it is told stranded. koord-scheduler
-v1.8.0 hands out a gang group's members one per cycle as soon as its representative is
-popped (K = ``pkg/scheduler/plugins/coscheduling/``, ``core/core.go:150-187``), about a
-second per round on the recorded cluster; two minutes leave room for a long scheduling
-queue."""
 
 
 def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int) -> GangState:
@@ -1191,7 +1181,7 @@ def stranded_facts(state: GangState, at: int) -> dict[str, Any] | None:
     return {"stranded": names, "after_seconds": (at - state.released_at) // 1_000_000}
 
 
-def stranded_due(state: GangState, settings: "FoldSettings") -> int | None:
+def stranded_due(state: GangState, settings: FoldSettings) -> int | None:
     """When refused members are due to be told stranded (microseconds of event time):
     ``stranded_seconds`` after the scheduler first attempted a member since the hold ended (a
     round ran and may leave them out; ``released_attempted``), or after the hold ended for a

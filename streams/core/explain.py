@@ -15,6 +15,7 @@ from . import episode as episodes
 from . import preemption as preemptions
 from . import lost as losses
 from .records import FAILED_STATUSES
+from .settings import QUIET_SECONDS
 from .state import GangState, Member, summary
 from .timefmt import format_time
 
@@ -24,13 +25,13 @@ def unschedulable(state: GangState) -> dict[str, Any] | None:
     facts of its diagnostic (``decide.unschedulable_facts``, ``since`` as RFC 3339) with the
     live figures ``rounds``, ``attempts_per_minute`` (``episode.per_minute`` at the gang's
     clock) and ``last_failed_at``. Open means: a member named as not fitting, the last failure
-    at most ``episode.QUIET_SECONDS`` before the gang's clock, the gang not scheduled, and no
+    at most ``settings.QUIET_SECONDS`` before the gang's clock, the gang not scheduled, and no
     preemption for it in progress (``preemption_finding`` then). The same for every member of
     the gang."""
     facts = decide.unschedulable_facts(state)
     ep = state.episode
     if facts is None or ep is None \
-            or not episodes.is_open(ep, state.clock, int(episodes.QUIET_SECONDS * 1_000_000)) \
+            or not episodes.is_open(ep, state.clock, int(QUIET_SECONDS * 1_000_000)) \
             or preemptions.in_progress(state.preemption):
         return None
     shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
