@@ -40,7 +40,7 @@ from .state import GangState
 def open_warnings(state: GangState) -> list[tuple[str, str, dict[str, Any]]]:
     """The warnings that hold now with exactly the facts last emitted for them, as
     ``(emitted key, reason, facts)``: silent fallbacks (``GangSpecInvalid``), disagreements
-    (``GangSpecConflict``) and a warned PreEnqueue hold (``rules.hold.HOLD_KEY``). These are standing
+    (``GangSpecConflict``) and a warned PreEnqueue hold (``hold.HOLD_KEY``). These are standing
     conditions, true until someone changes the gang; ``GangPermitTimeout`` reports one wait's
     outcome and is not open in this sense (the next wait reports afresh, to every member it
     involves), and ``GangUnschedulable`` is re-emitted, to every member, when its facts

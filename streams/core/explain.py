@@ -25,7 +25,7 @@ from .timefmt import format_time
 
 def unschedulable(state: GangState) -> dict[str, Any] | None:
     """The gang's open failure episode as a finding (``GangUnschedulable``), or ``None``: the
-    facts of its diagnostic (``rules.unschedulable.unschedulable_facts``, ``since`` as RFC 3339) with the
+    facts of its diagnostic (``unschedulable_facts``, ``since`` as RFC 3339) with the
     live figures ``rounds``, ``attempts_per_minute`` (``episode.per_minute`` at the gang's
     clock) and ``last_failed_at``. Open means: a member named as not fitting, the last failure
     at most ``settings.QUIET_SECONDS`` before the gang's clock, the gang not scheduled, and no

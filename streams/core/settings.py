@@ -23,9 +23,8 @@ STRANDED_SECONDS = 120.0
 """Default ``FoldSettings.stranded_seconds``: after a PreEnqueue hold ended, how long a member
 refused during it may go without an attempt before it is told stranded. koord-scheduler
 v1.8.0 hands out a gang group's members one per cycle as soon as its representative is
-popped (K = ``pkg/scheduler/plugins/coscheduling/``, ``core/core.go:150-187``), about a
-second per round on the recorded cluster; two minutes leave room for a long scheduling
-queue."""
+popped (rule ST1, docs/koordinator-rules.md), about a second per round on the recorded
+cluster; two minutes leave room for a long scheduling queue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +32,7 @@ class FoldSettings:
     """Tunables of the fold, all in seconds of event time.
 
     ``grace_seconds``: how long a PreEnqueue hold (``GangNotInitialized``,
-    ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``: ``decide.hold``)
+    ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``: ``rules.hold.hold``)
     must last before its warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
     deleted uid is remembered so that a late, stale ADDED cannot bring it back (default 600 s).
     ``refresh_seconds``: a warned PreEnqueue hold whose facts keep

@@ -265,10 +265,9 @@ def skips_gang_checks(state: GangState) -> bool:
     """True when koord-scheduler v1.8.0 lets the gang's pods through PreEnqueue, PreFilter,
     PostFilter and Permit without any gang check: the gang's match policy is
     ``once-satisfied`` and its group was once satisfied (``GangState.once_satisfied``, rule
-    M2). K = ``pkg/scheduler/plugins/coscheduling/``: ``core/core.go:213-216`` (PreEnqueue),
-    ``301-304`` (BeforePreFilter, so no gang scheduling context is opened), ``372-374``
-    (AfterPostFilter: no gang rejection), ``core/gang.go:567-568`` (Permit), rule P4. Its pods
-    are then scheduled one by one, like pods of no gang."""
+    M2): rule P4 (docs/koordinator-rules.md; no gang scheduling context is opened, no gang
+    rejection, no wait at Permit). Its pods are then scheduled one by one, like pods of no
+    gang."""
     spec = state.spec
     return state.once_satisfied and spec is not None and spec.match_policy == "once-satisfied"
 

@@ -121,5 +121,6 @@ def _fire_answers(state: GangState, due: int, settings: FoldSettings
     return answer_peers(state, due)
 
 
-ANSWERS = TimerRule("answers", "peers asked for this gang's summary", answers_due, _fire_answers)
-RULE = Rule("group", (), (ANSWERS,))
+ANSWERS: TimerRule = TimerRule("answers", "peers asked for this gang's summary", answers_due,
+                               _fire_answers)
+RULE: Rule = Rule("group", (), (ANSWERS,))

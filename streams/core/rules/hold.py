@@ -123,18 +123,19 @@ def _ungated_message(gang: str, f: dict[str, Any]) -> str:
             f"scheduling gates; no longer held at PreEnqueue")
 
 
-NOT_INITIALIZED = Reason("GangNotInitialized", "Warning", _not_initialized_message)
-INSUFFICIENT = Reason("GangMembersInsufficient", "Warning", _insufficient_message)
-GROUP_INCOMPLETE = Reason("GangGroupIncomplete", "Warning", _group_incomplete_message)
-GATED = Reason("GangMemberGated", "Warning", _gated_message)
-SATISFIED = Reason("GangMembersSatisfied", "Normal", _satisfied_message)
-UNGATED = Reason("GangMembersUngated", "Normal", _ungated_message)
+NOT_INITIALIZED: Reason = Reason("GangNotInitialized", "Warning", _not_initialized_message)
+INSUFFICIENT: Reason = Reason("GangMembersInsufficient", "Warning", _insufficient_message)
+GROUP_INCOMPLETE: Reason = Reason("GangGroupIncomplete", "Warning", _group_incomplete_message)
+GATED: Reason = Reason("GangMemberGated", "Warning", _gated_message)
+SATISFIED: Reason = Reason("GangMembersSatisfied", "Normal", _satisfied_message)
+UNGATED: Reason = Reason("GangMembersUngated", "Normal", _ungated_message)
 _HELD = {r.name: r for r in (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED)}
 
 
 def emit_hold(state: GangState, reason: str, facts: dict[str, Any], at: int,
                out: list[dict[str, Any]]) -> GangState:
-    """``emit`` under ``HOLD_KEY`` (``reason`` one of ``HELD_REASONS``); a ``GangMemberGated`` sent is also remembered under
+    """``emit`` under ``HOLD_KEY`` (``reason`` one of ``HELD_REASONS``); a ``GangMemberGated``
+    sent is also remembered under
     ``GATED_KEY`` (so the end of the hold knows which Normal reason tells it)."""
     count = len(out)
     state = emit(state, HOLD_KEY, _HELD[reason], facts, at, out)
@@ -157,44 +158,34 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     minMember (``GangMembersInsufficient`` [members, min_member, total_number]), or another
     gang of its gang group is missing, uninitialised or short (``GangGroupIncomplete``
     [gang_group, blocking_gang, members, min_member when known]; the first such gang in sorted
-    order). This is Koordinator's PreEnqueue basic check (``core/core.go`` ``PreEnqueue``,
+    order). This is Koordinator's PreEnqueue basic check (``PreEnqueue``,
     ``GangBasicCheckUnsatisfied``; every gang of the group must have min-available members).
-    Koordinator v1.8.0 rules (K = ``pkg/scheduler/plugins/coscheduling/``):
+    Koordinator v1.8.0 rules (docs/koordinator-rules.md, with their sources):
 
     - P2/M5: pods dropped with their PodGroup (``GangState.orphans``) are refused with
       ``can't find gang`` while the gang is gone, and counted by no gang when it is created
-      again (K ``core/core.go:202-206``, ``core/gang_cache.go:295-310``); the facts then add
-      ``orphaned`` (how many) and ``podgroup_deleted`` (its name, or ``None``).
+      again; the facts then add ``orphaned`` (how many) and ``podgroup_deleted`` (its name,
+      or ``None``).
     - P4: a gang that skips the gang checks (``skips_gang_checks``) is never held.
-    - P6: the gang's own count is checked only when its gang group lists it
-      (K ``core/core.go:247-264`` iterates the group, ``getGangGroup``).
+    - P6: the gang's own count is checked only when its gang group lists it.
 
     Otherwise, held means fewer than minMember members are free of scheduling gates
     (``GangMemberGated`` [members, ungated, min_member, gated: {pod name: [gates]}]; bound
-    members count as free). Koordinator v1.8.0 (``pkg/scheduler/plugins/coscheduling/``, K) with
-    kube-scheduler v1.35.2 (``pkg/scheduler/``, KS):
+    members count as free). Rules G1-G4 of Koordinator v1.8.0 with kube-scheduler v1.35.2
+    (docs/koordinator-rules.md, with their sources):
 
-    - a gated pod is a gang child like any other (K ``core/gang_cache.go:149``, ``setChild`` in
-      ``core/gang.go:396-414`` reads no gates), so the basic check above passes;
-    - the ``SchedulingGates`` PreEnqueue plugin refuses it while ``spec.schedulingGates`` is
-      not empty (KS ``framework/plugins/schedulinggates/scheduling_gates.go:48-57``); a
-      refused pod's next PreEnqueue runs that plugin first (KS
-      ``backend/queue/scheduling_queue.go:576-584``). The PreEnqueue plugins sit in a map
-      (KS ``scheduler.go:386-394``, ``scheduling_queue.go:586``), so on the gated pod's first
-      PreEnqueue Coscheduling may run before SchedulingGates and make it the gang group's
-      representative (K ``core/core.go:240``, ``core/gang.go:572-586``), which it stays while
-      gated; the other members are then refused with ``representative pod ... already
-      exists``;
-    - an ungated member refused at PreEnqueue before the gang had minMember children stays
-      refused: the gang cache re-activates only the pod being added (K
-      ``core/gang_cache.go:153-165``), here the gated one, and Coscheduling registers no
-      events (K ``coscheduling.go:109-112``; KS ``scheduler.go:477-487``), so neither a
-      cluster event nor the 5-minute flush of unschedulable pods moves it (KS
-      ``backend/queue/scheduling_queue.go:948-956``, ``1225-1229``);
-    - when a gang round runs anyway, NextPod hands out pending children gated or not (K
-      ``core/core.go:165-183``), and the API server refuses to bind a gated pod (kubernetes
-      ``pkg/registry/core/pod/storage/storage.go:241-244``): minMember members can only be
-      bound together once minMember of them are free of gates (K ``core/gang.go:554-569``).
+    - G1: a gated pod is a gang child like any other, so the basic check above passes;
+    - G2: the ``SchedulingGates`` PreEnqueue plugin refuses it while ``spec.schedulingGates``
+      is not empty, and runs first on its next PreEnqueue; on its first one, Coscheduling may
+      run before it (the plugins sit in a map) and make the gated pod the gang group's
+      representative, which it stays while gated; the other members are then refused with
+      ``representative pod ... already exists``;
+    - G3: an ungated member refused at PreEnqueue before the gang had minMember children stays
+      refused: the gang cache re-activates only the pod being added, here the gated one, and
+      neither a cluster event nor the 5-minute flush of unschedulable pods moves it;
+    - G4: when a gang round runs anyway, NextPod hands out pending children gated or not, and
+      the API server refuses to bind a gated pod: minMember members can only be bound
+      together once minMember of them are free of gates.
     """
     if not state.n_pending and not (state.orphans and orphans_pending(state)):
         return None
@@ -346,7 +337,9 @@ def _fire_refresh(state: GangState, due: int, settings: FoldSettings
     return state, fired
 
 
-GRACE = TimerRule("grace", "grace period ended", grace_due, _fire_grace, releases_deferred=True)
-REFRESH = TimerRule("refresh", "hold refresh interval ended", refresh_due, _fire_refresh)
-RULE = Rule("hold", (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED, SATISFIED, UNGATED),
-            (GRACE, REFRESH))
+GRACE: TimerRule = TimerRule("grace", "grace period ended", grace_due, _fire_grace,
+                             releases_deferred=True)
+REFRESH: TimerRule = TimerRule("refresh", "hold refresh interval ended", refresh_due,
+                               _fire_refresh)
+RULE: Rule = Rule("hold", (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED, SATISFIED,
+                          UNGATED), (GRACE, REFRESH))

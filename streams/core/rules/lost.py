@@ -16,8 +16,8 @@ from ..settings import FoldSettings, Output
 from ..state import GangState
 from .base import Reason, Rule, TimerRule, diagnostic, emit
 
-LOST = Reason("GangMembersLost", "Warning", losses.lost_message)
-RESTORED = Reason("GangMembersRestored", "Normal", losses.restored_message)
+LOST: Reason = Reason("GangMembersLost", "Warning", losses.lost_message)
+RESTORED: Reason = Reason("GangMembersRestored", "Normal", losses.restored_message)
 LOST_KEY = "GangMembersLost"
 """The ``emitted`` key of ``GangMembersLost``: present while a loss told has not ended (its
 end is ``GangMembersRestored``, or the gang going away)."""
@@ -63,5 +63,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
     return warn_lost(state, due)
 
 
-TIMER = TimerRule("lost", "members lost, settled", _due, _fire)
-RULE = Rule("lost", (LOST, RESTORED), (TIMER,))
+TIMER: TimerRule = TimerRule("lost", "members lost, settled", _due, _fire)
+RULE: Rule = Rule("lost", (LOST, RESTORED), (TIMER,))

@@ -24,7 +24,7 @@ def _message(gang: str, f: dict[str, Any]) -> str:
             f"ready together; they are rejected and retried")
 
 
-TIMEOUT = Reason("GangPermitTimeout", "Warning", _message)
+TIMEOUT: Reason = Reason("GangPermitTimeout", "Warning", _message)
 
 
 def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -71,5 +71,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
     return warn_permit_timeout(state, due)
 
 
-TIMER = TimerRule("permit", "Permit waiting time ended", permit_due, _fire)
-RULE = Rule("permit", (TIMEOUT,), (TIMER,))
+TIMER: TimerRule = TimerRule("permit", "Permit waiting time ended", permit_due, _fire)
+RULE: Rule = Rule("permit", (TIMEOUT,), (TIMER,))

@@ -16,8 +16,8 @@ from ..settings import FoldSettings, Output
 from ..state import GangState
 from .base import Reason, Rule, TimerRule, diagnostic, facts_digest, skips_gang_checks
 
-PREEMPTING = Reason(preemptions.PREEMPTING, "Normal", preemptions.preempting_message)
-WASTED = Reason(preemptions.WASTED, "Warning", preemptions.wasted_message)
+PREEMPTING: Reason = Reason(preemptions.PREEMPTING, "Normal", preemptions.preempting_message)
+WASTED: Reason = Reason(preemptions.WASTED, "Warning", preemptions.wasted_message)
 
 
 def _preemption_live(state: GangState) -> bool:
@@ -95,5 +95,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
     return warn_preemption(state, due)
 
 
-TIMER = TimerRule("preemption", "preemption settled", _due, _fire)
-RULE = Rule("preemption", (PREEMPTING, WASTED), (TIMER,))
+TIMER: TimerRule = TimerRule("preemption", "preemption settled", _due, _fire)
+RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,))

@@ -1,12 +1,13 @@
 """The registry of the core's rule families (re-exported by ``streams.core.rules``): one module
-per family, each owning its Event reasons (name, type, message: ``base.Reason``) and its timers (``base.TimerRule``).
+per family, each owning its Event reasons (name, type, message: ``base.Reason``) and its timers
+(``base.TimerRule``).
 
 Where it sits: between the decisions (``streams.core.decide``, which calls each family's
 ``decide_*`` in its fixed order) and the families below. Read by the fold (``timers``,
 ``next_timer``: the gang's timers as values, asked once), by ``streams.core.explain`` and the
 worker (``message``, ``REASONS``), and by the wire contract (``REASON_NAMES`` is its
-``DiagnosticReason``). A new rule is a new module in ``streams/core/rules/`` plus its entry in ``RULES`` (and in
-``TIMERS`` when it owns a timer).
+``DiagnosticReason``). A new rule is a new module in ``streams/core/rules/`` plus its entry in
+``RULES`` (and in ``TIMERS`` when it owns a timer).
 
 Must not: read the clock, do I/O or import infrastructure.
 """

@@ -28,9 +28,8 @@ def decide_gated_representative(state: GangState, rec: CycleObserved | PodObserv
     the gang group's representative a member that has scheduling gates, while the gang passes
     its checks (``hold`` is ``None``: at least minMember members are free of gates) and
     another member without gates is pending. koord-scheduler v1.8.0 lets only the
-    representative into its scheduling queue (K = ``pkg/scheduler/plugins/coscheduling/``,
-    ``core/core.go:240``, ``core/gang.go:572-586``); PreEnqueue plugins run in map order
-    (KS ``scheduler.go:386-394``), so a gated pod can become it, and while its gates stay
+    representative into its scheduling queue (rules P7, G2); PreEnqueue plugins run in map
+    order, so a gated pod can become it, and while its gates stay
     nothing moves the group (seen on the real scheduler: 4 of 8 tries stuck for good without
     the shim; with it, the switch bound the group 0.4-0.7 s after the command, docs/shim.md).
     The target is the earliest-arrived pending member without gates. At most one switch per
@@ -82,4 +81,4 @@ def decide_elect(before_rep: str | None, state: GangState, rec: PodObserved,
     return state
 
 
-RULE = Rule("representative", ())
+RULE: Rule = Rule("representative", ())

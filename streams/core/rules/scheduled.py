@@ -17,7 +17,7 @@ def _message(gang: str, f: dict[str, Any]) -> str:
     return f"gang {gang} is scheduled: {f['bound']} of minMember {f['min_member']} pods bound"
 
 
-SCHEDULED = Reason("GangScheduled", "Normal", _message)
+SCHEDULED: Reason = Reason("GangScheduled", "Normal", _message)
 
 
 def decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
@@ -33,4 +33,4 @@ def decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> Ga
     return state
 
 
-RULE = Rule("scheduled", (SCHEDULED,))
+RULE: Rule = Rule("scheduled", (SCHEDULED,))

@@ -38,8 +38,8 @@ def _conflict_message(gang: str, f: dict[str, Any]) -> str:
             f"keeps the value of the object that initialised the gang")
 
 
-INVALID = Reason("GangSpecInvalid", "Warning", _invalid_message)
-CONFLICT = Reason("GangSpecConflict", "Warning", _conflict_message)
+INVALID: Reason = Reason("GangSpecInvalid", "Warning", _invalid_message)
+CONFLICT: Reason = Reason("GangSpecConflict", "Warning", _conflict_message)
 
 
 def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
@@ -87,4 +87,4 @@ def decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
     return state
 
 
-RULE = Rule("spec", (INVALID, CONFLICT))
+RULE: Rule = Rule("spec", (INVALID, CONFLICT))

@@ -1,5 +1,5 @@
-"""Members refused at PreEnqueue during a hold that nothing will retry (rule S* of
-docs/koordinator-rules.md, "Stranded members").
+"""Members refused at PreEnqueue during a hold that nothing will retry (rules ST1-ST3 of
+docs/koordinator-rules.md).
 
 Reason: ``GangMembersStranded`` (Warning). Timer: ``stranded`` (``stranded_seconds`` after a
 round ran since the hold ended).
@@ -30,31 +30,27 @@ def _message(gang: str, f: dict[str, Any]) -> str:
             f"creates {plural(n, 'it', 'them')} again")
 
 
-STRANDED = Reason("GangMembersStranded", "Warning", _message)
+STRANDED: Reason = Reason("GangMembersStranded", "Warning", _message)
 
 
 def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int) -> GangState:
     """Mark the members Coscheduling refuses at PreEnqueue, and when the hold ends.
 
     While the gang is held (``held_since``), every pending member without scheduling gates is
-    refused at PreEnqueue (no Event; K ``coscheduling.go:122-128``): all of them when the hold
-    begins, a member that joins or changes during it as it comes (``Member.refused_at``). A
-    gated member is left out: its gates' plugin refused it, and that plugin requeues it when
-    the gates are removed (KS ``framework/plugins/schedulinggates/scheduling_gates.go``). When
-    the hold ends, ``released_at`` is set, and ``released_attempted`` when the scheduler first
-    attempts a member after that (a round ran). The gang's first bind (no member was bound
-    before) means its group was allowed at Permit, which ends the round: a pending member
-    without an attempt then is marked too (it was refused behind the representative or as
-    not yet attempted, K ``core/core.go:228-240``), and the bind counts as the attempt. Why it matters (KS = kubernetes v1.35.2
-    ``pkg/scheduler/``): a refused pod waits in the scheduling queue's unschedulable pods;
-    Coscheduling registers no cluster events (K ``coscheduling.go:109-112``), so no event and
-    not the 5-minute flush moves it (KS ``backend/queue/scheduling_queue.go:1225-1229``), and a
-    pod update does not either (no queueing hint, ``scheduling_queue.go:1062-1082,456-501``);
-    the gang cache activates only a pod being created (K ``core/gang_cache.go:153-165``) or
-    one child when a PodGroup makes the gang complete (``core/gang_cache.go:236-249``). The
-    refused pod moves again only when a round of its gang group hands it out (NextPod,
-    ``core/core.go:150-187``), and a round ends when the group is allowed at Permit (its
-    context cleared, ``core/core.go:192-194``) or every pending member was attempted."""
+    refused at PreEnqueue (no Event; rule ST1): all of them when the hold begins, a member that
+    joins or changes during it as it comes (``Member.refused_at``). A gated member is left out:
+    its gates' plugin refused it, and that plugin requeues it when the gates are removed (G2).
+    When the hold ends, ``released_at`` is set, and ``released_attempted`` when the scheduler
+    first attempts a member after that (a round ran). The gang's first bind (no member was
+    bound before) means its group was allowed at Permit, which ends the round: a pending member
+    without an attempt then is marked too (it was refused behind the representative or as not
+    yet attempted, P7/P8), and the bind counts as the attempt. Why it matters (ST1, with its
+    sources in docs/koordinator-rules.md): a refused pod waits in the scheduling queue's
+    unschedulable pods, and no cluster event, no 5-minute flush and no pod update moves it; the
+    gang cache activates only a pod being created, or one child when a PodGroup makes the gang
+    complete. The refused pod moves again only when a round of its gang group hands it out
+    (NextPod), and a round ends when the group is allowed at Permit (its context cleared) or
+    every pending member was attempted."""
     if state.held_since is not None:
         if before.held_since is None:
             state.put_members({uid: refused_member(m, at)
@@ -80,9 +76,8 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
     if state.held_since is None and before.n_bound == 0 and state.n_bound > 0 \
             and state.n_pending > state.n_refused:
         # the gang's first bind: its group was allowed at Permit and the round's context
-        # cleared (K core/core.go:192-194); a member the round did not hand out was refused
-        # at PreEnqueue behind the representative or as not yet attempted (K core/core.go:
-        # 228-240) and nothing retries it either
+        # cleared (ST1); a member the round did not hand out was refused at PreEnqueue behind
+        # the representative or as not yet attempted (P7/P8) and nothing retries it either
         left = {uid: refused_member(m, at) for uid, m in state.members.items()
                 if m.pending and not m.gates and m.refused_at is None
                 and (m.status is None or m.stage == "PreEnqueue")}
@@ -97,7 +92,7 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
 def _tried_culprit(state: GangState, rec: CycleObserved) -> GangState:
     """A refused member that ``rec`` names as its culprit, with a fit error, was tried and did
     not fit: Koordinator names the member that failed Filter in the rejections and releases
-    of the others (K ``core/core.go:336-339,376-378,489-503``), and kube-scheduler writes
+    of the others (rule ST2), and kube-scheduler writes
     a pod's own FailedScheduling Event only after its attempt (its own record, which the fold
     applies to the member, clears the refusal too: ``fold.apply_cycle``). Such a member is
     explained by its fit error, never told stranded: its own Event may come long after the
@@ -135,7 +130,7 @@ def stranded_due(state: GangState, settings: FoldSettings) -> int | None:
     ``stranded_seconds`` after the scheduler first attempted a member since the hold ended (a
     round ran and may leave them out; ``released_attempted``), or after the hold ended for a
     gang that is not in its own gang group (a round of that group never hands out its pods,
-    K ``core/core.go:164-179``); once per release.
+    rule ST3); once per release.
     Without such evidence (the scheduler may be down or its queue long) nothing is said.
     ``None`` when no member is refused, the gang is held, or the release was told."""
     if not state.n_refused or state.held_since is not None or state.released_at is None \
@@ -171,5 +166,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
     return warn_stranded(state, due)
 
 
-TIMER = TimerRule("stranded", "refused members not retried", stranded_due, _fire)
-RULE = Rule("stranded", (STRANDED,), (TIMER,))
+TIMER: TimerRule = TimerRule("stranded", "refused members not retried", stranded_due, _fire)
+RULE: Rule = Rule("stranded", (STRANDED,), (TIMER,))

@@ -18,7 +18,7 @@ from ..state import GangState
 from ..timefmt import format_time
 from .base import Reason, Rule, TimerRule, diagnostic, facts_digest, skips_gang_checks
 
-UNSCHEDULABLE = Reason("GangUnschedulable", "Warning", episodes.unschedulable_message)
+UNSCHEDULABLE: Reason = Reason("GangUnschedulable", "Warning", episodes.unschedulable_message)
 UNSCHEDULABLE_KEY = "GangUnschedulable"
 """The ``emitted`` key of a failure episode's diagnostic (digest of ``material`` facts)."""
 
@@ -100,6 +100,6 @@ def decide_unschedulable(state: GangState, rec: CycleObserved, settings: FoldSet
     return state
 
 
-TIMER = TimerRule("unschedulable", "failure episode settled", unschedulable_due,
+TIMER: TimerRule = TimerRule("unschedulable", "failure episode settled", unschedulable_due,
                   warn_unschedulable)
-RULE = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,))
+RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,))
