@@ -14,7 +14,7 @@ Must not: read the clock, do I/O or import infrastructure.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..settings import FoldSettings
 from ..state import GangState
@@ -66,22 +66,28 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
     return found.message(gang, facts)
 
 
+_DUES: tuple[Callable[[GangState, FoldSettings], int | None], ...] = tuple(t.due for t in TIMERS)
+_KINDS: tuple[str, ...] = tuple(t.kind for t in TIMERS)
+"""``TIMERS``' due functions and kinds, unpacked once: ``next_timer`` runs on every record."""
+
+
 def timers(state: GangState, settings: FoldSettings) -> list[Timer]:
     """The gang's pending timers as values (``Timer(due, kind)``), in ``TIMERS`` order. Timers
     are not stored: they follow from the state."""
     out = []
-    for rule in TIMERS:
-        due = rule.due(state, settings)
+    for i in range(len(_DUES)):
+        due = _DUES[i](state, settings)
         if due is not None:
-            out.append(Timer(due, rule.kind))
+            out.append(Timer(due, _KINDS[i]))
     return out
 
 
 def next_timer(state: GangState, settings: FoldSettings) -> Timer | None:
     """The gang's earliest pending timer (ties: the first in ``TIMERS``), or ``None``."""
-    best: Timer | None = None
-    for rule in TIMERS:
-        due = rule.due(state, settings)
-        if due is not None and (best is None or due < best.due):
-            best = Timer(due, rule.kind)
-    return best
+    best = -1
+    best_due = 0
+    for i in range(len(_DUES)):
+        due = _DUES[i](state, settings)
+        if due is not None and (best < 0 or due < best_due):
+            best, best_due = i, due
+    return None if best < 0 else Timer(best_due, _KINDS[best])
