@@ -90,7 +90,9 @@ def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run:
          kafka_security: dict[str, Any]) -> int:
     """Consume the diagnostics topic (consumer group <app id>-event-sink) and write one
     Kubernetes Event per (involved object, reason, field), deduped and counted like client-go's
-    event recorder; idempotent across restarts and replays (docs/events.md)."""
+    event recorder; idempotent across restarts and replays (docs/events.md). Exit status 0 when
+    stopped (SIGTERM, SIGINT) or at the end of --input; 1 when every diagnostic of --input is
+    invalid; 2 for a configuration error or an unreadable --input."""
     from streams.events.sink import run_sink
 
     check_kube_options(kubeconfig, in_cluster)

@@ -453,8 +453,10 @@ def _transport(args: argparse.Namespace) -> Transport:
 
 def run_sink(args: argparse.Namespace) -> int:
     """``gangstate sink``: write Events until SIGTERM/SIGINT (or the end of ``--input``).
-    Returns 2 when neither Kafka nor ``--input`` is given or the kubeconfig cannot be loaded
-    (before anything waits), 0 otherwise, also when stopped while it waits for Kafka. Kafka
+    Returns 2 when neither Kafka nor ``--input`` is given, the kubeconfig cannot be loaded or
+    ``--input`` cannot be read (before anything waits); 1 when every diagnostic of ``--input``
+    is invalid (each skipped with one line); 0 otherwise, also when some of ``--input`` were
+    skipped and when stopped while it waits for Kafka. Kafka
     being unreachable is retried with backoff (``streams.kafka.waiting``, one line per 10 s);
     meanwhile ``/readyz`` on ``--http-port`` answers 503 with the reason, 200 once Kafka
     answers."""
