@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 from producers.watch.watching import DEFAULT_SCHEDULERS, Metrics, WatchConfig, Watcher
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

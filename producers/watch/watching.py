@@ -58,7 +58,7 @@ from producers.watch.node_cache import NodeCache
 from producers.watch.scheduler_events import (PREEMPTED_REASON, Outcome, dominant_fit_reason,
                                               parse_scheduler_event, preempted_by,
                                               preemption_of)
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.kafka.waiting import backoff_delay  # sends to Kafka; the API server: retry_delay
 from streams.wire.contracts import CYCLE_SCHEMA, KUBE_SCHEMA, PREEMPTION_SCHEMA, dead_letter
 from streams.core.capacity import pod_requests

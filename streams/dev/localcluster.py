@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.dev.localkafka import load_script, repo_root
 from streams.dev.worker_process import worker_env
 

@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.wire.contracts import Diagnostic
 from streams.events.bodies import render, written_from_event
 from streams.events.recorder import (Api, Create, Decision, EventKey, Occurrence, Patch, Recorder,

@@ -33,7 +33,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
-    from streams.kafka.settings import KafkaSecurity, Settings
+    from streams.settings import KafkaSecurity, Settings
 
 T = TypeVar("T")
 
@@ -252,7 +252,7 @@ def kafka_unreachable(bootstrap: str, security: "KafkaSecurity | None" = None,
     from kafka import KafkaConsumer
     from kafka.errors import KafkaError
 
-    from streams.kafka.settings import KafkaSecurity
+    from streams.settings import KafkaSecurity
 
     config = (security or KafkaSecurity()).kafka_python()
     why = "no address"

@@ -44,7 +44,7 @@ from pydantic_core import to_json
 
 from streams.core.fold import Output, PartitionFold
 from streams.kafka.partitions import partition_of
-from streams.kafka.settings import KafkaSecurity, Settings, environment
+from streams.settings import KafkaSecurity, Settings, environment
 from streams.wire import contracts
 from streams.wire.contracts import COMMAND_SCHEMA, SUMMARY_SCHEMA
 from streams.wire.decoding import DecodeError, decode_input

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.core.timefmt import parse_time
 from streams.events.sink import (EventSink, GivenUp, KubeTransport, RetryPolicy, consume,
                                 group_id)

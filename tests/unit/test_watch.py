@@ -22,7 +22,7 @@ from kubernetes import client
 
 from producers.watch.watching import (DeadLetter, Drop, GangRouter, Publish, StreamSpec, WatchConfig,
                              Watcher, backoff_delay, plan_streams, relist_diff)
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.core.spec import gang_of_pod
 from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_lines
