@@ -18,7 +18,8 @@ import sys
 import threading
 from typing import Any
 
-from producers.watch.watching import DEFAULT_SCHEDULERS, Metrics, WatchConfig, Watcher
+from producers.watch.plan import DEFAULT_SCHEDULERS, WatchConfig
+from producers.watch.watching import Metrics, Watcher
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def run_watch(args: argparse.Namespace) -> int:
     when the API server refuses a stream's list or watch (401, 403) for ``refused_for`` seconds
     in a row (10 s; refusals right after an API server restart are retried quickly). Kafka
     being unreachable is retried with backoff (``streams.kafka.waiting``), the API server on
-    ``watching.retry_delay``'s quicker schedule (each stream's own loop);
+    ``plan.retry_delay``'s quicker schedule (each stream's own loop);
     meanwhile ``/readyz`` on ``--http-port`` answers 503 with the reason, and 200 once Kafka
     answers and every stream has listed."""
     from streams.kafka.logs import limited_handler

@@ -924,9 +924,9 @@ def test_a_watch_silent_past_the_read_timeout_resumes_at_debug_level(
     """A server that does not end the watch at timeoutSeconds (or a connection dropped on the
     way without a reset): the read times out, the watch resumes from its resourceVersion, and
     that is logged at DEBUG, not as a warning."""
-    import producers.watch.watching
+    import producers.watch.plan
 
-    monkeypatch.setattr(producers.watch.watching, "WATCH_TIMEOUT_MARGIN", 0.5)  # a quick read timeout
+    monkeypatch.setattr(producers.watch.plan, "WATCH_TIMEOUT_MARGIN", 0.5)  # a quick read timeout
     caplog.set_level(logging.DEBUG, logger="producers.watch.watching")
     config = WatchConfig(**{**FAST.__dict__, "watch_timeout": 1, "read_timeout": 1.5})
     publisher = MemoryPublisher()
