@@ -390,7 +390,7 @@ class _Stream(threading.Thread):
                     # authorizer are ready (measured: 403 "cannot watch resource events" right
                     # after a restart); refused for refused_for seconds in a row, it is
                     # credentials or RBAC, not a passing fault
-                    now = time.monotonic()
+                    now = w.monotonic()
                     if self._refused_since is None:
                         self._refused_since = now
                     left = self._refused_since + w.config.refused_for - now
@@ -457,7 +457,8 @@ class Watcher:
     ``api_client``: a ``kubernetes.client.ApiClient``. ``sink``: a ``Publisher`` or any
     ``RecordSink``; ticks are sent when it has ``tick_all_partitions`` and
     ``config.tick_interval`` is set. ``clock``: event time in microseconds for ``observed_at``
-    (default wall clock). ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT via
+    (of records, ticks and dead letters; default wall clock); ``monotonic``: seconds, for the
+    loop's own schedule (flushes, ticks, the Events' start, how long 401/403 answers last). ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT via
     ``run_watch``); ``start()``/``stop()`` run it in a background thread for tests.
     """
 
@@ -465,9 +466,10 @@ class Watcher:
                  config: WatchConfig = WatchConfig(), *,
                  clock: Callable[[], int] = wall_clock_micros,
                  metrics: Metrics | None = None,
-                 rand: Callable[[], float] = random.random) -> None:
+                 rand: Callable[[], float] = random.random,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.api_client, self.sink, self.settings, self.config = api_client, sink, settings, config
-        self.clock, self.rand = clock, rand
+        self.clock, self.rand, self.monotonic = clock, rand, monotonic
         self.metrics = metrics or Metrics()
         self.router = GangRouter(config.scheduler_names, config.event_reasons,
                                  config.hold_events, config.remember_deleted)
@@ -501,9 +503,9 @@ class Watcher:
 
     def synced(self, timeout: float | None = None) -> bool:
         """Wait until every stream has finished its first list (or found its CRD missing)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self.monotonic() + timeout
         for stream in self.streams:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            left = None if deadline is None else max(0.0, deadline - self.monotonic())
             if not stream.synced.wait(left):
                 return False
         return True
@@ -527,7 +529,9 @@ class Watcher:
                 self.stopping.wait(delay)
                 attempt += 1
 
-    def _perform(self, actions: Iterable[Action]) -> None:
+    def _perform(self, actions: Iterable[Action], at: int) -> None:
+        """Carry out the router's actions; ``at`` (the clock's microseconds when they were
+        routed) is a dead letter's ``observed_at``."""
         topics = self.settings.topics
         for action in actions:
             if isinstance(action, Publish):
@@ -540,7 +544,7 @@ class Watcher:
                     log.debug("dropped (%s): %s", action.reason, action.detail)
             else:
                 letter = dead_letter(  # the head, size and sha256 of the value: it fits
-                    format_time(wall_clock_micros()), topics.gang_events, None, None, None,
+                    format_time(at), topics.gang_events, None, None, None,
                     json.dumps(action.record, separators=(",", ":")).encode(), action.error)
                 if self._send(topics.dead_letters, None, letter):
                     self.metrics.dead_letters.labels(action.reason).inc()
@@ -567,12 +571,12 @@ class Watcher:
             stream.start()
         # Events need their pods' gangs: start them once the pods are listed (bounded wait,
         # while this loop keeps draining the queue)
-        events_due: float | None = time.monotonic() + 30.0
+        events_due: float | None = self.monotonic() + 30.0
         interval = self.config.tick_interval
         tick = getattr(self.sink, "tick_all_partitions", None) if interval else None
-        next_tick = next_flush = time.monotonic()
+        next_tick = next_flush = self.monotonic()
         while not self.stopping.is_set():
-            now = time.monotonic()
+            now = self.monotonic()
             if events_due is not None and (now >= events_due
                                            or all(s.synced.is_set() for s in firsts)):
                 for stream in events:
@@ -586,10 +590,10 @@ class Watcher:
             at = self.clock()
             if item is not None:
                 self._perform(self.router.route(item.resource, item.type, item.obj,
-                                                item.prev, at))
-            self._perform(self.router.expire(at))
+                                                item.prev, at), at)
+            self._perform(self.router.expire(at), at)
             self.metrics.queue_depth.set(self.queue.qsize())
-            now = time.monotonic()
+            now = self.monotonic()
             if tick is not None and now >= next_tick:
                 try:
                     tick(at)
@@ -606,7 +610,8 @@ class Watcher:
             except queue.Empty:
                 break
             at = self.clock()
-            self._perform(self.router.route(item.resource, item.type, item.obj, item.prev, at))
+            self._perform(self.router.route(item.resource, item.type, item.obj, item.prev, at),
+                          at)
         held = sum(len(events) for events in self.router.held.values())
         if held:  # Events still waiting for their pod: lost with this process, counted
             self.metrics.dropped.labels("shutdown").inc(held)

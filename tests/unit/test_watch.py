@@ -787,6 +787,23 @@ def test_scheduler_events_become_cycle_records_or_are_dropped(
         watcher.stop()
 
 
+def test_a_dead_letter_is_stamped_by_the_injected_clock(server: ApiServerDouble) -> None:
+    """The publish loop reads event time only from the watcher's ``clock``: a dead letter's
+    ``observed_at`` is the clock's reading when its Event was routed, not the wall clock."""
+    at = parse_time("2030-01-02T03:04:05.000006Z")
+    publisher = MemoryPublisher()
+    member = server.apply(pod("w-0"))
+    watcher = run_watcher(server, publisher, clock=lambda: at)
+    try:
+        bad = event("x.fs", member, "FailedScheduling", "x")
+        bad["involvedObject"] = {"kind": "Pod", "namespace": "team-a", "name": ""}
+        server.apply(bad)
+        [(_, letter)] = eventually(lambda: publisher.on(SETTINGS.topics.dead_letters))
+        assert letter["observed_at"] == "2030-01-02T03:04:05.000006Z"
+    finally:
+        watcher.stop()
+
+
 def test_kafka_down_is_retried_not_dropped(server: ApiServerDouble) -> None:
     publisher = MemoryPublisher()
     publisher.fail_next = 3
