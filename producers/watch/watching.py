@@ -54,6 +54,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
+import tenacity
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from producers.watch.plan import (DEFAULT_EVENT_REASONS, DEFAULT_SCHEDULERS,
@@ -513,21 +514,29 @@ class Watcher:
     # -- publishing loop -----------------------------------------------------------------------
     def _send(self, topic: str, key: str | None, record: dict[str, Any],
               partition: int | None = None) -> bool:
-        attempt = 0
-        while True:
-            try:
-                self.sink.send_json(topic, key, record, partition)
-                return True
-            except Exception as err:  # noqa: BLE001 - kafka-python raises KafkaTimeoutError etc.
-                if self.stopping.is_set():
-                    self.metrics.dropped.labels("shutdown").inc()
-                    return False
-                self.metrics.publish_retries.inc()
-                delay = backoff_delay(attempt, self.config.backoff_base,
-                                      self.config.backoff_cap, self.rand())
-                log.warning("publishing to %s failed (%s); retrying in %.2f s", topic, err, delay)
-                self.stopping.wait(delay)
-                attempt += 1
+        """Send one record, retried until it is handed over (tenacity: ``backoff_delay``
+        between attempts, ``backoff_base`` doubling to ``backoff_cap``, full jitter) or the
+        watcher stops (then counted as dropped, ``shutdown``: returns ``False``)."""
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            self.metrics.publish_retries.inc()
+            log.warning("publishing to %s failed (%s); retrying in %.2f s", topic,
+                        state.outcome.exception() if state.outcome else None,
+                        state.upcoming_sleep)
+
+        try:
+            tenacity.Retrying(  # kafka-python raises KafkaTimeoutError and others: any is retried
+                retry=tenacity.retry_if_exception_type(Exception),
+                stop=lambda _state: self.stopping.is_set(),
+                wait=lambda state: backoff_delay(state.attempt_number - 1,
+                                                 self.config.backoff_base,
+                                                 self.config.backoff_cap, self.rand()),
+                sleep=self.stopping.wait, before_sleep=before_sleep,
+            )(self.sink.send_json, topic, key, record, partition)
+        except tenacity.RetryError:
+            self.metrics.dropped.labels("shutdown").inc()
+            return False
+        return True
 
     def _perform(self, actions: Iterable[Action], at: int) -> None:
         """Carry out the router's actions; ``at`` (the clock's microseconds when they were
