@@ -531,12 +531,16 @@ class Watcher:
                 wait=lambda state: backoff_delay(state.attempt_number - 1,
                                                  self.config.backoff_base,
                                                  self.config.backoff_cap, self.rand()),
-                sleep=self.stopping.wait, before_sleep=before_sleep,
+                sleep=self._pause, before_sleep=before_sleep,
             )(self.sink.send_json, topic, key, record, partition)
         except tenacity.RetryError:
             self.metrics.dropped.labels("shutdown").inc()
             return False
         return True
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less when the watcher stops meanwhile."""
+        self.stopping.wait(seconds)
 
     def _perform(self, actions: Iterable[Action], at: int) -> None:
         """Carry out the router's actions; ``at`` (the clock's microseconds when they were

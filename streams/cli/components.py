@@ -8,7 +8,7 @@ status through ``streams.runner``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -84,7 +84,7 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
 @http_port_option("serve Prometheus metrics on this port (/metrics)")
 @kafka_options
 def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run: bool,
-         api: str, instance: str | None, input_: str | None, spam_burst: int,
+         api: Literal["core/v1", "events.k8s.io/v1"], instance: str | None, input_: str | None, spam_burst: int,
          spam_refill_seconds: float, http_port: int | None, http_bind: str,
          web_port_alias: int | None, metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None,
          kafka_security: dict[str, Any]) -> int:

@@ -219,11 +219,17 @@ def retry(attempt: Callable[[], T], *, who: str, waiting: str, deadline: float |
         if readiness is not None:
             readiness.reason = f"waiting for {waiting}"
 
+    def pause(seconds: float) -> None:  # a signal ends the pause at once
+        if stop is not None:
+            stop.wait(seconds)
+        else:
+            time.sleep(seconds)
+
     try:
         result = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(transient), before=stopped, wait=wait,
             stop=past_deadline, before_sleep=before_sleep,
-            sleep=stop.wait if stop is not None else time.sleep)(attempt)
+            sleep=pause)(attempt)
     except _Stopped:
         return None
     if readiness is not None and say is None:
