@@ -310,7 +310,11 @@ class _Stream(threading.Thread):
         ``retry_delay``'s schedule (restarted by a list or watch served, and by the first
         error answer after connection errors); a 410 Gone
         relists at once, whatever failed before it; a 401 or 403 is retried for
-        ``refused_for`` seconds in a row, then the watcher gives up with one line."""
+        ``refused_for`` seconds in a row, then the watcher gives up with one line.
+
+        The one retry loop of the shell not run by tenacity: it is client-go's Reflector, a
+        state machine (list, watch, resume, relist) whose retry count restarts in the middle
+        of an attempt (a list or watch served), which tenacity's attempt count cannot."""
         w, resource = self.w, self.spec.resource
         need_list, listed_once = True, False
         while not w.stopping.is_set():
