@@ -30,7 +30,6 @@ package gangshim
 import (
 	"context"
 	"fmt"
-	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -112,15 +111,21 @@ func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktyp
 			legacyregistry.RawMustRegister(c)
 		}
 	})
-	cfg := bus.FromEnv()
+	cfg, err := bus.FromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("gangstate shim: %w", err)
+	}
+	for _, d := range cfg.Deprecated {
+		klog.InfoS("gangstate shim: deprecated variable", "variable", d)
+	}
 	if len(cfg.Bootstrap) == 0 {
 		// Koordinator's plugin itself: no hook of the shim runs on a scheduling cycle
-		klog.InfoS("gangstate shim: GANGSTATE_KAFKA_BOOTSTRAP is empty; publishing nothing")
+		klog.InfoS("gangstate shim: KAFKA_BOOTSTRAP_SERVERS is empty; publishing nothing")
 		return cs, nil
 	}
 	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, cfg: cfg,
 		state: fencing.NewState(), reps: map[string]string{}, rounds: map[string]*round{},
-		commit: map[string][]func(){}, pre: fencing.NewPreemptions(), interval: roundInterval(), lastRound: map[string]time.Time{},
+		commit: map[string][]func(){}, pre: fencing.NewPreemptions(), interval: cfg.RoundInterval, lastRound: map[string]time.Time{},
 		skipped: map[string]int64{}, quiet: map[string]bool{}, lastOpened: map[string]time.Time{}}
 	if s.pub, err = bus.NewPublisher(s.cfg); err != nil {
 		return nil, fmt.Errorf("gangstate shim: kafka: %w", err)
@@ -665,15 +670,6 @@ func (s *Shim) PostBind(ctx context.Context, state fwktype.CycleState, pod *v1.P
 		fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, nodeName),
 		func(r *Record) { r.Node = strp(nodeName) })
 	s.noteRepresentative(pod, gangID, groupID, group, "pod bound")
-}
-
-// roundInterval is GANGSTATE_SHIM_ROUND_INTERVAL (a Go duration, default 1s): at most one
-// round per gang group and interval is reported in detail.
-func roundInterval() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("GANGSTATE_SHIM_ROUND_INTERVAL")); err == nil && d >= 0 {
-		return d
-	}
-	return time.Second
 }
 
 // sampleRound records a round opened at cycle by first and decides whether it is reported in
