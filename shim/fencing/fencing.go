@@ -74,11 +74,46 @@ type State struct {
 	Fences   map[string]int64
 	Pending  map[string][]Command
 	Answered map[string]bool
+	// answeredIn lists, per gang group, the ids in Answered (for Forget; nil until needed)
+	answeredIn map[string][]string
 }
 
 // NewState returns an empty State.
 func NewState() *State {
 	return &State{Fences: map[string]int64{}, Pending: map[string][]Command{}, Answered: map[string]bool{}}
+}
+
+// answer remembers command id of group as answered.
+func (s *State) answer(group, id string) {
+	if s.Answered[id] {
+		return
+	}
+	s.Answered[id] = true
+	if s.answeredIn == nil {
+		s.answeredIn = map[string][]string{}
+	}
+	s.answeredIn[group] = append(s.answeredIn[group], id)
+}
+
+// AnsweredGroups lists the gang groups with answered command ids remembered, sorted.
+func (s *State) AnsweredGroups() []string {
+	out := make([]string, 0, len(s.answeredIn))
+	for g := range s.answeredIn {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Forget drops the command ids answered for group and its buffered commands, once the group
+// is gone from the scheduler's gang cache. Its fence stays (an epoch never goes back,
+// docs/contracts.md), so a command of the group delivered again is answered Stale, not applied.
+func (s *State) Forget(group string) {
+	for _, id := range s.answeredIn[group] {
+		delete(s.Answered, id)
+	}
+	delete(s.answeredIn, group)
+	delete(s.Pending, group)
 }
 
 // Fence is the group's fence epoch (0 when no command of the group was answered).
@@ -131,7 +166,7 @@ const Unpublished = ""
 // The command id is remembered as answered either way.
 func (s *State) Decide(c Command, current string, candidates []string,
 	nominated map[string]string) (string, string, string) {
-	s.Answered[c.ID] = true
+	s.answer(c.GangGroup, c.ID)
 	if c.Epoch <= s.Fences[c.GangGroup] {
 		return Stale, current, fmt.Sprintf("epoch %d is not above the gang group's fence %d",
 			c.Epoch, s.Fences[c.GangGroup])
@@ -251,7 +286,7 @@ func Recover(acks []Ack, shimID string) *State {
 		if a.Schema != AckSchema || (shimID != "" && a.Shim != shimID) || a.GangGroup == "" {
 			continue
 		}
-		s.Answered[a.CommandID] = true
+		s.answer(a.GangGroup, a.CommandID)
 		if a.Outcome != Applied && a.Outcome != PreconditionFailed {
 			continue
 		}
