@@ -1,5 +1,6 @@
-"""The shim's Go side: ``go test`` (the fencing core, shim/fencing/fencing_test.go) and ``go
-vet`` over the whole ``shim/`` module, with the same Go settings as its build
+"""The shim's Go side: ``go test`` and ``go vet`` over the whole ``shim/`` module (the fencing
+core, the configuration, the bus's encoding, the round tracker, and the hooks against a fake
+framework handle with Koordinator's Coscheduling inside), with the same Go settings as its build
 (``deploy/cluster/controlplane.py``: module mode, no cgo, the local toolchain). In the cluster
 tier because it needs Go and Koordinator's modules, as the build does; the first run on a cold
 Go build cache pays for compiling Koordinator's packages for vet (about 6 min on 2 cores here),
@@ -28,10 +29,11 @@ def _go(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.timeout(1900)
-def test_go_unit_tests_of_the_fencing_pass() -> None:
-    out = _go("test", "-count=1", "./fencing/...")
+def test_go_unit_tests_of_the_shim_pass() -> None:
+    out = _go("test", "-count=1", "./...")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "ok  \tgangstate.local/shim/fencing" in out.stdout
+    for package in ("bus", "fencing", "gangshim"):
+        assert f"ok  \tgangstate.local/shim/{package}" in out.stdout, out.stdout
 
 
 @pytest.mark.timeout(1900)
