@@ -1,7 +1,8 @@
 """The shim's Go side: ``go test`` and ``go vet`` over the whole ``shim/`` module (the fencing
 core, the configuration, the bus's encoding, the round tracker, and the hooks against a fake
 framework handle with Koordinator's Coscheduling inside), with the same Go settings as its build
-(``deploy/cluster/controlplane.py``: module mode, no cgo, the local toolchain). In the cluster
+(``deploy/cluster/controlplane.py``: module mode, no cgo, the local toolchain; ``-trimpath`` as
+the build, so that the Go build cache of the build serves the tests' packages too). In the cluster
 tier because it needs Go and Koordinator's modules, as the build does; the first run on a cold
 Go build cache pays for compiling Koordinator's packages for vet (about 6 min on 2 cores here),
 later runs take seconds (the Go build cache keeps them)."""
@@ -30,7 +31,7 @@ def _go(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(1900)
 def test_go_unit_tests_of_the_shim_pass() -> None:
-    out = _go("test", "-count=1", "./...")
+    out = _go("test", "-trimpath", "-count=1", "./...")
     assert out.returncode == 0, out.stdout + out.stderr
     for package in ("bus", "fencing", "gangshim"):
         assert f"ok  \tgangstate.local/shim/{package}" in out.stdout, out.stdout
@@ -38,5 +39,5 @@ def test_go_unit_tests_of_the_shim_pass() -> None:
 
 @pytest.mark.timeout(1900)
 def test_go_vet_finds_nothing_in_the_shim() -> None:
-    out = _go("vet", "./...")
+    out = _go("vet", "-trimpath", "./...")
     assert out.returncode == 0, out.stdout + out.stderr
