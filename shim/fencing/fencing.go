@@ -24,6 +24,7 @@ package fencing
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -96,14 +97,7 @@ func (s *State) answer(group, id string) {
 }
 
 // AnsweredGroups lists the gang groups with answered command ids remembered, sorted.
-func (s *State) AnsweredGroups() []string {
-	out := make([]string, 0, len(s.answeredIn))
-	for g := range s.answeredIn {
-		out = append(out, g)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s *State) AnsweredGroups() []string { return slices.Sorted(maps.Keys(s.answeredIn)) }
 
 // Forget drops the command ids answered for group and its buffered commands, once the group
 // is gone from the scheduler's gang cache. Its fence stays (an epoch never goes back,
@@ -136,14 +130,7 @@ func (s *State) Buffer(c Command) bool {
 }
 
 // Groups lists the gang groups with buffered commands, sorted.
-func (s *State) Groups() []string {
-	out := make([]string, 0, len(s.Pending))
-	for g := range s.Pending {
-		out = append(out, g)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s *State) Groups() []string { return slices.Sorted(maps.Keys(s.Pending)) }
 
 // Unpublished is the node written for a member nominated by this cycle's PostFilter whose
 // nominated node is not on its pod yet (kube-scheduler sets status.nominatedNodeName after

@@ -1,6 +1,10 @@
 package gangshim
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // evictLoop runs forgetGone every interval for as long as the process lives.
 func (s *Shim) evictLoop(every time.Duration) {
@@ -31,7 +35,7 @@ func (s *Shim) forgetGone() []string {
 	}
 	s.mu.Unlock()
 	var gone []string
-	for _, g := range sortedKeys(known) {
+	for _, g := range slices.Sorted(maps.Keys(known)) {
 		if !s.inCache(splitGroup(g)) {
 			gone = append(gone, g)
 		}

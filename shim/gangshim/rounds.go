@@ -1,7 +1,8 @@
 package gangshim
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -118,16 +119,7 @@ func (r *Rounds) Quiet(group string) bool {
 }
 
 // Groups lists the gang groups the tracker remembers (sorted).
-func (r *Rounds) Groups() []string { return sortedKeys(r.groups) }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func (r *Rounds) Groups() []string { return slices.Sorted(maps.Keys(r.groups)) }
 
 // Forget drops everything remembered of group (its open round too).
 func (r *Rounds) Forget(group string) {
