@@ -580,7 +580,7 @@ class LocalCluster:
                  shim: Mapping[str, str] | None = None) -> None:
         self.nodes = list(nodes)
         #: ``None``: Koordinator's koord-scheduler; a mapping: the shim's build (docs/shim.md),
-        #: run with these environment variables (``GANGSTATE_KAFKA_BOOTSTRAP``, ...)
+        #: run with these environment variables (``KAFKA_BOOTSTRAP_SERVERS``, ...)
         self.shim = None if shim is None else dict(shim)
         self._given_workdir = workdir
         self.workdir: Path | None = None
@@ -1085,7 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes = load_nodes(args.nodes) if args.nodes else DEFAULT_NODES
         shim = None
         if args.shim:
-            shim = {"GANGSTATE_KAFKA_BOOTSTRAP": args.kafka,
+            shim = {"KAFKA_BOOTSTRAP_SERVERS": args.kafka,
                     "GANGSTATE_TOPIC_PREFIX": args.topic_prefix,
                     "GANGSTATE_SHIM_ID": args.shim_id}
         cluster = LocalCluster(nodes, scheduler=not args.no_scheduler, progress=say,
