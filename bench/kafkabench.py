@@ -16,7 +16,7 @@ import uuid
 from typing import Iterable
 
 from streams.kafka.partitions import partition_of
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 
 PARTITIONS = 8
 """Partitions of the benchmark's gang-events topic."""

@@ -37,7 +37,7 @@ from kafkabench import (PARTITIONS, Watcher, bare_consumer, bare_latency,  # noq
                         probe_gangs, proc_memory, produce)
 
 from streams.kafka.partitions import partition_of  # noqa: E402
-from streams.kafka.settings import Settings  # noqa: E402
+from streams.settings import Settings  # noqa: E402
 from streams.core.fold import PartitionFold  # noqa: E402
 from streams.core.state import to_wire  # noqa: E402
 from streams.wire.decoding import decode_input  # noqa: E402

@@ -3,7 +3,7 @@
 ``trace(gangs, members, seed)`` yields ``(key, value_bytes)`` pairs in event-time order: the raw
 Kafka values a watch producer and a scheduler shim would publish for ``gangs`` gangs of
 ``members`` pods each. Pod records carry what ``gangstate watch`` publishes of a Pod
-(``producers.watch.watching.published``: metadata, gang annotations, ``spec.nodeName``,
+(``producers.watch.shapes.published``: metadata, gang annotations, ``spec.nodeName``,
 ``status.phase``; about 0.5 KiB); ``manifests=True`` publishes the whole ~1.1 KiB Pod instead
 (labels, owner, containers, conditions), as a trace recorded before that slimming (or by
 another producer) carries it. Per gang (min-available = members):
@@ -39,7 +39,7 @@ import random
 import uuid
 from typing import Iterator
 
-from producers.watch.watching import published
+from producers.watch.shapes import published
 from streams.core.timefmt import format_time
 
 T0 = 1_793_000_000_000_000  # 2026-10-26, microseconds of event time

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from streams.core.timefmt import format_time
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
 from streams.core.records import PodObserved
 from streams.wire.decoding import DecodeError, decode_input

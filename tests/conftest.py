@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from streams.kafka.publishing import ensure_topics
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.core.fold import FoldSettings
 from streams.dev.localkafka import broker_module
 

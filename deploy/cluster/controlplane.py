@@ -122,24 +122,12 @@ class ClusterError(RuntimeError):
     """
 
 
-def _load_broker_script() -> Any:
-    """``deploy/kafka/broker.py``, whose standard-library helpers (cache root, file lock, log
-    tails, free ports) this script shares; loaded once, under the module name
-    ``streams.dev.localkafka`` gives it too."""
-    import importlib.util
+if not __package__:  # run as a script (python deploy/cluster/controlplane.py): the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # root makes deploy importable
 
-    name = "gangstate_local_kafka"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).resolve().parents[1] / "kafka" / "broker.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+# the broker's standard-library helpers (cache root, file lock, log tails, free ports), shared
+from deploy.kafka import broker as _SHARED  # noqa: E402 - after the script's path above
 
-
-_SHARED = _load_broker_script()
 cache_root = _SHARED.cache_root
 _tail, _file_tail, free_ports = _SHARED.tail, _SHARED.file_tail, _SHARED.free_ports
 
@@ -592,7 +580,7 @@ class LocalCluster:
                  shim: Mapping[str, str] | None = None) -> None:
         self.nodes = list(nodes)
         #: ``None``: Koordinator's koord-scheduler; a mapping: the shim's build (docs/shim.md),
-        #: run with these environment variables (``GANGSTATE_KAFKA_BOOTSTRAP``, ...)
+        #: run with these environment variables (``KAFKA_BOOTSTRAP_SERVERS``, ...)
         self.shim = None if shim is None else dict(shim)
         self._given_workdir = workdir
         self.workdir: Path | None = None
@@ -1097,7 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes = load_nodes(args.nodes) if args.nodes else DEFAULT_NODES
         shim = None
         if args.shim:
-            shim = {"GANGSTATE_KAFKA_BOOTSTRAP": args.kafka,
+            shim = {"KAFKA_BOOTSTRAP_SERVERS": args.kafka,
                     "GANGSTATE_TOPIC_PREFIX": args.topic_prefix,
                     "GANGSTATE_SHIM_ID": args.shim_id}
         cluster = LocalCluster(nodes, scheduler=not args.no_scheduler, progress=say,

@@ -8,8 +8,8 @@ It is a throwaway by default: its data lives in a scratch directory wiped at eve
 and reused with ``keep_data``, ``run --data-dir DIR``), it listens on 127.0.0.1 only, and it is
 sized for a laptop (512 MiB heap). Do not point anything that matters at it.
 
-The module uses the Python standard library only: the ``gangstate`` CLI loads it with importlib
-from its file path, and it also runs as a script::
+The module uses the Python standard library only: the ``gangstate`` CLI imports it as
+``deploy.kafka.broker``, and it also runs as a script::
 
     python deploy/kafka/broker.py fetch              # resolve the jars once (needs mvn)
     python deploy/kafka/broker.py run [--port N]     # start, print KAFKA_BOOTSTRAP_SERVERS=..., wait

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from producers.watch.conditions import POD_SCHEDULED, failed_condition
-from producers.watch.watching import DEFAULT_SCHEDULERS, DeadLetter, Drop, GangRouter, Publish
+from producers.watch.plan import DEFAULT_SCHEDULERS
+from producers.watch.routing import DeadLetter, Drop, GangRouter, Publish
 from streams.core.timefmt import parse_time
 
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -11,9 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,44 +19,6 @@ import (
 
 	"gangstate.local/shim/fencing"
 )
-
-// Config is read from the environment (docs/shim.md): GANGSTATE_KAFKA_BOOTSTRAP (host:port,
-// comma separated; empty = the shim publishes nothing and consumes nothing),
-// GANGSTATE_TOPIC_PREFIX (default "gangstate."), GANGSTATE_SHIM_ID (default
-// "koord-scheduler"; keep it across restarts), GANGSTATE_SHIM_BUFFER (records, default 10000),
-// GANGSTATE_SHIM_COMMANDS ("1" default, "0" = publish only, no commands consumed).
-type Config struct {
-	Bootstrap []string
-	Prefix    string
-	ShimID    string
-	Buffer    int
-	Commands  bool
-}
-
-// FromEnv reads Config from the environment.
-func FromEnv() Config {
-	c := Config{Prefix: "gangstate.", ShimID: "koord-scheduler", Buffer: 10000, Commands: true}
-	if v := strings.TrimSpace(os.Getenv("GANGSTATE_KAFKA_BOOTSTRAP")); v != "" {
-		c.Bootstrap = strings.Split(v, ",")
-	}
-	if v, ok := os.LookupEnv("GANGSTATE_TOPIC_PREFIX"); ok {
-		c.Prefix = v
-	}
-	if v := os.Getenv("GANGSTATE_SHIM_ID"); v != "" {
-		c.ShimID = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("GANGSTATE_SHIM_BUFFER")); err == nil && v > 0 {
-		c.Buffer = v
-	}
-	if os.Getenv("GANGSTATE_SHIM_COMMANDS") == "0" {
-		c.Commands = false
-	}
-	return c
-}
-
-// GangEvents and CommandsTopic are the full topic names.
-func (c Config) GangEvents() string    { return c.Prefix + "gang-events" }
-func (c Config) CommandsTopic() string { return c.Prefix + "commands" }
 
 // Metrics of the publisher, registered by the caller on the scheduler's /metrics.
 var (
@@ -117,14 +76,17 @@ type Publisher struct {
 // NewPublisher connects (lazily: franz-go dials on first use) with acks=all and idempotence
 // (franz-go's defaults, set explicitly) and starts the delivery goroutine.
 func NewPublisher(cfg Config) (*Publisher, error) {
-	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...),
-		kgo.ClientID("gangstate-shim-"+cfg.ShimID),
+	opts, err := cfg.clientOpts("gangstate-shim-" + cfg.ShimID)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kgo.NewClient(append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// uncompressed: gangstate's Python consumers (kafka-python, aiokafka) have no snappy,
 		// franz-go's default codec
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordDeliveryTimeout(2*time.Minute))
+		kgo.RecordDeliveryTimeout(2*time.Minute))...)
 	if err != nil {
 		return nil, err
 	}
@@ -156,12 +118,11 @@ func (p *Publisher) run() {
 	topic := p.cfg.GangEvents()
 	for it := range p.queue {
 		Buffered.Dec()
-		raw, err := json.Marshal(it.value)
+		rec, err := encode(topic, it.key, it.value)
 		if err != nil {
 			Dropped.WithLabelValues(it.schema, "encode").Inc()
 			continue
 		}
-		rec := &kgo.Record{Topic: topic, Key: []byte(it.key), Value: raw}
 		p.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
 			if err != nil {
 				Dropped.WithLabelValues(it.schema, "delivery").Inc()
@@ -173,6 +134,16 @@ func (p *Publisher) run() {
 			}
 		})
 	}
+}
+
+// encode is the Kafka record of value on topic: key as its bytes, value as encoding/json writes
+// it (no trailing line break), no headers.
+func encode(topic, key string, value any) (*kgo.Record, error) {
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(key), Value: raw}, nil
 }
 
 // Close delivers what is buffered (waiting at most timeout) and closes the client.
@@ -188,8 +159,11 @@ func (p *Publisher) Close(timeout time.Duration) {
 // ReadAcks reads every gangstate.ack/v1 of shimID on gang-events from the start up to the end
 // offsets at call time (no consumer group) and returns them in partition order.
 func ReadAcks(ctx context.Context, cfg Config) ([]Ack, error) {
-	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...),
-		kgo.ClientID("gangstate-shim-recovery-"+cfg.ShimID))
+	opts, err := cfg.clientOpts("gangstate-shim-recovery-" + cfg.ShimID)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -266,13 +240,16 @@ type CommandHandler func(value []byte, commit func())
 // (auto commit off) and hands each record to handle, in partition order, until ctx ends.
 // Offsets are committed up to the lowest record not yet committed-by-handler per partition.
 func ConsumeCommands(ctx context.Context, cfg Config, handle CommandHandler) error {
-	client, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...),
-		kgo.ClientID("gangstate-shim-"+cfg.ShimID),
+	opts, err := cfg.clientOpts("gangstate-shim-" + cfg.ShimID)
+	if err != nil {
+		return err
+	}
+	client, err := kgo.NewClient(append(opts,
 		kgo.ConsumerGroup("gangstate-shim-"+cfg.ShimID),
 		kgo.ConsumeTopics(cfg.CommandsTopic()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
-		kgo.FetchMaxWait(200*time.Millisecond))
+		kgo.FetchMaxWait(200*time.Millisecond))...)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ package fencing
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -74,11 +75,39 @@ type State struct {
 	Fences   map[string]int64
 	Pending  map[string][]Command
 	Answered map[string]bool
+	// answeredIn lists, per gang group, the ids in Answered (for Forget; nil until needed)
+	answeredIn map[string][]string
 }
 
 // NewState returns an empty State.
 func NewState() *State {
 	return &State{Fences: map[string]int64{}, Pending: map[string][]Command{}, Answered: map[string]bool{}}
+}
+
+// answer remembers command id of group as answered.
+func (s *State) answer(group, id string) {
+	if s.Answered[id] {
+		return
+	}
+	s.Answered[id] = true
+	if s.answeredIn == nil {
+		s.answeredIn = map[string][]string{}
+	}
+	s.answeredIn[group] = append(s.answeredIn[group], id)
+}
+
+// AnsweredGroups lists the gang groups with answered command ids remembered, sorted.
+func (s *State) AnsweredGroups() []string { return slices.Sorted(maps.Keys(s.answeredIn)) }
+
+// Forget drops the command ids answered for group and its buffered commands, once the group
+// is gone from the scheduler's gang cache. Its fence stays (an epoch never goes back,
+// docs/contracts.md), so a command of the group delivered again is answered Stale, not applied.
+func (s *State) Forget(group string) {
+	for _, id := range s.answeredIn[group] {
+		delete(s.Answered, id)
+	}
+	delete(s.answeredIn, group)
+	delete(s.Pending, group)
 }
 
 // Fence is the group's fence epoch (0 when no command of the group was answered).
@@ -101,14 +130,7 @@ func (s *State) Buffer(c Command) bool {
 }
 
 // Groups lists the gang groups with buffered commands, sorted.
-func (s *State) Groups() []string {
-	out := make([]string, 0, len(s.Pending))
-	for g := range s.Pending {
-		out = append(out, g)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s *State) Groups() []string { return slices.Sorted(maps.Keys(s.Pending)) }
 
 // Unpublished is the node written for a member nominated by this cycle's PostFilter whose
 // nominated node is not on its pod yet (kube-scheduler sets status.nominatedNodeName after
@@ -131,7 +153,7 @@ const Unpublished = ""
 // The command id is remembered as answered either way.
 func (s *State) Decide(c Command, current string, candidates []string,
 	nominated map[string]string) (string, string, string) {
-	s.Answered[c.ID] = true
+	s.answer(c.GangGroup, c.ID)
 	if c.Epoch <= s.Fences[c.GangGroup] {
 		return Stale, current, fmt.Sprintf("epoch %d is not above the gang group's fence %d",
 			c.Epoch, s.Fences[c.GangGroup])
@@ -251,7 +273,7 @@ func Recover(acks []Ack, shimID string) *State {
 		if a.Schema != AckSchema || (shimID != "" && a.Shim != shimID) || a.GangGroup == "" {
 			continue
 		}
-		s.Answered[a.CommandID] = true
+		s.answer(a.GangGroup, a.CommandID)
 		if a.Outcome != Applied && a.Outcome != PreconditionFailed {
 			continue
 		}

@@ -395,3 +395,24 @@ func TestApplyPendingPreemptionAck(t *testing.T) {
 		t.Fatalf("an Applied ack has no reason, got %q", a.Reason)
 	}
 }
+
+func TestForgetDropsTheAnsweredIdsOfAGroupButKeepsItsFence(t *testing.T) {
+	s := Recover([]Ack{{Schema: AckSchema, CommandID: "ns/a#2", GangGroup: "ns/a", Epoch: 2,
+		Outcome: Applied, Shim: "x"}}, "x")
+	c := Command{Schema: "gangstate.command/v1", ID: "ns/a#3", GangGroup: "ns/a", Epoch: 3,
+		Representative: "ns/p-1"}
+	s.Decide(c, "", nil, nil)
+	s.Buffer(Command{ID: "ns/b#1", GangGroup: "ns/b", Epoch: 1})
+	if got := s.AnsweredGroups(); len(got) != 1 || got[0] != "ns/a" {
+		t.Fatalf("answered groups: %v", got)
+	}
+	s.Forget("ns/a")
+	if len(s.Answered) != 0 || len(s.AnsweredGroups()) != 0 || s.Fence("ns/a") != 3 ||
+		len(s.Pending["ns/b"]) != 1 {
+		t.Fatalf("after Forget: answered %v fence %d pending %v", s.Answered, s.Fence("ns/a"), s.Pending)
+	}
+	// delivered again: not applied, the fence holds
+	if outcome, _, _ := s.Decide(c, "", nil, nil); outcome != Stale {
+		t.Fatalf("a command of a forgotten group delivered again: %s", outcome)
+	}
+}

@@ -71,56 +71,78 @@ func (s *Shim) onCommand(value []byte, commit func()) {
 	s.commit[c.ID] = append(s.commit[c.ID], commit)
 }
 
-// sweep runs every second over the groups with buffered commands. A group with no pending
-// member left (scheduled or deleted) gets no apply point any more: its commands are decided
-// now (with no candidate the compare-and-swap fails: PreconditionFailed), since every command
-// must be acked. A group with pending members may sit in the unschedulable pods for good (a pod
-// refused at PreEnqueue by Coscheduling is moved by no cluster event: K coscheduling.go:109-112;
+// sweep runs every second over the groups with buffered commands (sweepOnce).
+func (s *Shim) sweep() {
+	for range time.Tick(time.Second) {
+		s.sweepOnce()
+	}
+}
+
+// sweepOnce decides or wakes the groups with buffered commands. A group with no pending member
+// left (scheduled or deleted) gets no apply point any more: its commands are decided now (with
+// no candidate the compare-and-swap fails: PreconditionFailed), since every command must be
+// acked. A group with pending members may sit in the unschedulable pods for good (a pod refused
+// at PreEnqueue by Coscheduling is moved by no cluster event: K coscheduling.go:109-112;
 // docs/contracts.md "Scheduling gates"), so its next PreEnqueue is brought about with the
 // framework's own means: the pending pod each command names is activated once
-// (Handle.Activate), which runs its PreEnqueue, the apply point.
-func (s *Shim) sweep() {
-	activated := map[string]bool{}
-	for range time.Tick(time.Second) {
-		s.mu.Lock()
-		groups := s.state.Groups()
-		targets := map[string][]string{}
-		for _, g := range groups {
-			for _, c := range s.state.Pending[g] {
-				if !activated[c.ID] {
-					activated[c.ID] = true
-					targets[g] = append(targets[g], c.Representative)
-				}
+// (Handle.Activate), which runs its PreEnqueue, the apply point. The memory of activated
+// commands keeps only the commands still buffered.
+func (s *Shim) sweepOnce() {
+	s.mu.Lock()
+	groups := s.state.Groups()
+	targets := map[string][]string{}
+	for _, g := range groups {
+		for _, c := range s.state.Pending[g] {
+			if !s.activated[c.ID] {
+				s.activated[c.ID] = true
+				targets[g] = append(targets[g], c.Representative)
 			}
 		}
-		s.mu.Unlock()
-		for _, g := range groups {
-			group := splitGroup(g)
-			keys, pods := s.pending(group)
-			if len(keys) == 0 {
-				s.applyPoint(g, group)
-				continue
+	}
+	s.pruneActivated()
+	s.mu.Unlock()
+	for _, g := range groups {
+		group := splitGroup(g)
+		keys, pods := s.pending(group)
+		if len(keys) == 0 {
+			s.applyPoint(g, group)
+			continue
+		}
+		wake := map[string]*v1.Pod{}
+		for _, t := range targets[g] {
+			if p := pods[t]; p != nil {
+				wake[t] = p
 			}
-			wake := map[string]*v1.Pod{}
-			for _, t := range targets[g] {
-				if p := pods[t]; p != nil {
-					wake[t] = p
-				}
-			}
-			if len(wake) == 0 && len(targets[g]) > 0 {
-				wake[keys[0]] = pods[keys[0]] // the target is not pending: any member's PreEnqueue decides
-			}
-			if len(wake) > 0 {
-				s.handle.Activate(klog.Background(), wake)
-			}
+		}
+		if len(wake) == 0 && len(targets[g]) > 0 {
+			wake[keys[0]] = pods[keys[0]] // the target is not pending: any member's PreEnqueue decides
+		}
+		if len(wake) > 0 {
+			s.handle.Activate(klog.Background(), wake)
 		}
 	}
 }
 
-// splitGroup lists the gang ids of a gang group id (util.GetGangGroupId joins them with ","),
-// skipping empty ones.
-func splitGroup(id string) []string {
-	return strings.FieldsFunc(id, func(r rune) bool { return r == ',' })
+// pruneActivated drops the activated commands no longer buffered (decided). Called with s.mu held.
+func (s *Shim) pruneActivated() {
+	buffered := map[string]bool{}
+	for _, cs := range s.state.Pending {
+		for _, c := range cs {
+			buffered[c.ID] = true
+		}
+	}
+	for id := range s.activated {
+		if !buffered[id] {
+			delete(s.activated, id)
+		}
+	}
+}
+
+// applyAt is an apply point of m's gang group (nothing for a pod that is no gang member).
+func (s *Shim) applyAt(m member) {
+	if m.isGang() {
+		s.applyPoint(m.group, m.gangs)
+	}
 }
 
 // applyPoint decides the group's buffered commands (fencing.State.ApplyPending) against the
@@ -151,7 +173,7 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 			s.switchTo(current, target)
 		}
 	}
-	at := now()
+	at := s.stamp()
 	for _, d := range decisions {
 		bus.Commands.WithLabelValues(d.Outcome).Inc()
 		ack := fencing.MakeAck(d, at, s.cfg.ShimID)

@@ -10,7 +10,7 @@ needs no broker.
 
 Conventions (kubectl's): usage errors print on stderr and exit 2; ``--version``;
 ``-n/--namespace``, ``-A/--all-namespaces``, ``-o json|yaml|wide|name`` where they apply.
-A bad environment variable (``streams.kafka.settings``) is one line on stderr and exit
+A bad environment variable (``streams.settings``) is one line on stderr and exit
 status 2. Whatever else stops a command (``streams.kafka.waiting.Failure``: Kafka or a worker
 out of reach after ``--timeout``, a 403; Ctrl-C; SIGTERM) is one line too, with the exit
 status of the table in ``streams.kafka.waiting``. ``main(argv)`` returns the exit status (usage
@@ -29,7 +29,7 @@ import click
 
 from streams import __version__
 from streams.cli.options import SECONDS, _at, output_option
-from streams.kafka.settings import SettingsError
+from streams.settings import SettingsError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -57,7 +57,7 @@ def fold(trace: str, output: str, at: str | None, grace: float) -> int:
     ahead of its Kafka timestamp."""
     from producers.watch.dump import DumpError, trace_lines
     from streams.core.fold import FoldSettings
-    from streams.kafka.settings import environment
+    from streams.settings import environment
     from streams.wire.traces import fold_lines, format_text
 
     settings = FoldSettings(grace_seconds=grace)

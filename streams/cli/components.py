@@ -1,13 +1,14 @@
 """``gangstate`` commands that run a component against a cluster: watch, sink.
 
-Where it sits: the CLI; each command parses its flags and hands them to the component's runner
-(``producers.watch.running.run_watch``, ``streams.events.sink.run_sink``), which owns signals, retries and the exit status.
+Where it sits: the CLI; each command parses its flags into the component's typed options
+(pydantic: ``producers.watch.running.WatchOptions``, ``streams.events.sink.SinkOptions``) and
+hands them to its runner (``run_watch``, ``run_sink``), which owns signals, retries and the exit
+status through ``streams.runner``.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -49,18 +50,17 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
           kafka_security: dict[str, Any]) -> int:
     """List and watch gang Pods, PodGroups and scheduler Events and publish them to the
     gang-events topic (Kafka from KAFKA_BOOTSTRAP_SERVERS)."""
-    from producers.watch.running import run_watch
+    from producers.watch.running import WatchOptions, run_watch
 
     check_kube_options(kubeconfig, in_cluster)
     if namespace and all_namespaces:
         raise click.UsageError("-n/--namespace and -A/--all-namespaces exclude each other")
-    return run_watch(argparse.Namespace(
+    return run_watch(WatchOptions(
         kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
-        namespace=list(namespace), scheduler_name=list(scheduler_name),
-        no_podgroups=no_podgroups,
-        metrics_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
-        metrics_bind=http_bind, tick_interval=tick_interval, watch_timeout=watch_timeout, read_timeout=read_timeout,
-        queue_size=queue_size, bootstrap=bootstrap, prefix=prefix,
+        namespaces=namespace, scheduler_names=scheduler_name, podgroups=not no_podgroups,
+        http_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
+        http_bind=http_bind, tick_interval=tick_interval, watch_timeout=watch_timeout,
+        read_timeout=read_timeout, queue_size=queue_size, bootstrap=bootstrap, prefix=prefix,
         kafka_security=kafka_security))
 
 
@@ -84,22 +84,24 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
 @http_port_option("serve Prometheus metrics on this port (/metrics)")
 @kafka_options
 def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run: bool,
-         api: str, instance: str | None, input_: str | None, spam_burst: int,
+         api: Literal["core/v1", "events.k8s.io/v1"], instance: str | None, input_: str | None, spam_burst: int,
          spam_refill_seconds: float, http_port: int | None, http_bind: str,
          web_port_alias: int | None, metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None,
          kafka_security: dict[str, Any]) -> int:
     """Consume the diagnostics topic (consumer group <app id>-event-sink) and write one
     Kubernetes Event per (involved object, reason, field), deduped and counted like client-go's
-    event recorder; idempotent across restarts and replays (docs/events.md)."""
-    from streams.events.sink import run_sink
+    event recorder; idempotent across restarts and replays (docs/events.md). Exit status 0 when
+    stopped (SIGTERM, SIGINT) or at the end of --input; 1 when every diagnostic of --input is
+    invalid; 2 for a configuration error or an unreadable --input."""
+    from streams.events.sink import SinkOptions, run_sink
 
     check_kube_options(kubeconfig, in_cluster)
-    return run_sink(argparse.Namespace(
+    return run_sink(SinkOptions(
         kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, dry_run=dry_run,
         api=api, instance=instance, input=input_, spam_burst=spam_burst,
         spam_refill_seconds=spam_refill_seconds,
-        metrics_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
-        metrics_bind=http_bind, bootstrap=bootstrap, prefix=prefix,
+        http_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
+        http_bind=http_bind, bootstrap=bootstrap, prefix=prefix,
         kafka_security=kafka_security))
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import click
 
-from streams.kafka.settings import SASL_MECHANISMS, SECURITY_PROTOCOLS
+from streams.settings import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from streams.wire.contracts import parse_time
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -5,7 +5,7 @@ Where it sits: the CLI; each command parses its flags and calls the module that 
 ``replay`` publishes into topics of its own and folds them with a worker of its own
 (``streams.dev.worker_process``) unless ``--into-live`` says otherwise.
 Kafka is found with ``KAFKA_BOOTSTRAP_SERVERS`` (or ``--bootstrap``), topics with
-``GANGSTATE_TOPIC_PREFIX`` (or ``--prefix``), both read by ``streams.kafka.settings``.
+``GANGSTATE_TOPIC_PREFIX`` (or ``--prefix``), both read by ``streams.settings``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import click
 
 from streams.cli.options import _at, http_port_option, kafka_options, timeout_option
 from streams.cli.options import http_port as chosen_port
-from streams.kafka.settings import KafkaSecurity, Settings
+from streams.settings import KafkaSecurity, Settings
 
 
 def kafka_settings(bootstrap: str | None, prefix: str | None,

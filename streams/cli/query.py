@@ -137,7 +137,7 @@ class TraceSource:
     (``streams.wire.traces.far_ahead``) set aside and reported, as ``gangstate fold`` does."""
 
     def __init__(self, traces: Sequence[str], at: int) -> None:
-        from streams.kafka.settings import environment
+        from streams.settings import environment
         from streams.wire.traces import fold_lines
 
         lines = _lines_until([Path(t) for t in traces], at)
@@ -386,7 +386,7 @@ class Source:
             from streams.cli.options import _at
 
             return TraceSource(list(self.traces), _at(self.at))
-        from streams.kafka.settings import environment
+        from streams.settings import environment
 
         given = environment().server
         where = ("--server" if self.server else "GANGSTATE_SERVER" if given

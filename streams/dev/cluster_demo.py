@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.dev.localcluster import (Chain, controlplane_module, create_namespace, gang_pod,
                                      pod_events)
 from streams.dev.demo import demo_kafka

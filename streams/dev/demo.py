@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from streams.kafka.settings import KafkaSecurity, Settings, Topics
+from streams.settings import KafkaSecurity, Settings, Topics
 from streams.wire.contracts import parse_time
 from streams.core.state import from_wire
 from streams.dev.localkafka import broker_module, repo_root

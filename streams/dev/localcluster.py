@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from streams.kafka.settings import Settings
-from streams.dev.localkafka import load_script, repo_root
+from streams.settings import Settings
+from streams.dev.localkafka import repo_root
 from streams.dev.worker_process import worker_env
 
 MANIFESTS = ("rbac.yaml",)
@@ -91,8 +91,14 @@ def create_namespace(core_v1: Any, name: str, timeout: float = 60.0) -> None:
 
 
 def controlplane_module() -> ModuleType:
-    """Import ``deploy/cluster/controlplane.py`` from the checkout (once) and return it."""
-    return load_script("gangstate_local_controlplane", "deploy", "cluster", "controlplane.py")
+    """The module ``deploy.cluster.controlplane`` (imported on first use). Raises
+    ``FileNotFoundError`` when the ``deploy`` package is not installed."""
+    try:
+        from deploy.cluster import controlplane
+    except ModuleNotFoundError as err:
+        raise FileNotFoundError(f"{err.name} is not installed: run from a gangstate "
+                                "checkout") from None
+    return controlplane
 
 
 def service_account_of(manifest: Path) -> tuple[str, str]:

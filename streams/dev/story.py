@@ -8,7 +8,7 @@ server, no clock): it reads the replayed trace lines and the outputs read back (
 - *What the scheduler wrote*: the core/v1 Events of the trace's ``gangstate.kube/v1`` records
   (``resource: events``, the scheduler's own Events as the watcher published them), per pod
   (name and uid) and reason, each Event counted as often as it happened
-  (``producers.watch.watching.event_count``: ``series.count``, else ``count``, else 1; a
+  (``producers.watch.shapes.event_count``: ``series.count``, else ``count``, else 1; a
   relisted Event counts once, by uid).
 - *What gangstate writes*: the diagnostics through the sink's own decisions, offline
   (``streams.events.recorder.written_offline``): one Event per (pod, reason, field) with its
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from producers.watch.scheduler_events import parse_scheduler_event
-from producers.watch.watching import event_count
+from producers.watch.shapes import event_count
 from streams.core.spec import gang_of_pod
 from streams.events.recorder import written_offline
 from streams.query.answers import gang_row

@@ -2,7 +2,7 @@
 
 Where it sits: the shell. The worker runs in its own process, as in production, so the demo and
 the end-to-end tests exercise exactly the command a user runs. Settings travel as environment
-variables (``streams.kafka.settings``).
+variables (``streams.settings``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from streams.kafka.settings import SECURITY_VARIABLES, Settings
+from streams.settings import SECURITY_VARIABLES, Settings
 
 
 def worker_env(settings: Settings, datadir: str | None = None) -> dict[str, str]:

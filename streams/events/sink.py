@@ -31,10 +31,8 @@ bad record or an API failure, or read the wall clock except through the injected
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import signal
 import socket
 import sys
 import threading
@@ -43,10 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
+import tenacity
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
-from streams.kafka.settings import Settings
+from streams.runner import Component, KafkaOptions, KubeOptions, ServeOptions
+from streams.settings import Settings
 from streams.wire.contracts import Diagnostic
 from streams.events.bodies import render, written_from_event
 from streams.events.recorder import (Api, Create, Decision, EventKey, Occurrence, Patch, Recorder,
@@ -152,6 +152,15 @@ class RetryPolicy:
         return min(self.cap, self.base * (2 ** attempt))
 
 
+class _Retryable(Exception):
+    """A failed request that is tried again: ``status`` (the metric's label: the HTTP code or
+    ``transport``), the server's ``Retry-After`` if any, and ``last``, the failure in words."""
+
+    def __init__(self, status: str, retry_after: str | None, last: str) -> None:
+        super().__init__(last)
+        self.status, self.retry_after, self.last = status, retry_after, last
+
+
 class GiveUp(Exception):
     """An Event that will not be written; ``reason`` goes to the counter."""
 
@@ -248,31 +257,47 @@ class EventSink:
     def _call(self, method: str, path: str, body: Any = None,
               content_type: str = "application/json") -> Response:
         """Send one request; return a 2xx, 404 or 409 answer. Transport errors, 5xx and 429
-        are retried per ``self.retry``; raises ``Forbidden`` for a 403, ``GiveUp("api-<code>")``
+        are retried per ``self.retry`` (tenacity: at most ``tries`` attempts, ``delay`` between
+        them, through ``self.sleep``); raises ``Forbidden`` for a 403, ``GiveUp("api-<code>")``
         for any other 4xx and ``GiveUp("retries-exhausted")`` after the last try."""
-        last = ""
-        for attempt in range(self.retry.tries):
+
+        def attempt() -> Response:
             try:
                 resp = self.transport(method, path, body, content_type)
             except Exception as err:  # noqa: BLE001 - any transport failure is retried
-                status, retry_after, last = "transport", None, f"{type(err).__name__}: {err}"
-            else:
-                if resp.status < 300 or resp.status in (404, 409):
-                    return resp
-                message = resp.body.get("message", "")
-                if resp.status == 403:
-                    raise Forbidden(*request_attributes(method, path),
-                                    f"{method} {path}: {message}")
-                if resp.status != 429 and resp.status < 500:
-                    raise GiveUp(f"api-{resp.status}", f"{method} {path}: {message}")
-                status, retry_after = str(resp.status), resp.headers.get("retry-after")
-                last = f"{resp.status} {message}"
-            if attempt + 1 < self.retry.tries:
-                self.metrics.retries.labels(status=status).inc()
-                delay = self.retry.delay(attempt, retry_after)
-                log.info("%s %s failed (%s); retrying in %.2f s", method, path, last, delay)
-                self.sleep(delay)
-        raise GiveUp("retries-exhausted", f"{method} {path}: {last}")
+                raise _Retryable("transport", None, f"{type(err).__name__}: {err}") from None
+            if resp.status < 300 or resp.status in (404, 409):
+                return resp
+            message = resp.body.get("message", "")
+            if resp.status == 403:
+                raise Forbidden(*request_attributes(method, path), f"{method} {path}: {message}")
+            if resp.status != 429 and resp.status < 500:
+                raise GiveUp(f"api-{resp.status}", f"{method} {path}: {message}")
+            raise _Retryable(str(resp.status), resp.headers.get("retry-after"),
+                             f"{resp.status} {message}")
+
+        def failed(state: tenacity.RetryCallState) -> _Retryable:
+            err = state.outcome.exception() if state.outcome else None
+            assert isinstance(err, _Retryable)
+            return err
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            err = failed(state)
+            self.metrics.retries.labels(status=err.status).inc()
+            log.info("%s %s failed (%s); retrying in %.2f s", method, path, err.last,
+                     state.upcoming_sleep)
+
+        try:
+            return tenacity.Retrying(
+                retry=tenacity.retry_if_exception_type(_Retryable),
+                stop=tenacity.stop_after_attempt(self.retry.tries),
+                wait=lambda state: self.retry.delay(state.attempt_number - 1,
+                                                    failed(state).retry_after),
+                sleep=self.sleep, before_sleep=before_sleep)(attempt)
+        except tenacity.RetryError as err:
+            last = err.last_attempt.exception()
+            raise GiveUp("retries-exhausted",
+                         f"{method} {path}: {getattr(last, 'last', '')}") from None
 
     # -- reading and writing Events ------------------------------------------------------------
     def _path(self, namespace: str, name: str | None = None) -> str:
@@ -310,17 +335,20 @@ class EventSink:
         """Decide and apply one occurrence. A create that meets an existing Event (409: another
         writer, or a cache that said absent) forgets the cached state, reads the Event and
         decides once more."""
-        for attempt in range(2):
+        applied: list[EventKey] = []  # the key of the decision last applied
+
+        def attempt() -> Decision:
             decision = self.recorder.decide(occ, self._lookup)
-            if not isinstance(decision, (Create, Patch)):
-                return decision
-            try:
+            if isinstance(decision, (Create, Patch)):
+                applied.append(decision.key)
                 return self._apply(decision)
-            except GiveUp as err:
-                if err.reason != "conflict" or attempt == 1:
-                    raise
-                self.recorder.forget(decision.key)
-        raise AssertionError("unreachable")
+            return decision
+
+        return tenacity.Retrying(
+            retry=tenacity.retry_if_exception(
+                lambda err: isinstance(err, GiveUp) and err.reason == "conflict"),
+            stop=tenacity.stop_after_attempt(2), reraise=True, sleep=lambda _seconds: None,
+            before_sleep=lambda _state: self.recorder.forget(applied[-1]))(attempt)
 
     def write(self, diagnostic: Mapping[str, Any]) -> list[Decision | GivenUp]:
         """Write the Events of one ``gangstate.diagnostic/v1`` dict, one per involved object;
@@ -440,85 +468,88 @@ def read_input(path: str) -> Iterator[dict[str, Any]]:
 # The process: runner of `gangstate sink` (its flags: streams.cli.components)
 # ---------------------------------------------------------------------------------------------
 
-def _transport(args: argparse.Namespace) -> Transport:
+class SinkOptions(KubeOptions, ServeOptions, KafkaOptions):
+    """``gangstate sink``'s options (``streams.cli.components`` builds them from its flags):
+    where the API server is, the HTTP port, the Kafka flags, and ``dry_run`` (contact no API
+    server), ``api`` (the Event API written), ``instance`` (``reportingInstance``; ``None``: the
+    host name), ``input`` (a path of diagnostics, ``-`` stdin; ``None``: Kafka), ``spam_burst``
+    (Events per involved object at once) and ``spam_refill_seconds`` (seconds per token)."""
+
+    dry_run: bool = False
+    api: Api = "core/v1"
+    instance: str | None = None
+    input: str | None = None
+    spam_burst: int = 25
+    spam_refill_seconds: float = 300.0
+
+
+def _transport(options: SinkOptions) -> Transport:
     """``DryRunTransport`` with ``--dry-run``, else a ``KubeTransport`` of the kubeconfig.
     Raises ``KubeconfigError`` (one line) when it cannot be loaded."""
-    if args.dry_run:
+    if options.dry_run:
         return DryRunTransport(lambda line: print(line, flush=True))
     from streams.kube.kubeconfig import load_configuration
 
     return KubeTransport.from_configuration(
-        load_configuration(args.kubeconfig, args.context, args.in_cluster))
+        load_configuration(options.kubeconfig, options.context, options.in_cluster))
 
 
-def run_sink(args: argparse.Namespace) -> int:
+def run_sink(options: SinkOptions) -> int:
     """``gangstate sink``: write Events until SIGTERM/SIGINT (or the end of ``--input``).
-    Returns 2 when neither Kafka nor ``--input`` is given or the kubeconfig cannot be loaded
-    (before anything waits), 0 otherwise, also when stopped while it waits for Kafka. Kafka
+    Returns 2 when neither Kafka nor ``--input`` is given, the kubeconfig cannot be loaded or
+    ``--input`` cannot be read (before anything waits); 1 when every diagnostic of ``--input``
+    is invalid (each skipped with one line); 0 otherwise, also when some of ``--input`` were
+    skipped and when stopped while it waits for Kafka. Kafka
     being unreachable is retried with backoff (``streams.kafka.waiting``, one line per 10 s);
     meanwhile ``/readyz`` on ``--http-port`` answers 503 with the reason, 200 once Kafka
-    answers."""
-    from streams.kafka.logs import limited_handler
-    from streams.kafka.waiting import Readiness, kafka_source, serve_http, wait_for_kafka
+    answers. Logging, signals, the HTTP server and the wait: ``streams.runner``."""
     from streams.kube.kubeconfig import KubeconfigError
 
-    # each kind of line at most once per 10 s (a broker that is down)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
-                        handlers=[limited_handler(sys.stderr)])
-    settings = Settings.from_env().with_flags(args.bootstrap, args.prefix,
-                                              getattr(args, "kafka_security", None))
-    if not args.input and not settings.bootstrap:
-        print("gangstate sink: set KAFKA_BOOTSTRAP_SERVERS (or --bootstrap), or give --input",
-              file=sys.stderr)
-        return 2
+    component = Component("gangstate sink")
+    component.start_logging(sys.stderr)
+    settings = options.settings()
+    if not options.input and not settings.bootstrap:
+        return component.usage_error(
+            "set KAFKA_BOOTSTRAP_SERVERS (or --bootstrap), or give --input")
     try:
-        transport = _transport(args)
+        transport = _transport(options)
     except KubeconfigError as err:
-        print(f"gangstate sink: {err}", file=sys.stderr)
-        return 2
+        return component.usage_error(str(err))
     metrics = Metrics()
-    source = kafka_source(args.bootstrap)
-    readiness = Readiness(None if args.input else
-                          f"waiting for Kafka at {settings.bootstrap} ({source})")
-    if args.metrics_port:
-        serve_http(args.metrics_port, getattr(args, "metrics_bind", "127.0.0.1"),
-                   metrics.registry, readiness)
-    recorder = Recorder(SpamFilter(time.monotonic, args.spam_burst, args.spam_refill_seconds))
-    sink = EventSink(transport, api=args.api, metrics=metrics, recorder=recorder,
-                     instance=args.instance or socket.gethostname())
-    if args.input:
-        from pydantic import ValidationError
-
-        from streams.wire.contracts import Diagnostic
-
-        try:
-            diagnostics = list(read_input(args.input))
-        except (OSError, UnicodeDecodeError, ValueError) as err:
-            print(f"gangstate sink: cannot read diagnostics from {args.input}: {err}",
-                  file=sys.stderr)
-            return 2
-        skipped = 0
-        for number, diagnostic in enumerate(diagnostics, start=1):
-            try:
-                Diagnostic.model_validate(diagnostic)
-            except ValidationError as err:
-                skipped += 1
-                print(f"gangstate sink: {args.input}: diagnostic {number} skipped: "
-                      f"{err.errors(include_url=False)[0]['msg']} "
-                      f"({'.'.join(map(str, err.errors()[0]['loc']))})", file=sys.stderr)
-                continue
-            sink.write(diagnostic)
-        return 1 if skipped and skipped == len(diagnostics) else 0
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        log.info("signal %d: stopping", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    wait_for_kafka(settings, "gangstate sink", source=source, timeout=None, stop=stop,
-                   readiness=readiness)
-    if not stop.is_set():
-        consume(settings, sink, stop)
+    component.readiness.reason = (None if options.input else
+                                  f"waiting for Kafka at {settings.bootstrap} "
+                                  f"({options.source()})")
+    component.serve(options.http_port or None, options.http_bind, metrics.registry)
+    recorder = Recorder(SpamFilter(time.monotonic, options.spam_burst,
+                                   options.spam_refill_seconds))
+    sink = EventSink(transport, api=options.api, metrics=metrics, recorder=recorder,
+                     instance=options.instance or socket.gethostname())
+    if options.input:
+        return _write_input(sink, options.input)
+    component.handle_signals()
+    component.wait_for_kafka(settings, options.source())
+    if not component.stop.is_set():
+        consume(settings, sink, component.stop)
     return 0
+
+
+def _write_input(sink: EventSink, path: str) -> int:
+    """Write the Events of the diagnostics in ``path`` (``read_input``); 2 when it cannot be
+    read, 1 when every diagnostic is invalid (each skipped with one line on stderr), else 0."""
+    try:
+        diagnostics = list(read_input(path))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        print(f"gangstate sink: cannot read diagnostics from {path}: {err}", file=sys.stderr)
+        return 2
+    skipped = 0
+    for number, diagnostic in enumerate(diagnostics, start=1):
+        try:
+            Diagnostic.model_validate(diagnostic)
+        except ValidationError as err:
+            skipped += 1
+            print(f"gangstate sink: {path}: diagnostic {number} skipped: "
+                  f"{err.errors(include_url=False)[0]['msg']} "
+                  f"({'.'.join(map(str, err.errors()[0]['loc']))})", file=sys.stderr)
+            continue
+        sink.write(diagnostic)
+    return 1 if skipped and skipped == len(diagnostics) else 0

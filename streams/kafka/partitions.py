@@ -1,6 +1,6 @@
 """Which ``gang-events`` partition a key lands on, computed as Kafka's clients do.
 
-Where it sits: beside the topics (``streams.kafka.settings``); the worker's table co-partitions
+Where it sits: beside the topics (``streams.settings``); the worker's table co-partitions
 its changelog with it, and its HTTP views use it to tell the gangs they own. Pure arithmetic.
 """
 

@@ -18,7 +18,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.wire.contracts import TICK_SCHEMA
 from streams.core.timefmt import format_time
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
-from streams.kafka.settings import KafkaSecurity, Settings
+from streams.settings import KafkaSecurity, Settings
 
 
 def read_topic(settings: Settings, topic: str, *, from_beginning: bool = True,

@@ -32,8 +32,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
+import tenacity
+
 if TYPE_CHECKING:  # pragma: no cover
-    from streams.kafka.settings import KafkaSecurity, Settings
+    from streams.settings import KafkaSecurity, Settings
 
 T = TypeVar("T")
 
@@ -188,40 +190,61 @@ def retry(attempt: Callable[[], T], *, who: str, waiting: str, deadline: float |
     ``stop`` (set by a signal handler) ends the wait: ``None`` is returned. Delays between
     attempts: ``backoff_delay`` (``BACKOFF_BASE``, ``BACKOFF_CAP``), cut at the deadline."""
     started = clock()
-    failures = 0
-    while True:
+
+    def stopped(_state: tenacity.RetryCallState | None = None) -> None:
         if stop is not None and stop.is_set():
-            return None
-        try:
-            result = attempt()
-        except transient as err:
-            cause = one_line(err)
-            if stop is not None and stop.is_set():
-                return None
-            delay = backoff_delay(failures, BACKOFF_BASE, BACKOFF_CAP, rand())
-            failures += 1
-            if say is not None:
-                if deadline is not None and clock() + min(delay, 0.1) >= deadline:
-                    waited = clock() - started
-                    raise Failure(f"cannot reach {waiting} after {waited:.0f} s ({cause})"
-                                  + (f"; {give_up}" if give_up else "")) from None
-                if failures == 1:
-                    say(f"{who}: waiting for {waiting} ...")
-                if deadline is not None:
-                    delay = min(delay, max(0.0, deadline - clock()))
-            else:
-                log.warning("%s: waiting for %s: %s; retrying in %.1f s", who, waiting, cause,
-                            delay)
-                if readiness is not None:
-                    readiness.reason = f"waiting for {waiting}"
-            if stop is not None:
-                stop.wait(delay)
-            else:
-                time.sleep(delay)
-            continue
-        if readiness is not None and say is None:
-            readiness.reason = None
-        return result
+            raise _Stopped
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        delay = backoff_delay(state.attempt_number - 1, BACKOFF_BASE, BACKOFF_CAP, rand())
+        if say is not None and deadline is not None:  # never sleep past the deadline
+            delay = min(delay, max(0.0, deadline - clock()))
+        return delay
+
+    def past_deadline(state: tenacity.RetryCallState) -> bool:
+        stopped()
+        if say is not None and deadline is not None and (
+                clock() + min(state.upcoming_sleep, 0.1) >= deadline):
+            raise Failure(f"cannot reach {waiting} after {clock() - started:.0f} s "
+                          f"({_cause(state)})" + (f"; {give_up}" if give_up else ""))
+        return False
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        if say is not None:
+            if state.attempt_number == 1:
+                say(f"{who}: waiting for {waiting} ...")
+            return
+        log.warning("%s: waiting for %s: %s; retrying in %.1f s", who, waiting, _cause(state),
+                    state.upcoming_sleep)
+        if readiness is not None:
+            readiness.reason = f"waiting for {waiting}"
+
+    def pause(seconds: float) -> None:  # a signal ends the pause at once
+        if stop is not None:
+            stop.wait(seconds)
+        else:
+            time.sleep(seconds)
+
+    try:
+        result = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(transient), before=stopped, wait=wait,
+            stop=past_deadline, before_sleep=before_sleep,
+            sleep=pause)(attempt)
+    except _Stopped:
+        return None
+    if readiness is not None and say is None:
+        readiness.reason = None
+    return result
+
+
+class _Stopped(Exception):
+    """``retry``'s ``stop`` was set: the wait ends without a result."""
+
+
+def _cause(state: tenacity.RetryCallState) -> str:
+    """The failed attempt of ``state`` in one line (``one_line``)."""
+    err = state.outcome.exception() if state.outcome else None
+    return one_line(err) if err is not None else "?"
 
 
 def one_line(err: BaseException) -> str:
@@ -252,7 +275,7 @@ def kafka_unreachable(bootstrap: str, security: "KafkaSecurity | None" = None,
     from kafka import KafkaConsumer
     from kafka.errors import KafkaError
 
-    from streams.kafka.settings import KafkaSecurity
+    from streams.settings import KafkaSecurity
 
     config = (security or KafkaSecurity()).kafka_python()
     why = "no address"

@@ -44,7 +44,7 @@ from pydantic_core import to_json
 
 from streams.core.fold import Output, PartitionFold
 from streams.kafka.partitions import partition_of
-from streams.kafka.settings import KafkaSecurity, Settings, environment
+from streams.settings import KafkaSecurity, Settings, environment
 from streams.wire import contracts
 from streams.wire.contracts import COMMAND_SCHEMA, SUMMARY_SCHEMA
 from streams.wire.decoding import DecodeError, decode_input
@@ -324,7 +324,8 @@ def create_app(settings: Settings, *, web_port: int | None = None,
 GC_YOUNG_THRESHOLD = 50_000
 """Allocations between two collections of Python's youngest GC generation in the worker (the
 default is 700). The fold allocates a few short-lived containers per record, and its gang
-states are immutable named tuples without reference cycles, freed by reference counting: at 700,
+states (slotted dataclasses, copied per change and never changed once handed out) hold no
+reference cycles, so reference counting frees them: at 700,
 cyclic collections took about 10 % of the fold's and 7 % of decoding's CPU time
 (docs/benchmarks.md, "Garbage collection"). Cyclic garbage is still collected, later."""
 
@@ -348,40 +349,31 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
     ``/readyz`` on ``web_port`` answers 503 with the reason (``/metrics``: an empty registry, so
     that a liveness probe passes). Then Faust's web server takes the port over (``streams.worker.web``; a second or
     so without an answer in between)."""
-    import signal
-    import threading
+    from prometheus_client import CollectorRegistry
 
     from streams.kafka.logs import limited_handler
     from streams.kafka.publishing import ensure_topics
-    from streams.kafka.waiting import Readiness, quiet_libraries, serve_http, wait_for_kafka
+    from streams.kafka.waiting import Readiness, quiet_libraries
+    from streams.runner import Component
 
-    readiness = Readiness(f"waiting for Kafka at {settings.bootstrap} ({source})")
-    server = None
-    if web_port is not None:
-        from prometheus_client import CollectorRegistry
-
-        # /metrics answers (empty) so that a liveness probe on it passes while the worker
-        # waits; /readyz says 503 and why
-        server = serve_http(web_port, web_bind, CollectorRegistry(), readiness)
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGTERM, signal.SIGINT)}
+    component = Component("gangstate worker",
+                          Readiness(f"waiting for Kafka at {settings.bootstrap} ({source})"))
+    # /metrics answers (empty) so that a liveness probe on it passes while the worker waits;
+    # /readyz says 503 and why
+    component.serve(web_port, web_bind, CollectorRegistry())
+    component.handle_signals()
     handler = limited_handler()  # the waiting lines, before Faust sets up logging
     handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] "
                                            "%(message)s"))
     waiting_log = logging.getLogger("gangstate")
     waiting_log.addHandler(handler)
     try:
-        wait_for_kafka(settings, "gangstate worker", source=source, timeout=None, stop=stop,
-                       readiness=readiness, then=lambda: ensure_topics(settings))
+        component.wait_for_kafka(settings, source, then=lambda: ensure_topics(settings))
     finally:
         waiting_log.removeHandler(handler)
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-    if stop.is_set():
+        component.restore_signals()  # Faust's worker handles them from here on
+        component.stop_serving()  # and its web server takes the port over
+    if component.stop.is_set():
         return 0
     tune_gc()
     app = create_app(settings, web_port=web_port, web_bind=web_bind, web_host=web_host)

@@ -29,7 +29,7 @@ from streams.query.answers import NotFound, explain_pod, gang_detail, gang_rows
 if TYPE_CHECKING:  # pragma: no cover
     import faust
 
-    from streams.kafka.settings import Settings
+    from streams.settings import Settings
     from streams.worker.metrics import WorkerMetrics
 
 class OwnedStates(Mapping[str, GangState]):

@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client
 
 from streams.kafka.publishing import ensure_topics
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.core.fold import FoldSettings
 from streams.dev.localcluster import Chain, controlplane_module
 

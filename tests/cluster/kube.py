@@ -25,7 +25,7 @@ from streams.core.decide import SUMMARY_SCHEMA
 from streams.core.timefmt import parse_time
 from streams.dev.localcluster import Chain, pod_events
 from streams.events.recorder import ANNOTATION_LAST_AT, COMPONENT, written_offline
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.wire.contracts import TICK_SCHEMA
 from streams.wire.traces import fold_lines
 from tests.doubles.apiserver import eventually

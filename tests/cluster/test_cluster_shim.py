@@ -36,7 +36,8 @@ def shim_id(local_cluster: Any, chain: Chain) -> Iterator[str]:
     """Run the shim build for this module, publishing into the chain's topics; Koordinator's
     own build again afterwards."""
     ident = f"cluster-shim-{uuid.uuid4().hex[:6]}"
-    local_cluster.use_shim({"GANGSTATE_KAFKA_BOOTSTRAP": chain.settings.bootstrap,
+    local_cluster.use_shim({"KAFKA_BOOTSTRAP_SERVERS": chain.settings.bootstrap,
+                            **chain.settings.security.env(),
                             "GANGSTATE_TOPIC_PREFIX": chain.settings.topics.prefix,
                             "GANGSTATE_SHIM_ID": ident}, timeout=120)
     try:

@@ -19,7 +19,7 @@ import pytest
 from streams.dev.worker_process import running_worker
 from streams.kafka.publishing import Publisher
 from streams.kafka.reading import read_all, read_table, wait_caught_up, wait_group_stable
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from tests.fixtures import tracegen

@@ -15,7 +15,7 @@ import pytest
 from streams.dev.localkafka import broker_module
 from streams.dev.worker_process import running_worker
 from streams.kafka.publishing import ensure_topics
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 
 pytestmark = pytest.mark.kafka
 

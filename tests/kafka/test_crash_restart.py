@@ -31,7 +31,7 @@ from kafka.errors import KafkaError
 
 from bench.synthetic import trace
 from producers.replay import merged_by_time, replay
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.wire.contracts import parse_time
 from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines

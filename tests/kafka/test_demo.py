@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streams.dev.demo import bundled_traces, run_demo
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 
 pytestmark = pytest.mark.kafka
 RECORDED = Path(__file__).resolve().parents[1] / "cases" / "recorded"

@@ -29,7 +29,7 @@ from streams.core.timefmt import format_time
 from streams.dev.worker_process import running_worker
 from streams.kafka.partitions import partition_of
 from streams.kafka.reading import read_all, read_table, wait_caught_up
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 
 pytestmark = pytest.mark.kafka
 

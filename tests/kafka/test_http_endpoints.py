@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from tests.kafka.test_worker_routing import free_port_on_both
 
 pytestmark = pytest.mark.kafka

@@ -8,7 +8,6 @@ start/stop checks.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import sys
@@ -20,24 +19,11 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+from deploy.kafka import broker
+
 pytestmark = pytest.mark.kafka
 
 BROKER_PY = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "broker.py"
-
-
-def _load_broker_module():
-    """Load broker.py the way the gangstate CLI does: by file path, via importlib."""
-    name = "gangstate_test_local_kafka_broker"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BROKER_PY)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-broker = _load_broker_module()
 
 
 @pytest.fixture(scope="module")

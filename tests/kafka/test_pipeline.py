@@ -13,7 +13,7 @@ import pytest
 
 from streams.kafka.publishing import Publisher
 from producers.replay import merged_by_time, replay
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.wire.contracts import parse_time
 from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
@@ -43,7 +43,7 @@ def pipeline_run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory)
     import uuid
 
     from streams.kafka.publishing import ensure_topics
-    from streams.kafka.settings import Topics
+    from streams.settings import Topics
 
     run = uuid.uuid4().hex[:10]
     settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"pipeline-{run}."),

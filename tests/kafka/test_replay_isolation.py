@@ -25,7 +25,7 @@ from producers.replay import file_lines, replay
 from streams.dev.worker_process import running_worker
 from streams.kafka.publishing import ensure_topics
 from streams.kafka.reading import read_all, read_topic, wait_caught_up
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
 from streams.wire.traces import FoldResult, fold_lines
 from tests.fixtures import tracegen as tg

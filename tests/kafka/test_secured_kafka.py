@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from streams.kafka.settings import KafkaSecurity, Settings
+from streams.settings import KafkaSecurity, Settings
 from tests.fixtures.securekafka import USERS, secured_broker
 
 pytestmark = pytest.mark.kafka

@@ -19,7 +19,7 @@ from kubernetes import client
 from streams.kafka.publishing import Publisher
 from streams.kafka.reading import read_all
 from producers.watch.watching import WatchConfig, Watcher
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.dev.worker_process import running_worker
 from tests.doubles.apiserver import ApiServerDouble
 

@@ -22,7 +22,7 @@ from streams.dev.worker_process import running_worker
 from streams.kafka.partitions import partition_of
 from streams.kafka.publishing import Publisher
 from streams.kafka.reading import wait_caught_up, wait_group_stable
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.query.answers import explain_pod, gang_detail
 from streams.wire.contracts import parse_time
 from streams.wire.traces import fold_lines

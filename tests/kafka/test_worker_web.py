@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from streams.kafka.publishing import Publisher, ensure_topics
 from producers.replay import merged_by_time, replay
 from streams.cli import main
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
 from streams.core.records import AckObserved
 from streams.wire.decoding import Decoded

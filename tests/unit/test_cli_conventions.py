@@ -1,7 +1,7 @@
 """The command line's conventions (kubectl's): --version, usage errors on stderr with exit 2,
 -n/-A, -o yaml|wide|name, NS/NAME or -n NS NAME, the old flag spellings kept hidden, and a bad
 environment variable as one line (``streams.cli``, ``streams.cli.options``,
-``streams.kafka.settings``)."""
+``streams.settings``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from streams.cli import main
-from streams.kafka.settings import Settings, SettingsError
+from streams.settings import Settings, SettingsError
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 TRACE = str(CASES / "insufficient-members" / "trace.jsonl")

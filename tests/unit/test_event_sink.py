@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.core.timefmt import parse_time
 from streams.events.sink import (EventSink, GivenUp, KubeTransport, RetryPolicy, consume,
                                 group_id)
@@ -287,6 +287,22 @@ def test_4xx_gives_the_event_up_counted_and_goes_on(server: ApiServerDouble) -> 
     assert [type(r) for r in sink.write(second)] == [Create]
     assert sleeps == [] and sink.metrics.value("dropped", "api-422") == 1
     assert [e["message"] for e in server.objects("events")] == [MSG["waiting"]]
+
+
+def test_a_create_that_meets_an_existing_event_decides_once_more(server: ApiServerDouble) -> None:
+    """409 on a create (another writer, or a cache that said absent): the cached state is
+    forgotten, the Event read back and the decision taken again, once, without a wait; a
+    second 409 gives the Event up as ``conflict``."""
+    sleeps = Sleeps()
+    sink = make_sink(server, sleep=sleeps)
+    first, second = diagnostics_of("invalid-spec-values")[:2]
+    server.fail_next(409, method="POST")
+    assert [type(r) for r in sink.write(first)] == [Create]
+    assert len(server.objects("events")) == 1
+    server.fail_next(409, count=2, method="POST")
+    (result,) = sink.write(second)
+    assert isinstance(result, GivenUp) and result.reason == "conflict"
+    assert sleeps == [] and sink.metrics.value("dropped", "conflict") == 1
 
 
 def test_retries_end_after_the_last_try(server: ApiServerDouble) -> None:

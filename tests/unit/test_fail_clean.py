@@ -29,7 +29,7 @@ import pytest
 import requests
 
 from producers.watch.watching import WatchConfig, Watcher
-from streams.kafka.settings import Settings
+from streams.settings import Settings
 from streams.kafka.waiting import Failure, Readiness, Unreachable, retry
 from tests.doubles.apiserver import ApiServerDouble
 

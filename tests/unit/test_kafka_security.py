@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.kafka.settings import KafkaSecurity, Settings, SettingsError
+from streams.settings import KafkaSecurity, Settings, SettingsError
 
 
 def test_default_is_plaintext(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,7 +73,7 @@ def third_party_imports() -> dict[str, set[str]]:
             for name in names:
                 top = name.split(".")[0]
                 if top not in sys.stdlib_module_names and top not in (
-                        "streams", "producers", "__future__", "mypy"):
+                        "streams", "producers", "deploy", "__future__", "mypy"):
                     found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
     return found
 

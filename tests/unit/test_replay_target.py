@@ -14,7 +14,7 @@ import pytest
 from producers.replay import clock_warning, own_settings, reuse_warning, time_span
 from streams.cli import main
 from streams.cli.pipeline import replay_target
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
 
 LIVE = Settings(bootstrap="127.0.0.1:1", topics=Topics("gangstate."), app_id="gangstate")

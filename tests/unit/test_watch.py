@@ -22,7 +22,7 @@ from kubernetes import client
 
 from producers.watch.watching import (DeadLetter, Drop, GangRouter, Publish, StreamSpec, WatchConfig,
                              Watcher, backoff_delay, plan_streams, relist_diff)
-from streams.kafka.settings import Settings, Topics
+from streams.settings import Settings, Topics
 from streams.core.spec import gang_of_pod
 from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_lines
@@ -787,6 +787,23 @@ def test_scheduler_events_become_cycle_records_or_are_dropped(
         watcher.stop()
 
 
+def test_a_dead_letter_is_stamped_by_the_injected_clock(server: ApiServerDouble) -> None:
+    """The publish loop reads event time only from the watcher's ``clock``: a dead letter's
+    ``observed_at`` is the clock's reading when its Event was routed, not the wall clock."""
+    at = parse_time("2030-01-02T03:04:05.000006Z")
+    publisher = MemoryPublisher()
+    member = server.apply(pod("w-0"))
+    watcher = run_watcher(server, publisher, clock=lambda: at)
+    try:
+        bad = event("x.fs", member, "FailedScheduling", "x")
+        bad["involvedObject"] = {"kind": "Pod", "namespace": "team-a", "name": ""}
+        server.apply(bad)
+        [(_, letter)] = eventually(lambda: publisher.on(SETTINGS.topics.dead_letters))
+        assert letter["observed_at"] == "2030-01-02T03:04:05.000006Z"
+    finally:
+        watcher.stop()
+
+
 def test_kafka_down_is_retried_not_dropped(server: ApiServerDouble) -> None:
     publisher = MemoryPublisher()
     publisher.fail_next = 3
@@ -924,9 +941,9 @@ def test_a_watch_silent_past_the_read_timeout_resumes_at_debug_level(
     """A server that does not end the watch at timeoutSeconds (or a connection dropped on the
     way without a reset): the read times out, the watch resumes from its resourceVersion, and
     that is logged at DEBUG, not as a warning."""
-    import producers.watch.watching
+    import producers.watch.plan
 
-    monkeypatch.setattr(producers.watch.watching, "WATCH_TIMEOUT_MARGIN", 0.5)  # a quick read timeout
+    monkeypatch.setattr(producers.watch.plan, "WATCH_TIMEOUT_MARGIN", 0.5)  # a quick read timeout
     caplog.set_level(logging.DEBUG, logger="producers.watch.watching")
     config = WatchConfig(**{**FAST.__dict__, "watch_timeout": 1, "read_timeout": 1.5})
     publisher = MemoryPublisher()

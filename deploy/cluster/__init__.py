@@ -1,0 +1,1 @@
+"""The local real control plane (koord-scheduler, KWOK): ``deploy.cluster.controlplane``."""
