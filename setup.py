@@ -17,9 +17,12 @@ from pathlib import Path
 
 from setuptools import setup
 
-CORE = ["decide", "episode", "explain", "fold", "lost", "preemption", "records", "retention",
-        "spec", "state", "timefmt"]
-"""The core modules compiled (``streams/core/<name>.py``); ``__init__`` stays Python."""
+HERE = Path(__file__).resolve().parent
+CORE = sorted(".".join(p.relative_to(HERE / "streams" / "core").with_suffix("").parts)
+              for p in (HERE / "streams" / "core").rglob("*.py") if p.name != "__init__.py")
+"""The core modules compiled: every ``streams/core/**/<name>.py`` but the packages'
+``__init__`` (which stay Python), as dotted names relative to ``streams.core`` (``fold``,
+``rules.hold``)."""
 
 
 def core_extensions() -> list:
@@ -30,10 +33,10 @@ def core_extensions() -> list:
         return []
     from mypyc.build import mypycify
 
-    here = Path(__file__).resolve().parent / "streams" / "core"
-    sources = [f"streams/core/{name}.py" for name in CORE]
-    stamp = {name: hashlib.sha256((here / f"{name}.py").read_bytes()).hexdigest()
-             for name in CORE}
+    here = HERE / "streams" / "core"
+    sources = [f"streams/core/{name.replace('.', '/')}.py" for name in CORE]
+    stamp = {name: hashlib.sha256((here / f"{name.replace('.', '/')}.py").read_bytes())
+             .hexdigest() for name in CORE}
     (here / "_compiled.json").write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n")
     return mypycify(sources, opt_level="3", group_name="gangstate_core")
 

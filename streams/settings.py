@@ -43,7 +43,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from streams.core.fold import FoldSettings
+from streams.core.settings import FoldSettings
 from streams.wire.decoding import MAX_SKEW_SECONDS
 
 

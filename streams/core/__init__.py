@@ -28,10 +28,22 @@ from typing import Sequence
 _HERE = Path(__file__).resolve().parent
 
 
+def _source(name: str) -> Path:
+    """The source of core module ``name`` (dotted, relative to ``streams.core``)."""
+    return _HERE.joinpath(*name.split(".")).with_suffix(".py")
+
+
 def _compiled_modules() -> list[str]:
+    """The core modules with a compiled extension next to their source, as dotted names
+    relative to ``streams.core`` (``fold``, ``rules.hold``)."""
     suffixes = importlib.machinery.EXTENSION_SUFFIXES
-    return sorted({p.name.split(".", 1)[0] for p in _HERE.iterdir()
-                   if any(p.name.endswith(s) for s in suffixes)})
+    found = set()
+    for p in _HERE.rglob("*"):
+        if any(p.name.endswith(s) for s in suffixes):
+            parts = p.relative_to(_HERE).parent.parts + (p.name.split(".", 1)[0],)
+            if _HERE.joinpath(*parts).with_suffix(".py").is_file():
+                found.add(".".join(parts))
+    return sorted(found)
 
 
 def _stale(compiled: list[str]) -> list[str]:
@@ -41,18 +53,20 @@ def _stale(compiled: list[str]) -> list[str]:
     except (OSError, ValueError):
         return compiled
     return [name for name in compiled
-            if stamp.get(name) != hashlib.sha256((_HERE / f"{name}.py").read_bytes()).hexdigest()]
+            if stamp.get(name) != hashlib.sha256(_source(name).read_bytes()).hexdigest()]
 
 
 class _SourcesFirst(importlib.abc.MetaPathFinder):
-    """Imports ``streams.core.<name>`` from ``<name>.py`` even when a compiled module exists."""
+    """Imports ``streams.core.<name>`` (``<name>`` dotted: ``rules.hold``) from its ``.py``
+    source even when a compiled module exists."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         """The spec of the Python source of a core module; ``None`` for any other module."""
-        package, _, name = fullname.rpartition(".")
-        source = _HERE / f"{name}.py"
-        if package != __name__ or not source.is_file():
+        if not fullname.startswith(__name__ + "."):
+            return None
+        source = _source(fullname[len(__name__) + 1:])
+        if not source.is_file():
             return None
         return importlib.util.spec_from_file_location(fullname, source)
 

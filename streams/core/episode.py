@@ -40,9 +40,6 @@ ROUND_ENDED = "GangRoundEnded"
 been attempted``, K ``core/core.go:186-187``, ``core/gang_context.go:35``)."""
 STORM_WINDOW_SECONDS = 60
 """The storm figure counts the failed attempts of the last 60 seconds of event time."""
-QUIET_SECONDS = 600.0
-"""Default event time without a failed attempt after which an episode has ended
-(``FoldSettings.episode_quiet_seconds``; why 600 s: ``streams.core.fold.FoldSettings``)."""
 NAMES_SHOWN = 3
 """How many member names a ``GangUnschedulable`` message lists per fit error."""
 

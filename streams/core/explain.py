@@ -10,34 +10,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import decide
+from . import rules
 from . import episode as episodes
 from . import preemption as preemptions
 from . import lost as losses
 from .records import FAILED_STATUSES
+from .rules import hold as holds
+from .rules import unschedulable as unschedulables
+from .rules.base import skips_gang_checks
+from .settings import QUIET_SECONDS
 from .state import GangState, Member, summary
 from .timefmt import format_time
 
 
 def unschedulable(state: GangState) -> dict[str, Any] | None:
     """The gang's open failure episode as a finding (``GangUnschedulable``), or ``None``: the
-    facts of its diagnostic (``decide.unschedulable_facts``, ``since`` as RFC 3339) with the
+    facts of its diagnostic (``unschedulable_facts``, ``since`` as RFC 3339) with the
     live figures ``rounds``, ``attempts_per_minute`` (``episode.per_minute`` at the gang's
     clock) and ``last_failed_at``. Open means: a member named as not fitting, the last failure
-    at most ``episode.QUIET_SECONDS`` before the gang's clock, the gang not scheduled, and no
+    at most ``settings.QUIET_SECONDS`` before the gang's clock, the gang not scheduled, and no
     preemption for it in progress (``preemption_finding`` then). The same for every member of
     the gang."""
-    facts = decide.unschedulable_facts(state)
+    facts = unschedulables.unschedulable_facts(state)
     ep = state.episode
     if facts is None or ep is None \
-            or not episodes.is_open(ep, state.clock, int(episodes.QUIET_SECONDS * 1_000_000)) \
+            or not episodes.is_open(ep, state.clock, int(QUIET_SECONDS * 1_000_000)) \
             or preemptions.in_progress(state.preemption):
         return None
     shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
              "attempts_per_minute": episodes.per_minute(state.storm, state.clock),
              "last_failed_at": format_time(ep.last_at)}
     return {"reason": "GangUnschedulable", "type": "Warning",
-            "message": decide.message(state.gang, "GangUnschedulable", facts), "facts": shown,
+            "message": rules.message(state.gang, "GangUnschedulable", facts), "facts": shown,
             "since": shown["since"]}
 
 
@@ -45,7 +49,7 @@ def preemption_finding(state: GangState) -> dict[str, Any] | None:
     """The preemption for the gang as a finding: ``GangPreempting`` while it is in progress
     (victims terminating: who, on which nodes, for which member, since when, their grace
     period, the members' nominated nodes; ``preemption.finding``), ``GangPreemptionWasted``
-    once told (``decide.warn_preemption``), else ``None``."""
+    once told (``rules.preemption.warn_preemption``), else ``None``."""
     p = state.preemption
     spec = state.spec
     if p is None or not state.members \
@@ -76,16 +80,16 @@ def findings(state: GangState) -> list[dict[str, Any]]:
 
     def add(reason: str, facts: dict[str, Any], **extra: Any) -> None:
         out.append({"reason": reason, "type": "Normal" if reason == "GangScheduled" else "Warning",
-                    "message": decide.message(state.gang, reason, facts), "facts": facts,
+                    "message": rules.message(state.gang, reason, facts), "facts": facts,
                     **extra})
 
-    held = decide.hold(state)
+    held = holds.hold(state)
     if held is not None:
         since = state.held_since
         add(held[0], held[1], since=None if since is None else format_time(since))
     for fb in state.fallbacks:
         add("GangSpecInvalid", {"field": fb.field, "value": fb.value, "effective": fb.effective})
-    for field, values in decide.spec_conflicts(state).items():
+    for field, values in rules.spec.spec_conflicts(state).items():
         add("GangSpecConflict", {"field": field, "values": values})
     spec = state.spec
     scheduled = spec is not None and state.members and state.bound >= spec.min_member
@@ -95,7 +99,7 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     episode = unschedulable(state)
     if episode is not None:
         out.append(episode)
-    lost = losses.lost_facts(state) if decide.LOST_KEY in state.emitted else None
+    lost = losses.lost_facts(state) if rules.lost.LOST_KEY in state.emitted else None
     if lost is not None:
         add("GangMembersLost", lost, since=format_time(max(t for _, _, t in state.lost)))
     elif scheduled and spec is not None:
@@ -107,17 +111,17 @@ def findings(state: GangState) -> list[dict[str, Any]]:
 
 
 def stranded_finding(state: GangState) -> dict[str, Any] | None:
-    """``GangMembersStranded`` as a finding once it was told (``decide.warn_stranded``) and
+    """``GangMembersStranded`` as a finding once it was told (``rules.stranded.warn_stranded``) and
     while some of its members are still refused and pending: facts ``stranded`` (names) and
     ``after_seconds`` (whole seconds of event time since the hold ended, at the gang's
     clock)."""
     if not state.stranded_told:
         return None
-    facts = decide.stranded_facts(state, state.clock)
+    facts = rules.stranded.stranded_facts(state, state.clock)
     if facts is None or state.released_at is None:
         return None
     return {"reason": "GangMembersStranded", "type": "Warning",
-            "message": decide.message(state.gang, "GangMembersStranded", facts), "facts": facts,
+            "message": rules.message(state.gang, "GangMembersStranded", facts), "facts": facts,
             "since": format_time(state.released_at)}
 
 
@@ -149,7 +153,7 @@ def _unblock_gates(state: GangState, gated: dict[str, list[str]], missing: int) 
     else:
         who = f"at least {missing} of the {len(gated)} gated pods"
     return (f"remove the scheduling gates of {who}, set by the controller that owns them "
-            f"({decide.gated_text(gated)})")
+            f"({holds.gated_text(gated)})")
 
 
 def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
@@ -188,8 +192,8 @@ def _behind_gates(state: GangState, gated: dict[str, list[str]]) -> str:
     ``Coscheduling, behind the schedulingGates of sc-gated/g-1``."""
     ns = state.namespace
     names = [f"{ns}/{name}" for name in sorted(gated)]
-    shown = ", ".join(names[:decide.GATED_NAMES_SHOWN])
-    more = len(names) - decide.GATED_NAMES_SHOWN
+    shown = ", ".join(names[:holds.GATED_NAMES_SHOWN])
+    more = len(names) - holds.GATED_NAMES_SHOWN
     return f"Coscheduling, behind the schedulingGates of {shown}" \
         + (f" and {more} more" if more > 0 else "")
 
@@ -198,7 +202,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     """Why pod ``ns/name`` of this gang is pending: ``{"pod", "gang", "member", "phase",
     "node", "last_cycle", "gang_phase", "held_at", "held_by", "reasons": [{reason, message,
     facts}], "unblock": [str]}``. ``held_at`` is ``PreEnqueue`` when the pod's scheduling gates
-    or the gang's hold (``decide.hold``) keep it there, ``Permit`` when it waits for the rest of
+    or the gang's hold (``rules.hold.hold``) keep it there, ``Permit`` when it waits for the rest of
     the gang, ``Filter`` when its last cycle failed or its gang has an open failure episode
     (then every member gets the same answer: the episode's ``GangUnschedulable``, held by
     ``Coscheduling``, whatever the pod's own last Event said), or ``None``. ``held_by`` says
@@ -228,7 +232,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
                       "reason": member.reason})
     held_at = held_by = None
     if member.node is None:
-        held = decide.hold(state)
+        held = holds.hold(state)
         gated_hold = held is not None and held[0] == "GangMemberGated"
         if member.gated:
             held_at, held_by = "PreEnqueue", f"schedulingGates of {pod}"
@@ -246,7 +250,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
             if gated_hold and not member.gated:
                 held_by = _behind_gates(state, held[1]["gated"])
             result["reasons"].append({"reason": held[0], "facts": held[1],
-                                      "message": decide.message(state.gang, *held)})
+                                      "message": rules.message(state.gang, *held)})
             result["unblock"].append(_unblock(state, *held))
         elif member.gated:
             pass  # its gates hold it at PreEnqueue whatever its last cycle said (a gated pod
@@ -258,7 +262,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
             result["unblock"].append(
                 f"delete {pod} so that its controller creates it again (or create it again "
                 f"yourself): koord-scheduler runs PreEnqueue again only for a pod being created")
-        elif decide.skips_gang_checks(state) and member.pending:
+        elif skips_gang_checks(state) and member.pending:
             held_at = _explain_on_its_own(state, member, result)
         elif (pre := preemption_finding(state)) is not None \
                 and pre["reason"] == preemptions.PREEMPTING:
@@ -317,11 +321,11 @@ def _explain_orphan(state: GangState, orphan: Member, result: dict[str, Any]) ->
     result.update(phase=orphan.phase, node=orphan.node, orphan=True)
     if not orphan.pending:
         return
-    held = decide.hold(state)
+    held = holds.hold(state)
     result["held_at"], result["held_by"] = "PreEnqueue", "Coscheduling"
     if held is not None:
         result["reasons"].append({"reason": held[0], "facts": held[1],
-                                  "message": decide.message(state.gang, *held)})
+                                  "message": rules.message(state.gang, *held)})
     pg = state.gang.split("/", 1)[1]
     # an update makes the pod a child again (K core/gang_cache.go:177-190) but runs no
     # PreEnqueue (seen on the real scheduler, docs/cluster.md): only a pod created again moves
@@ -340,7 +344,7 @@ def _explain_orphan(state: GangState, orphan: Member, result: dict[str, Any]) ->
 
 def _explain_on_its_own(state: GangState, member: Member, result: dict[str, Any]
                         ) -> str | None:
-    """A pending pod of a gang that skips the gang checks (``decide.skips_gang_checks``, rules
+    """A pending pod of a gang that skips the gang checks (``rules.base.skips_gang_checks``, rules
     M2 and P4): koord-scheduler v1.8.0 schedules it like a pod of no gang. Returns ``held_at``:
     ``Filter`` when its own last attempt failed, else ``None``."""
     spec = state.spec

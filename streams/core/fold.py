@@ -14,17 +14,14 @@ Kubernetes. Same records in, same state and outputs out (contracts.md, "Time is 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, MutableMapping
+from typing import Iterable, Mapping, MutableMapping
 
-from . import decide, episode, lost, preemption, retention
+from . import decide, episode, preemption, retention, rules
+from .settings import FoldSettings as FoldSettings, Output as Output
 from .records import (FAILED_STATUSES, AckObserved, CycleObserved, GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick)
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
-
-Output = dict[str, Any]
-"""A ``gangstate.diagnostic/v1`` or ``gangstate.command/v1`` record, JSON-ready."""
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
 """Pod phases of a terminated pod (Koordinator ``pkg/util`` ``IsPodTerminated``)."""
@@ -36,70 +33,6 @@ SHIM_PREFERRED_SECONDS = 60
 derived from scheduler Events are not folded: the shim reports the same attempts from inside
 the scheduler, with cycle numbers. Past it (the shim stopped, or the scheduler runs without
 it), Events are folded again."""
-
-
-@dataclass(frozen=True, slots=True)
-class FoldSettings:
-    """Tunables of the fold, all in seconds of event time.
-
-    ``grace_seconds``: how long a PreEnqueue hold (``GangNotInitialized``,
-    ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``: ``decide.hold``)
-    must last before its warning (default 10 s, contracts.md). ``tombstone_seconds``: how long a
-    deleted uid is remembered so that a late, stale ADDED cannot bring it back (default 600 s).
-    ``refresh_seconds``: a warned PreEnqueue hold whose facts keep
-    changing (pods of a large gang arriving one by one) is re-emitted at most once per this
-    interval, with the latest facts (default 10 s), so one Event is not rewritten per pod; a
-    ``GangUnschedulable`` whose facts changed is re-emitted at most once per this interval too.
-    ``episode_settle_seconds``: how long after its first failed attempt a failure episode's
-    ``GangUnschedulable`` is first emitted (default 10 s: koord-scheduler v1.8.0 retries a gang
-    about once per second, and in its first rounds each member in turn is the one that does not
-    fit, so the facts settle within a few rounds). ``episode_quiet_seconds``: event time
-    without a failed attempt after which the episode has ended (default 600 s: longer than
-    kube-scheduler v1.35.2 keeps an unschedulable pod before retrying it anyway,
-    ``DefaultPodMaxInUnschedulablePodsDuration`` 5 min plus the 10 s maximum backoff,
-    ``pkg/scheduler/backend/queue/scheduling_queue.go:66,83``, so a gang retried only that
-    rarely is still one episode; docs/contracts.md, "Failure episodes").
-    ``stranded_seconds``: how long after a PreEnqueue hold ended a member refused during it
-    and not attempted since is told ``GangMembersStranded`` (default 120 s:
-    ``decide.STRANDED_SECONDS``).
-    """
-
-    grace_seconds: float = 10.0
-    tombstone_seconds: float = 600.0
-    refresh_seconds: float = 10.0
-    episode_settle_seconds: float = 10.0
-    episode_quiet_seconds: float = episode.QUIET_SECONDS
-    stranded_seconds: float = decide.STRANDED_SECONDS
-
-    @property
-    def stranded_micros(self) -> int:
-        """``stranded_seconds`` in microseconds."""
-        return int(self.stranded_seconds * 1_000_000)
-
-    @property
-    def settle_micros(self) -> int:
-        """``episode_settle_seconds`` in microseconds."""
-        return int(self.episode_settle_seconds * 1_000_000)
-
-    @property
-    def quiet_micros(self) -> int:
-        """``episode_quiet_seconds`` in microseconds."""
-        return int(self.episode_quiet_seconds * 1_000_000)
-
-    @property
-    def refresh_micros(self) -> int:
-        """``refresh_seconds`` in microseconds."""
-        return int(self.refresh_seconds * 1_000_000)
-
-    @property
-    def grace_micros(self) -> int:
-        """``grace_seconds`` in microseconds."""
-        return int(self.grace_seconds * 1_000_000)
-
-    @property
-    def tombstone_micros(self) -> int:
-        """``tombstone_seconds`` in microseconds."""
-        return int(self.tombstone_seconds * 1_000_000)
 
 
 def rv_newer(new: str, old: str) -> bool:
@@ -585,43 +518,12 @@ def _refused_ack(before: GangState, after: GangState, cause: str | GangRecord) -
 
 
 def next_due(state: GangState, settings: FoldSettings) -> int | None:
-    """The event time (microseconds) of the gang's next timer, or ``None``.
-
-    Timers: members stranded at PreEnqueue (``decide.stranded_due``); members lost after the
-    gang was scheduled (``lost.lost_due``); the settling of a
-    failure episode's ``GangUnschedulable`` (``decide.
-    unschedulable_due``); the grace period of a PreEnqueue hold whose warning has not been emitted yet (none
-    while the gang waits for its peers' answers, see ``decide.peers_to_ask``); the Permit
-    waiting time of members waiting at Permit (``GangPermitTimeout``); ``GangPreempting`` and
-    ``GangPreemptionWasted`` (``decide.preemption_due``); and answers this gang
-    owes to peers that asked for its summary as of some event time. Timers are not stored:
-    they follow from the state.
+    """The event time (microseconds) of the gang's next timer, or ``None``: the earliest of
+    the rule families' timers (``rules.next_timer``; each family owns its own, ``rules.TIMERS``
+    lists them). Timers are not stored: they follow from the state.
     """
-    due = []
-    if state.held_since is not None and not state.warned \
-            and not decide.awaiting_answers(state):
-        due.append(state.held_since + settings.grace_micros)
-    spec = state.spec
-    if state.waiting_since is not None and not state.permit_warned and spec is not None:
-        due.append(state.waiting_since + spec.permit_wait_micros)
-    if state.pending_answers:
-        due.append(min(state.pending_answers.values()))
-    if state.hold_emitted_at is not None and not decide.awaiting_answers(state) \
-            and decide.hold_update_pending(state):
-        due.append(state.hold_emitted_at + settings.refresh_micros)
-    unschedulable = decide.unschedulable_due(state, settings)
-    if unschedulable is not None:
-        due.append(unschedulable)
-    stranded = decide.stranded_due(state, settings)
-    if stranded is not None:
-        due.append(stranded)
-    preempted = decide.preemption_due(state)
-    if preempted is not None:
-        due.append(preempted)
-    lost_due = lost.lost_due(state)
-    if lost_due is not None:
-        due.append(lost_due)
-    return min(due) if due else None
+    timer = rules.next_timer(state, settings)
+    return None if timer is None else timer.due
 
 
 def _apply_deferred(state: GangState, settings: FoldSettings
@@ -638,53 +540,30 @@ def _apply_deferred(state: GangState, settings: FoldSettings
 
 def fire_timers(state: GangState, now: int,
                 settings: FoldSettings = FoldSettings()) -> tuple[GangState, list[Output]]:
-    """Emit every output whose timer is due at or before ``now`` (microseconds of event time).
+    """Emit every output whose timer is due at or before ``now`` (microseconds of event time),
+    earliest first (``rules.next_timer``; ties in ``rules.TIMERS`` order).
 
     Outputs fired by a timer carry the timer's due time as ``observed_at``, so the result does
-    not depend on when the clock happened to pass it.
+    not depend on when the clock happened to pass it. After a timer that releases the peers'
+    summaries held back (``TimerRule.releases_deferred``: the hold's grace period), those are
+    applied, oldest first.
     """
     outputs: list[Output] = []
     while True:
-        due = next_due(state, settings)
-        if due is None or due > now:
+        timer = rules.next_timer(state, settings)
+        if timer is None or timer.due > now:
             return state, outputs
+        due = timer.due
+        rule = rules.TIMER_RULES[timer.kind]
         before, state = state, state.copy()  # the timer's changes go to a new state
-        if state.pending_answers and min(state.pending_answers.values()) == due:
-            state, fired = decide.answer_peers(state, due)
-            cause = "peers asked for this gang's summary"
-        elif state.held_since is not None and not state.warned \
-                and not decide.awaiting_answers(state) \
-                and state.held_since + settings.grace_micros == due:
-            state, fired = decide.warn_held(state, due)
-            cause = "grace period ended"
-            if state.asked_as_of is None and state.deferred:
-                state = record_history(before, state, cause, due, fired)
-                outputs.extend(fired)
-                state, fired = _apply_deferred(state, settings)
-                before, state = state, state.copy()
-                cause = "peers' later summaries"
-        elif decide.preemption_due(state) == due:
-            state, fired = decide.warn_preemption(state, due)
-            cause = "preemption settled"
-        elif decide.unschedulable_due(state, settings) == due:
-            state, fired = decide.warn_unschedulable(state, due, settings)
-            cause = "failure episode settled"
-        elif state.hold_emitted_at is not None and not decide.awaiting_answers(state) \
-                and decide.hold_update_pending(state) \
-                and state.hold_emitted_at + settings.refresh_micros == due:
-            state, fired = decide.refresh_hold(state, due)
-            cause = "hold refresh interval ended"
-            if not fired:  # nothing sent (or only questions to the peers): move the timer on
-                state.hold_emitted_at = due
-        elif decide.stranded_due(state, settings) == due:
-            state, fired = decide.warn_stranded(state, due)
-            cause = "refused members not retried"
-        elif lost.lost_due(state) == due:
-            state, fired = decide.warn_lost(state, due)
-            cause = "members lost, settled"
-        else:
-            state, fired = decide.warn_permit_timeout(state, due)
-            cause = "Permit waiting time ended"
+        state, fired = rule.fire(state, due, settings)
+        cause = rule.cause
+        if rule.releases_deferred and state.asked_as_of is None and state.deferred:
+            state = record_history(before, state, cause, due, fired)
+            outputs.extend(fired)
+            state, fired = _apply_deferred(state, settings)
+            before, state = state, state.copy()
+            cause = "peers' later summaries"
         state = record_history(before, state, cause, due, fired)
         outputs.extend(fired)
 

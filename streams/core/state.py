@@ -36,7 +36,7 @@ class Member(NamedTuple):
     ``stage``/``status``/``reason``/``cycle`` are the pod's last scheduling-cycle outcome;
     ``gates`` the names of its ``spec.schedulingGates`` (``PodObserved.gates``);
     ``refused_at`` the event time (microseconds) since which Coscheduling's PreEnqueue has
-    refused the pod without the scheduler attempting it since (``decide.track_refusals``), or
+    refused the pod without the scheduler attempting it since (``rules.stranded.track_refusals``), or
     ``None``.
     """
 
@@ -167,8 +167,8 @@ class GangState:
     that it can answer "as of" an earlier time; ``deferred`` the peers' summaries newer than
     ``asked_as_of`` that arrived before the answers, applied once the answers are in (so the
     gang decides in event-time order whatever order Kafka delivered them in). ``last_switch_at``
-    is when the gang last issued a ``RepresentativeGated`` switch (``decide.
-    _decide_gated_representative``). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
+    is when the gang last issued a ``RepresentativeGated`` switch (``rules.
+    representative.decide_gated_representative``). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
     emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
     of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
@@ -186,7 +186,7 @@ class GangState:
     when the scheduler first attempted a member of the gang since then (a round ran; event
     time, ``None`` before), and
     ``stranded_told`` whether its members refused during that hold and never attempted since
-    have been told ``GangMembersStranded`` (``decide.warn_stranded``). ``shim_at`` is the event time of
+    have been told ``GangMembersStranded`` (``rules.stranded.warn_stranded``). ``shim_at`` is the event time of
     the last record of the scheduler shim (``CycleObserved.shim``) for the gang: while it is
     recent, the fold prefers the shim's records to those derived from scheduler Events
     (``fold.SHIM_PREFERRED_SECONDS``). ``preemption`` is what the gang knows of pods

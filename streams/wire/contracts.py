@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 
 # the ids of the records the core writes are the core's own (the core imports nothing from here)
 from streams.core.decide import COMMAND_SCHEMA, DIAGNOSTIC_SCHEMA, SUMMARY_SCHEMA
+from streams.core.rules import REASON_NAMES
 from streams.core.timefmt import format_time, parse_time
 
 KUBE_SCHEMA = "gangstate.kube/v1"
@@ -132,14 +133,9 @@ WatchType = Literal["ADDED", "MODIFIED", "DELETED", "SYNC"]
 
 Resource = Literal["pods", "podgroups", "events"]
 
-DiagnosticReason = Literal[
-    "GangNotInitialized", "GangMembersInsufficient", "GangSpecInvalid", "GangSpecConflict",
-    "GangGroupIncomplete", "GangMemberGated", "GangPermitTimeout",
-    "GangMembersSatisfied", "GangMembersUngated", "GangScheduled", "GangUnschedulable",
-    "GangMembersStranded", "GangPreempting", "GangPreemptionWasted", "GangMembersLost",
-    "GangMembersRestored",
-]
-"""Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``)."""
+DiagnosticReason = Literal[REASON_NAMES]  # type: ignore[valid-type]
+"""Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``): every
+reason of the core's rule families, in the registry's order (``streams.core.rules.REASONS``)."""
 
 CommandType = Literal["SwitchRepresentative", "ElectRepresentative"]
 CommandReason = Literal["RepresentativeGated", "RepresentativeDeleted"]

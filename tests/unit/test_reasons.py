@@ -11,18 +11,27 @@ import re
 from pathlib import Path
 from typing import get_args
 
+from streams.core import rules
 from streams.wire.contracts import DiagnosticReason
 
 CORE = Path(__file__).resolve().parents[2] / "streams" / "core"
-# the reasons of explain's findings only (never emitted) and of cycle records (not Events)
-NOT_EMITTED = {"GangRoundEnded", "GangOnceSatisfied"}
 
 
-def test_every_reason_the_core_writes_is_in_the_contract() -> None:
-    written = set()
-    for name in ("decide.py", "episode.py", "preemption.py"):
-        written |= set(re.findall(r'"(Gang[A-Z][A-Za-z]*)"', (CORE / name).read_text()))
-    assert written - NOT_EMITTED == set(get_args(DiagnosticReason))
+def test_every_reason_of_the_registry_is_in_the_contract_with_its_type_and_message() -> None:
+    """The contract's reasons are the registry's (``streams.core.rules.REASONS``), each owned by
+    one family, with an Event type and a message function."""
+    assert get_args(DiagnosticReason) == rules.REASON_NAMES
+    owners = [r.name for rule in rules.RULES for r in rule.reasons]
+    assert len(owners) == len(set(owners))
+    for reason in rules.REASONS.values():
+        assert reason.type in ("Normal", "Warning")
+        assert callable(reason.message)
+
+
+def test_every_timer_is_owned_by_one_family_and_listed_once() -> None:
+    owned = [t.kind for rule in rules.RULES for t in rule.timers]
+    assert sorted(owned) == sorted(t.kind for t in rules.TIMERS)
+    assert len(set(owned)) == len(owned)
 
 
 ROOT = CORE.parents[1]

@@ -1,0 +1,19 @@
+"""The core's rule families, one module each (``hold``, ``group``, ``spec``, ``permit``,
+``unschedulable``, ``preemption``, ``lost``, ``stranded``, ``representative``, ``scheduled``, on
+the shared ``base``), and their registry (``registry``, re-exported here: ``RULES``, ``TIMERS``,
+``REASONS``, ``REASON_NAMES``, ``message``, ``next_timer``, ...). The registry sits in a module
+of its own so that it is compiled with the rest of the core (``setup.py`` leaves every
+``__init__`` as Python).
+"""
+
+from __future__ import annotations
+
+from .registry import REASON_NAMES as REASON_NAMES
+from .registry import REASONS as REASONS
+from .registry import RULES as RULES
+from .registry import TIMER_RULES as TIMER_RULES
+from .registry import TIMERS as TIMERS
+from .registry import message as message
+from .registry import next_timer as next_timer
+from .registry import reason_type as reason_type
+from .registry import timers as timers

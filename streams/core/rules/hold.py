@@ -1,0 +1,345 @@
+"""The PreEnqueue hold: why a gang's pending pods are held at PreEnqueue, its warning after the
+grace period, its refreshes and its end (rules P2, P4, P6, M5 of docs/koordinator-rules.md).
+
+Reasons: ``GangNotInitialized``, ``GangMembersInsufficient``, ``GangGroupIncomplete``,
+``GangMemberGated`` (Warning, the hold), ``GangMembersSatisfied`` and ``GangMembersUngated``
+(Normal, its end). Timers: ``grace`` (the hold's grace period ended: its first warning) and
+``refresh`` (a warned hold whose facts changed, at most once per ``refresh_seconds``).
+
+Must not: read the clock, do I/O or import infrastructure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..settings import FoldSettings, Output
+from ..state import GangState
+from .base import Reason, Rule, TimerRule, emit, emit_digests, plural, skips_gang_checks
+from .group import awaiting_answers, peers_to_ask, summary_record
+
+HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete",
+                "GangMemberGated")
+"""The reasons of a PreEnqueue hold (``hold``), e.g. for the held-pods gauge."""
+
+
+HOLD_KEY = "hold"
+"""The ``emitted`` key of the PreEnqueue hold series: its reason may change within one hold
+(``GangNotInitialized`` -> ``GangMembersInsufficient``), and each change of facts is news."""
+
+
+GATED_KEY = "GangMemberGated"
+"""The ``emitted`` key under which the hold series also keeps the digest of the last
+``GangMemberGated`` it sent (``emit_hold``): while it equals ``emitted[HOLD_KEY]``, the hold's
+last word was about scheduling gates, and its end is told by ``GangMembersUngated`` rather
+than ``GangMembersSatisfied``."""
+
+
+_HOLD_SERIES_KEYS = (HOLD_KEY, GATED_KEY, "GangMembersSatisfied", "GangMembersUngated")
+"""``emitted`` keys forgotten when a hold ends: the next hold is news again."""
+
+
+GATED_NAMES_SHOWN = 3
+"""How many pods a ``GangMemberGated`` message names per set of gates (the facts name all)."""
+
+
+def gated_members(state: GangState) -> dict[str, list[str]]:
+    """The members the scheduler cannot bind until their scheduling gates are removed
+    (``Member.gated``), as ``{pod name: [gate names as written]}`` in arrival order."""
+    return {m.name: list(m.gates) for m in state.members.values() if m.gated}
+
+
+def gated_text(gated: dict[str, list[str]]) -> str:
+    """Who waits for which gates, for people: pods with the same gates share a clause,
+    clauses ordered by their first pod name (names sorted as strings), at most
+    ``GATED_NAMES_SHOWN`` names each, e.g. ``g-1 waits for example.com/quota`` or
+    ``p-0, p-1, p-10 and 7 more wait for kueue.x-k8s.io/admission; q-0 waits for a, b``."""
+    by_gates: dict[tuple[str, ...], list[str]] = {}
+    for name in sorted(gated):
+        by_gates.setdefault(tuple(gated[name]), []).append(name)
+    clauses = []
+    for gates, names in by_gates.items():
+        shown = ", ".join(names[:GATED_NAMES_SHOWN])
+        more = len(names) - GATED_NAMES_SHOWN
+        if more > 0:
+            shown += f" and {more} more"
+        clauses.append(f"{shown} {plural(len(names), 'waits', 'wait')} for {', '.join(gates)}")
+    return "; ".join(clauses)
+
+
+def _not_initialized_message(gang: str, f: dict[str, Any]) -> str:
+    if f.get("orphaned"):
+        return (f"gang {gang} was removed from the scheduler's gang cache with its PodGroup "
+                f"{f['podgroup_deleted'] or ''}".rstrip() + f"; its {f['orphaned']} remaining "
+                f"{plural(f['orphaned'], 'pod is', 'pods are')} held at PreEnqueue (can't find "
+                f"gang) until the PodGroup exists again and each pod is created again")
+    return (f"gang {gang} is not initialized: {f['members']} "
+            f"{plural(f['members'], 'pod names', 'pods name')} it, but no PodGroup and no valid "
+            f"min-available annotation gives its spec; scheduling is held at PreEnqueue")
+
+
+def _insufficient_message(gang: str, f: dict[str, Any]) -> str:
+    missing = f["min_member"] - f["members"]
+    if f.get("orphaned"):
+        return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods as the "
+                f"scheduler counts them: {f['orphaned']} "
+                f"{plural(f['orphaned'], 'pod was', 'pods were')} dropped from the gang with "
+                f"its deleted PodGroup and {plural(f['orphaned'], 'counts', 'count')} again "
+                f"only once created again; scheduling is held at PreEnqueue until "
+                f"{missing} more {plural(missing, 'counts', 'count')}")
+    return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods; "
+            f"scheduling is held at PreEnqueue until {missing} more "
+            f"{plural(missing, 'exists', 'exist')}")
+
+
+def _group_incomplete_message(gang: str, f: dict[str, Any]) -> str:
+    blocking = f["blocking_gang"]
+    if "min_member" in f:
+        state_text = f"has {f['members']} of minMember {f['min_member']} pods"
+    elif f["members"]:
+        state_text = f"is not initialized ({f['members']} pods, no spec)"
+    else:
+        state_text = "does not exist (no pods, no PodGroup)"
+    return (f"gang {gang} is complete, but gang {blocking} of its gang group "
+            f"{f['gang_group']} {state_text}; scheduling is held at PreEnqueue until every "
+            f"gang of the group has minMember pods")
+
+
+def _gated_message(gang: str, f: dict[str, Any]) -> str:
+    missing = f["min_member"] - f["ungated"]
+    return (f"gang {gang} has {f['ungated']} of minMember {f['min_member']} pods free of "
+            f"scheduling gates ({gated_text(f['gated'])}); scheduling is held at "
+            f"PreEnqueue until the gates of {missing} more {plural(missing, 'pod', 'pods')}"
+            f" are removed (by the controller that set them)")
+
+
+def _satisfied_message(gang: str, f: dict[str, Any]) -> str:
+    return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods; "
+            f"no longer held at PreEnqueue")
+
+
+def _ungated_message(gang: str, f: dict[str, Any]) -> str:
+    return (f"gang {gang} has {f['ungated']} of minMember {f['min_member']} pods free of "
+            f"scheduling gates; no longer held at PreEnqueue")
+
+
+NOT_INITIALIZED: Reason = Reason("GangNotInitialized", "Warning", _not_initialized_message)
+INSUFFICIENT: Reason = Reason("GangMembersInsufficient", "Warning", _insufficient_message)
+GROUP_INCOMPLETE: Reason = Reason("GangGroupIncomplete", "Warning", _group_incomplete_message)
+GATED: Reason = Reason("GangMemberGated", "Warning", _gated_message)
+SATISFIED: Reason = Reason("GangMembersSatisfied", "Normal", _satisfied_message)
+UNGATED: Reason = Reason("GangMembersUngated", "Normal", _ungated_message)
+_HELD = {r.name: r for r in (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED)}
+
+
+def emit_hold(state: GangState, reason: str, facts: dict[str, Any], at: int,
+               out: list[dict[str, Any]]) -> GangState:
+    """``emit`` under ``HOLD_KEY`` (``reason`` one of ``HELD_REASONS``); a ``GangMemberGated``
+    sent is also remembered under
+    ``GATED_KEY`` (so the end of the hold knows which Normal reason tells it)."""
+    count = len(out)
+    state = emit(state, HOLD_KEY, _HELD[reason], facts, at, out)
+    if len(out) > count and reason == "GangMemberGated":
+        state.emitted = {**state.emitted, GATED_KEY: state.emitted[HOLD_KEY]}
+    return state
+
+
+def orphans_pending(state: GangState) -> int:
+    """How many of the pods dropped with the gang's PodGroup (``GangState.orphans``) are still
+    pending (``Member.pending``)."""
+    return sum(1 for m in state.orphans.values() if m.pending)
+
+
+def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
+    """Why the gang's pending pods are held at PreEnqueue, as ``(reason, facts)``, or ``None``.
+
+    Held means: at least one member (or pod dropped with the PodGroup) is pending, and the
+    gang is not initialised (``GangNotInitialized`` [members]), has fewer live members than
+    minMember (``GangMembersInsufficient`` [members, min_member, total_number]), or another
+    gang of its gang group is missing, uninitialised or short (``GangGroupIncomplete``
+    [gang_group, blocking_gang, members, min_member when known]; the first such gang in sorted
+    order). This is Koordinator's PreEnqueue basic check (``PreEnqueue``,
+    ``GangBasicCheckUnsatisfied``; every gang of the group must have min-available members).
+    Koordinator v1.8.0 rules (docs/koordinator-rules.md, with their sources):
+
+    - P2/M5: pods dropped with their PodGroup (``GangState.orphans``) are refused with
+      ``can't find gang`` while the gang is gone, and counted by no gang when it is created
+      again; the facts then add ``orphaned`` (how many) and ``podgroup_deleted`` (its name,
+      or ``None``).
+    - P4: a gang that skips the gang checks (``skips_gang_checks``) is never held.
+    - P6: the gang's own count is checked only when its gang group lists it.
+
+    Otherwise, held means fewer than minMember members are free of scheduling gates
+    (``GangMemberGated`` [members, ungated, min_member, gated: {pod name: [gates]}]; bound
+    members count as free). Rules G1-G4 of Koordinator v1.8.0 with kube-scheduler v1.35.2
+    (docs/koordinator-rules.md, with their sources):
+
+    - G1: a gated pod is a gang child like any other, so the basic check above passes;
+    - G2: the ``SchedulingGates`` PreEnqueue plugin refuses it while ``spec.schedulingGates``
+      is not empty, and runs first on its next PreEnqueue; on its first one, Coscheduling may
+      run before it (the plugins sit in a map) and make the gated pod the gang group's
+      representative, which it stays while gated; the other members are then refused with
+      ``representative pod ... already exists``;
+    - G3: an ungated member refused at PreEnqueue before the gang had minMember children stays
+      refused: the gang cache re-activates only the pod being added, here the gated one, and
+      neither a cluster event nor the 5-minute flush of unschedulable pods moves it;
+    - G4: when a gang round runs anyway, NextPod hands out pending children gated or not, and
+      the API server refuses to bind a gated pod: minMember members can only be bound
+      together once minMember of them are free of gates.
+    """
+    if not state.n_pending and not (state.orphans and orphans_pending(state)):
+        return None
+    spec = state.spec
+    members = len(state.members)
+    orphaned: dict[str, Any] = {}
+    if state.orphans:
+        orphaned = {"orphaned": len(state.orphans),
+                    "podgroup_deleted": (state.deleted_by or "").partition("/")[2]
+                    if state.deleted_by and state.deleted_by.startswith("PodGroup/")
+                    else None}
+    if spec is None:
+        return "GangNotInitialized", {"members": members, **orphaned}
+    if skips_gang_checks(state):
+        return None
+    if members < spec.min_member and state.gang in spec.groups:
+        return "GangMembersInsufficient", {"members": members, "min_member": spec.min_member,
+                                           "total_number": spec.total_number, **orphaned}
+    for other in spec.groups:
+        if other == state.gang:
+            continue
+        peer = state.peers.get(other)
+        facts: dict[str, Any] = {"gang_group": spec.gang_group, "blocking_gang": other}
+        if peer is None or not peer.exists:
+            return "GangGroupIncomplete", {**facts, "members": 0}
+        if not peer.initialized or peer.min_member is None:
+            return "GangGroupIncomplete", {**facts, "members": peer.members}
+        if peer.members < peer.min_member:
+            return "GangGroupIncomplete", {**facts, "members": peer.members,
+                                           "min_member": peer.min_member}
+    gated = state.n_gated
+    if gated and members - gated < spec.min_member:
+        return "GangMemberGated", {"members": members, "ungated": members - gated,
+                                   "min_member": spec.min_member,
+                                   "gated": gated_members(state)}
+    return None
+
+
+def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """The hold's grace period ended at ``at``: emit its warning and mark the hold as warned;
+    or, for a hold by the gang group with peers' news older than ``at``, ask those peers for
+    their state as of ``at`` first (``peers_to_ask``)."""
+    found = hold(state)
+    out: list[dict[str, Any]] = []
+    if found is None:
+        state.held_since, state.warned, state.asked_as_of = None, False, None
+        return state, out
+    if found[0] == "GangGroupIncomplete":
+        stale = peers_to_ask(state, at)
+        if stale:
+            out = [summary_record(state, g, at, wanted_as_of=at) for g in stale]
+            state.asked_as_of = at
+            return state, out
+    reason, facts = found
+    state = emit_hold(state, reason, facts, at, out)
+    state.warned, state.asked_as_of, state.hold_emitted_at = True, None, at
+    return state, out
+
+
+def hold_update_pending(state: GangState) -> bool:
+    """True when a warned hold's facts changed since its last warning (a refresh is due)."""
+    if not state.warned or state.held_since is None:
+        return False
+    found = hold(state)
+    return found is not None and \
+        state.emitted.get(HOLD_KEY) != emit_digests(found[0], found[1])[0]
+
+
+def refresh_hold(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """The refresh interval of a warned hold ended at ``at``: emit its current facts."""
+    out: list[dict[str, Any]] = []
+    return decide_hold(state, at, out, 0), out
+
+
+def decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
+                 refresh_micros: int) -> GangState:
+    found = hold(state)
+    if found is not None:
+        if state.held_since is None:
+            state.held_since, state.warned = at, False
+            return state
+        if state.warned:
+            if state.hold_emitted_at is not None and at < state.hold_emitted_at + refresh_micros:
+                return state  # news within the refresh interval: the refresh timer sends it
+            if found[0] == "GangGroupIncomplete":
+                wanted = max(at, state.asked_as_of or 0)
+                stale = peers_to_ask(state, wanted)
+                if stale:  # news of the group first (see peers_to_ask)
+                    if state.asked_as_of != wanted:
+                        out.extend(summary_record(state, g, at, wanted_as_of=wanted)
+                                   for g in stale)
+                    state.asked_as_of = wanted
+                    return state
+            count = len(out)
+            state = emit_hold(state, found[0], found[1], at, out)
+            if len(out) > count:
+                state.hold_emitted_at = at
+            state.asked_as_of = None
+            return state
+        return state
+    if state.held_since is None:
+        return state
+    spec = state.spec
+    members = len(state.members)
+    emitted = state.emitted
+    if state.warned and spec is not None and GATED_KEY in emitted \
+            and emitted[GATED_KEY] == emitted.get(HOLD_KEY):
+        ungated = members - state.n_gated
+        if ungated >= spec.min_member:
+            state = emit(state, UNGATED.name, UNGATED,
+                          {"members": members, "ungated": ungated,
+                           "min_member": spec.min_member}, at, out)
+    elif state.warned and spec is not None and members >= spec.min_member:
+        state = emit(state, SATISFIED.name, SATISFIED,
+                      {"members": members, "min_member": spec.min_member}, at, out)
+    state.emitted = {k: v for k, v in state.emitted.items() if k not in _HOLD_SERIES_KEYS}
+    state.held_since, state.warned, state.asked_as_of, state.hold_emitted_at = \
+        None, False, None, None
+    return state
+
+
+def grace_due(state: GangState, settings: FoldSettings) -> int | None:
+    """When the hold's grace period ends (its first warning), or ``None``: none once warned,
+    and none while the gang waits for its peers' answers (``awaiting_answers``)."""
+    if state.held_since is not None and not state.warned and not awaiting_answers(state):
+        return state.held_since + settings.grace_micros
+    return None
+
+
+def refresh_due(state: GangState, settings: FoldSettings) -> int | None:
+    """When a warned hold whose facts changed is told again (``refresh_seconds`` after its
+    last warning), or ``None``."""
+    if state.hold_emitted_at is not None and not awaiting_answers(state) \
+            and hold_update_pending(state):
+        return state.hold_emitted_at + settings.refresh_micros
+    return None
+
+
+def _fire_grace(state: GangState, due: int, settings: FoldSettings
+                ) -> tuple[GangState, list[Output]]:
+    return warn_held(state, due)
+
+
+def _fire_refresh(state: GangState, due: int, settings: FoldSettings
+                  ) -> tuple[GangState, list[Output]]:
+    state, fired = refresh_hold(state, due)
+    if not fired:  # nothing sent (or only questions to the peers): move the timer on
+        state.hold_emitted_at = due
+    return state, fired
+
+
+GRACE: TimerRule = TimerRule("grace", "grace period ended", grace_due, _fire_grace,
+                             releases_deferred=True)
+REFRESH: TimerRule = TimerRule("refresh", "hold refresh interval ended", refresh_due,
+                               _fire_refresh)
+RULE: Rule = Rule("hold", (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED, SATISFIED,
+                          UNGATED), (GRACE, REFRESH))

@@ -1,0 +1,93 @@
+"""The registry of the core's rule families (re-exported by ``streams.core.rules``): one module
+per family, each owning its Event reasons (name, type, message: ``base.Reason``) and its timers
+(``base.TimerRule``).
+
+Where it sits: between the decisions (``streams.core.decide``, which calls each family's
+``decide_*`` in its fixed order) and the families below. Read by the fold (``timers``,
+``next_timer``: the gang's timers as values, asked once), by ``streams.core.explain`` and the
+worker (``message``, ``REASONS``), and by the wire contract (``REASON_NAMES`` is its
+``DiagnosticReason``). A new rule is a new module in ``streams/core/rules/`` plus its entry in
+``RULES`` (and in ``TIMERS`` when it owns a timer).
+
+Must not: read the clock, do I/O or import infrastructure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..settings import FoldSettings
+from ..state import GangState
+from . import group, hold, lost, permit, preemption, representative, scheduled, spec, stranded
+from . import unschedulable
+from .base import Reason, Rule, Timer, TimerRule, canonical_json
+
+
+
+RULES: tuple[Rule, ...] = (
+    hold.RULE, spec.RULE, permit.RULE, scheduled.RULE, unschedulable.RULE, stranded.RULE,
+    preemption.RULE, lost.RULE, group.RULE, representative.RULE,
+)
+"""Every rule family, in the order their reasons are listed (the wire contract's
+``DiagnosticReason``, docs/contracts.md)."""
+
+TIMERS: tuple[TimerRule, ...] = (
+    group.ANSWERS, hold.GRACE, preemption.TIMER, unschedulable.TIMER, hold.REFRESH,
+    stranded.TIMER, lost.TIMER, permit.TIMER,
+)
+"""Every timer of every family, in the order that breaks ties: when two are due at the same
+event time, the earlier one here fires first (answers owed to peers before the hold's own
+warning, so the answer tells of the gang as of the due time)."""
+
+REASONS: dict[str, Reason] = {r.name: r for rule in RULES for r in rule.reasons}
+"""Every Event reason the core emits, by name, in ``RULES`` order."""
+
+REASON_NAMES: tuple[str, ...] = tuple(REASONS)
+"""The names of ``REASONS``, in order (the wire contract's ``DiagnosticReason``)."""
+
+TIMER_RULES: dict[str, TimerRule] = {t.kind: t for t in TIMERS}
+"""Every timer rule by its ``kind``."""
+
+
+def reason_type(reason: str) -> str:
+    """The Event type (``Normal`` or ``Warning``) of ``reason``; ``Warning`` for a reason no
+    family owns."""
+    found = REASONS.get(reason)
+    return "Warning" if found is None else found.type
+
+
+def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
+    """The human message of a diagnostic of ``reason`` (its family's message function): a
+    deterministic function of gang, reason and facts; for a reason no family owns,
+    ``gang <gang>: <reason> <canonical facts>``."""
+    found = REASONS.get(reason)
+    if found is None:
+        return f"gang {gang}: {reason} {canonical_json(facts)}"
+    return found.message(gang, facts)
+
+
+_DUES: tuple[Callable[[GangState, FoldSettings], int | None], ...] = tuple(t.due for t in TIMERS)
+_KINDS: tuple[str, ...] = tuple(t.kind for t in TIMERS)
+"""``TIMERS``' due functions and kinds, unpacked once: ``next_timer`` runs on every record."""
+
+
+def timers(state: GangState, settings: FoldSettings) -> list[Timer]:
+    """The gang's pending timers as values (``Timer(due, kind)``), in ``TIMERS`` order. Timers
+    are not stored: they follow from the state."""
+    out = []
+    for i in range(len(_DUES)):
+        due = _DUES[i](state, settings)
+        if due is not None:
+            out.append(Timer(due, _KINDS[i]))
+    return out
+
+
+def next_timer(state: GangState, settings: FoldSettings) -> Timer | None:
+    """The gang's earliest pending timer (ties: the first in ``TIMERS``), or ``None``."""
+    best = -1
+    best_due = 0
+    for i in range(len(_DUES)):
+        due = _DUES[i](state, settings)
+        if due is not None and (best < 0 or due < best_due):
+            best, best_due = i, due
+    return None if best < 0 else Timer(best_due, _KINDS[best])

@@ -1,0 +1,90 @@
+"""The gang's settings: values the scheduler silently replaces, and members that disagree.
+
+Reasons: ``GangSpecInvalid`` and ``GangSpecConflict`` (Warning). No timer.
+
+Must not: read the clock, do I/O or import infrastructure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import GangRecord, PodGroupObserved, PodObserved
+from ..spec import MAX_PERMIT_WAIT_MICROS
+from ..state import GangState
+from .base import Reason, Rule, emit
+
+PERMIT_CAP_TEXT = f"{MAX_PERMIT_WAIT_MICROS // 1_000_000}s"
+"""The ``effective`` waiting time of a ``GangSpecInvalid`` for a waiting time above
+kube-scheduler's 15-minute cap on a Permit wait (rule T3, ``spec.MAX_PERMIT_WAIT_MICROS``)."""
+
+
+def _invalid_message(gang: str, f: dict[str, Any]) -> str:
+    if f["field"] == "groups" and f["value"] == f["effective"]:
+        return (f"gang {gang}: groups {f['value']} does not list the gang itself; the scheduler "
+                f"uses the list as written, so {gang} is not a member of its own gang group")
+    if f["field"] in ("waiting-time", "scheduleTimeoutSeconds") \
+            and f["effective"] == PERMIT_CAP_TEXT:
+        return (f"gang {gang}: {f['field']} {f['value']!r} is longer than kube-scheduler lets a "
+                f"pod wait at Permit; members wait at most {f['effective']} (15 minutes)")
+    return (f"gang {gang}: {f['field']} {f['value']!r} is not valid; the scheduler silently "
+            f"uses {f['effective']}")
+
+
+def _conflict_message(gang: str, f: dict[str, Any]) -> str:
+    parts = "; ".join(f"{value!r} on {', '.join(pods)}"
+                      for value, pods in sorted(f["values"].items()))
+    return (f"gang {gang}: members disagree on {f['field']} ({parts}); the scheduler "
+            f"keeps the value of the object that initialised the gang")
+
+
+INVALID: Reason = Reason("GangSpecInvalid", "Warning", _invalid_message)
+CONFLICT: Reason = Reason("GangSpecConflict", "Warning", _conflict_message)
+
+
+def spec_conflicts(state: GangState) -> dict[str, dict[str, list[str]]]:
+    """Settings the members (and the PodGroup, named ``PodGroup/<name>``) disagree on:
+    ``{field: {value as written: [pod names]}}`` for fields with two or more values."""
+    distinct = {m.settings for m in state.members.values()}
+    if state.podgroup is not None:
+        distinct.add(state.podgroup.settings)
+    if len(distinct) <= 1:
+        return {}  # every object writes the same settings (the common case): no scan by field
+    values: dict[str, dict[str, list[str]]] = {}
+    sources = [(m.name, m.settings) for m in state.members.values()]
+    if state.podgroup is not None:
+        sources.insert(0, (f"PodGroup/{state.podgroup.name}", state.podgroup.settings))
+    for name, settings in sources:
+        for field, value in settings.as_written():
+            if value is not None:
+                values.setdefault(field, {}).setdefault(value, []).append(name)
+    return {field: by_value for field, by_value in values.items() if len(by_value) > 1}
+
+
+def _spec_may_have_changed(before: GangState, state: GangState, rec: GangRecord) -> bool:
+    """Only a Pod that joined, left or changed its settings, or a PodGroup event, can change
+    the fallbacks or the disagreements; every other record skips the O(members) scan."""
+    if isinstance(rec, PodGroupObserved):
+        return True
+    if before.spec_source != state.spec_source or before.spec_settings != state.spec_settings:
+        return True
+    if isinstance(rec, PodObserved):
+        old, new = before.members.get(rec.uid), state.members.get(rec.uid)
+        return old is None or new is None or old.settings != new.settings
+    return False
+
+
+def decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
+                 out: list[dict[str, Any]]) -> GangState:
+    if not _spec_may_have_changed(before, state, rec):
+        return state
+    for fb in state.fallbacks:
+        state = emit(state, f"GangSpecInvalid:{fb.field}", INVALID,
+                      {"field": fb.field, "value": fb.value, "effective": fb.effective}, at, out)
+    for field, by_value in spec_conflicts(state).items():
+        state = emit(state, f"GangSpecConflict:{field}", CONFLICT,
+                      {"field": field, "values": by_value}, at, out)
+    return state
+
+
+RULE: Rule = Rule("spec", (INVALID, CONFLICT))

@@ -1,0 +1,170 @@
+"""Members refused at PreEnqueue during a hold that nothing will retry (rules ST1-ST3 of
+docs/koordinator-rules.md).
+
+Reason: ``GangMembersStranded`` (Warning). Timer: ``stranded`` (``stranded_seconds`` after a
+round ran since the hold ended).
+
+Must not: read the clock, do I/O or import infrastructure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import CycleObserved, GangRecord, PodObserved
+from ..settings import FoldSettings, Output
+from ..state import GangState, refused_member
+from .base import Reason, Rule, TimerRule, diagnostic, emit_digests, plural
+from .hold import GATED_NAMES_SHOWN
+
+
+def _message(gang: str, f: dict[str, Any]) -> str:
+    n = len(f["stranded"])
+    shown = ", ".join(f["stranded"][:GATED_NAMES_SHOWN]) + (
+        f" and {n - GATED_NAMES_SHOWN} more" if n > GATED_NAMES_SHOWN else "")
+    return (f"gang {gang}: {shown} {plural(n, 'was', 'were')} refused at PreEnqueue and "
+            f"koord-scheduler will not retry {plural(n, 'it', 'them')}: it runs PreEnqueue "
+            f"again only for a pod being created, and no round of the gang group has "
+            f"handed {plural(n, 'it', 'them')} out in {f['after_seconds']}s; delete "
+            f"{plural(n, 'it', 'them')} so that {plural(n, 'its', 'their')} controller "
+            f"creates {plural(n, 'it', 'them')} again")
+
+
+STRANDED: Reason = Reason("GangMembersStranded", "Warning", _message)
+
+
+def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int) -> GangState:
+    """Mark the members Coscheduling refuses at PreEnqueue, and when the hold ends.
+
+    While the gang is held (``held_since``), every pending member without scheduling gates is
+    refused at PreEnqueue (no Event; rule ST1): all of them when the hold begins, a member that
+    joins or changes during it as it comes (``Member.refused_at``). A gated member is left out:
+    its gates' plugin refused it, and that plugin requeues it when the gates are removed (G2).
+    When the hold ends, ``released_at`` is set, and ``released_attempted`` when the scheduler
+    first attempts a member after that (a round ran). The gang's first bind (no member was
+    bound before) means its group was allowed at Permit, which ends the round: a pending member
+    without an attempt then is marked too (it was refused behind the representative or as not
+    yet attempted, P7/P8), and the bind counts as the attempt. Why it matters (ST1, with its
+    sources in docs/koordinator-rules.md): a refused pod waits in the scheduling queue's
+    unschedulable pods, and no cluster event, no 5-minute flush and no pod update moves it; the
+    gang cache activates only a pod being created, or one child when a PodGroup makes the gang
+    complete. The refused pod moves again only when a round of its gang group hands it out
+    (NextPod), and a round ends when the group is allowed at Permit (its context cleared) or
+    every pending member was attempted."""
+    if state.held_since is not None:
+        if before.held_since is None:
+            state.put_members({uid: refused_member(m, at)
+                               for uid, m in state.members.items()
+                               if m.pending and not m.gates and m.refused_at is None})
+        elif isinstance(rec, PodObserved):
+            changed = state.members.get(rec.uid)
+            if changed is not None and changed.pending and not changed.gates \
+                    and changed.refused_at is None:
+                state.put_member(rec.uid, refused_member(changed, at))
+        if state.released_at is not None or state.stranded_told \
+                or state.released_attempted is not None:
+            state.released_at, state.stranded_told = None, False
+            state.released_attempted = None
+    elif before.held_since is not None:
+        state.released_at, state.stranded_told, state.released_attempted = at, False, None
+    elif isinstance(rec, CycleObserved) and state.released_at is not None \
+            and state.released_attempted is None and rec.at >= state.released_at \
+            and not (rec.stage == "PreEnqueue" and rec.status != "Success"):
+        state.released_attempted = rec.at
+    if isinstance(rec, CycleObserved) and state.n_refused:
+        state = _tried_culprit(state, rec)
+    if state.held_since is None and before.n_bound == 0 and state.n_bound > 0 \
+            and state.n_pending > state.n_refused:
+        # the gang's first bind: its group was allowed at Permit and the round's context
+        # cleared (ST1); a member the round did not hand out was refused at PreEnqueue behind
+        # the representative or as not yet attempted (P7/P8) and nothing retries it either
+        left = {uid: refused_member(m, at) for uid, m in state.members.items()
+                if m.pending and not m.gates and m.refused_at is None
+                and (m.status is None or m.stage == "PreEnqueue")}
+        state.put_members(left)
+        if left and state.released_at is None:
+            state.released_at, state.stranded_told = at, False
+        if state.released_attempted is None and state.released_at is not None:
+            state.released_attempted = at
+    return state
+
+
+def _tried_culprit(state: GangState, rec: CycleObserved) -> GangState:
+    """A refused member that ``rec`` names as its culprit, with a fit error, was tried and did
+    not fit: Koordinator names the member that failed Filter in the rejections and releases
+    of the others (rule ST2), and kube-scheduler writes
+    a pod's own FailedScheduling Event only after its attempt (its own record, which the fold
+    applies to the member, clears the refusal too: ``fold.apply_cycle``). Such a member is
+    explained by its fit error, never told stranded: its own Event may come long after the
+    others' (the scheduler throttles its Event writes), and deleting it would not make it
+    fit. Clears its ``refused_at``."""
+    if rec.culprit is None or rec.culprit == rec.pod or not rec.fit_error:
+        return state
+    found = state.member_by_name(rec.culprit)
+    if found is not None and found[1].refused_at is not None and found[1].pending:
+        state.put_member(found[0], refused_member(found[1], None))
+    return state
+
+
+def stranded_members(state: GangState) -> list[str]:
+    """Names (sorted) of the pending members refused at PreEnqueue during the gang's last hold
+    and not attempted since (``Member.refused_at``), while the gang is not held."""
+    if state.held_since is not None or not state.n_refused:
+        return []
+    return sorted(m.name for m in state.members.values()
+                  if m.refused_at is not None and m.pending)
+
+
+def stranded_facts(state: GangState, at: int) -> dict[str, Any] | None:
+    """The facts of ``GangMembersStranded`` at event time ``at``: ``stranded``
+    (``stranded_members``) and ``after_seconds`` (whole seconds since the hold ended), or
+    ``None`` when no member is stranded."""
+    names = stranded_members(state)
+    if not names or state.released_at is None:
+        return None
+    return {"stranded": names, "after_seconds": (at - state.released_at) // 1_000_000}
+
+
+def stranded_due(state: GangState, settings: FoldSettings) -> int | None:
+    """When refused members are due to be told stranded (microseconds of event time):
+    ``stranded_seconds`` after the scheduler first attempted a member since the hold ended (a
+    round ran and may leave them out; ``released_attempted``), or after the hold ended for a
+    gang that is not in its own gang group (a round of that group never hands out its pods,
+    rule ST3); once per release.
+    Without such evidence (the scheduler may be down or its queue long) nothing is said.
+    ``None`` when no member is refused, the gang is held, or the release was told."""
+    if not state.n_refused or state.held_since is not None or state.released_at is None \
+            or state.stranded_told:
+        return None
+    spec = state.spec
+    if state.released_attempted is not None:
+        return state.released_attempted + settings.stranded_micros
+    if spec is None or state.gang in spec.groups:
+        return None
+    return state.released_at + settings.stranded_micros
+
+
+def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit ``GangMembersStranded`` at ``at`` for the members still refused since the gang's
+    last hold (``stranded_members``; facts ``stranded`` [names], ``after_seconds`` [whole
+    seconds since the hold ended]), naming only those pods. Marks the release as told."""
+    out: list[dict[str, Any]] = []
+    facts = stranded_facts(state, at)
+    state.stranded_told = True
+    if facts is not None:
+        names = facts["stranded"]
+        digest = emit_digests("GangMembersStranded", {"stranded": names})[0]
+        if state.emitted.get("GangMembersStranded") != digest:
+            named = set(names)
+            uids = tuple(uid for uid, m in state.members.items() if m.name in named)
+            out.append(diagnostic(state, STRANDED, facts, at, uids))
+            state.emitted = {**state.emitted, "GangMembersStranded": digest}
+    return state, out
+
+
+def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState, list[Output]]:
+    return warn_stranded(state, due)
+
+
+TIMER: TimerRule = TimerRule("stranded", "refused members not retried", stranded_due, _fire)
+RULE: Rule = Rule("stranded", (STRANDED,), (TIMER,))

@@ -1,0 +1,105 @@
+"""The failure episode: a gang whose members keep failing to fit (``streams.core.episode``).
+
+Reason: ``GangUnschedulable`` (Warning). Timer: ``unschedulable`` (the episode settled, or its
+facts changed and ``refresh_seconds`` passed since the last one).
+
+Must not: read the clock, do I/O or import infrastructure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import episode as episodes
+from .. import preemption as preemptions
+from ..records import CycleObserved
+from ..settings import FoldSettings, Output
+from ..state import GangState
+from ..timefmt import format_time
+from .base import Reason, Rule, TimerRule, diagnostic, facts_digest, skips_gang_checks
+
+UNSCHEDULABLE: Reason = Reason("GangUnschedulable", "Warning", episodes.unschedulable_message)
+UNSCHEDULABLE_KEY = "GangUnschedulable"
+"""The ``emitted`` key of a failure episode's diagnostic (digest of ``material`` facts)."""
+
+
+def unschedulable_facts(state: GangState) -> dict[str, Any] | None:
+    """The facts of the gang's failure episode that make its ``GangUnschedulable`` (``episode.
+    episode_facts``: ``unfit``, ``fit``, ``min_member``, ``since`` in microseconds), or ``None``
+    without an episode naming a member, once the gang is scheduled, while it skips the gang
+    checks (``skips_gang_checks``: its pods fail one by one, each with its own Event), or when
+    the gang has no pod left: the scheduler's Events of pods already deleted still arrive
+    (recorded: ``tests/cases/recorded/gpu-short``, one 2 s after the deletion), and a warning
+    about a gang that no longer exists would tell no one anything."""
+    ep = state.episode
+    if ep is None or not ep.unfit or not state.members or skips_gang_checks(state):
+        return None
+    spec = state.spec
+    if spec is None:
+        return None  # no minMember to tell of: a gang not initialised is held at PreEnqueue
+    if state.bound >= max(spec.min_member, 1):
+        return None
+    return episodes.episode_facts(ep, spec.min_member, state.bound)
+
+
+def unschedulable_due(state: GangState, settings: FoldSettings) -> int | None:
+    """When the episode's ``GangUnschedulable`` is due (microseconds of event time): its
+    settling time (``since`` + ``episode_settle_seconds``) before the first one, then, when the
+    facts differ from those last emitted, ``refresh_seconds`` after the last; else ``None``."""
+    facts = unschedulable_facts(state)
+    ep = state.episode
+    if facts is None or ep is None:
+        return None
+    after = preemptions.unschedulable_after(state.preemption)  # PR2: not while it waits
+    if after == preemptions.NEVER:
+        return None
+    if ep.emitted_at is None:
+        due = ep.since + settings.settle_micros
+    elif state.emitted.get(UNSCHEDULABLE_KEY) == facts_digest(facts):
+        return None
+    elif episodes.fits_now(facts):
+        return None  # news of recovery ("room for 2 now: enough") is no warning to send again
+    else:
+        due = ep.emitted_at + settings.refresh_micros
+    return due if after is None else max(due, after)
+
+
+def warn_unschedulable(state: GangState, at: int, settings: FoldSettings,
+                       ) -> tuple[GangState, list[dict[str, Any]]]:
+    """Emit the failure episode's ``GangUnschedulable`` at event time ``at`` (its timer, or a
+    record at or after it): facts ``unfit`` (member name -> fit error as written), ``fit``,
+    ``min_member``, ``since`` (RFC 3339), and ``rounds`` and ``attempts_per_minute`` as they are
+    then (not compared: the diagnostic is not emitted again for them). Assigns the state's
+    fields (the fold's own copy) and returns it with the outputs."""
+    out: list[dict[str, Any]] = []
+    facts = unschedulable_facts(state)
+    ep = state.episode
+    after = preemptions.unschedulable_after(state.preemption)
+    if facts is None or ep is None or (after is not None and at < after):
+        return state, out  # PR2: a gang waiting for its victims is not short of capacity
+    digest = facts_digest(facts)
+    state.episode = ep._replace(emitted_at=at)
+    if state.emitted.get(UNSCHEDULABLE_KEY) == digest:
+        return state, out
+    shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
+             "attempts_per_minute": episodes.per_minute(state.storm, at)}
+    out.append(diagnostic(state, UNSCHEDULABLE, shown, at))
+    state.emitted = {**state.emitted, UNSCHEDULABLE_KEY: digest}
+    return state, out
+
+
+def decide_unschedulable(state: GangState, rec: CycleObserved, settings: FoldSettings,
+                          out: list[dict[str, Any]]) -> GangState:
+    """``GangUnschedulable`` when a record arrives at or after its due time (``PartitionFold``
+    fires the timer first; this covers a fold stepped record by record)."""
+    due = unschedulable_due(state, settings)
+    if due is None or rec.at < due:
+        return state
+    state, fired = warn_unschedulable(state, rec.at, settings)
+    out.extend(fired)
+    return state
+
+
+TIMER: TimerRule = TimerRule("unschedulable", "failure episode settled", unschedulable_due,
+                  warn_unschedulable)
+RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,))
