@@ -30,6 +30,7 @@ from streams.dev.worker_process import running_worker
 from streams.kafka.partitions import partition_of
 from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.settings import Settings
+from tests.doubles.apiserver import eventually
 
 pytestmark = pytest.mark.kafka
 
@@ -82,6 +83,12 @@ def changelog_partitions(settings: Settings) -> dict[str, set[int]]:
         return out
     finally:
         consumer.close()
+
+
+def members_in_table(settings: Settings, gang: str) -> list[str]:
+    """The member names of ``gang`` in the worker's table as its changelog has it now."""
+    table = read_table(settings)
+    return [m.name for m in from_wire(table[gang]).members.values()] if gang in table else []
 
 
 def same_partition(gang: str, partitions: int, ns: str) -> str:
@@ -162,7 +169,8 @@ def test_records_keyed_elsewhere_are_rekeyed_to_their_gang_never_split(
         p.flush()
         p.close()
         assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
-        time.sleep(2)  # re-published records are folded after a second round
+        # re-published records are folded after a second round: wait for the four members
+        eventually(lambda: len(members_in_table(s, gang)) == 4, timeout=60, interval=0.2)
         assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
         worker_log = (tmp_path / "worker.log").read_text(errors="replace")
         table = read_table(s)
@@ -265,7 +273,8 @@ def test_a_gone_gang_leaves_the_table_with_a_changelog_tombstone(
         p.flush()
         p.close()
         assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
-        time.sleep(3)  # the tombstone is written at the next offset commit
+        # the tombstone is written at the next offset commit: wait until the gang is gone
+        eventually(lambda: gone not in read_table(s), timeout=60, interval=0.2)
         after = read_table(s)
         written = changelog_partitions(s)
     assert from_wire(before[gone]).phase == "Deleted" and sorted(before) == sorted([gone, kept])
