@@ -14,6 +14,7 @@ from streams.events.recorder import ANNOTATION_LAST_ID
 from streams.events.sink import consume, group_id
 from streams.settings import Settings, Topics
 from tests.doubles.apiserver import ApiServerDouble, eventually
+from tests.fixtures.throughkafka import worker_run
 from tests.unit.test_event_sink import (AT, CASES, EXPECTED, make_sink, server, summary,
                                         writes)
 
@@ -26,9 +27,7 @@ def test_replay_through_kafka_worker_and_sink(kafka_bootstrap: str, server: ApiS
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
     from streams.kafka.publishing import Publisher, ensure_topics
-    from producers.replay import merged_by_time, replay
-    from streams.kafka.reading import wait_caught_up
-    from streams.dev.worker_process import running_worker
+    from producers.replay import merged_by_time
 
     run = uuid.uuid4().hex[:10]
     settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"sink-{run}."),
@@ -39,13 +38,12 @@ def test_replay_through_kafka_worker_and_sink(kafka_bootstrap: str, server: ApiS
     stop = threading.Event()
     thread = threading.Thread(target=consume, args=(settings, sink, stop), daemon=True)
     log = tmp_path / "worker.log"
-    with running_worker(settings, log_path=log) as worker:
+    with worker_run(settings, log) as worker:
         thread.start()
         pub = Publisher(settings)
-        replay(lines, settings, at=AT, publisher=pub)
+        worker.replay(lines, at=AT, publisher=pub)
         pub.close()
-        assert wait_caught_up(settings, 90, alive=lambda: worker.poll() is None), \
-            log.read_text()[-2000:]
+        worker.caught_up(90)
     topic = settings.topics.diagnostics
     probe = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None)
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from streams.wire.traces import fold_lines
+from tests.fixtures.throughkafka import offline, through_kafka
 from tests.fixtures.tracegen import pod
 from tests.unit.test_groups import END, gang_a, gang_b
 
@@ -16,10 +16,6 @@ from tests.unit.test_groups import END, gang_a, gang_b
 def test_kafka_and_the_offline_fold_agree_on_gang_groups(kafka_settings):
     """Regression: summaries reach the other gang's partition late, so a hold by the group
     must wait for fresh news instead of calling a gang that is on its way missing."""
-    from producers.replay import replay
-    from streams.kafka.reading import read_all, wait_caught_up
-    from streams.dev.worker_process import running_worker
-
     group = ["ml/ps", "ml/worker"]
     lines = [pod("ml", "ps-0", 0, 1, gang="ps", min_available=1, groups=group)]
     lines += [pod("ml", f"worker-{i}", 1 + i, 2 + i, gang="worker", min_available=4,
@@ -27,11 +23,9 @@ def test_kafka_and_the_offline_fold_agree_on_gang_groups(kafka_settings):
     lines += gang_a() + gang_b()
     numbered = [("groups", n, line.encode()) for n, line in enumerate(sorted(
         lines, key=lambda l: json.loads(l)["observed_at"]), 1)]
-    expected = fold_lines(((n, raw) for _, n, raw in numbered), END)
-    with running_worker(kafka_settings) as worker:
-        replay(numbered, kafka_settings, at=END)
-        assert wait_caught_up(kafka_settings, 120, alive=lambda: worker.poll() is None)
-        got = read_all(kafka_settings, [kafka_settings.topics.diagnostics])
+    expected = offline(numbered, END)
+    got = through_kafka(kafka_settings, numbered, at=END,
+                        topics=[kafka_settings.topics.diagnostics])
     def view(ds):
         return sorted((d["gang"], d["observed_at"], d["reason"], json.dumps(d["facts"],
                                                                           sort_keys=True))
