@@ -27,6 +27,7 @@ from streams.core.spec import gang_of_pod
 from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_lines
 from tests.doubles.apiserver import ApiServerDouble, eventually
+from tests.fixtures.builders import kube_pod
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 SETTINGS = Settings(bootstrap=None, topics=Topics("test."))
@@ -72,16 +73,9 @@ class MemoryPublisher:
 
 def pod(name: str, gang: str | None = "train", ns: str = "team-a", *, min_available: str = "2",
         scheduler: str = "koord-scheduler", node: str | None = None) -> dict[str, Any]:
-    annotations = {}
-    if gang:
-        annotations = {"gang.scheduling.koordinator.sh/name": gang,
-                       "gang.scheduling.koordinator.sh/min-available": min_available}
-    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [{"name": "c"}]}
-    if node:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
-            "spec": spec, "status": {"phase": "Pending"}}
+    return kube_pod(name, ns, uid=None, rv=None, gang=gang,
+                    min_available=min_available if gang else None, scheduler=scheduler,
+                    node=node)
 
 
 def event(name: str, pod_obj: dict[str, Any], reason: str, message: str,
