@@ -30,6 +30,7 @@ from streams.kafka.partitions import partition_of
 from streams.kafka.reading import read_table, wait_caught_up
 from streams.settings import Settings
 from tests.doubles.apiserver import eventually
+from tests.fixtures.builders import kube_pod, pod_line
 from tests.fixtures.throughkafka import worker_run
 
 pytestmark = pytest.mark.kafka
@@ -40,16 +41,9 @@ FUTURE = "2099-01-01T00:00:00.000000Z"
 def pod(at: int, ns: str, gang: str, name: str, uid: str, min_available: int,
         rv: str = "1") -> bytes:
     """A ``gangstate.kube/v1`` ADDED of a Pending gang member (annotation gang)."""
-    return json.dumps({
-        "schema": "gangstate.kube/v1", "observed_at": format_time(at), "resource": "pods",
-        "type": "ADDED", "object": {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "uid": uid, "resourceVersion": rv,
-                         "annotations": {
-                             "gang.scheduling.koordinator.sh/name": gang,
-                             "gang.scheduling.koordinator.sh/min-available":
-                                 str(min_available)}},
-            "spec": {}, "status": {"phase": "Pending"}}}).encode()
+    return json.dumps(pod_line(kube_pod(name, ns, uid=uid, rv=rv, gang=gang,
+                                        min_available=min_available),
+                               format_time(at))).encode()
 
 
 def tick(at: int | str) -> bytes:

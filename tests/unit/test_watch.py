@@ -970,17 +970,13 @@ def test_capacity_streams_fill_the_node_cache_with_slim_objects(server: ApiServe
                   "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]},
                   "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"},
                              "images": [{"names": ["a-large-list"]}]}})
-    server.apply({"apiVersion": "v1", "kind": "Pod",
-                  "metadata": {"name": "other", "namespace": "web", "annotations": {"x": "y"}},
-                  "spec": {"schedulerName": "default-scheduler", "nodeName": "gpu-1",
-                           "containers": [{"name": "c", "image": "nginx", "env": [
-                               {"name": "SECRET", "value": "s"}],
-                               "resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
-                  "status": {"phase": "Running"}})
-    server.apply({"apiVersion": "v1", "kind": "Pod",
-                  "metadata": {"name": "pending", "namespace": "web"},
-                  "spec": {"schedulerName": "default-scheduler", "containers": [
-                      {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}})
+    server.apply(kube_pod("other", "web", uid=None, rv=None, annotations={"x": "y"},
+                          scheduler="default-scheduler", node="gpu-1", phase="Running",
+                          containers=[{"name": "c", "image": "nginx",
+                                       "env": [{"name": "SECRET", "value": "s"}],
+                                       "resources": {"requests": {"nvidia.com/gpu": "3"}}}]))
+    server.apply(kube_pod("pending", "web", uid=None, rv=None, scheduler="default-scheduler",
+                          gpu="1", phase=None))
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher,
                           WatchConfig(**{**FAST.__dict__, "capacity": True}))

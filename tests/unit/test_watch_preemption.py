@@ -121,16 +121,8 @@ def _t(seconds: float) -> int:
 
 def member_pod(name: str, rv: int, *, nominated: str | None = None,
                node: str | None = None, min_available: str = "2") -> dict:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                         "resourceVersion": str(rv), "annotations": {
-                             "gang.scheduling.koordinator.sh/name": "g",
-                             "gang.scheduling.koordinator.sh/min-available": min_available}},
-            "spec": {"schedulerName": "koord-scheduler",
-                     **({"nodeName": node} if node else {}),
-                     "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-            "status": {"phase": "Running" if node else "Pending",
-                       **({"nominatedNodeName": nominated} if nominated else {})}}
+    return kube_pod(name, rv=str(rv), gang="g", min_available=min_available, node=node,
+                    gpu="1", phase="Running" if node else "Pending", nominated=nominated)
 
 
 def failed_event(name: str, count: int, message: str) -> dict:
