@@ -137,7 +137,7 @@ class Chain:
     topic prefix, app id, grace); ``logdir`` where each process logs (``<name>.log``);
     ``web_port`` the worker's HTTP views and ``/metrics`` port (``explain``/``describe`` with
     ``--server``; default: a free one); ``watch_port`` the watcher's ``/metrics`` port
-    (:attr:`watch_metrics`; default: a free one). :meth:`start` applies the shipped RBAC, mints one
+    (``gangstate watch --http-port``; default: a free one). :meth:`start` applies the shipped RBAC, mints one
     token per component from the ServiceAccount its Deployment names, writes its kubeconfig,
     and starts the three processes; :meth:`stop` ends them. The worker has no Kubernetes
     credentials at all.
@@ -158,12 +158,6 @@ class Chain:
     def server(self) -> str:
         """The worker's HTTP address for ``--server``."""
         return f"http://127.0.0.1:{self.web_port}"
-
-    @property
-    def watch_metrics(self) -> str:
-        """The watcher's Prometheus metrics address (``gangstate watch --http-port``)."""
-        return f"http://127.0.0.1:{self.watch_port}/metrics"
-
     def install_rbac(self) -> None:
         """Apply the shipped manifests (``deploy/kubernetes/rbac.yaml``) as the admin, once."""
         from kubernetes.utils import FailToCreateError

@@ -31,7 +31,8 @@ def pod_gone(chain: Chain) -> float:
     hold (``gangstate_watch_records_dropped_total{reason="pod-gone"}``); 0 while its metrics
     do not answer yet."""
     try:
-        with urllib.request.urlopen(chain.watch_metrics, timeout=5) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{chain.watch_port}/metrics",
+                                    timeout=5) as resp:
             text = resp.read().decode()
     except OSError:
         return 0.0
