@@ -136,18 +136,21 @@ class Chain:
     Shapes: ``cluster`` a started ``LocalCluster``; ``settings`` the Kafka settings (bootstrap,
     topic prefix, app id, grace); ``logdir`` where each process logs (``<name>.log``);
     ``web_port`` the worker's HTTP views and ``/metrics`` port (``explain``/``describe`` with
-    ``--server``; default: a free one). :meth:`start` applies the shipped RBAC, mints one
+    ``--server``; default: a free one); ``watch_port`` the watcher's ``/metrics`` port
+    (``gangstate watch --http-port``; default: a free one). :meth:`start` applies the shipped RBAC, mints one
     token per component from the ServiceAccount its Deployment names, writes its kubeconfig,
     and starts the three processes; :meth:`stop` ends them. The worker has no Kubernetes
     credentials at all.
     """
 
     def __init__(self, cluster: Any, settings: Settings, logdir: Path,
-                 web_port: int | None = None) -> None:
+                 web_port: int | None = None, watch_port: int | None = None) -> None:
         self.cluster = cluster
         self.settings = settings
         self.logdir = Path(logdir)
-        self.web_port = web_port or controlplane_module().free_ports(1)[0]
+        free = controlplane_module().free_ports(2)
+        self.web_port = web_port or free[0]
+        self.watch_port = watch_port or free[1]
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.kubeconfigs: dict[str, Path] = {}
 
@@ -155,7 +158,6 @@ class Chain:
     def server(self) -> str:
         """The worker's HTTP address for ``--server``."""
         return f"http://127.0.0.1:{self.web_port}"
-
     def install_rbac(self) -> None:
         """Apply the shipped manifests (``deploy/kubernetes/rbac.yaml``) as the admin, once."""
         from kubernetes.utils import FailToCreateError
@@ -217,7 +219,7 @@ class Chain:
             return ["worker", "--http-port", str(self.web_port)]
         if name == "watch":
             return ["watch", "--kubeconfig", str(self.kubeconfigs["watch"]),
-                    "--scheduler-name", "koord-scheduler"]
+                    "--scheduler-name", "koord-scheduler", "--http-port", str(self.watch_port)]
         return ["sink", "--kubeconfig", str(self.kubeconfigs["sink"])]
 
     def restart(self, name: str, timeout: float = 20.0) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
+import urllib.request
 
 from kubernetes import client
 
@@ -24,6 +24,21 @@ from tests.cluster.test_cluster_scenarios import create, create_namespace, delet
 def dead_letters(chain: Chain) -> list[dict]:
     return [value for _key, value in read_topic(chain.settings,
                                                 chain.settings.topics.dead_letters)]
+
+
+def pod_gone(chain: Chain) -> float:
+    """The watcher's count of Events dropped because their pod did not show up within the
+    hold (``gangstate_watch_records_dropped_total{reason="pod-gone"}``); 0 while its metrics
+    do not answer yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{chain.watch_port}/metrics",
+                                    timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return 0.0
+    found = re.search(r'^gangstate_watch_records_dropped_total\{reason="pod-gone"\} (\S+)$',
+                      text, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def get_gangs(chain: Chain, namespace: str) -> str:
@@ -61,10 +76,15 @@ def test_watcher_restart_after_deleted_pods_writes_no_dead_letter_and_lists_no_d
     offset = log.stat().st_size
     chain.restart("watch")
     # the restarted watcher lists every stored Event again, those of the deleted pods too,
-    # and holds each for 10 s in case its pod shows up; wait past that
+    # and holds each for 10 s in case its pod shows up, then drops it as pod-gone: wait until
+    # its count (from 0 at the restart) covers the scheduler's Events of the deleted pods
     wait_for("the restarted watcher connected to Kafka",
              lambda: "connected to Kafka at" in log.read_text(errors="replace")[offset:], 60)
-    time.sleep(15)
+    held = sum(1 for e in stored if e.reason == "FailedScheduling" and (
+        e.reporting_component or (e.source.component if e.source else "")) == "koord-scheduler")
+    wait_for(f"the restarted watcher's {held} held Events of {ns} dropped as pod-gone",
+             lambda: pod_gone(chain) >= held, 60,
+             describe=lambda: f"pod-gone drops so far: {pod_gone(chain)}")
     assert chain.alive()["watch"]
     assert len(dead_letters(chain)) == before, json.dumps(dead_letters(chain)[before:])[:2000]
     after = log.read_text(errors="replace")[offset:]

@@ -155,16 +155,37 @@ def _command(gang: str, epoch: int, target: str, kind: str = "ElectRepresentativ
             "reason": "cluster test"}
 
 
-def _send(chain: Chain, commands: list[dict[str, Any]]) -> None:
+def _send(chain: Chain, commands: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Send ``commands`` to the commands topic, keyed by their gang group; their ``(partition,
+    offset)``, in order."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=chain.settings.bootstrap,
                              key_serializer=str.encode,
                              value_serializer=lambda v: json.dumps(v).encode())
-    for c in commands:
-        producer.send(chain.settings.topics.commands, key=c["gang_group"], value=c)
+    futures = [producer.send(chain.settings.topics.commands, key=c["gang_group"], value=c)
+               for c in commands]
     producer.flush()
+    sent = [(meta.partition, meta.offset) for meta in (f.get(timeout=30) for f in futures)]
     producer.close()
+    return sent
+
+
+def _committed_past(chain: Chain, shim_id: str, sent: list[tuple[int, int]]) -> bool:
+    """Whether the shim's consumer group (``gangstate-shim-<shim id>``, shim/bus/bus.go
+    ``ConsumeCommands``) has committed past every ``(partition, offset)`` of ``sent`` on the
+    commands topic: the shim commits a command's offset once its ack is delivered, or at once
+    for a command it answered before (shim/gangshim/commands.go ``onCommand``)."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=chain.settings.bootstrap)
+    try:
+        got = admin.list_consumer_group_offsets(f"gangstate-shim-{shim_id}")
+    finally:
+        admin.close()
+    topic = chain.settings.topics.commands
+    return all((c := got.get(TopicPartition(topic, part))) is not None and c.offset > offset
+               for part, offset in sent)
 
 
 def test_commands_are_fenced_and_acked_once_each_across_a_scheduler_restart(
@@ -186,23 +207,28 @@ def test_commands_are_fenced_and_acked_once_each_across_a_scheduler_restart(
     wait_for("the shim's records of the gang", lambda: follower.cycle_records(gang), 60)
     base = 1_000_000
     a = _command(gang, base + 1, f"{ns}/g-1")
-    _send(chain, [a])
+    sent_a = _send(chain, [a])
     got = wait_for("the ack of A", lambda: follower.acks(a["id"]), 60)
     assert [x["outcome"] for x in got] in (["Applied"], ["PreconditionFailed"])
     if got[0]["outcome"] == "Applied":
         assert got[0]["representative"] == f"{ns}/g-1"
     assert got[0]["epoch"] == base + 1 and got[0]["gang_group"] == gang
-    time.sleep(2)  # the ack's offset commit (every 200 ms once delivered)
+    # A's offset is committed once its ack is delivered (committed every 200 ms)
+    wait_for("A's offset committed by the shim", lambda: _committed_past(chain, shim_id, sent_a),
+             30)
     local_cluster.stop_scheduler()
     b = _command(gang, base + 2, f"{ns}/g-2")
     c = _command(gang, base, f"{ns}/g-0", tag="-late")
-    _send(chain, [a, b, c])
+    sent = _send(chain, [a, b, c])
     log = local_cluster.log_path("koord-scheduler")
     offset = log.stat().st_size
     local_cluster.start_scheduler(timeout=120)
     wait_for("B and C answered", lambda: follower.acks(b["id"])
              and follower.acks(c["id"]), 90)
-    time.sleep(5)  # room for a wrong second ack
+    # every offset of the three committed: the shim has decided A again too (a duplicate, or
+    # wrongly acked: then its second ack was delivered before the commit)
+    wait_for("A, B and C committed by the shim", lambda: _committed_past(chain, shim_id, sent),
+             30)
     assert len(follower.acks(a["id"])) == 1
     assert [x["outcome"] for x in follower.acks(b["id"])] in (
         ["Applied"], ["PreconditionFailed"])
@@ -236,14 +262,23 @@ def test_gangstate_switches_a_gated_representative_and_the_gang_runs(
         gang = f"{ns}/g"
         create_namespace(core_v1, ns)
         create(core_v1, custom_objects, [gang_pod(ns, "u-1", gang="g", min_available=2)])
-        time.sleep(0.5)
+        # u-1 first: its PreEnqueue (refused, 1 child) is in the shim's records
+        wait_for(f"the PreEnqueue of {ns}/u-1",
+                 lambda: [r for r in follower.cycle_records(gang)
+                          if r["pod"]["name"] == "u-1" and r["stage"] == "PreEnqueue"], 60)
         create(core_v1, custom_objects, [gang_pod(ns, "g-0", gang="g", min_available=2,
                                                   gates=("wait",))])
+        # a pause, not a condition: the scheduler writes nothing about a gated pod it has seen
+        # (SchedulingGates may refuse it before Coscheduling's PreEnqueue runs), and either
+        # order of g-0 and u-2 is covered by the retries
         time.sleep(0.5)
         create(core_v1, custom_objects, [gang_pod(ns, "u-2", gang="g", min_available=2)])
-        time.sleep(8)
-        reps = {r["representative"] for r in follower.cycle_records(gang)}
-        if f"{ns}/g-0" not in reps:
+        # the first representative the shim reports decides the scenario: g-0 (the gated
+        # pod passed Coscheduling's PreEnqueue first) or a member free of gates
+        first = wait_for(f"a representative of {gang} in the shim's records",
+                         lambda: next((r["representative"] for r in follower.cycle_records(gang)
+                                       if r["representative"]), None), 60)
+        if first != f"{ns}/g-0":
             bound = [p.metadata.name for p in core_v1.list_namespaced_pod(ns).items
                      if p.spec.node_name]
             assert sorted(bound) in (["u-1", "u-2"], ["u-1"], ["u-2"], []), bound

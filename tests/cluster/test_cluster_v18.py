@@ -219,8 +219,20 @@ def test_second_replacement_completes_the_gang_under_waiting_and_running(
 
 
 def test_only_waiting_replacement(v18: Chain, core_v1: client.CoreV1Api) -> None:
-    """The only-waiting scenario ends held (its Events are asserted above)."""
-    record_scenario(core_v1, "v18-ow", v18)
+    """Match policy only-waiting, with no fourth pod: the scenario ends held. m-0 stays bound,
+    the replacement m-3 is never bound and gets no scheduler Event (a PreEnqueue refusal writes
+    none: K coscheduling.go:122-128); gangstate warns the hold on m-3 once the grace period
+    has passed, and its Events agree with the offline fold of the namespace's records. Waits
+    for that warning itself, so it does not depend on the tests above having run."""
+    ns = "v18-ow"
+    events = wait_gangstate_reasons(core_v1, v18, ns, "m-3", {"GangMembersInsufficient"})
+    assert messages(events, "GangMembersInsufficient") == [HELD_REPLACEMENT.format(ns=ns)]
+    assert node_of(core_v1, ns, "m-0") is not None
+    assert node_of(core_v1, ns, "m-3") is None
+    assert scheduler_events(core_v1, ns, "m-3") == []
+    assert sorted(p.metadata.name for p in core_v1.list_namespaced_pod(ns).items) == [
+        "m-0", "m-3"]
+    record_scenario(core_v1, ns, v18)
 
 
 def test_once_satisfied_replacement_is_scheduled_without_a_warning(

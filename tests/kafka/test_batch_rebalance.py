@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from streams.dev.worker_process import running_worker
 from streams.kafka.publishing import Publisher
-from streams.kafka.reading import read_all, read_table, wait_caught_up, wait_group_stable
+from streams.kafka.reading import wait_group_stable
 from streams.settings import Settings
 from streams.core.state import from_wire, summary
 from streams.wire.traces import fold_lines
 from tests.fixtures import tracegen
+from tests.fixtures.throughkafka import caught_up, log_tail, worker_run
 from tests.kafka.test_pipeline import by_key
 
 pytestmark = pytest.mark.kafka
@@ -75,27 +75,25 @@ def test_a_second_worker_joining_halfway_changes_no_output(
     log = gang_log()
     expected = fold_lines(((n, v) for n, (_k, v) in enumerate(log)), None)
     half = len(log) // 2
-    with running_worker(settings, log_path=tmp_path / "worker-1.log") as first:
+    with worker_run(settings, tmp_path / "worker-1.log") as first:
         pub = Publisher(settings)
         for gang, value in log[:half]:
             pub.send(settings.topics.gang_events, gang, value)
         pub.flush()
-        with running_worker(settings, log_path=tmp_path / "worker-2.log",
-                            ready_timeout=None) as second:
-            alive = lambda: first.poll() is None and second.poll() is None  # noqa: E731
+        with worker_run(settings, tmp_path / "worker-2.log", ready_timeout=None) as second:
+            alive = lambda: first.alive() and second.alive()  # noqa: E731
             assert wait_group_stable(settings.bootstrap, settings.app_id, 120, alive=alive,
                                      security=settings.security, members=2), \
-                (tmp_path / "worker-2.log").read_text()[-3000:]
+                log_tail(second.log_path)
             for gang, value in log[half:]:
                 pub.send(settings.topics.gang_events, gang, value)
             pub.close()
             assert wait_group_stable(settings.bootstrap, settings.app_id, 120, alive=alive)
-            assert wait_caught_up(settings, 180, alive=alive), \
-                (tmp_path / "worker-2.log").read_text()[-3000:]
+            caught_up(settings, alive, 180, lambda: log_tail(second.log_path))
             t = settings.topics
-            got = read_all(settings, [t.diagnostics, t.commands, t.dead_letters])
-            table = read_table(settings)
-            assert second.poll() is None and first.poll() is None
+            got = second.read()
+            table = second.table()
+            assert second.alive() and first.alive()
     assert got[t.dead_letters] == []
     assert len(log) == 12 * GANGS
     assert Counter(d["reason"] for d in expected.diagnostics) == {

@@ -34,10 +34,9 @@ from producers.replay import merged_by_time, replay
 from streams.settings import Settings
 from streams.wire.contracts import parse_time
 from streams.core.state import from_wire, summary
-from streams.wire.traces import fold_lines
-from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
 from tests.fixtures.casecheck import handed_case_dirs, recorded_case_dirs
+from tests.fixtures.throughkafka import caught_up, log_tail, offline, worker_run
 
 pytestmark = pytest.mark.kafka
 AT = parse_time("2026-12-02T01:55:00Z")
@@ -164,7 +163,7 @@ def test_sigkill_mid_stream_then_restart_equals_the_offline_fold(
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     lines = _lines()
-    expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
+    expected = offline(lines, AT)
     cut1, cut2 = int(len(lines) * 0.4), int(len(lines) * 0.7)
     replay(lines[:cut1], kafka_settings)  # a backlog waits for the first worker
 
@@ -184,13 +183,12 @@ def test_sigkill_mid_stream_then_restart_equals_the_offline_fold(
         progress.close()
     context = f"seed {seed}; first worker {first}; second worker {second}"
 
-    with running_worker(kafka_settings, log_path=tmp_path / "third.log",
-                        ready_timeout=None) as worker:
-        assert wait_caught_up(kafka_settings, 90, alive=lambda: worker.poll() is None), \
-            context + "\n" + (tmp_path / "third.log").read_text(errors="replace")[-2000:]
+    log = tmp_path / "third.log"
+    with worker_run(kafka_settings, log, ready_timeout=None) as run:
+        caught_up(kafka_settings, run.alive, 90, lambda: context + "\n" + log_tail(log, 2000))
         t = kafka_settings.topics
-        got = read_all(kafka_settings, [t.diagnostics, t.commands, t.dead_letters])
-        table = read_table(kafka_settings)
+        got = run.read()
+        table = run.table()
 
     assert got[t.dead_letters] == [], context
     assert sorted(table) == sorted(expected.states), context

@@ -26,10 +26,12 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from streams.core.state import from_wire
 from streams.core.timefmt import format_time
-from streams.dev.worker_process import running_worker
 from streams.kafka.partitions import partition_of
-from streams.kafka.reading import read_all, read_table, wait_caught_up
+from streams.kafka.reading import read_table, wait_caught_up
 from streams.settings import Settings
+from tests.doubles.apiserver import eventually
+from tests.fixtures.builders import kube_pod, pod_line
+from tests.fixtures.throughkafka import worker_run
 
 pytestmark = pytest.mark.kafka
 
@@ -39,16 +41,9 @@ FUTURE = "2099-01-01T00:00:00.000000Z"
 def pod(at: int, ns: str, gang: str, name: str, uid: str, min_available: int,
         rv: str = "1") -> bytes:
     """A ``gangstate.kube/v1`` ADDED of a Pending gang member (annotation gang)."""
-    return json.dumps({
-        "schema": "gangstate.kube/v1", "observed_at": format_time(at), "resource": "pods",
-        "type": "ADDED", "object": {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "uid": uid, "resourceVersion": rv,
-                         "annotations": {
-                             "gang.scheduling.koordinator.sh/name": gang,
-                             "gang.scheduling.koordinator.sh/min-available":
-                                 str(min_available)}},
-            "spec": {}, "status": {"phase": "Pending"}}}).encode()
+    return json.dumps(pod_line(kube_pod(name, ns, uid=uid, rv=rv, gang=gang,
+                                        min_available=min_available),
+                               format_time(at))).encode()
 
 
 def tick(at: int | str) -> bytes:
@@ -84,6 +79,12 @@ def changelog_partitions(settings: Settings) -> dict[str, set[int]]:
         consumer.close()
 
 
+def members_in_table(settings: Settings, gang: str) -> list[str]:
+    """The member names of ``gang`` in the worker's table as its changelog has it now."""
+    table = read_table(settings)
+    return [m.name for m in from_wire(table[gang]).members.values()] if gang in table else []
+
+
 def same_partition(gang: str, partitions: int, ns: str) -> str:
     """Another gang id of namespace ``ns`` on the partition of ``gang``."""
     want = partition_of(gang, partitions)
@@ -101,7 +102,7 @@ def test_a_record_far_ahead_of_its_kafka_timestamp_fires_no_timer_and_moves_no_c
     gang, partition = "sk/g", partition_of("sk/g", s.partitions)
     other = same_partition(gang, s.partitions, "sk")
     now = int(time.time()) * 1_000_000
-    with running_worker(s, log_path=tmp_path / "worker.log") as worker:
+    with worker_run(s, tmp_path / "worker.log") as run:
         p = producer(s)
         # sk/g: 1 of minMember 2, held from `now`: its warning is due at now + 10 s
         p.send(topic, key=gang.encode(), value=pod(now, "sk", "g", "g-0", "u-g-0", 2))
@@ -120,14 +121,14 @@ def test_a_record_far_ahead_of_its_kafka_timestamp_fires_no_timer_and_moves_no_c
         name = other.split("/")[1]
         p.send(topic, key=other.encode(), value=pod(now, "sk", name, f"{name}-0", "u-o-0", 2))
         p.flush()
-        assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
-        early = read_all(s, [s.topics.diagnostics, s.topics.dead_letters])
+        run.caught_up(60)
+        early = run.read(s.topics.diagnostics, s.topics.dead_letters)
         # an honest tick 11 s later: both warnings are due now, with their own due time
         p.send(topic, key=None, value=tick(now + 11_000_000), partition=partition)
         p.flush()
         p.close()
-        assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
-        got = read_all(s, [s.topics.diagnostics])
+        run.caught_up(60)
+        got = run.read(s.topics.diagnostics)
     assert early[s.topics.diagnostics] == [], "a 2099 record fired timers early"
     dead = early[s.topics.dead_letters]
     assert len(dead) == 3
@@ -151,7 +152,7 @@ def test_records_keyed_elsewhere_are_rekeyed_to_their_gang_never_split(
                      if partition_of(k, s.partitions) != right)
     wrong_partition = (right + 1) % s.partitions
     now = int(time.time()) * 1_000_000
-    with running_worker(s, log_path=tmp_path / "worker.log") as worker:
+    with worker_run(s, tmp_path / "worker.log") as run:
         p = producer(s)
         p.send(topic, key=gang.encode(), value=pod(now, "rk", "g", "g-0", "u-0", 4))
         p.send(topic, key=wrong_key.encode(), value=pod(now + 1, "rk", "g", "g-1", "u-1", 4))
@@ -161,13 +162,14 @@ def test_records_keyed_elsewhere_are_rekeyed_to_their_gang_never_split(
                partition=wrong_partition)  # the gang's key, another partitioner
         p.flush()
         p.close()
-        assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
-        time.sleep(2)  # re-published records are folded after a second round
-        assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
+        run.caught_up(60)
+        # re-published records are folded after a second round: wait for the four members
+        eventually(lambda: len(members_in_table(s, gang)) == 4, timeout=60, interval=0.2)
+        run.caught_up(60)
         worker_log = (tmp_path / "worker.log").read_text(errors="replace")
         table = read_table(s)
         written = changelog_partitions(s)
-        dead = read_all(s, [s.topics.dead_letters])[s.topics.dead_letters]
+        dead = run.read(s.topics.dead_letters)[s.topics.dead_letters]
     assert dead == []
     assert written == {gang: {right}}, "the gang's state was split across partitions"
     assert sorted(table) == [gang], worker_log[-2000:]
@@ -188,17 +190,17 @@ def test_values_over_the_bound_are_dead_lettered_with_digest_size_and_head(
     now = int(time.time()) * 1_000_000
     huge = b'{"schema":"gangstate.nope/v1","pad":"' + b"x" * (6 * 1024 * 1024) + b'"}'
     large = b'{"schema":"gangstate.cycle/v1","pad":"' + b"y" * 1_000_000 + b'"}'
-    with running_worker(s, log_path=tmp_path / "worker.log") as worker:
+    with worker_run(s, tmp_path / "worker.log") as run:
         p = producer(s, max_request_size=limit)
         p.send(topic, key=gang.encode(), value=huge)
         p.send(topic, key=gang.encode(), value=large)
         p.send(topic, key=gang.encode(), value=pod(now, "big", "g", "g-0", "u-0", 1))
         p.flush()
         p.close()
-        caught_up = wait_caught_up(s, 90, alive=lambda: worker.poll() is None)
-        alive = worker.poll() is None
+        caught_up = wait_caught_up(s, 90, alive=run.alive)
+        alive = run.alive()
         worker_log = (tmp_path / "worker.log").read_text(errors="replace")
-        dead = read_all(s, [s.topics.dead_letters])[s.topics.dead_letters]
+        dead = run.read(s.topics.dead_letters)[s.topics.dead_letters]
         table = read_table(s)
     assert caught_up and alive, worker_log[-3000:]
     assert [d["value_size"] for d in dead] == [len(huge), len(large)]
@@ -222,16 +224,16 @@ def test_a_null_value_is_dead_lettered_as_an_invalid_record_without_a_traceback(
     topic = s.topics.gang_events
     gang = "nil/g"
     now = int(time.time()) * 1_000_000
-    with running_worker(s, log_path=tmp_path / "worker.log") as worker:
+    with worker_run(s, tmp_path / "worker.log") as run:
         p = producer(s)
         p.send(topic, key=gang.encode(), value=None)
         p.send(topic, key=gang.encode(), value=pod(now, "nil", "g", "g-0", "u-0", 1))
         p.flush()
         p.close()
-        caught_up = wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
-        alive = worker.poll() is None
+        caught_up = wait_caught_up(s, 60, alive=run.alive)
+        alive = run.alive()
         worker_log = (tmp_path / "worker.log").read_text(errors="replace")
-        dead = read_all(s, [s.topics.dead_letters])[s.topics.dead_letters]
+        dead = run.read(s.topics.dead_letters)[s.topics.dead_letters]
         table = read_table(s)
     assert caught_up and alive, worker_log[-3000:]
     assert [(d["key"], d["error"], d["value"], d["value_size"]) for d in dead] == [
@@ -247,7 +249,7 @@ def test_a_gone_gang_leaves_the_table_with_a_changelog_tombstone(
     gone, kept = "rm/gone", same_partition("rm/gone", s.partitions, "rm")
     partition = partition_of(gone, s.partitions)
     t = (int(time.time()) - 3600) * 1_000_000  # an hour ago: records behind Kafka's clock
-    with running_worker(s, log_path=tmp_path / "worker.log") as worker:
+    with worker_run(s, tmp_path / "worker.log") as run:
         p = producer(s)
         for gang in (gone, kept):
             ns, name = gang.split("/")
@@ -259,13 +261,14 @@ def test_a_gone_gang_leaves_the_table_with_a_changelog_tombstone(
         # 600 s after the deletion (the deleted-uid memory window) the gang is gone
         p.send(topic, key=None, value=tick(t + 609_000_000), partition=partition)
         p.flush()
-        assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
+        run.caught_up(60)
         before = read_table(s)
         p.send(topic, key=None, value=tick(t + 610_000_000), partition=partition)
         p.flush()
         p.close()
-        assert wait_caught_up(s, 60, alive=lambda: worker.poll() is None)
-        time.sleep(3)  # the tombstone is written at the next offset commit
+        run.caught_up(60)
+        # the tombstone is written at the next offset commit: wait until the gang is gone
+        eventually(lambda: gone not in read_table(s), timeout=60, interval=0.2)
         after = read_table(s)
         written = changelog_partitions(s)
     assert from_wire(before[gone]).phase == "Deleted" and sorted(before) == sorted([gone, kept])

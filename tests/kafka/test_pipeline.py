@@ -12,14 +12,12 @@ import json
 import pytest
 
 from streams.kafka.publishing import Publisher
-from producers.replay import merged_by_time, replay
+from producers.replay import merged_by_time
 from streams.settings import Settings
 from streams.wire.contracts import parse_time
 from streams.core.state import from_wire, summary
-from streams.wire.traces import fold_lines
-from streams.kafka.reading import read_all, read_table, wait_caught_up
-from streams.dev.worker_process import running_worker
 from tests.fixtures.casecheck import case_dirs, problems
+from tests.fixtures.throughkafka import offline, worker_run
 from tests.fixtures.tracegen import gated_representative
 
 pytestmark = pytest.mark.kafka
@@ -55,21 +53,19 @@ def pipeline_run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory)
     lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()] + [gated])
     bad = [("malformed", 1, b'{"schema": "gangstate.cycle/v1", "observed_at": "yesterday"}'),
            ("malformed", 2, b"not json at all")]
-    expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
+    expected = offline(lines, AT)
     log = tmp_path_factory.mktemp("worker") / "worker.log"
-    with running_worker(settings, log_path=log) as worker:
+    with worker_run(settings, log) as run:
         # Malformed records go in first: the worker must dead-letter them and carry on.
         pub = Publisher(settings)
         for _, _, raw in bad:
             pub.send(settings.topics.gang_events, "team-a/llm-pretrain", raw)
         pub.flush()
-        report = replay(lines, settings, at=AT, publisher=pub)
+        report = run.replay(lines, at=AT, publisher=pub)
         pub.close()
-        assert wait_caught_up(settings, 120, alive=lambda: worker.poll() is None), \
-            log.read_text()[-3000:]
-        t = settings.topics
-        got = read_all(settings, [t.diagnostics, t.commands, t.dead_letters])
-        table = read_table(settings)
+        run.caught_up()
+        got = run.read()
+        table = run.table()
     return {"settings": settings, "report": report, "expected": expected, "got": got,
             "table": table}
 

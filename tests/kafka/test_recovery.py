@@ -18,10 +18,8 @@ from streams.worker.table import NO_TIMER, BulkRecoveryStore, encode_state, lega
 from streams.wire.contracts import parse_time
 from streams.core.fold import FoldSettings, PartitionFold, next_due
 from streams.core.state import from_wire, summary
-from streams.wire.traces import fold_lines
-from streams.kafka.reading import read_all, read_table, wait_caught_up
-from streams.dev.worker_process import running_worker
 from tests.fixtures.casecheck import handed_case_dirs
+from tests.fixtures.throughkafka import offline, worker_run
 
 AT = parse_time("2026-11-29T00:00:00Z")
 
@@ -109,17 +107,16 @@ def test_restart_with_a_backlog_recovers_and_serves_every_partition(kafka_settin
     outputs and table equal the offline fold of the whole log."""
     lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
     half = len(lines) // 2
-    with running_worker(kafka_settings, log_path=tmp_path / "first.log") as worker:
-        replay(lines[:half], kafka_settings)
-        assert wait_caught_up(kafka_settings, 120, alive=lambda: worker.poll() is None)
+    with worker_run(kafka_settings, tmp_path / "first.log") as run:
+        run.replay(lines[:half])
+        run.caught_up()
     replay(lines[half:], kafka_settings, at=AT)
-    with running_worker(kafka_settings, log_path=tmp_path / "second.log") as worker:
-        assert wait_caught_up(kafka_settings, 120, alive=lambda: worker.poll() is None), \
-            (tmp_path / "second.log").read_text()[-2000:]
+    with worker_run(kafka_settings, tmp_path / "second.log") as run:
+        run.caught_up()
         t = kafka_settings.topics
-        got = read_all(kafka_settings, [t.diagnostics, t.commands])
-        table = read_table(kafka_settings)
-    expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
+        got = run.read(t.diagnostics, t.commands)
+        table = run.table()
+    expected = offline(lines, AT)
     ids = {rec["id"] for rec in got[t.diagnostics]}
     assert ids == {rec["id"] for rec in expected.diagnostics}
     assert {rec["id"] for rec in got[t.commands]} == {rec["id"] for rec in expected.commands}

@@ -21,14 +21,15 @@ from typing import Any
 
 import pytest
 
-from producers.replay import file_lines, replay
-from streams.dev.worker_process import running_worker
+from producers.replay import file_lines
 from streams.kafka.publishing import ensure_topics
-from streams.kafka.reading import read_all, read_topic, wait_caught_up
+from streams.kafka.reading import read_all, read_topic
 from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
-from streams.wire.traces import FoldResult, fold_lines
+from streams.wire.traces import FoldResult
 from tests.fixtures import tracegen as tg
+from tests.fixtures import throughkafka
+from tests.fixtures.throughkafka import worker_run
 
 pytestmark = pytest.mark.kafka
 
@@ -101,10 +102,9 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
     command = [sys.executable, "-m", "streams.cli", "replay", str(trace), "--at", AT]
     out: dict[str, Any] = {"live": live}
     log = folder / "live-worker.log"
-    with running_worker(live, log_path=log) as worker:
-        replay(numbered("live-1", LIVE_1), live, at=parse_time(LIVE_T1))
-        assert wait_caught_up(live, 120, alive=lambda: worker.poll() is None), \
-            log.read_text()[-3000:]
+    with worker_run(live, log) as worker:
+        worker.replay(numbered("live-1", LIVE_1), at=parse_time(LIVE_T1))
+        worker.caught_up()
         proc = subprocess.Popen([*command, "--name", "five-days-old"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.stdout is not None
@@ -113,20 +113,18 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
             head.append(line)
             if line.startswith("published "):
                 break
-        replay(numbered("live-2", LIVE_2), live, at=parse_time(AT))
+        worker.replay(numbered("live-2", LIVE_2), at=parse_time(AT))
         rest, err = proc.communicate(timeout=300)
         out["default"] = (proc.returncode, "".join(head) + rest, err)
-        assert wait_caught_up(live, 120, alive=lambda: worker.poll() is None), \
-            log.read_text()[-3000:]
+        worker.caught_up()
         t = live.topics
-        out["live_before"] = read_all(live, [t.diagnostics, t.commands, t.dead_letters])
+        out["live_before"] = worker.read()
         out["live_inputs"] = list(read_topic(live, t.gang_events))
         into = subprocess.run([*command, "--into-live"], env=env, capture_output=True,
                               text=True, timeout=120)
         out["into_live"] = (into.returncode, into.stdout, into.stderr)
-        assert wait_caught_up(live, 120, alive=lambda: worker.poll() is None), \
-            log.read_text()[-3000:]
-        out["live_after"] = read_all(live, [t.diagnostics])[t.diagnostics]
+        worker.caught_up()
+        out["live_after"] = worker.read(t.diagnostics)[t.diagnostics]
     own = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"{live.topics.prefix}"
                                                             "replay-five-days-old."),
                    app_id=f"{live.app_id}-replay-five-days-old")
@@ -138,7 +136,7 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 
 def offline(lines: list[str], at: str = AT) -> FoldResult:
-    return fold_lines(((n, raw) for _f, n, raw in numbered("x", lines)), parse_time(at))
+    return throughkafka.offline(numbered("x", lines), parse_time(at))
 
 
 def test_the_default_replay_says_where_it_went(run: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from producers.watch.watching import WatchConfig, Watcher
 from streams.settings import Settings
 from streams.dev.worker_process import running_worker
 from tests.doubles.apiserver import ApiServerDouble
+from tests.fixtures.builders import kube_pod
 
 pytestmark = pytest.mark.kafka
 
@@ -31,18 +32,13 @@ SECRET = "s3cr3t-hf-token"
 
 
 def _pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "nlp", "annotations": {
-                "gang.scheduling.koordinator.sh/name": "distill",
-                "gang.scheduling.koordinator.sh/min-available": "2",
-                "gang.scheduling.koordinator.sh/mode": "nonstrict",
-                "kubectl.kubernetes.io/last-applied-configuration": json.dumps(
-                    {"env": [{"name": "HF_TOKEN", "value": SECRET}]})}},
-            "spec": {"schedulerName": "koord-scheduler", "containers": [{
-                "name": "c", "command": ["train", f"--token={SECRET}"],
-                "env": [{"name": "HF_TOKEN", "value": SECRET}],
-                "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-            "status": {"phase": "Pending"}}
+    return kube_pod(name, "nlp", uid=None, rv=None, gang="distill", min_available=2,
+                    mode="nonstrict", annotations={
+                        "kubectl.kubernetes.io/last-applied-configuration": json.dumps(
+                            {"env": [{"name": "HF_TOKEN", "value": SECRET}]})},
+                    containers=[{"name": "c", "command": ["train", f"--token={SECRET}"],
+                                 "env": [{"name": "HF_TOKEN", "value": SECRET}],
+                                 "resources": {"requests": {"nvidia.com/gpu": "1"}}}])
 
 
 def _failed_scheduling(pod: dict[str, Any]) -> dict[str, Any]:

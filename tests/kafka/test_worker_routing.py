@@ -17,16 +17,15 @@ from pathlib import Path
 import pytest
 import requests
 
-from producers.replay import merged_by_time, replay
-from streams.dev.worker_process import running_worker
+from producers.replay import merged_by_time
 from streams.kafka.partitions import partition_of
 from streams.kafka.publishing import Publisher
-from streams.kafka.reading import wait_caught_up, wait_group_stable
+from streams.kafka.reading import wait_group_stable
 from streams.settings import Settings
 from streams.query.answers import explain_pod, gang_detail
 from streams.wire.contracts import parse_time
-from streams.wire.traces import fold_lines
 from tests.fixtures.casecheck import handed_case_dirs
+from tests.fixtures.throughkafka import caught_up, offline, worker_run
 from tests.kafka.test_worker_web import plain
 
 pytestmark = pytest.mark.kafka
@@ -61,24 +60,23 @@ def test_a_view_is_answered_by_either_worker(tmp_path: Path,
     monkeypatch.delenv("POD_IP", raising=False)
     settings = kafka_settings
     lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
-    expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
+    expected = offline(lines, AT)
     port = free_port_on_both()
     bases = [f"http://{address}:{port}" for address in ADDRESSES]
     with contextlib.ExitStack() as stack:
-        workers = [stack.enter_context(running_worker(
-            settings, log_path=tmp_path / f"worker-{address}.log",
+        workers = [stack.enter_context(worker_run(
+            settings, tmp_path / f"worker-{address}.log",
             extra_args=("--http-port", str(port), "--http-bind", address)))
             for address in ADDRESSES]
+        alive = lambda: all(w.alive() for w in workers)  # noqa: E731
         logs = lambda: "\n".join((tmp_path / f"worker-{a}.log").read_text()[-1500:]  # noqa: E731
                                  for a in ADDRESSES)
-        assert wait_group_stable(settings.bootstrap, settings.app_id, 90,
-                                 alive=lambda: all(w.poll() is None for w in workers),
+        assert wait_group_stable(settings.bootstrap, settings.app_id, 90, alive=alive,
                                  security=settings.security, members=2), logs()
         publisher = Publisher(settings)
-        replay(lines, settings, at=AT, publisher=publisher)
+        workers[0].replay(lines, at=AT, publisher=publisher)
         publisher.close()
-        assert wait_caught_up(settings, 120,
-                              alive=lambda: all(w.poll() is None for w in workers)), logs()
+        caught_up(settings, alive, 120, logs)
         owned: list[set[str]] = []
         deadline = time.monotonic() + 60
         while True:  # both views up, both assignments settled, every gang owned once

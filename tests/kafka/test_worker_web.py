@@ -20,7 +20,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from streams.kafka.publishing import Publisher, ensure_topics
-from producers.replay import merged_by_time, replay
+from producers.replay import merged_by_time
 from streams.cli import main
 from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
@@ -28,10 +28,9 @@ from streams.core.records import AckObserved
 from streams.wire.decoding import Decoded
 from streams.worker.metrics import TableCollector, WorkerMetrics
 from streams.wire.traces import fold_lines, fold_trace
-from streams.kafka.reading import wait_caught_up
 from streams.query.answers import gang_detail, gang_rows
-from streams.dev.worker_process import running_worker
 from tests.fixtures.casecheck import handed_case_dirs
+from tests.fixtures.throughkafka import log_tail, offline, worker_run
 from tests.fixtures.tracegen import gated_representative
 
 AT = parse_time("2026-11-29T00:00:00Z")
@@ -143,19 +142,17 @@ def served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     gated = tmp_path_factory.mktemp("views-trace") / "gated.jsonl"
     gated.write_text("\n".join(gated_representative()) + "\n")
     lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()] + [gated])
-    expected = fold_lines(((n, raw) for _, n, raw in lines), AT)
+    expected = offline(lines, AT)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("views-worker") / "worker.log"
-    with running_worker(settings, log_path=log,
-                        extra_args=("--web-port", str(port))) as worker:
+    with worker_run(settings, log, extra_args=("--web-port", str(port))) as run:
         pub = Publisher(settings)
         pub.send(settings.topics.gang_events, "team-a/llm-pretrain", b"not json at all")
         pub.flush()
-        replay(lines, settings, at=AT, publisher=pub)
+        run.replay(lines, at=AT, publisher=pub)
         pub.close()
-        assert wait_caught_up(settings, 120, alive=lambda: worker.poll() is None), \
-            log.read_text()[-3000:]
+        run.caught_up()
         deadline = time.monotonic() + 30
         while True:  # the web server may come up after the first records are folded
             try:
@@ -163,8 +160,7 @@ def served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
                     break
             except requests.ConnectionError:
                 pass
-            assert time.monotonic() < deadline and worker.poll() is None, \
-                log.read_text()[-3000:]
+            assert time.monotonic() < deadline and run.alive(), log_tail(log)
             time.sleep(0.2)
         yield {"base": base, "expected": expected, "gated": gated}
 

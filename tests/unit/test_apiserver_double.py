@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from tests.doubles.apiserver import ApiServerDouble, json_patch, merge_patch
+from tests.fixtures.builders import kube_pod
 
 
 @pytest.fixture
@@ -26,9 +27,7 @@ def core(server: ApiServerDouble) -> client.CoreV1Api:
 
 def pod(name: str, ns: str = "ns", scheduler: str = "koord-scheduler",
         labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
-            "spec": {"schedulerName": scheduler, "containers": [{"name": "c"}]}}
+    return kube_pod(name, ns, uid=None, rv=None, scheduler=scheduler, labels=labels, phase=None)
 
 
 def watch_lines(api: client.CoreV1Api, **kwargs: Any) -> list[dict[str, Any]]:

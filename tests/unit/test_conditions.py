@@ -21,6 +21,7 @@ from producers.watch.watching import GangRouter, Publish
 from streams.core.explain import why_pod
 from streams.core.timefmt import format_time, parse_time
 from streams.wire.traces import fold_lines
+from tests.fixtures.builders import kube_pod
 
 T0 = parse_time("2026-11-02T09:00:00Z")
 S = 1_000_000
@@ -36,23 +37,11 @@ def pod(name: str, rv: str, *, condition: tuple[str, str, Any] | None = None,
         node: str | None = None, mode: str | None = None, cpu: str = "1") -> dict[str, Any]:
     """A gang pod of ``team-a/train`` (min-available 2) at resourceVersion ``rv``, with a
     ``PodScheduled`` condition ``(status, reason, message)`` (lastTransitionTime T0+1 s)."""
-    annotations = {"gang.scheduling.koordinator.sh/name": "train",
-                   "gang.scheduling.koordinator.sh/min-available": "2"}
-    if mode:
-        annotations["gang.scheduling.koordinator.sh/mode"] = mode
-    spec: dict[str, Any] = {"schedulerName": "koord-scheduler", "containers": [
-        {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
-    if node:
-        spec["nodeName"] = node
-    status: dict[str, Any] = {"phase": "Pending"}
-    if condition is not None:
-        status["conditions"] = [{"type": "PodScheduled", "status": condition[0],
-                                 "reason": condition[1], "message": condition[2],
-                                 "lastTransitionTime": "2026-11-02T09:00:01Z"}]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}",
-                         "resourceVersion": rv, "annotations": annotations},
-            "spec": spec, "status": status}
+    conditions = None if condition is None else [
+        {"type": "PodScheduled", "status": condition[0], "reason": condition[1],
+         "message": condition[2], "lastTransitionTime": "2026-11-02T09:00:01Z"}]
+    return kube_pod(name, "team-a", rv=rv, gang="train", min_available=2, mode=mode or None,
+                    node=node, cpu=cpu, conditions=conditions)
 
 
 def event(name: str, pod_name: str, message: str, count: int = 1) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pytest
 
 from producers.watch.dump import DumpError, read_dump, records_of_dump, trace_lines
 from streams.cli import main
+from tests.fixtures.builders import kube_pod
 
 RECORDING = Path(__file__).resolve().parents[3] / "shared" / "data" / "koord-v1.8.0" / \
     "gpu-short.json.gz"
@@ -20,11 +21,8 @@ GANG = {"gang.scheduling.koordinator.sh/name": "train",
 
 
 def pod(name: str, uid: str, created: str, scheduler: str = "koord-scheduler") -> dict:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "ml", "uid": uid, "resourceVersion": "10",
-                         "creationTimestamp": created, "annotations": dict(GANG)},
-            "spec": {"schedulerName": scheduler, "containers": [{"name": "c"}]},
-            "status": {"phase": "Pending"}}
+    return kube_pod(name, "ml", uid=uid, rv="10", created=created, annotations=GANG,
+                    scheduler=scheduler)
 
 
 def event(name: str, pod_name: str, uid: str, when: str, reason: str = "FailedScheduling",

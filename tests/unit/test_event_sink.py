@@ -1,25 +1,20 @@
 """The Event sink (``streams.events.sink``) against the TEST API SERVER double, driven through the
 real ``kubernetes`` client: the exact Events of every handed case, idempotency across repeats,
-restarts and replays, the spam filter, retries and give-ups, and one end-to-end run through real
-Kafka and the worker."""
+restarts and replays, the spam filter, retries and give-ups (the end-to-end run through real
+Kafka and the worker is ``tests/kafka/test_event_sink_kafka.py``)."""
 
 from __future__ import annotations
 
 import json
-import threading
-import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from streams.settings import Settings, Topics
 from streams.core.timefmt import parse_time
-from streams.events.sink import (EventSink, GivenUp, KubeTransport, RetryPolicy, consume,
-                                group_id)
-from streams.events.recorder import (ANNOTATION_LAST_ID, Create, Drop, Patch, Recorder, Skip,
-                                     SpamFilter)
+from streams.events.sink import EventSink, GivenUp, KubeTransport, RetryPolicy
+from streams.events.recorder import Create, Drop, Patch, Recorder, Skip, SpamFilter
 from streams.wire.traces import fold_trace
-from tests.doubles.apiserver import ApiServerDouble, eventually
+from tests.doubles.apiserver import ApiServerDouble
 
 AT = parse_time("2026-11-29T00:00:00Z")
 CASES = Path(__file__).resolve().parents[1] / "cases"
@@ -347,60 +342,6 @@ def test_dry_run_prints_what_it_would_write(tmp_path: Path, capsys: Any) -> None
     assert [line["verb"] for line in lines] == ["create"] * 3 + ["patch"] * 3 + ["create"]
     assert lines[3]["body"]["count"] == 2 and lines[0]["path"] == \
         "/api/v1/namespaces/research/events"
-
-
-# -- end to end -----------------------------------------------------------------------------
-
-@pytest.mark.kafka
-def test_replay_through_kafka_worker_and_sink(kafka_bootstrap: str, server: ApiServerDouble,
-                                              tmp_path: Path) -> None:
-    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-
-    from streams.kafka.publishing import Publisher, ensure_topics
-    from producers.replay import merged_by_time, replay
-    from streams.kafka.reading import wait_caught_up
-    from streams.dev.worker_process import running_worker
-
-    run = uuid.uuid4().hex[:10]
-    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"sink-{run}."),
-                        app_id=f"gangstate-sink-{run}")
-    ensure_topics(settings)
-    lines = merged_by_time([CASES / case / "trace.jsonl" for case in sorted(EXPECTED)])
-    sink = make_sink(server)
-    stop = threading.Event()
-    thread = threading.Thread(target=consume, args=(settings, sink, stop), daemon=True)
-    log = tmp_path / "worker.log"
-    with running_worker(settings, log_path=log) as worker:
-        thread.start()
-        pub = Publisher(settings)
-        replay(lines, settings, at=AT, publisher=pub)
-        pub.close()
-        assert wait_caught_up(settings, 90, alive=lambda: worker.poll() is None), \
-            log.read_text()[-2000:]
-    topic = settings.topics.diagnostics
-    probe = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None)
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(probe.partitions_for_topic(topic))]
-        end = probe.end_offsets(tps)
-
-        def committed() -> bool:
-            got = admin.list_group_offsets({group_id(settings): tps}).get(
-                group_id(settings), {})
-            return all(got.get(tp) is not None and got[tp].offset >= end[tp]
-                       for tp in tps if end[tp])
-        eventually(committed, timeout=30, interval=0.2)
-    finally:
-        stop.set()
-        thread.join(10)
-        probe.close()
-        admin.close()
-    assert sum(end.values()) == 10  # 2 + 4 + 2 + 2 diagnostics of the cases
-    expected = sorted(row for _, rows in EXPECTED.values() for row in rows)
-    assert summary(server.objects("events")) == expected
-    assert writes(server) == (20, 3)
-    assert all(e["metadata"]["annotations"][ANNOTATION_LAST_ID].count("#") == 2
-               for e in server.objects("events"))
 
 
 def test_wasted_preemption_events_reach_victims_gone_or_in_other_namespaces(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from streams.core.timefmt import format_time, parse_time
 from streams.wire.traces import SetAside, far_ahead, fold_lines
+from tests.fixtures.builders import kube_pod, pod_line
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 T0 = parse_time("2026-11-02T09:00:00Z")
@@ -21,14 +22,8 @@ FUTURE = "2099-01-01T00:00:00.000000Z"
 
 
 def pod(at: int, name: str, uid: str, min_available: int = 2) -> bytes:
-    return json.dumps({
-        "schema": "gangstate.kube/v1", "observed_at": format_time(at), "resource": "pods",
-        "type": "ADDED", "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": name, "namespace": "ns", "uid": uid, "resourceVersion": "1",
-            "annotations": {"gang.scheduling.koordinator.sh/name": "g",
-                            "gang.scheduling.koordinator.sh/min-available":
-                                str(min_available)}},
-            "spec": {}, "status": {"phase": "Pending"}}}).encode()
+    return json.dumps(pod_line(kube_pod(name, uid=uid, gang="g", min_available=min_available),
+                               format_time(at))).encode()
 
 
 def tick(text: str) -> bytes:

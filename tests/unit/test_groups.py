@@ -133,31 +133,3 @@ def test_commands_of_a_multi_gang_group_take_the_cycle_number_as_epoch():
                                     "RepresentativeGated")]
 
 
-@pytest.mark.kafka
-def test_kafka_and_the_offline_fold_agree_on_gang_groups(kafka_settings):
-    """Regression: summaries reach the other gang's partition late, so a hold by the group
-    must wait for fresh news instead of calling a gang that is on its way missing."""
-    from producers.replay import replay
-    from streams.kafka.reading import read_all, wait_caught_up
-    from streams.dev.worker_process import running_worker
-
-    group = ["ml/ps", "ml/worker"]
-    lines = [pod("ml", "ps-0", 0, 1, gang="ps", min_available=1, groups=group)]
-    lines += [pod("ml", f"worker-{i}", 1 + i, 2 + i, gang="worker", min_available=4,
-                  groups=group) for i in range(4)]
-    lines += gang_a() + gang_b()
-    numbered = [("groups", n, line.encode()) for n, line in enumerate(sorted(
-        lines, key=lambda l: json.loads(l)["observed_at"]), 1)]
-    expected = fold_lines(((n, raw) for _, n, raw in numbered), END)
-    with running_worker(kafka_settings) as worker:
-        replay(numbered, kafka_settings, at=END)
-        assert wait_caught_up(kafka_settings, 120, alive=lambda: worker.poll() is None)
-        got = read_all(kafka_settings, [kafka_settings.topics.diagnostics])
-    def view(ds):
-        return sorted((d["gang"], d["observed_at"], d["reason"], json.dumps(d["facts"],
-                                                                          sort_keys=True))
-                      for d in ds)
-    kafka_view, offline_view = view(got[kafka_settings.topics.diagnostics]), view(expected.diagnostics)
-    assert [x for x in kafka_view if x not in offline_view] == []
-    assert [x for x in offline_view if x not in kafka_view] == []
-    assert not any(d["gang"] == "ml/ps" for d in expected.diagnostics)  # never falsely held

@@ -12,18 +12,14 @@ from pydantic import ValidationError
 
 from streams.wire.contracts import INPUT_ADAPTER
 from streams.wire.decoding import DecodeError, decode_input
+from tests.fixtures.builders import kube_pod, pod_line
 
 AT = "2026-11-02T09:00:00.000000Z"
 
 
 def pod(rv: str) -> bytes:
-    return json.dumps({
-        "schema": "gangstate.kube/v1", "observed_at": AT, "resource": "pods", "type": "ADDED",
-        "object": {"metadata": {
-            "name": "g-0", "namespace": "ns", "uid": "u-0", "resourceVersion": rv,
-            "annotations": {"gang.scheduling.koordinator.sh/name": "g",
-                            "gang.scheduling.koordinator.sh/min-available": "2"}}},
-    }).encode()
+    return json.dumps(pod_line(kube_pod("g-0", uid="u-0", rv=rv, gang="g", min_available=2),
+                               AT)).encode()
 
 
 def cycle(number: int) -> bytes:

@@ -22,6 +22,7 @@ from kubernetes import client
 from producers.watch.running import _api_client
 from streams.events.sink import _transport
 from tests.doubles.apiserver import ApiServerDouble
+from tests.fixtures.builders import kube_pod
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
@@ -54,9 +55,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def server(pki: Path) -> Iterator[ApiServerDouble]:
     with ApiServerDouble(tls=(str(pki / "server.pem"), str(pki / "server.key"))) as s:
-        s.apply({"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": "w-0", "namespace": "team-a"},
-                 "spec": {"containers": [{"name": "c"}]}})
+        s.apply(kube_pod("w-0", "team-a", uid=None, rv=None, scheduler=None, phase=None))
         yield s
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from producers.watch.node_cache import NodeCache
+from tests.fixtures.builders import kube_pod
 
 GPU = "nvidia.com/gpu"
 
@@ -14,10 +15,7 @@ def node(name: str, cpu: str, gpu: str = "0", **spec: object) -> dict:
 
 def pod(uid: str, node_name: str | None, cpu: str = "0", gpu: str = "0",
         phase: str = "Pending") -> dict:
-    return {"kind": "Pod", "metadata": {"uid": uid, "name": uid},
-            "spec": {"nodeName": node_name,
-                     "containers": [{"resources": {"requests": {"cpu": cpu, GPU: gpu}}}]},
-            "status": {"phase": phase}}
+    return kube_pod(uid, uid=uid, node=node_name, cpu=cpu, gpu=gpu, phase=phase)
 
 
 def test_capacity_counts_bound_unfinished_pods_on_schedulable_nodes() -> None:

@@ -7,9 +7,8 @@ import json
 
 from streams.core.fold import PartitionFold
 from streams.core.records import Capacity, CycleObserved, PodObserved, PreemptionObserved, Tick
-from streams.core.spec import RawSettings
 from streams.core.timefmt import format_time
-from tests.fixtures.builders import at
+from tests.fixtures.builders import at, pod
 
 GPU = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
 TERMINATING = (GPU + " no new claims to deallocate, preemption: not eligible due to a "
@@ -22,10 +21,9 @@ ROOM_0 = Capacity("nvidia.com/gpu", 1000, 2000, 0, 2, 0, 1000)
 def member(name: str, t: float, *, rv: str = "1", node: str | None = None,
            nominated: str | None = None, min_available: str = "2",
            type_: str = "ADDED") -> PodObserved:
-    return PodObserved(at(t), type_, "ns/g", "ns", name, f"uid-{name}", rv, node,
-                       "Running" if node else "Pending", False,
-                       RawSettings(min_available=min_available), False, (),
-                       nominated_node=nominated)
+    """A member of ns/g: Running once on a node, else Pending."""
+    return pod(name, t, rv=rv, type_=type_, min_available=min_available, node=node,
+               phase="Running" if node else "Pending", nominated=nominated)
 
 
 def failed(name: str, t: float, n: int, message: str, kind: str | None) -> CycleObserved:

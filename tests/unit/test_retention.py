@@ -14,6 +14,7 @@ from streams.core.retention import gone_at, is_gone, remnant
 from streams.core.state import GangState
 from streams.core.timefmt import format_time, parse_time
 from streams.wire.decoding import decode_input
+from tests.fixtures.builders import kube_pod, pod_line
 
 T = parse_time("2026-11-02T09:00:00Z")
 S = 1_000_000
@@ -21,13 +22,9 @@ S = 1_000_000
 
 def pod(at: int, gang: str, name: str, kind: str = "ADDED", rv: str = "1") -> bytes:
     ns, g = gang.split("/")
-    return json.dumps({
-        "schema": "gangstate.kube/v1", "observed_at": format_time(at), "resource": "pods",
-        "type": kind, "object": {"metadata": {
-            "name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": rv,
-            "annotations": {"gang.scheduling.koordinator.sh/name": g,
-                            "gang.scheduling.koordinator.sh/min-available": "2"}},
-            "spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}}}).encode()
+    return json.dumps(pod_line(kube_pod(name, ns, rv=rv, gang=g, min_available=2,
+                                        node="node-1", phase="Running"),
+                               format_time(at), kind)).encode()
 
 
 def feed(fold: PartitionFold, raw: bytes) -> list:

@@ -9,20 +9,14 @@ from typing import Any
 from streams.core.fold import FoldSettings
 from streams.dev.story import cases_of, report, scheduler_events
 from streams.wire.traces import fold_lines
+from tests.fixtures.builders import kube_pod, pod_line
 
-GANG = "gang.scheduling.koordinator.sh/"
 
 
 def pod(name: str, uid: str, at: str, *, node: str | None = None, type_: str = "ADDED",
         min_available: int = 2) -> dict[str, Any]:
-    spec: dict[str, Any] = {"nodeName": node} if node else {}
-    return {"schema": "gangstate.kube/v1", "observed_at": at, "resource": "pods", "type": type_,
-            "object": {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": name, "namespace": "ns", "uid": uid,
-                                    "resourceVersion": str(len(at)), "creationTimestamp": at,
-                                    "annotations": {GANG + "name": "g",
-                                                    GANG + "min-available": str(min_available)}},
-                       "spec": spec, "status": {"phase": "Pending"}}}
+    return pod_line(kube_pod(name, uid=uid, rv=str(len(at)), created=at, gang="g",
+                             min_available=min_available, node=node), at, type_)
 
 
 def event(uid: str, pod_name: str, pod_uid: str, at: str, message: str, *,

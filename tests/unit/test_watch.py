@@ -27,6 +27,7 @@ from streams.core.spec import gang_of_pod
 from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_lines
 from tests.doubles.apiserver import ApiServerDouble, eventually
+from tests.fixtures.builders import kube_pod
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 SETTINGS = Settings(bootstrap=None, topics=Topics("test."))
@@ -72,16 +73,9 @@ class MemoryPublisher:
 
 def pod(name: str, gang: str | None = "train", ns: str = "team-a", *, min_available: str = "2",
         scheduler: str = "koord-scheduler", node: str | None = None) -> dict[str, Any]:
-    annotations = {}
-    if gang:
-        annotations = {"gang.scheduling.koordinator.sh/name": gang,
-                       "gang.scheduling.koordinator.sh/min-available": min_available}
-    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [{"name": "c"}]}
-    if node:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
-            "spec": spec, "status": {"phase": "Pending"}}
+    return kube_pod(name, ns, uid=None, rv=None, gang=gang,
+                    min_available=min_available if gang else None, scheduler=scheduler,
+                    node=node)
 
 
 def event(name: str, pod_obj: dict[str, Any], reason: str, message: str,
@@ -976,17 +970,13 @@ def test_capacity_streams_fill_the_node_cache_with_slim_objects(server: ApiServe
                   "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]},
                   "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"},
                              "images": [{"names": ["a-large-list"]}]}})
-    server.apply({"apiVersion": "v1", "kind": "Pod",
-                  "metadata": {"name": "other", "namespace": "web", "annotations": {"x": "y"}},
-                  "spec": {"schedulerName": "default-scheduler", "nodeName": "gpu-1",
-                           "containers": [{"name": "c", "image": "nginx", "env": [
-                               {"name": "SECRET", "value": "s"}],
-                               "resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
-                  "status": {"phase": "Running"}})
-    server.apply({"apiVersion": "v1", "kind": "Pod",
-                  "metadata": {"name": "pending", "namespace": "web"},
-                  "spec": {"schedulerName": "default-scheduler", "containers": [
-                      {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}})
+    server.apply(kube_pod("other", "web", uid=None, rv=None, annotations={"x": "y"},
+                          scheduler="default-scheduler", node="gpu-1", phase="Running",
+                          containers=[{"name": "c", "image": "nginx",
+                                       "env": [{"name": "SECRET", "value": "s"}],
+                                       "resources": {"requests": {"nvidia.com/gpu": "3"}}}]))
+    server.apply(kube_pod("pending", "web", uid=None, rv=None, scheduler="default-scheduler",
+                          gpu="1", phase=None))
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher,
                           WatchConfig(**{**FAST.__dict__, "capacity": True}))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from producers.watch.scheduler_events import preempted_by, preemption_of
 from producers.watch.watching import Drop, GangRouter, Publish
+from tests.fixtures.builders import kube_pod
 
 REAL_TERMINATING = ("0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims to "
                     "deallocate, preemption: not eligible due to a terminating pod on the "
@@ -44,15 +45,13 @@ def test_preemption_clause_inside_a_members_quoted_fit_error():
 
 
 def gang_pod(name: str, uid: str) -> dict:
-    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": "1",
-                         "labels": {"pod-group.scheduling.sigs.k8s.io": "g"}},
-            "spec": {"schedulerName": "koord-scheduler"}, "status": {"phase": "Pending"}}
+    return kube_pod(name, uid=uid, labels={"pod-group.scheduling.sigs.k8s.io": "g"},
+                    api_version=False)
 
 
 def victim_pod(name: str, uid: str, grace: int = 30) -> dict:
-    return {"metadata": {"name": name, "namespace": "low", "uid": uid, "resourceVersion": "5"},
-            "spec": {"nodeName": "node-a", "terminationGracePeriodSeconds": grace,
-                     "containers": []}, "status": {"phase": "Running"}}
+    return kube_pod(name, "low", uid=uid, rv="5", scheduler=None, node="node-a", grace=grace,
+                    containers=[], phase="Running", api_version=False)
 
 
 def preempted_event(victim: str, victim_uid: str, preemptor_uid: str, *,
@@ -122,16 +121,8 @@ def _t(seconds: float) -> int:
 
 def member_pod(name: str, rv: int, *, nominated: str | None = None,
                node: str | None = None, min_available: str = "2") -> dict:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                         "resourceVersion": str(rv), "annotations": {
-                             "gang.scheduling.koordinator.sh/name": "g",
-                             "gang.scheduling.koordinator.sh/min-available": min_available}},
-            "spec": {"schedulerName": "koord-scheduler",
-                     **({"nodeName": node} if node else {}),
-                     "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-            "status": {"phase": "Running" if node else "Pending",
-                       **({"nominatedNodeName": nominated} if nominated else {})}}
+    return kube_pod(name, rv=str(rv), gang="g", min_available=min_available, node=node,
+                    gpu="1", phase="Running" if node else "Pending", nominated=nominated)
 
 
 def failed_event(name: str, count: int, message: str) -> dict:
