@@ -1,6 +1,13 @@
-"""The gang is scheduled: minMember members bound.
+"""The gang is scheduled: minMember members bound and not failed.
 
-Reason: ``GangScheduled`` (Normal). No timer.
+Reason: ``GangScheduled`` (Normal), facts ``bound`` (members bound whose pod has not failed) and
+``min_member``; said again only when those facts change. No timer.
+
+A member that failed (phase ``Failed``) keeps its ``spec.nodeName`` but holds no place of the
+gang any more: counted as bound, a Job whose pods fail and are recreated would be told
+``GangScheduled`` again for every replacement (3 times for a gang of 2 in the recorded case
+``job-pods-fail-and-are-recreated``), with a count above the gang's size. Its loss is told by
+``rules.lost``; a member that ``Succeeded`` still counts (a finished member, as there).
 
 Must not: read the clock, do I/O or import infrastructure.
 """
@@ -20,11 +27,23 @@ def _message(gang: str, f: dict[str, Any]) -> str:
 SCHEDULED: Reason = Reason("GangScheduled", "Normal", _message)
 
 
+def failed_bound(state: GangState) -> int:
+    """Members with a node whose pod failed (phase ``Failed``)."""
+    n = 0
+    for m in state.members.values():
+        if m.node is not None and m.phase == "Failed":
+            n += 1
+    return n
+
+
 def decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
     spec = state.spec
     if spec is None or not state.members:
         return state
     bound = state.bound
+    if bound < spec.min_member or bound == 0:
+        return state
+    bound -= failed_bound(state)
     if bound < spec.min_member or bound == 0:
         return state
     state = emit(state, SCHEDULED.name, SCHEDULED,
