@@ -34,6 +34,15 @@ def test_every_timer_is_owned_by_one_family_and_listed_once() -> None:
     assert len(set(owned)) == len(owned)
 
 
+def test_every_decision_is_owned_by_one_family_and_run_once() -> None:
+    """``rules.DECISIONS`` (the order ``decide`` runs them in) holds every family's decisions,
+    each once: a family left out of it would never decide, silently."""
+    owned = [d.name for rule in rules.RULES for d in rule.decisions]
+    assert sorted(owned) == sorted(d.name for d in rules.DECISIONS)
+    assert len(set(owned)) == len(owned)
+    assert [rule.family for rule in rules.RULES if not rule.decisions and not rule.timers] == []
+
+
 ROOT = CORE.parents[1]
 
 

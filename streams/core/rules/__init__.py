@@ -1,5 +1,6 @@
 """The core's rule families, one module each (``hold``, ``group``, ``spec``, ``permit``,
-``unschedulable``, ``preemption``, ``lost``, ``stranded``, ``representative``, ``scheduled``, on
+``unschedulable``, ``preemption``, ``lost``, ``stranded``, ``representative``, ``scheduled``,
+``resend``, on
 the shared ``base``), and their registry (``registry``, re-exported here: ``RULES``, ``TIMERS``,
 ``REASONS``, ``REASON_NAMES``, ``message``, ``next_timer``, ...). The registry sits in a module
 of its own so that it is compiled with the rest of the core (``setup.py`` leaves every
@@ -8,6 +9,7 @@ of its own so that it is compiled with the rest of the core (``setup.py`` leaves
 
 from __future__ import annotations
 
+from .registry import DECISIONS as DECISIONS
 from .registry import REASON_NAMES as REASON_NAMES
 from .registry import REASONS as REASONS
 from .registry import RULES as RULES

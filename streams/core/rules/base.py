@@ -20,6 +20,7 @@ import json
 from json.encoder import encode_basestring as _json_string
 from typing import Any, Callable, Literal, NamedTuple
 
+from ..records import GangRecord
 from ..settings import FoldSettings, Output
 from ..state import GangState
 from ..timefmt import format_time
@@ -64,13 +65,38 @@ class TimerRule(NamedTuple):
     releases_deferred: bool = False
 
 
+class Step(NamedTuple):
+    """One record's decision as every rule family sees it: ``before`` (the gang's state before
+    the record was applied), ``rec`` (the record), ``at`` (the event time decided at,
+    microseconds), ``settings`` (the fold's) and ``before_rep`` (the representative before the
+    record, ``ns/name`` or ``None``)."""
+
+    before: GangState
+    rec: GangRecord
+    at: int
+    settings: FoldSettings
+    before_rep: str | None
+
+
+class Decision(NamedTuple):
+    """A rule family's decision on each record: ``name`` and ``run(state, step, out) -> state``
+    (assigns fields of the fold's own copy ``state``, appends its outputs to ``out``). The
+    registry runs them in the order of ``DECISIONS``, which is the order of a record's
+    outputs."""
+
+    name: str
+    run: Callable[[GangState, Step, list[Output]], GangState]
+
+
 class Rule(NamedTuple):
     """One rule family in the registry (``streams.core.rules.RULES``): ``family`` (its module's
-    short name), the ``reasons`` it emits and the ``timers`` it owns."""
+    short name), the ``reasons`` it emits, the ``timers`` it owns and its ``decisions`` (run on
+    every record, in ``registry.DECISIONS`` order)."""
 
     family: str
     reasons: tuple[Reason, ...]
     timers: tuple[TimerRule, ...] = ()
+    decisions: tuple[Decision, ...] = ()
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)

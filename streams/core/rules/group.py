@@ -16,7 +16,7 @@ from ..records import GangRecord, GangSummarized
 from ..settings import FoldSettings, Output
 from ..state import GangState, Summary, own_summary
 from ..timefmt import format_time
-from .base import SUMMARY_SCHEMA, Rule, TimerRule
+from .base import Decision, Rule, SUMMARY_SCHEMA, Step, TimerRule
 
 def peers_to_ask(state: GangState, as_of: int) -> list[str]:
     """The other gangs of the group whose last summary is older than ``as_of`` (or missing).
@@ -123,4 +123,9 @@ def _fire_answers(state: GangState, due: int, settings: FoldSettings
 
 ANSWERS: TimerRule = TimerRule("answers", "peers asked for this gang's summary", answers_due,
                                _fire_answers)
-RULE: Rule = Rule("group", (), (ANSWERS,))
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    return decide_summaries(s.before, state, s.rec, s.at, out)
+
+
+DECISION: Decision = Decision("group", _decide)
+RULE: Rule = Rule("group", (), (ANSWERS,), (DECISION,))

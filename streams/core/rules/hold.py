@@ -15,7 +15,8 @@ from typing import Any
 
 from ..settings import FoldSettings, Output
 from ..state import GangState
-from .base import Reason, Rule, TimerRule, emit, emit_digests, plural, skips_gang_checks
+from .base import (Decision, Reason, Rule, Step, TimerRule, emit, emit_digests, plural,
+                   skips_gang_checks)
 from .group import awaiting_answers, peers_to_ask, summary_record
 
 HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete",
@@ -341,5 +342,10 @@ GRACE: TimerRule = TimerRule("grace", "grace period ended", grace_due, _fire_gra
                              releases_deferred=True)
 REFRESH: TimerRule = TimerRule("refresh", "hold refresh interval ended", refresh_due,
                                _fire_refresh)
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    return decide_hold(state, s.at, out, s.settings.refresh_micros)
+
+
+DECISION: Decision = Decision("hold", _decide)
 RULE: Rule = Rule("hold", (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED, SATISFIED,
-                          UNGATED), (GRACE, REFRESH))
+                          UNGATED), (GRACE, REFRESH), (DECISION,))

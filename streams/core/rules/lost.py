@@ -14,7 +14,7 @@ from .. import lost as losses
 from ..records import GangRecord
 from ..settings import FoldSettings, Output
 from ..state import GangState
-from .base import Reason, Rule, TimerRule, diagnostic, emit
+from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit
 
 LOST: Reason = Reason("GangMembersLost", "Warning", losses.lost_message)
 RESTORED: Reason = Reason("GangMembersRestored", "Normal", losses.restored_message)
@@ -64,4 +64,9 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("lost", "members lost, settled", _due, _fire)
-RULE: Rule = Rule("lost", (LOST, RESTORED), (TIMER,))
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    return decide_lost(s.before, state, s.rec, s.at, out)
+
+
+DECISION: Decision = Decision("lost", _decide)
+RULE: Rule = Rule("lost", (LOST, RESTORED), (TIMER,), (DECISION,))

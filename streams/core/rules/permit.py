@@ -14,7 +14,7 @@ from typing import Any
 from ..records import CycleObserved, GangRecord
 from ..settings import FoldSettings, Output
 from ..state import GangState
-from .base import Reason, Rule, TimerRule, emit, plural
+from .base import Decision, Reason, Rule, Step, TimerRule, emit, plural
 
 
 def _message(gang: str, f: dict[str, Any]) -> str:
@@ -72,4 +72,9 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("permit", "Permit waiting time ended", permit_due, _fire)
-RULE: Rule = Rule("permit", (TIMEOUT,), (TIMER,))
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    return decide_permit(state, s.rec, out)
+
+
+DECISION: Decision = Decision("permit", _decide)
+RULE: Rule = Rule("permit", (TIMEOUT,), (TIMER,), (DECISION,))

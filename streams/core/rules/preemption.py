@@ -14,7 +14,8 @@ from typing import Any
 from .. import preemption as preemptions
 from ..settings import FoldSettings, Output
 from ..state import GangState
-from .base import Reason, Rule, TimerRule, diagnostic, facts_digest, skips_gang_checks
+from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, facts_digest,
+                   skips_gang_checks)
 
 PREEMPTING: Reason = Reason(preemptions.PREEMPTING, "Normal", preemptions.preempting_message)
 WASTED: Reason = Reason(preemptions.WASTED, "Warning", preemptions.wasted_message)
@@ -96,4 +97,9 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("preemption", "preemption settled", _due, _fire)
-RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,))
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    return decide_preemption(state, s.at, out)
+
+
+DECISION: Decision = Decision("preemption", _decide)
+RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,), (DECISION,))

@@ -4,10 +4,11 @@ per family, each owning its Event reasons (name, type, message: ``base.Reason``)
 
 Where it sits: between the decisions (``streams.core.decide``, which calls each family's
 ``decide_*`` in its fixed order) and the families below. Read by the fold (``timers``,
-``next_timer``: the gang's timers as values, asked once), by ``streams.core.explain`` and the
+``next_timer``: the gang's timers as values, asked once), by the decisions (``DECISIONS``, run
+in order on every record), by ``streams.core.explain`` and the
 worker (``message``, ``REASONS``), and by the wire contract (``REASON_NAMES`` is its
 ``DiagnosticReason``). A new rule is a new module in ``streams/core/rules/`` plus its entry in
-``RULES`` (and in ``TIMERS`` when it owns a timer).
+``RULES`` and ``DECISIONS`` (and in ``TIMERS`` when it owns a timer).
 
 Must not: read the clock, do I/O or import infrastructure.
 """
@@ -18,18 +19,29 @@ from typing import Any, Callable
 
 from ..settings import FoldSettings
 from ..state import GangState
-from . import group, hold, lost, permit, preemption, representative, scheduled, spec, stranded
-from . import unschedulable
-from .base import Reason, Rule, Timer, TimerRule, canonical_json
+from . import (group, hold, lost, permit, preemption, representative, resend, scheduled, spec,
+               stranded, unschedulable)
+from .base import Decision, Reason, Rule, Timer, TimerRule, canonical_json
 
 
 
 RULES: tuple[Rule, ...] = (
     hold.RULE, spec.RULE, permit.RULE, scheduled.RULE, unschedulable.RULE, stranded.RULE,
-    preemption.RULE, lost.RULE, group.RULE, representative.RULE,
+    preemption.RULE, lost.RULE, group.RULE, representative.RULE, resend.RULE,
 )
 """Every rule family, in the order their reasons are listed (the wire contract's
 ``DiagnosticReason``, docs/contracts.md)."""
+
+DECISIONS: tuple[Decision, ...] = (
+    spec.DECISION, hold.DECISION, stranded.DECISION, resend.DECISION, permit.DECISION,
+    preemption.DECISION, unschedulable.DECISION, representative.ELECT, representative.GATED,
+    lost.DECISION, scheduled.DECISION, group.DECISION,
+)
+"""Every family's decision on a record, in the order they run (``decide.decide``), which is the
+order of a record's outputs: the spec's findings first (so that a hold's facts use the spec the
+record brought), the refusals of the hold tracked before the open warnings are sent again to a
+member that joined, commands after the diagnostics, the group's summaries last (they tell the
+peers of the state every other family has left)."""
 
 TIMERS: tuple[TimerRule, ...] = (
     group.ANSWERS, hold.GRACE, preemption.TIMER, unschedulable.TIMER, hold.REFRESH,

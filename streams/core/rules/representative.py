@@ -11,7 +11,8 @@ from typing import Any
 
 from ..records import CycleObserved, PodObserved
 from ..state import GangState
-from .base import Rule, command
+from ..settings import Output
+from .base import Decision, Rule, Step, command
 from .hold import hold
 
 GATED_SWITCH_INTERVAL_SECONDS = 10
@@ -81,4 +82,20 @@ def decide_elect(before_rep: str | None, state: GangState, rec: PodObserved,
     return state
 
 
-RULE: Rule = Rule("representative", ())
+def _elect(state: GangState, s: Step, out: list[Output]) -> GangState:
+    rec = s.rec
+    if isinstance(rec, PodObserved):
+        return decide_elect(s.before_rep, state, rec, out)
+    return state
+
+
+def _gated(state: GangState, s: Step, out: list[Output]) -> GangState:
+    rec = s.rec
+    if isinstance(rec, (CycleObserved, PodObserved)):
+        return decide_gated_representative(state, rec, out)
+    return state
+
+
+ELECT: Decision = Decision("elect", _elect)
+GATED: Decision = Decision("gated-representative", _gated)
+RULE: Rule = Rule("representative", (), (), (ELECT, GATED))

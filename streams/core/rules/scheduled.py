@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..settings import Output
 from ..state import GangState
-from .base import Reason, Rule, emit
+from .base import Decision, Reason, Rule, Step, emit
 
 
 def _message(gang: str, f: dict[str, Any]) -> str:
@@ -52,4 +53,9 @@ def decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> Ga
     return state
 
 
-RULE: Rule = Rule("scheduled", (SCHEDULED,))
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    return decide_scheduled(state, s.at, out)
+
+
+DECISION: Decision = Decision("scheduled", _decide)
+RULE: Rule = Rule("scheduled", (SCHEDULED,), (), (DECISION,))

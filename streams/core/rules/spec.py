@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import GangRecord, PodGroupObserved, PodObserved
+from ..settings import Output
 from ..spec import MAX_PERMIT_WAIT_MICROS
 from ..state import GangState
-from .base import Reason, Rule, emit
+from .base import Decision, Reason, Rule, Step, emit
 
 PERMIT_CAP_TEXT = f"{MAX_PERMIT_WAIT_MICROS // 1_000_000}s"
 """The ``effective`` waiting time of a ``GangSpecInvalid`` for a waiting time above
@@ -87,4 +88,9 @@ def decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
     return state
 
 
-RULE: Rule = Rule("spec", (INVALID, CONFLICT))
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    return decide_spec(s.before, state, s.rec, s.at, out)
+
+
+DECISION: Decision = Decision("spec", _decide)
+RULE: Rule = Rule("spec", (INVALID, CONFLICT), (), (DECISION,))

@@ -14,7 +14,7 @@ from typing import Any
 from ..records import CycleObserved, GangRecord, PodObserved
 from ..settings import FoldSettings, Output
 from ..state import GangState, refused_member
-from .base import Reason, Rule, TimerRule, diagnostic, emit_digests, plural
+from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit_digests, plural
 from .hold import GATED_NAMES_SHOWN
 
 
@@ -167,4 +167,9 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("stranded", "refused members not retried", stranded_due, _fire)
-RULE: Rule = Rule("stranded", (STRANDED,), (TIMER,))
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    return track_refusals(s.before, state, s.rec, s.at)
+
+
+DECISION: Decision = Decision("stranded", _decide)
+RULE: Rule = Rule("stranded", (STRANDED,), (TIMER,), (DECISION,))

@@ -16,7 +16,8 @@ from ..records import CycleObserved
 from ..settings import FoldSettings, Output
 from ..state import GangState
 from ..timefmt import format_time
-from .base import Reason, Rule, TimerRule, diagnostic, facts_digest, skips_gang_checks
+from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, facts_digest,
+                   skips_gang_checks)
 
 UNSCHEDULABLE: Reason = Reason("GangUnschedulable", "Warning", episodes.unschedulable_message)
 UNSCHEDULABLE_KEY = "GangUnschedulable"
@@ -102,4 +103,12 @@ def decide_unschedulable(state: GangState, rec: CycleObserved, settings: FoldSet
 
 TIMER: TimerRule = TimerRule("unschedulable", "failure episode settled", unschedulable_due,
                   warn_unschedulable)
-RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,))
+def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
+    rec = s.rec
+    if isinstance(rec, CycleObserved):
+        return decide_unschedulable(state, rec, s.settings, out)
+    return state
+
+
+DECISION: Decision = Decision("unschedulable", _decide)
+RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,), (DECISION,))
