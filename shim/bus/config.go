@@ -16,7 +16,7 @@ import (
 )
 
 // Config is every setting of the shim, read from the environment in one place (Parse). The
-// Kafka variables carry the names gangstate's Python side reads (streams/kafka/settings.py,
+// Kafka variables carry the names gangstate's Python side reads (streams/settings.py,
 // docs/kafka-security.md); the GANGSTATE_SHIM_* ones are the shim's own (docs/shim.md):
 //
 //	KAFKA_BOOTSTRAP_SERVERS        host:port[,host:port]; empty = the shim publishes and
@@ -40,7 +40,7 @@ type Config struct {
 }
 
 // Security is how the shim connects, after the Python side's KafkaSecurity
-// (streams/kafka/settings.py): Kafka's security.protocol, sasl.mechanism, user and password,
+// (streams/settings.py): Kafka's security.protocol, sasl.mechanism, user and password,
 // and the TLS files (PEM paths).
 //
 //	KAFKA_SECURITY_PROTOCOL   PLAINTEXT (default), SSL, SASL_PLAINTEXT, SASL_SSL

@@ -2,7 +2,7 @@
 
 Where it sits: the bottom of the pure core, imported by the fold (``streams.core.fold``), the
 rules (``streams.core.decide``, ``streams.core.episode``) and the shell's settings
-(``streams.kafka.settings`` reads the defaults from here). Imports nothing of the core, so no
+(``streams.settings`` reads the defaults from here). Imports nothing of the core, so no
 module of the core needs another one's settings through the fold.
 
 Must not: read the environment or the clock, or import infrastructure.
