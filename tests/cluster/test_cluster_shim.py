@@ -178,9 +178,11 @@ def _committed_past(chain: Chain, shim_id: str, sent: list[tuple[int, int]]) -> 
     for a command it answered before (shim/gangshim/commands.go ``onCommand``)."""
     from kafka import KafkaAdminClient, TopicPartition
 
+    group = f"gangstate-shim-{shim_id}"
     admin = KafkaAdminClient(bootstrap_servers=chain.settings.bootstrap)
     try:
-        got = admin.list_consumer_group_offsets(f"gangstate-shim-{shim_id}")
+        # kafka-python 3.x: {group id: {TopicPartition: OffsetAndMetadata}}
+        got = admin.list_group_offsets(group).get(group, {})
     finally:
         admin.close()
     topic = chain.settings.topics.commands
