@@ -352,7 +352,10 @@ def test_groups_without_the_gang_itself_skip_its_own_count(
             wait_for("a-0 bound", lambda: node_of(core_v1, ns, "a-0"), 8.0, interval=0.5)
             break
         except pytest.fail.Exception:
-            assert race_refusals(v18) > races, describe(core_v1, ns, v18)
+            if race_refusals(v18) == races:  # not refused, only slow (a loaded machine)
+                wait_for("a-0 bound", lambda: node_of(core_v1, ns, "a-0"), 60.0, interval=0.5,
+                         describe=lambda: describe(core_v1, ns, v18))
+                break
     else:
         pytest.fail("a-0 lost the race of the Pod handlers 8 times\n" + describe(core_v1, ns, v18))
     # never refused on its own count: no basic check of the scheduler ever named a-0
