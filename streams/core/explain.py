@@ -101,7 +101,7 @@ def findings(state: GangState) -> list[dict[str, Any]]:
         out.append(episode)
     lost = losses.lost_facts(state) if rules.lost.LOST_KEY in state.emitted else None
     if lost is not None:
-        add("GangMembersLost", lost, since=format_time(max(t for _, _, t in state.lost)))
+        add("GangMembersLost", lost, since=format_time(max(t for _, _, t in state.lost.entries)))
     elif scheduled and spec is not None:
         add("GangScheduled", {"bound": state.bound, "min_member": spec.min_member})
     stranded = stranded_finding(state)

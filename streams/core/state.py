@@ -147,6 +147,73 @@ HistoryEntry = tuple[int, str, str]
 """One transition of a gang: ``(event time in microseconds, what changed, the cause)``."""
 
 
+# -- the state's parts -------------------------------------------------------------------------
+# One frozen value per concern of ``GangState``, each owning its fields and its wire keys (the
+# flat keys of ``to_wire``'s dict, unchanged since they were fields of ``GangState`` itself, so
+# values stored before the parts existed decode as they are). A new field of a concern is one
+# edit here: the field, and its key in the part's ``to_wire``/``from_wire``. The fold's copy of
+# a state shares its parts; a rule that changes one replaces it
+# (``dataclasses.replace(state.permit, warned=True)``), never mutates it.
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """The Permit wait (``rules.permit``): ``waiting_since`` is when members began waiting at
+    Permit (event time, microseconds; ``None`` while none waits) and ``warned`` whether that
+    wait has had its ``GangPermitTimeout``. Wire keys ``ws``, ``pw``."""
+
+    waiting_since: int | None = None
+    warned: bool = False
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out``."""
+        out["ws"] = self.waiting_since
+        out["pw"] = self.warned
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Permit":
+        """The part from a state's wire dict (both keys optional: older values lack them)."""
+        waiting_since: int | None = data.get("ws")
+        warned: bool = data.get("pw", False)
+        if waiting_since is None and not warned:
+            return NO_PERMIT
+        return Permit(waiting_since, warned)
+
+
+NO_PERMIT: Permit = Permit()
+"""The ``Permit`` of a gang none of whose members waits at Permit (shared by every such state)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Members lost after the gang was scheduled (``streams.core.lost``): ``entries`` as
+    ``(pod name, how, event time)`` while the gang is short of minMember because of them, and
+    ``told`` whether ``GangMembersLost`` has told the latest of them. Wire keys ``lo`` and
+    ``lt``, each written only when set."""
+
+    entries: tuple[tuple[str, str, int], ...] = ()
+    told: bool = False
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out`` (only those set)."""
+        if self.entries:
+            out["lo"] = [list(x) for x in self.entries]
+        if self.told:
+            out["lt"] = True
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Lost":
+        """The part from a state's wire dict (both keys optional)."""
+        entries = tuple((a, b, c) for a, b, c in data.get("lo", []))
+        told: bool = data.get("lt", False)
+        if not entries and not told:
+            return NO_LOSS
+        return Lost(entries, told)
+
+
+NO_LOSS: Lost = Lost()
+"""The ``Lost`` of a gang that lost no member (shared by every such state)."""
+
+
 @dataclass(slots=True)
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
@@ -158,9 +225,8 @@ class GangState:
     scheduler last reported it (``ns/name``). ``epoch`` is the gang group's command counter,
     never reset. ``peers`` holds the last summary of each other gang of the gang group (received
     through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
-    ``history`` the last transitions (bounded, oldest first). ``waiting_since`` is when members
-    began waiting at Permit (``None`` while none waits) and ``permit_warned`` whether that wait
-    has had its ``GangPermitTimeout``. ``pending_answers`` maps a peer that asked for this
+    ``history`` the last transitions (bounded, oldest first). ``permit`` is the Permit wait (a
+    ``Permit`` part). ``pending_answers`` maps a peer that asked for this
     gang's summary to the event time it wants it as of; ``asked_as_of`` is the event time this
     gang asked its peers about (its hold is due then), while it waits for their answers;
     ``summary_log`` the gang's own last summaries with the event time each began (bounded), so
@@ -192,9 +258,7 @@ class GangState:
     (``fold.SHIM_PREFERRED_SECONDS``). ``preemption`` is what the gang knows of pods
     preempted for it and of its members' nominated nodes (``streams.core.preemption``), ``None``
     when nothing. ``lost`` holds the members lost after the gang was
-    scheduled, as ``(pod name, how, event time)``, while it is short of minMember because of
-    them, and ``lost_told`` whether ``GangMembersLost`` has told the latest of them
-    (``streams.core.lost``). A deleted gang keeps its state (the epoch of its group, the
+    scheduled (a ``Lost`` part). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -217,8 +281,7 @@ class GangState:
     ever_scheduled: bool = False
     peers: Mapping[str, Peer] = field(default_factory=dict)
     sent_summary: Summary | None = None
-    waiting_since: int | None = None
-    permit_warned: bool = False
+    permit: Permit = NO_PERMIT
     pending_answers: Mapping[str, int] = field(default_factory=dict)
     asked_as_of: int | None = None
     summary_log: tuple[tuple[int, Summary], ...] = ()
@@ -237,8 +300,7 @@ class GangState:
     released_attempted: int | None = None
     shim_at: int | None = None
     preemption: Preemption | None = None
-    lost: tuple[tuple[str, str, int], ...] = ()
-    lost_told: bool = False
+    lost: Lost = NO_LOSS
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -316,8 +378,7 @@ class GangState:
         new.ever_scheduled = self.ever_scheduled
         new.peers = self.peers
         new.sent_summary = self.sent_summary
-        new.waiting_since = self.waiting_since
-        new.permit_warned = self.permit_warned
+        new.permit = self.permit
         new.pending_answers = self.pending_answers
         new.asked_as_of = self.asked_as_of
         new.summary_log = self.summary_log
@@ -333,7 +394,6 @@ class GangState:
         new.orphans = self.orphans
         new.shim_at = self.shim_at
         new.lost = self.lost
-        new.lost_told = self.lost_told
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
@@ -592,9 +652,10 @@ def to_wire(state: GangState) -> dict[str, Any]:
 
     Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
     member with gates or a 14th value, and a 14th (``refused_at``) only for a member refused
-    at PreEnqueue; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
+    at PreEnqueue; settings lists of 6 strings. Each part of the state (``Permit``, ``Lost``)
+    writes its own keys. ``from_wire(to_wire(s)) == s``.
     """
-    return {
+    out: dict[str, Any] = {
         "v": WIRE_VERSION,
         "g": state.gang,
         "c": state.clock,
@@ -629,8 +690,6 @@ def to_wire(state: GangState) -> dict[str, Any]:
             list(state.sent_summary[0]), *state.sent_summary[1:5]]
         + ([True] if state.sent_summary[5] else []),
         "h": [list(h) for h in state.history],
-        "ws": state.waiting_since,
-        "pw": state.permit_warned,
         "ls": state.last_switch_at,
         "da": state.deleted_at,
         "db": state.deleted_by,
@@ -644,9 +703,10 @@ def to_wire(state: GangState) -> dict[str, Any]:
                                                 for uid, m in state.orphans.items()]}),
         **({} if state.shim_at is None else {"sh": state.shim_at}),
         **({} if state.preemption is None else {"pe": _preemption_out(state.preemption)}),
-        **({} if not state.lost else {"lo": [list(x) for x in state.lost]}),
-        **({} if not state.lost_told else {"lt": True}),
     }
+    state.permit.to_wire(out)
+    state.lost.to_wire(out)
+    return out
 
 
 def _preemption_out(p: Preemption) -> list[Any]:
@@ -732,8 +792,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
             tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
             data["ss2"][4], len(data["ss2"]) > 5 and data["ss2"][5]),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
-        waiting_since=data.get("ws"),
-        permit_warned=data.get("pw", False),
+        permit=Permit.from_wire(data),
         last_switch_at=data.get("ls"),
         deleted_at=data.get("da"),
         deleted_by=data.get("db"),
@@ -746,6 +805,5 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         released_attempted=data.get("rt"),
         shim_at=data.get("sh"),
         preemption=_preemption_in(data.get("pe")),
-        lost=tuple((a, b, c) for a, b, c in data.get("lo", [])),
-        lost_told=data.get("lt", False),
+        lost=Lost.from_wire(data),
     )
