@@ -382,7 +382,7 @@ def _explain_queue(state: GangState, pod: str, result: dict[str, Any]
     this pod has not been attempted`` (``core/core.go:228-238``, P7). Neither refusal writes an
     Event; the representative is known only from records that name it (the scheduler shim).
     Returns ``(held_at, held_by)``."""
-    rep = state.representative
+    rep = state.commands.representative
     group = state.gang_group
     if rep == pod:
         result["reasons"].append({

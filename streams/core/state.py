@@ -214,6 +214,39 @@ NO_LOSS: Lost = Lost()
 """The ``Lost`` of a gang that lost no member (shared by every such state)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Commands:
+    """The commands of the gang's group (``rules.base.command``) and the representative they
+    are about: ``representative`` is the group's representative pod as the scheduler last
+    reported it (``ns/name``), ``epoch`` the gang group's command counter (never reset),
+    ``last_switch_at`` when the gang last issued a ``RepresentativeGated`` switch
+    (``rules.representative.decide_gated_representative``; event time, microseconds) and
+    ``recent_acks`` the last shim acks applied, as ``(command id, outcome)``. Wire keys ``r``,
+    ``e``, ``ls``, ``ra``."""
+
+    representative: str | None = None
+    epoch: int = 0
+    last_switch_at: int | None = None
+    recent_acks: tuple[tuple[str, str], ...] = ()
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out``."""
+        out["r"] = self.representative
+        out["ra"] = [list(k) for k in self.recent_acks]
+        out["e"] = self.epoch
+        out["ls"] = self.last_switch_at
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Commands":
+        """The part from a state's wire dict (``ls`` optional: older values lack it)."""
+        return Commands(data["r"], data["e"], data.get("ls"),
+                        tuple((a, b) for a, b in data["ra"]))
+
+
+NO_COMMANDS: Commands = Commands()
+"""The ``Commands`` of a gang that knows no representative and issued no command."""
+
+
 @dataclass(slots=True)
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
@@ -221,9 +254,8 @@ class GangState:
     Counts are pod counts, times integer microseconds of event time. ``members`` maps uid to
     ``Member`` in arrival order; ``tombstones`` maps a deleted uid to ``(rv, deleted_at)``.
     ``spec_source``/``spec_settings`` name the object whose settings initialised the gang
-    (``spec`` is derived from them). ``representative`` is the group's representative pod as the
-    scheduler last reported it (``ns/name``). ``epoch`` is the gang group's command counter,
-    never reset. ``peers`` holds the last summary of each other gang of the gang group (received
+    (``spec`` is derived from them). ``commands`` holds the group's representative and its
+    command counter (a ``Commands`` part). ``peers`` holds the last summary of each other gang of the gang group (received
     through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
     ``history`` the last transitions (bounded, oldest first). ``permit`` is the Permit wait (a
     ``Permit`` part). ``pending_answers`` maps a peer that asked for this
@@ -232,9 +264,7 @@ class GangState:
     ``summary_log`` the gang's own last summaries with the event time each began (bounded), so
     that it can answer "as of" an earlier time; ``deferred`` the peers' summaries newer than
     ``asked_as_of`` that arrived before the answers, applied once the answers are in (so the
-    gang decides in event-time order whatever order Kafka delivered them in). ``last_switch_at``
-    is when the gang last issued a ``RepresentativeGated`` switch (``rules.
-    representative.decide_gated_representative``). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
+    gang decides in event-time order whatever order Kafka delivered them in). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
     emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
     of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
@@ -269,12 +299,9 @@ class GangState:
     podgroup: PodGroupInfo | None = None
     members: Mapping[str, Member] = field(default_factory=dict)
     tombstones: Mapping[str, tuple[str, int]] = field(default_factory=dict)
-    representative: str | None = None
     cycle: int | None = None
     outcomes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     recent_cycles: Mapping[int, None] = field(default_factory=dict)
-    recent_acks: tuple[tuple[str, str], ...] = ()
-    epoch: int = 0
     held_since: int | None = None
     warned: bool = False
     emitted: Mapping[str, str] = field(default_factory=dict)
@@ -282,12 +309,12 @@ class GangState:
     peers: Mapping[str, Peer] = field(default_factory=dict)
     sent_summary: Summary | None = None
     permit: Permit = NO_PERMIT
+    commands: Commands = NO_COMMANDS
     pending_answers: Mapping[str, int] = field(default_factory=dict)
     asked_as_of: int | None = None
     summary_log: tuple[tuple[int, Summary], ...] = ()
     deferred: tuple[Any, ...] = ()
     hold_emitted_at: int | None = None
-    last_switch_at: int | None = None
     history: tuple[HistoryEntry, ...] = ()
     deleted_at: int | None = None
     deleted_by: str | None = None
@@ -366,12 +393,10 @@ class GangState:
         new.podgroup = self.podgroup
         new.members = self.members
         new.tombstones = self.tombstones
-        new.representative = self.representative
+        new.commands = self.commands
         new.cycle = self.cycle
         new.outcomes = self.outcomes
         new.recent_cycles = self.recent_cycles
-        new.recent_acks = self.recent_acks
-        new.epoch = self.epoch
         new.held_since = self.held_since
         new.warned = self.warned
         new.emitted = self.emitted
@@ -384,7 +409,6 @@ class GangState:
         new.summary_log = self.summary_log
         new.deferred = self.deferred
         new.hold_emitted_at = self.hold_emitted_at
-        new.last_switch_at = self.last_switch_at
         new.history = self.history
         new.deleted_at = self.deleted_at
         new.deleted_by = self.deleted_by
@@ -568,7 +592,7 @@ def summary(state: GangState) -> dict[str, Any]:
         "members": len(state.members),
         "bound": state.bound,
         "waiting": state.waiting,
-        "representative": state.representative,
+        "representative": state.commands.representative,
         "min_member": spec.min_member if spec else None,
         "total_number": spec.total_number if spec else None,
         "mode": spec.mode if spec else None,
@@ -578,7 +602,7 @@ def summary(state: GangState) -> dict[str, Any]:
         "spec_source": state.spec_source,
         "podgroup": state.podgroup.name if state.podgroup else None,
         "groups": list(spec.groups) if spec else [state.gang],
-        "epoch": state.epoch,
+        "epoch": state.commands.epoch,
         "last_cycle": state.cycle,
         "deleted_at": None if state.deleted_at is None else format_time(state.deleted_at),
         "deleted_by": state.deleted_by,
@@ -652,7 +676,7 @@ def to_wire(state: GangState) -> dict[str, Any]:
 
     Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
     member with gates or a 14th value, and a 14th (``refused_at``) only for a member refused
-    at PreEnqueue; settings lists of 6 strings. Each part of the state (``Permit``, ``Lost``)
+    at PreEnqueue; settings lists of 6 strings. Each part of the state (``Permit``, ``Commands``, ``Lost``)
     writes its own keys. ``from_wire(to_wire(s)) == s``.
     """
     out: dict[str, Any] = {
@@ -666,12 +690,9 @@ def to_wire(state: GangState) -> dict[str, Any]:
             _settings_out(state.podgroup.settings)],
         "m": [_member_out(uid, m) for uid, m in state.members.items()],
         "t": [[uid, rv, at] for uid, (rv, at) in state.tombstones.items()],
-        "r": state.representative,
         "cy": state.cycle,
         "o": [[pod, st, rs] for pod, (st, rs) in state.outcomes.items()],
         "rc": list(state.recent_cycles),
-        "ra": [list(k) for k in state.recent_acks],
-        "e": state.epoch,
         "hs": state.held_since,
         "w": state.warned,
         "em": dict(state.emitted),
@@ -690,7 +711,6 @@ def to_wire(state: GangState) -> dict[str, Any]:
             list(state.sent_summary[0]), *state.sent_summary[1:5]]
         + ([True] if state.sent_summary[5] else []),
         "h": [list(h) for h in state.history],
-        "ls": state.last_switch_at,
         "da": state.deleted_at,
         "db": state.deleted_by,
         **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
@@ -705,6 +725,7 @@ def to_wire(state: GangState) -> dict[str, Any]:
         **({} if state.preemption is None else {"pe": _preemption_out(state.preemption)}),
     }
     state.permit.to_wire(out)
+    state.commands.to_wire(out)
     state.lost.to_wire(out)
     return out
 
@@ -766,13 +787,10 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
                                                       or RawSettings()),
         members={row[0]: _member_in(row) for row in data["m"]},
         tombstones={uid: (rv, at) for uid, rv, at in data["t"]},
-        representative=data["r"],
         cycle=data["cy"],
         outcomes={pod: (st, rs) for pod, st, rs in data["o"]},
         recent_cycles=dict.fromkeys(k if isinstance(k, int) else cycle_key(*k)
                                     for k in data["rc"]),
-        recent_acks=tuple((a, b) for a, b in data["ra"]),
-        epoch=data["e"],
         held_since=data["hs"],
         warned=data["w"],
         emitted=dict(data["em"]),
@@ -793,7 +811,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
             data["ss2"][4], len(data["ss2"]) > 5 and data["ss2"][5]),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
         permit=Permit.from_wire(data),
-        last_switch_at=data.get("ls"),
+        commands=Commands.from_wire(data),
         deleted_at=data.get("da"),
         deleted_by=data.get("db"),
         episode=_episode_in(data.get("ep")),

@@ -9,7 +9,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from streams.core.state import NO_LOSS, NO_PERMIT, Lost, Permit, from_wire, to_wire
+from streams.core.state import (NO_LOSS, NO_PERMIT, Commands, Lost, Permit, from_wire,
+                                to_wire)
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "gang-state-wire-main-01b12bf.json"
 """36 wire forms written by main's ``to_wire`` at 01b12bf, taken while folding every case of
@@ -36,6 +37,9 @@ def test_old_form_fills_the_parts() -> None:
     state = from_wire(lost)
     assert state.lost == Lost(tuple(tuple(x) for x in lost["lo"]), lost.get("lt", False))
     assert from_wire(forms[0]).lost is NO_LOSS
+    commanded = next(w for w in forms if w["e"] and w.get("ls") is not None)
+    assert from_wire(commanded).commands == Commands(
+        commanded["r"], commanded["e"], commanded["ls"], tuple(tuple(k) for k in commanded["ra"]))
 
 
 def test_a_part_owns_its_keys_and_omits_defaults() -> None:
