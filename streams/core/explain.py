@@ -101,7 +101,7 @@ def findings(state: GangState) -> list[dict[str, Any]]:
         out.append(episode)
     lost = losses.lost_facts(state) if rules.lost.LOST_KEY in state.emitted else None
     if lost is not None:
-        add("GangMembersLost", lost, since=format_time(max(t for _, _, t in state.lost)))
+        add("GangMembersLost", lost, since=format_time(max(t for _, _, t in state.lost.entries)))
     elif scheduled and spec is not None:
         add("GangScheduled", {"bound": state.bound, "min_member": spec.min_member})
     stranded = stranded_finding(state)
@@ -382,7 +382,7 @@ def _explain_queue(state: GangState, pod: str, result: dict[str, Any]
     this pod has not been attempted`` (``core/core.go:228-238``, P7). Neither refusal writes an
     Event; the representative is known only from records that name it (the scheduler shim).
     Returns ``(held_at, held_by)``."""
-    rep = state.representative
+    rep = state.commands.representative
     group = state.gang_group
     if rep == pod:
         result["reasons"].append({

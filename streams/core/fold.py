@@ -14,6 +14,7 @@ Kubernetes. Same records in, same state and outputs out (contracts.md, "Time is 
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 from typing import Iterable, Mapping, MutableMapping
 
 from . import decide, episode, preemption, retention, rules
@@ -112,8 +113,8 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
         new = state.copy()
         new.drop_member(rec.uid)
         new.tombstones = {**tombstones, rec.uid: (rec.resource_version, rec.at)}
-        if new.representative == f"{rec.namespace}/{rec.name}":
-            new.representative = None
+        if new.commands.representative == f"{rec.namespace}/{rec.name}":
+            new.commands = replace(new.commands, representative=None)
         if not new.members and new.podgroup is None:
             gang_deleted(new, rec.at, f"Pod/{rec.name}")
         return new
@@ -177,7 +178,7 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
             new.orphans = {**new.orphans, **new.members}
             new.members = {}
             new.recount()
-            new.representative = None
+            new.commands = replace(new.commands, representative=None)
         gang_deleted(new, rec.at, f"PodGroup/{rec.name}")
         return new
     if old is not None and old.uid == rec.uid and not rv_newer(rec.resource_version, old.rv):
@@ -210,7 +211,8 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
     (``core/gang_cache.go:124-149``). The state is kept as a tombstone (phase ``Deleted``): the
     epoch of the gang group must never go back (contracts.md, commands) and the diagnostics it
     emitted stay remembered, so a replay of the same facts is not news."""
-    new.spec_source = new.spec_settings = new.representative = new.last_switch_at = None
+    new.spec_source = new.spec_settings = None
+    new.commands = replace(new.commands, representative=None, last_switch_at=None)
     new.outcomes = {}
     new.episode = None
     new.preemption = None
@@ -293,10 +295,10 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     if rec.cycle is None or latest is None or rec.cycle > latest:
         new.cycle = rec.cycle
         new.outcomes = {rec.pod: (rec.status, rec.reason)}
-        new.representative = rec.representative
+        _set_representative(new, rec.representative)
     elif rec.cycle == latest:
         new.outcomes = {**state.outcomes, rec.pod: (rec.status, rec.reason)}
-        new.representative = rec.representative
+        _set_representative(new, rec.representative)
     return new
 
 
@@ -305,14 +307,23 @@ def apply_ack(state: GangState, rec: AckObserved) -> GangState:
     already applied (same command id and outcome) changes nothing. Any change is made on a
     copy."""
     key = (rec.command_id, rec.outcome)
-    if key in state.recent_acks:
+    commands = state.commands
+    if key in commands.recent_acks:
         return state
     new = state.copy()
-    new.recent_acks = (state.recent_acks + (key,))[-RECENT_ACKS:]
-    if rec.outcome == "Applied" and rec.representative and rec.epoch <= state.epoch:
+    new.commands = replace(commands, recent_acks=(commands.recent_acks + (key,))[-RECENT_ACKS:])
+    if rec.outcome == "Applied" and rec.representative and rec.epoch <= commands.epoch:
         # only a command this gang group issued can have been applied
-        new.representative = rec.representative
+        new.commands = replace(new.commands, representative=rec.representative)
     return new
+
+
+def _set_representative(new: GangState, representative: str | None) -> None:
+    """Make ``representative`` (``ns/name`` or ``None``) the gang's representative on the
+    fold's copy ``new``, replacing its ``Commands`` part only when it changes (most cycle
+    records repeat it)."""
+    if new.commands.representative != representative:
+        new.commands = replace(new.commands, representative=representative)
 
 
 DEFERRED = 64
@@ -431,7 +442,7 @@ def step(state: GangState | None, rec: GangRecord, key: str,
     after = apply(before, rec, settings)
     if after is before:
         return before, []
-    after, outputs = decide.decide(after, rec, settings, before.representative, before)
+    after, outputs = decide.decide(after, rec, settings, before.commands.representative, before)
     return record_history(before, after, rec, rec.at, outputs), outputs
 
 
@@ -468,7 +479,7 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
     if not outputs and before.n_bound == after.n_bound and before.n_waiting == after.n_waiting \
             and before.n_in_cycle == after.n_in_cycle \
             and len(before.members) == len(after.members) \
-            and before.representative == after.representative \
+            and before.commands.representative == after.commands.representative \
             and before.spec_source == after.spec_source \
             and before.spec_settings is after.spec_settings \
             and before.ever_scheduled == after.ever_scheduled \
@@ -488,9 +499,9 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
     old_n, new_n = before.waiting, after.waiting
     if old_n != new_n:
         changes.append(f"waiting {old_n} -> {new_n}")
-    if before.representative != after.representative:
-        changes.append(f"representative {before.representative or '-'} -> "
-                       f"{after.representative or '-'}")
+    if before.commands.representative != after.commands.representative:
+        changes.append(f"representative {before.commands.representative or '-'} -> "
+                       f"{after.commands.representative or '-'}")
     if before.spec_source != after.spec_source:
         changes.append(f"spec from {after.spec_source or 'nothing'}")
     for out in outputs:
@@ -514,7 +525,7 @@ def _refused_ack(before: GangState, after: GangState, cause: str | GangRecord) -
     """True when ``cause`` is a newly folded ack that did not apply its command (``Stale`` or
     ``PreconditionFailed``): the history tells it, with the shim's reason."""
     return isinstance(cause, AckObserved) and cause.outcome != "Applied" \
-        and before.recent_acks != after.recent_acks
+        and before.commands.recent_acks != after.commands.recent_acks
 
 
 def next_due(state: GangState, settings: FoldSettings) -> int | None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .records import CycleObserved, GangRecord, PodGroupObserved, PodObserved
+from .state import NO_LOSS, Lost
 
 if TYPE_CHECKING:
     from .state import GangState, Member
@@ -97,7 +98,7 @@ def count_kept(state: "GangState") -> int:
 
 def track_losses(before: "GangState", state: "GangState", rec: GangRecord,
                  at: int) -> "GangState":
-    """Remember the members ``rec`` lost (``GangState.lost``: ``(name, cause, at)``) while the
+    """Remember the members ``rec`` lost (``GangState.lost``, a ``Lost`` part: ``(name, cause, at)``) while the
     gang was scheduled, and forget them all once the gang has minMember kept members again,
     no member or no spec (a gang deleted, or its PodGroup). Assigns fields of ``state`` (the
     fold's own copy) and returns it."""
@@ -107,11 +108,10 @@ def track_losses(before: "GangState", state: "GangState", rec: GangRecord,
     cause = loss_of(before, state, rec) if before.ever_scheduled else None
     if cause is not None and spec is not None:
         name = before.members[rec.uid].name  # type: ignore[union-attr]
-        state.lost = state.lost + ((name, cause, at),)
-        state.lost_told = False
-    if state.lost and (spec is None or not state.members
+        state.lost = Lost(state.lost.entries + ((name, cause, at),), False)
+    if state.lost.entries and (spec is None or not state.members
                        or count_kept(state) >= spec.min_member):
-        state.lost = ()
+        state.lost = NO_LOSS
     return state
 
 
@@ -121,21 +121,21 @@ def lost_facts(state: "GangState") -> dict[str, Any] | None:
     ``min_member`` and ``match_policy``; ``None`` when no loss leaves the gang short, or when
     no member is alive any more (a whole job going away says nothing)."""
     spec = state.spec
-    if not state.lost or spec is None:
+    if not state.lost.entries or spec is None:
         return None
     remaining = count_kept(state)
     if remaining >= spec.min_member or not any(alive(m) for m in state.members.values()):
         return None
-    return {"lost": {name: cause for name, cause, _ in state.lost}, "remaining": remaining,
+    return {"lost": {name: cause for name, cause, _ in state.lost.entries}, "remaining": remaining,
             "min_member": spec.min_member, "match_policy": spec.match_policy}
 
 
 def lost_due(state: "GangState") -> int | None:
     """When ``GangMembersLost`` is due (microseconds of event time): ``LOST_SETTLE_SECONDS``
     after the latest loss not yet told, while ``lost_facts`` holds; else ``None``."""
-    if not state.lost or state.lost_told or lost_facts(state) is None:
+    if not state.lost.entries or state.lost.told or lost_facts(state) is None:
         return None
-    return max(at for _, _, at in state.lost) + LOST_SETTLE_SECONDS * 1_000_000
+    return max(at for _, _, at in state.lost.entries) + LOST_SETTLE_SECONDS * 1_000_000
 
 
 def restored_facts(before: "GangState", state: "GangState") -> dict[str, Any] | None:
@@ -144,7 +144,7 @@ def restored_facts(before: "GangState", state: "GangState") -> dict[str, Any] | 
     minMember such members again (not because it went away); else ``None``. The caller asks
     only while a ``GangMembersLost`` it told has not ended."""
     spec = state.spec
-    if state.lost or not before.lost or spec is None or not state.members:
+    if state.lost.entries or not before.lost.entries or spec is None or not state.members:
         return None
     kept_now = count_kept(state)
     if kept_now < spec.min_member:

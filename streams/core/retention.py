@@ -31,7 +31,7 @@ Must not: read the clock, do I/O, or import anything outside the standard librar
 
 from __future__ import annotations
 
-from .state import GangState
+from .state import Commands, GangState
 
 
 def gone_at(state: GangState, window_micros: int) -> int | None:
@@ -41,7 +41,7 @@ def gone_at(state: GangState, window_micros: int) -> int | None:
     orphan pods, and for a remnant (``remnant``), which is kept."""
     if state.members or state.orphans or state.podgroup is not None:
         return None
-    if state.epoch and state == remnant(state):
+    if state.commands.epoch and state == remnant(state):
         return None
     latest = state.clock
     if state.deleted_at is not None and state.deleted_at > latest:
@@ -64,7 +64,8 @@ def remnant(state: GangState) -> GangState | None:
     """What the table keeps of a gone gang: ``None`` (nothing) when its gang group never
     issued a command (``epoch`` 0); otherwise a state with only the gang id, the clock, the
     ``epoch`` and ``deleted_at``/``deleted_by`` (phase ``Deleted`` when it was deleted)."""
-    if not state.epoch:
+    if not state.commands.epoch:
         return None
-    return GangState(gang=state.gang, clock=state.clock, epoch=state.epoch,
+    return GangState(gang=state.gang, clock=state.clock,
+                     commands=Commands(epoch=state.commands.epoch),
                      deleted_at=state.deleted_at, deleted_by=state.deleted_by)

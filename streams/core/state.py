@@ -147,6 +147,106 @@ HistoryEntry = tuple[int, str, str]
 """One transition of a gang: ``(event time in microseconds, what changed, the cause)``."""
 
 
+# -- the state's parts -------------------------------------------------------------------------
+# One frozen value per concern of ``GangState``, each owning its fields and its wire keys (the
+# flat keys of ``to_wire``'s dict, unchanged since they were fields of ``GangState`` itself, so
+# values stored before the parts existed decode as they are). A new field of a concern is one
+# edit here: the field, and its key in the part's ``to_wire``/``from_wire``. The fold's copy of
+# a state shares its parts; a rule that changes one replaces it
+# (``dataclasses.replace(state.permit, warned=True)``), never mutates it.
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """The Permit wait (``rules.permit``): ``waiting_since`` is when members began waiting at
+    Permit (event time, microseconds; ``None`` while none waits) and ``warned`` whether that
+    wait has had its ``GangPermitTimeout``. Wire keys ``ws``, ``pw``."""
+
+    waiting_since: int | None = None
+    warned: bool = False
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out``."""
+        out["ws"] = self.waiting_since
+        out["pw"] = self.warned
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Permit":
+        """The part from a state's wire dict (both keys optional: older values lack them)."""
+        waiting_since: int | None = data.get("ws")
+        warned: bool = data.get("pw", False)
+        if waiting_since is None and not warned:
+            return NO_PERMIT
+        return Permit(waiting_since, warned)
+
+
+NO_PERMIT: Permit = Permit()
+"""The ``Permit`` of a gang none of whose members waits at Permit (shared by every such state)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Members lost after the gang was scheduled (``streams.core.lost``): ``entries`` as
+    ``(pod name, how, event time)`` while the gang is short of minMember because of them, and
+    ``told`` whether ``GangMembersLost`` has told the latest of them. Wire keys ``lo`` and
+    ``lt``, each written only when set."""
+
+    entries: tuple[tuple[str, str, int], ...] = ()
+    told: bool = False
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out`` (only those set)."""
+        if self.entries:
+            out["lo"] = [list(x) for x in self.entries]
+        if self.told:
+            out["lt"] = True
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Lost":
+        """The part from a state's wire dict (both keys optional)."""
+        entries = tuple((a, b, c) for a, b, c in data.get("lo", []))
+        told: bool = data.get("lt", False)
+        if not entries and not told:
+            return NO_LOSS
+        return Lost(entries, told)
+
+
+NO_LOSS: Lost = Lost()
+"""The ``Lost`` of a gang that lost no member (shared by every such state)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Commands:
+    """The commands of the gang's group (``rules.base.command``) and the representative they
+    are about: ``representative`` is the group's representative pod as the scheduler last
+    reported it (``ns/name``), ``epoch`` the gang group's command counter (never reset),
+    ``last_switch_at`` when the gang last issued a ``RepresentativeGated`` switch
+    (``rules.representative.decide_gated_representative``; event time, microseconds) and
+    ``recent_acks`` the last shim acks applied, as ``(command id, outcome)``. Wire keys ``r``,
+    ``e``, ``ls``, ``ra``."""
+
+    representative: str | None = None
+    epoch: int = 0
+    last_switch_at: int | None = None
+    recent_acks: tuple[tuple[str, str], ...] = ()
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out``."""
+        out["r"] = self.representative
+        out["ra"] = [list(k) for k in self.recent_acks]
+        out["e"] = self.epoch
+        out["ls"] = self.last_switch_at
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Commands":
+        """The part from a state's wire dict (``ls`` optional: older values lack it)."""
+        return Commands(data["r"], data["e"], data.get("ls"),
+                        tuple((a, b) for a, b in data["ra"]))
+
+
+NO_COMMANDS: Commands = Commands()
+"""The ``Commands`` of a gang that knows no representative and issued no command."""
+
+
 @dataclass(slots=True)
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
@@ -154,21 +254,17 @@ class GangState:
     Counts are pod counts, times integer microseconds of event time. ``members`` maps uid to
     ``Member`` in arrival order; ``tombstones`` maps a deleted uid to ``(rv, deleted_at)``.
     ``spec_source``/``spec_settings`` name the object whose settings initialised the gang
-    (``spec`` is derived from them). ``representative`` is the group's representative pod as the
-    scheduler last reported it (``ns/name``). ``epoch`` is the gang group's command counter,
-    never reset. ``peers`` holds the last summary of each other gang of the gang group (received
+    (``spec`` is derived from them). ``commands`` holds the group's representative and its
+    command counter (a ``Commands`` part). ``peers`` holds the last summary of each other gang of the gang group (received
     through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
-    ``history`` the last transitions (bounded, oldest first). ``waiting_since`` is when members
-    began waiting at Permit (``None`` while none waits) and ``permit_warned`` whether that wait
-    has had its ``GangPermitTimeout``. ``pending_answers`` maps a peer that asked for this
+    ``history`` the last transitions (bounded, oldest first). ``permit`` is the Permit wait (a
+    ``Permit`` part). ``pending_answers`` maps a peer that asked for this
     gang's summary to the event time it wants it as of; ``asked_as_of`` is the event time this
     gang asked its peers about (its hold is due then), while it waits for their answers;
     ``summary_log`` the gang's own last summaries with the event time each began (bounded), so
     that it can answer "as of" an earlier time; ``deferred`` the peers' summaries newer than
     ``asked_as_of`` that arrived before the answers, applied once the answers are in (so the
-    gang decides in event-time order whatever order Kafka delivered them in). ``last_switch_at``
-    is when the gang last issued a ``RepresentativeGated`` switch (``rules.
-    representative.decide_gated_representative``). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
+    gang decides in event-time order whatever order Kafka delivered them in). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
     warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
     emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
     of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
@@ -192,9 +288,7 @@ class GangState:
     (``fold.SHIM_PREFERRED_SECONDS``). ``preemption`` is what the gang knows of pods
     preempted for it and of its members' nominated nodes (``streams.core.preemption``), ``None``
     when nothing. ``lost`` holds the members lost after the gang was
-    scheduled, as ``(pod name, how, event time)``, while it is short of minMember because of
-    them, and ``lost_told`` whether ``GangMembersLost`` has told the latest of them
-    (``streams.core.lost``). A deleted gang keeps its state (the epoch of its group, the
+    scheduled (a ``Lost`` part). A deleted gang keeps its state (the epoch of its group, the
     diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
     """
 
@@ -205,26 +299,22 @@ class GangState:
     podgroup: PodGroupInfo | None = None
     members: Mapping[str, Member] = field(default_factory=dict)
     tombstones: Mapping[str, tuple[str, int]] = field(default_factory=dict)
-    representative: str | None = None
     cycle: int | None = None
     outcomes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     recent_cycles: Mapping[int, None] = field(default_factory=dict)
-    recent_acks: tuple[tuple[str, str], ...] = ()
-    epoch: int = 0
     held_since: int | None = None
     warned: bool = False
     emitted: Mapping[str, str] = field(default_factory=dict)
     ever_scheduled: bool = False
     peers: Mapping[str, Peer] = field(default_factory=dict)
     sent_summary: Summary | None = None
-    waiting_since: int | None = None
-    permit_warned: bool = False
+    permit: Permit = NO_PERMIT
+    commands: Commands = NO_COMMANDS
     pending_answers: Mapping[str, int] = field(default_factory=dict)
     asked_as_of: int | None = None
     summary_log: tuple[tuple[int, Summary], ...] = ()
     deferred: tuple[Any, ...] = ()
     hold_emitted_at: int | None = None
-    last_switch_at: int | None = None
     history: tuple[HistoryEntry, ...] = ()
     deleted_at: int | None = None
     deleted_by: str | None = None
@@ -237,8 +327,7 @@ class GangState:
     released_attempted: int | None = None
     shim_at: int | None = None
     preemption: Preemption | None = None
-    lost: tuple[tuple[str, str, int], ...] = ()
-    lost_told: bool = False
+    lost: Lost = NO_LOSS
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -304,26 +393,22 @@ class GangState:
         new.podgroup = self.podgroup
         new.members = self.members
         new.tombstones = self.tombstones
-        new.representative = self.representative
+        new.commands = self.commands
         new.cycle = self.cycle
         new.outcomes = self.outcomes
         new.recent_cycles = self.recent_cycles
-        new.recent_acks = self.recent_acks
-        new.epoch = self.epoch
         new.held_since = self.held_since
         new.warned = self.warned
         new.emitted = self.emitted
         new.ever_scheduled = self.ever_scheduled
         new.peers = self.peers
         new.sent_summary = self.sent_summary
-        new.waiting_since = self.waiting_since
-        new.permit_warned = self.permit_warned
+        new.permit = self.permit
         new.pending_answers = self.pending_answers
         new.asked_as_of = self.asked_as_of
         new.summary_log = self.summary_log
         new.deferred = self.deferred
         new.hold_emitted_at = self.hold_emitted_at
-        new.last_switch_at = self.last_switch_at
         new.history = self.history
         new.deleted_at = self.deleted_at
         new.deleted_by = self.deleted_by
@@ -333,7 +418,6 @@ class GangState:
         new.orphans = self.orphans
         new.shim_at = self.shim_at
         new.lost = self.lost
-        new.lost_told = self.lost_told
         new.n_bound = self.n_bound
         new.n_waiting = self.n_waiting
         new.n_pending = self.n_pending
@@ -508,7 +592,7 @@ def summary(state: GangState) -> dict[str, Any]:
         "members": len(state.members),
         "bound": state.bound,
         "waiting": state.waiting,
-        "representative": state.representative,
+        "representative": state.commands.representative,
         "min_member": spec.min_member if spec else None,
         "total_number": spec.total_number if spec else None,
         "mode": spec.mode if spec else None,
@@ -518,7 +602,7 @@ def summary(state: GangState) -> dict[str, Any]:
         "spec_source": state.spec_source,
         "podgroup": state.podgroup.name if state.podgroup else None,
         "groups": list(spec.groups) if spec else [state.gang],
-        "epoch": state.epoch,
+        "epoch": state.commands.epoch,
         "last_cycle": state.cycle,
         "deleted_at": None if state.deleted_at is None else format_time(state.deleted_at),
         "deleted_by": state.deleted_by,
@@ -592,9 +676,10 @@ def to_wire(state: GangState) -> dict[str, Any]:
 
     Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
     member with gates or a 14th value, and a 14th (``refused_at``) only for a member refused
-    at PreEnqueue; settings lists of 6 strings. ``from_wire(to_wire(s)) == s``.
+    at PreEnqueue; settings lists of 6 strings. Each part of the state (``Permit``, ``Commands``, ``Lost``)
+    writes its own keys. ``from_wire(to_wire(s)) == s``.
     """
-    return {
+    out: dict[str, Any] = {
         "v": WIRE_VERSION,
         "g": state.gang,
         "c": state.clock,
@@ -605,12 +690,9 @@ def to_wire(state: GangState) -> dict[str, Any]:
             _settings_out(state.podgroup.settings)],
         "m": [_member_out(uid, m) for uid, m in state.members.items()],
         "t": [[uid, rv, at] for uid, (rv, at) in state.tombstones.items()],
-        "r": state.representative,
         "cy": state.cycle,
         "o": [[pod, st, rs] for pod, (st, rs) in state.outcomes.items()],
         "rc": list(state.recent_cycles),
-        "ra": [list(k) for k in state.recent_acks],
-        "e": state.epoch,
         "hs": state.held_since,
         "w": state.warned,
         "em": dict(state.emitted),
@@ -629,9 +711,6 @@ def to_wire(state: GangState) -> dict[str, Any]:
             list(state.sent_summary[0]), *state.sent_summary[1:5]]
         + ([True] if state.sent_summary[5] else []),
         "h": [list(h) for h in state.history],
-        "ws": state.waiting_since,
-        "pw": state.permit_warned,
-        "ls": state.last_switch_at,
         "da": state.deleted_at,
         "db": state.deleted_by,
         **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
@@ -644,9 +723,11 @@ def to_wire(state: GangState) -> dict[str, Any]:
                                                 for uid, m in state.orphans.items()]}),
         **({} if state.shim_at is None else {"sh": state.shim_at}),
         **({} if state.preemption is None else {"pe": _preemption_out(state.preemption)}),
-        **({} if not state.lost else {"lo": [list(x) for x in state.lost]}),
-        **({} if not state.lost_told else {"lt": True}),
     }
+    state.permit.to_wire(out)
+    state.commands.to_wire(out)
+    state.lost.to_wire(out)
+    return out
 
 
 def _preemption_out(p: Preemption) -> list[Any]:
@@ -706,13 +787,10 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
                                                       or RawSettings()),
         members={row[0]: _member_in(row) for row in data["m"]},
         tombstones={uid: (rv, at) for uid, rv, at in data["t"]},
-        representative=data["r"],
         cycle=data["cy"],
         outcomes={pod: (st, rs) for pod, st, rs in data["o"]},
         recent_cycles=dict.fromkeys(k if isinstance(k, int) else cycle_key(*k)
                                     for k in data["rc"]),
-        recent_acks=tuple((a, b) for a, b in data["ra"]),
-        epoch=data["e"],
         held_since=data["hs"],
         warned=data["w"],
         emitted=dict(data["em"]),
@@ -732,9 +810,8 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
             tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
             data["ss2"][4], len(data["ss2"]) > 5 and data["ss2"][5]),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
-        waiting_since=data.get("ws"),
-        permit_warned=data.get("pw", False),
-        last_switch_at=data.get("ls"),
+        permit=Permit.from_wire(data),
+        commands=Commands.from_wire(data),
         deleted_at=data.get("da"),
         deleted_by=data.get("db"),
         episode=_episode_in(data.get("ep")),
@@ -746,6 +823,5 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         released_attempted=data.get("rt"),
         shim_at=data.get("sh"),
         preemption=_preemption_in(data.get("pe")),
-        lost=tuple((a, b, c) for a, b, c in data.get("lo", [])),
-        lost_told=data.get("lt", False),
+        lost=Lost.from_wire(data),
     )

@@ -64,7 +64,7 @@ def _trace():
 def test_a_refused_command_is_told_in_the_history_with_its_reason(rec, cause) -> None:
     before = _fold(_trace())
     state = _fold(_trace() + [rec])
-    assert state.representative == before.representative == "ns/w0"
+    assert state.commands.representative == before.commands.representative == "ns/w0"
     assert describe(rec) == cause
     assert state.history[-1] == (at(4), "command ns/g#1 refused", cause)
     assert len(state.history) == len(before.history) + 1

@@ -123,7 +123,7 @@ def test_a_member_failing_a_numbered_cycle_is_a_failure_episode_and_no_command()
     assert [o["reason"] for o in outputs] == ["GangUnschedulable"]
     state = store["ns/g"]
     assert summary(state)["phase"] == "Scheduling" and state.cycle == 12
-    assert state.epoch == 0
+    assert state.commands.epoch == 0
 
 
 def _elect_trace():
@@ -149,7 +149,7 @@ def test_the_epoch_is_never_reset_even_when_every_pod_goes_away():
 def test_an_applied_ack_moves_the_representative_and_a_duplicate_ack_changes_nothing():
     outputs, store = run(_elect_trace() + [ack(4, 1, "Applied", "ns/w1")])
     state = store["ns/g"]
-    assert state.representative == "ns/w1"
+    assert state.commands.representative == "ns/w1"
     fold = PartitionFold(store)
     assert fold.feed("ns/g", ack(5, 1, "Applied", "ns/w1")) == []
     assert store["ns/g"] is state
@@ -163,7 +163,7 @@ def test_a_deleted_representative_gets_an_elected_successor():
     commands = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
     assert [(c["type"], c["expected_representative"], c["representative"], c["epoch"])
             for c in commands] == [("ElectRepresentative", "ns/w0", "ns/w1", 1)]
-    assert store["ns/g"].representative is None
+    assert store["ns/g"].commands.representative is None
 
 
 def test_not_initialized_then_podgroup_too_small_then_satisfied():
@@ -232,7 +232,7 @@ def test_a_gang_deleted_with_its_last_pod_is_a_tombstone_until_a_pod_brings_it_b
     state = store["ns/g"]
     assert (state.phase, state.exists, state.deleted_at, state.deleted_by) == (
         "Deleted", False, at(31), "Pod/p1")
-    assert (state.spec, state.representative) == (None, None)
+    assert (state.spec, state.commands.representative) == (None, None)
     assert state.history[-1][1:] == ("phase Gathering -> Deleted; members 1 -> 0; "
                                      "spec from nothing", "Pod ns/p1 DELETED (resourceVersion 2)")
     from_table = from_wire(to_wire(state))

@@ -73,8 +73,8 @@ def test_the_shims_rounds_give_the_diagnostic_the_events_give_plus_representativ
     assert [o["reason"] for o in from_shim] == ["GangUnschedulable"]
     ev, sh = events_store["ns/g"], shim_store["ns/g"]
     assert (ev.episode.rounds, ev.episode.fit) == (sh.episode.rounds, sh.episode.fit) == (60, 2)
-    assert ev.representative is None and ev.cycle is None
-    assert sh.representative == "ns/w2" and sh.cycle == 600
+    assert ev.commands.representative is None and ev.cycle is None
+    assert sh.commands.representative == "ns/w2" and sh.cycle == 600
     assert sh.shim_at == at(60.03)
     assert from_wire(to_wire(sh)) == sh
     old = {k: v for k, v in to_wire(sh).items() if k != "sh"}

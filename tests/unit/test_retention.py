@@ -11,7 +11,7 @@ import json
 from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
 from streams.core.retention import gone_at, is_gone, remnant
-from streams.core.state import GangState
+from streams.core.state import Commands, GangState
 from streams.core.timefmt import format_time, parse_time
 from streams.wire.decoding import decode_input
 from tests.fixtures.builders import kube_pod, pod_line
@@ -77,17 +77,17 @@ def test_a_gang_group_that_issued_commands_keeps_its_epoch_in_a_remnant():
     fold = PartitionFold(store)
     short_lived(fold, "ns/c", T)
     deleted = store["ns/c"].copy()
-    deleted.epoch = 3  # its group issued 3 commands
+    deleted.commands = Commands(epoch=3)  # its group issued 3 commands
     store["ns/c"] = deleted
     fold.rebuild_timers()
     fold.feed(None, Tick(T + 610 * S))
     kept = store["ns/c"]
-    assert kept == GangState(gang="ns/c", clock=T + 10 * S, epoch=3, deleted_at=T + 10 * S,
-                             deleted_by="Pod/c-1")
+    assert kept == GangState(gang="ns/c", clock=T + 10 * S, commands=Commands(epoch=3),
+                             deleted_at=T + 10 * S, deleted_by="Pod/c-1")
     assert kept == remnant(kept) and gone_at(kept, 600 * S) is None
     assert not is_gone(kept, T + 10**6 * S, 600 * S, None)
     feed(fold, pod(T + 700 * S, "ns/c", "c-new"))  # the gang is created again
-    assert store["ns/c"].epoch == 3 and len(store["ns/c"].members) == 1
+    assert store["ns/c"].commands.epoch == 3 and len(store["ns/c"].members) == 1
 
 
 def test_a_churn_of_short_lived_gangs_leaves_only_the_last_window():

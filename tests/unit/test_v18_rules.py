@@ -408,7 +408,7 @@ def test_a_gated_representative_is_switched_to_a_member_free_of_gates():
     assert [(c["id"], c["type"], c["expected_representative"], c["representative"],
              c["reason"], c["cycle"]) for c in commands] == [
         ("ns/g#1", "SwitchRepresentative", "ns/g", "ns/u-0", "RepresentativeGated", 40)]
-    assert store["ns/g"].epoch == 1
+    assert store["ns/g"].commands.epoch == 1
 
 
 def test_the_switch_comes_when_the_member_that_completes_the_gang_is_seen_after_the_shim():
@@ -450,4 +450,4 @@ def test_a_gated_representative_is_switched_at_most_once_per_ten_seconds():
     assert [(c["epoch"], c["issued_at"], c["cycle"]) for c in commands] == [
         (1, format_time(at(3)), 40), (2, format_time(at(13)), 43)]
     state = store["ns/g"]
-    assert state.last_switch_at == at(13) and from_wire(to_wire(state)) == state
+    assert state.commands.last_switch_at == at(13) and from_wire(to_wire(state)) == state

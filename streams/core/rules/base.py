@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+from dataclasses import replace
 from json.encoder import encode_basestring as _json_string
 from typing import Any, Callable, Literal, NamedTuple
 
@@ -309,7 +310,7 @@ def command(state: GangState, type_: str, expected: str | None, representative: 
     the group's gangs stay strictly increasing and their ids distinct.
     """
     spec = state.spec
-    epoch = state.epoch + 1
+    epoch = state.commands.epoch + 1
     if spec is not None and len(spec.groups) > 1:
         epoch = max(epoch, cycle if cycle is not None else (state.cycle or 0))
     group = state.gang_group
@@ -325,5 +326,5 @@ def command(state: GangState, type_: str, expected: str | None, representative: 
         "reason": reason,
         "cycle": cycle,
     }
-    state.epoch = epoch
+    state.commands = replace(state.commands, epoch=epoch)
     return state, cmd

@@ -8,12 +8,13 @@ Must not: read the clock, do I/O or import infrastructure.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .. import lost as losses
 from ..records import GangRecord
 from ..settings import FoldSettings, Output
-from ..state import GangState
+from ..state import NO_LOSS, GangState
 from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit
 
 LOST: Reason = Reason("GangMembersLost", "Warning", losses.lost_message)
@@ -28,7 +29,7 @@ def warn_lost(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     or a record at or after it) with ``lost.lost_facts``; marks the losses as told."""
     out: list[dict[str, Any]] = []
     facts = losses.lost_facts(state)
-    state.lost_told = True
+    state.lost = replace(state.lost, told=True)
     if facts is not None:
         state = emit(state, LOST_KEY, LOST, facts, at, out)
     return state, out
@@ -40,14 +41,14 @@ def decide_lost(before: GangState, state: GangState, rec: GangRecord, at: int,
     ``GangMembersLost`` when its settling time has passed by this record, and
     ``GangMembersRestored`` when a told loss ends with minMember members bound again."""
     state = losses.track_losses(before, state, rec, at)
-    if not state.lost and LOST_KEY in state.emitted:
+    if not state.lost.entries and LOST_KEY in state.emitted:
         # the series of GangMembersLost ends: told as restored when minMember members are
         # bound again, silently when the gang went away; a later loss is news again
         restored = losses.restored_facts(before, state)
         if restored is not None:
             out.append(diagnostic(state, RESTORED, restored, at))
         state.emitted = {k: v for k, v in state.emitted.items() if k != LOST_KEY}
-        state.lost_told = False
+        state.lost = NO_LOSS
     due = losses.lost_due(state)
     if due is not None and rec.at >= due:
         state, fired = warn_lost(state, rec.at)

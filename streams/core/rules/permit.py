@@ -9,11 +9,12 @@ Must not: read the clock, do I/O or import infrastructure.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..records import CycleObserved, GangRecord
 from ..settings import FoldSettings, Output
-from ..state import GangState
+from ..state import NO_PERMIT, GangState, Permit
 from .base import Decision, Reason, Rule, Step, TimerRule, emit, plural
 
 
@@ -37,7 +38,7 @@ def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict
         state = emit(state, TIMEOUT.name, TIMEOUT,
                       {"waiting": state.waiting, "min_member": spec.min_member,
                        "waiting_seconds": spec.permit_wait_seconds}, at, out)
-    state.permit_warned = True
+    state.permit = replace(state.permit, warned=True)
     return state, out
 
 
@@ -45,10 +46,11 @@ def decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]]) 
     """Track the Permit wait (its start feeds the timer) and report the scheduler's own
     ``Timeout`` records of the latest cycle."""
     waiting = state.waiting
-    if waiting and state.waiting_since is None:
-        state.waiting_since, state.permit_warned = rec.at, False
-    elif not waiting and state.waiting_since is not None:
-        state.waiting_since, state.permit_warned = None, False
+    since = state.permit.waiting_since
+    if waiting and since is None:
+        state.permit = Permit(rec.at, False)
+    elif not waiting and since is not None:
+        state.permit = NO_PERMIT
     spec = state.spec
     if isinstance(rec, CycleObserved) and rec.status == "Timeout" and spec is not None \
             and rec.cycle == state.cycle:
@@ -62,8 +64,9 @@ def decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]]) 
 def permit_due(state: GangState, settings: FoldSettings) -> int | None:
     """When the Permit waiting time of the members waiting at Permit ends, or ``None``."""
     spec = state.spec
-    if state.waiting_since is not None and not state.permit_warned and spec is not None:
-        return state.waiting_since + spec.permit_wait_micros
+    permit = state.permit
+    if permit.waiting_since is not None and not permit.warned and spec is not None:
+        return permit.waiting_since + spec.permit_wait_micros
     return None
 
 

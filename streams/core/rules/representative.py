@@ -7,6 +7,7 @@ Must not: read the clock, do I/O or import infrastructure.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..records import CycleObserved, PodObserved
@@ -38,18 +39,19 @@ def decide_gated_representative(state: GangState, rec: CycleObserved | PodObserv
     shim's cycle records and on Pod records (the shim's record naming the representative can
     reach the fold before the Pod record of the member that completes the gang: the scheduler
     refuses that member at once, and nothing retries it), with the representative the shim
-    last reported (``state.representative``, only while the gang has shim records,
+    last reported (``state.commands.representative``, only while the gang has shim records,
     ``shim_at``)."""
     if isinstance(rec, CycleObserved) and not rec.shim:
         return state
-    rep = state.representative
+    rep = state.commands.representative
     if rep is None or state.shim_at is None:
         return state
     found = state.member_by_name(rep)
     if found is None or not found[1].gated or hold(state) is not None:
         return state
-    if state.last_switch_at is not None \
-            and rec.at < state.last_switch_at + GATED_SWITCH_INTERVAL_SECONDS * 1_000_000:
+    last_switch_at = state.commands.last_switch_at
+    if last_switch_at is not None \
+            and rec.at < last_switch_at + GATED_SWITCH_INTERVAL_SECONDS * 1_000_000:
         return state
     ns = state.namespace
     target = next((m.name for m in state.members.values()
@@ -60,7 +62,7 @@ def decide_gated_representative(state: GangState, rec: CycleObserved | PodObserv
     state, cmd = command(state, "SwitchRepresentative", rep, f"{ns}/{target}",
                          "RepresentativeGated", rec.at, cycle)
     out.append(cmd)
-    state.last_switch_at = rec.at
+    state.commands = replace(state.commands, last_switch_at=rec.at)
     return state
 
 
@@ -71,7 +73,7 @@ def decide_elect(before_rep: str | None, state: GangState, rec: PodObserved,
     representative, ``PodDeleted``, and issue #2773 shows a group left without one)."""
     if rec.type != "DELETED" or before_rep is None or before_rep != f"{rec.namespace}/{rec.name}":
         return state
-    if state.representative is not None:
+    if state.commands.representative is not None:
         return state
     pending = [m.name for m in state.members.values() if m.pending]
     if not pending:
