@@ -82,8 +82,8 @@ class Step(NamedTuple):
 class Decision(NamedTuple):
     """A rule family's decision on each record: ``name`` and ``run(state, step, out) -> state``
     (assigns fields of the fold's own copy ``state``, appends its outputs to ``out``). The
-    registry runs them in the order of ``DECISIONS``, which is the order of a record's
-    outputs."""
+    registry lists them in ``DECISIONS``, the order ``decide.decide`` runs them in, which is
+    the order of a record's outputs."""
 
     name: str
     run: Callable[[GangState, Step, list[Output]], GangState]

@@ -2,8 +2,8 @@
 per family, each owning its Event reasons (name, type, message: ``base.Reason``) and its timers
 (``base.TimerRule``).
 
-Where it sits: between the decisions (``streams.core.decide``, which calls each family's
-``decide_*`` in its fixed order) and the families below. Read by the fold (``timers``,
+Where it sits: between the decisions (``streams.core.decide``, which runs each family's
+``Decision`` in the order of ``DECISIONS`` here) and the families below. Read by the fold (``timers``,
 ``next_timer``: the gang's timers as values, asked once), by the decisions (``DECISIONS``, run
 in order on every record), by ``streams.core.explain`` and the
 worker (``message``, ``REASONS``), and by the wire contract (``REASON_NAMES`` is its
