@@ -28,20 +28,48 @@ from tests.cluster.kube import (delete_and_record, gangstate_events, record_scen
 from tests.cluster.test_cluster_scenarios import describe, wait_gangstate_reasons
 
 LOW, HIGH = "gangstate-low", "gangstate-high"
-PRIORITIES = {LOW: 10, HIGH: 1000}
+#: the priority of gangstate-high, never preempting: never nominated (KS
+#: framework/plugins/defaultpreemption/default_preemption.go:318-320)
+HIGH_NEVER = f"{HIGH}-never"
+PRIORITIES = {LOW: 10, HIGH: 1000, HIGH_NEVER: 1000}
 
 
 @pytest.fixture(scope="module")
 def priority_classes(local_cluster: Any) -> dict[str, int]:
     """PriorityClasses ``gangstate-low`` (10) and ``gangstate-high`` (1000), preemptLowerPriority
-    (the default policy)."""
-    api = client.SchedulingV1Api(local_cluster.api_client("admin"))
+    (the default policy), and ``gangstate-high-never`` (1000, preemptionPolicy Never); returned
+    once the API server admits a pod of each: its Priority admission plugin resolves the class
+    from an informer's cache, which can lag the create (a pod refused with 403 "no
+    PriorityClass with name ... was found" was seen on a loaded machine)."""
+    api_client = local_cluster.api_client("admin")
+    api = client.SchedulingV1Api(api_client)
     for name, value in PRIORITIES.items():
+        body: dict[str, Any] = {"metadata": {"name": name}, "value": value}
+        if name == HIGH_NEVER:
+            body["preemptionPolicy"] = "Never"
         try:
-            api.create_priority_class({"metadata": {"name": name}, "value": value})
+            api.create_priority_class(body)
         except ApiException as err:
             if err.status != 409:
                 raise
+    core = client.CoreV1Api(api_client)
+
+    def admitted(name: str) -> bool:
+        pod = {"metadata": {"name": "priority-probe"},
+               "spec": {"priorityClassName": name,
+                        "containers": [{"name": "c", "image": "busybox"}]}}
+        try:
+            core.create_namespaced_pod("default", pod, dry_run="All")
+        except ApiException as err:
+            if err.status == 403 and ("PriorityClass" in str(err.body)
+                                      or "service account" in str(err.body)):
+                return False  # either cache not yet filled
+            raise
+        return True
+
+    for name in PRIORITIES:
+        wait_for(f"the API server to admit pods of PriorityClass {name}",
+                 lambda name=name: admitted(name), 30)
     return dict(PRIORITIES)
 
 

@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from streams.dev.localcluster import Chain, gang_pod
 from tests.cluster.kube import delete_and_record, gangstate_events, record_scenario, wait_for
 from tests.cluster.test_cluster_chain import describe_gang
-from tests.cluster.test_cluster_living import (HIGH, pods_of, preempted,  # noqa: F401
+from tests.cluster.test_cluster_living import (HIGH_NEVER, pods_of, preempted,  # noqa: F401
                                                priority_classes, start_preemption, wait_phase)
 from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods, describe
 
@@ -346,18 +346,8 @@ def _commands_during_a_preemption(local_cluster: Any, chain: Chain, follower: Fo
         return noms if terminating and len(noms) == 2 and all(noms.values()) else None
 
     nominated = wait_for("both victims Terminating and both members nominated", nominated_now, 30)
-    # the priority of gangstate-high, never preempting: never nominated (KS
-    # framework/plugins/defaultpreemption/default_preemption.go:318-320)
-    never = f"{HIGH}-never"
-    try:
-        client.SchedulingV1Api(core_v1.api_client).create_priority_class(
-            {"metadata": {"name": never}, "value": priority_classes[HIGH],
-             "preemptionPolicy": "Never"})
-    except ApiException as err:
-        if err.status != 409:
-            raise
     core_v1.create_namespaced_pod(ns, gang_pod(ns, "hi-2", gang="hi", min_available=2, gpu=1,
-                                               priority_class=never))
+                                               priority_class=HIGH_NEVER))
     base = 2_000_000
     a = _command(gang, base + 1, f"{ns}/hi-2")
     b = _command(gang, base + 2, f"{ns}/hi-0")
