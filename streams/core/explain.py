@@ -75,7 +75,8 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     (``GangSpecConflict``), the open failure episode (``GangUnschedulable``, ``unschedulable``),
     ``GangPreempting``/``GangPreemptionWasted`` (``preemption_finding``), ``GangScheduled``
     (or, once told, ``GangMembersLost``: members lost since the gang was scheduled leave it
-    short, ``streams.core.lost``) and ``GangMembersStranded``."""
+    short, ``streams.core.lost``) and ``GangMembersStranded``; then what the families that
+    declare findings find (``rules.FINDINGS``: ``GangTopologyUnavailable``)."""
     out: list[dict[str, Any]] = []
 
     def add(reason: str, facts: dict[str, Any], **extra: Any) -> None:
@@ -107,6 +108,8 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     stranded = stranded_finding(state)
     if stranded is not None:
         out.append(stranded)
+    for family_findings in rules.FINDINGS:
+        out.extend(family_findings(state))
     return out
 
 
@@ -183,6 +186,9 @@ def _unblock(state: GangState, reason: str, facts: dict[str, Any]) -> str:
         return _unblock_gates(state, facts["gated"], facts["min_member"] - facts["ungated"])
     if reason == "GangUnschedulable":
         return episodes.unblock_text(facts)
+    found = rules.REASONS.get(reason)
+    if found is not None and found.unblock is not None:
+        return found.unblock(state, facts)
     return ""
 
 
@@ -255,6 +261,10 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
         elif member.gated:
             pass  # its gates hold it at PreEnqueue whatever its last cycle said (a gated pod
             # that NextPod handed out fails to bind and goes back to the queue)
+        elif (why := _family_why(state, pod)) is not None:
+            held_at, held_by = why["held_at"], why["held_by"]
+            result["reasons"].extend(why["reasons"])
+            result["unblock"].extend(why["unblock"])
         elif (stranded := stranded_finding(state)) is not None \
                 and member.name in stranded["facts"]["stranded"]:
             held_at, held_by = "PreEnqueue", "Coscheduling, refused earlier and not retried"
@@ -311,6 +321,15 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
         if item["reason"] in ("GangSpecInvalid", "GangSpecConflict"):
             result["reasons"].append({k: item[k] for k in ("reason", "facts", "message")})
     return result
+
+
+def _family_why(state: GangState, pod: str) -> dict[str, Any] | None:
+    """The first answer of the families' ``why`` (``rules.WHY``) for pod ``ns/name``."""
+    for family_why in rules.WHY:
+        found = family_why(state, pod)
+        if found is not None:
+            return found
+    return None
 
 
 def _explain_orphan(state: GangState, orphan: Member, result: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ grace period (10 s of event time before a hold warning) is waited for once for a
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -112,6 +113,10 @@ def wait_gangstate_reasons(core: client.CoreV1Api, chain: Chain, namespace: str,
 # The scenarios observed together
 # ---------------------------------------------------------------------------------------------
 
+TOPOLOGY_SPEC = json.dumps({"gatherStrategy": [{"layer": "SpineLayer",
+                                                 "strategy": "PreferGather"}]})
+"""A valid ``network-topology-spec`` (ext network_topology.go:43-53)."""
+
 HELD = {
     # 2 pods of a gang whose min-available is 3: held at PreEnqueue, 1 more pod needed
     "sc-too-few": [gang_pod("sc-too-few", f"train-{i}", gang="train", min_available=3)
@@ -132,6 +137,11 @@ HELD = {
         "gang.scheduling.koordinator.sh/waiting-time": "1h30"}) for i in range(2)],
     # a gang that fits: 2 pods of 100m cpu on two 8-cpu nodes
     "sc-fits": [gang_pod("sc-fits", f"ok-{i}", gang="ok", min_available=2) for i in range(2)],
+    # a gang asking for network-topology-aware placement; the local koord-scheduler runs
+    # without --enable-network-topology-manager (the default), so it has no topology (NT1)
+    "sc-topology": [gang_pod("sc-topology", f"t-{i}", gang="t", min_available=2, annotations={
+        "gang.scheduling.koordinator.sh/network-topology-spec": TOPOLOGY_SPEC})
+        for i in range(2)],
 }
 
 
@@ -245,6 +255,43 @@ def test_gang_that_fits_is_scheduled(held: Chain, core_v1: client.CoreV1Api) -> 
     assert fields["Held at"] == "<none>"
     assert fields["Gang"].startswith("sc-fits/ok (Scheduled: 2 of minMember 2 pods, 2 bound")
     record_scenario(core_v1, "sc-fits", held)
+
+
+def test_a_gang_asking_for_a_network_topology_the_scheduler_lacks(
+        held: Chain, core_v1: client.CoreV1Api) -> None:
+    # koord-scheduler refuses one member (whichever became the representative) in
+    # BeforePreFilter and keeps the other out at PreEnqueue without a word (rule NT1)
+    ns = "sc-topology"
+    refusals = wait_for("the scheduler's FailedScheduling Event", lambda: {
+        name: evs for name in ("t-0", "t-1")
+        if (evs := [e for e in scheduler_events(core_v1, ns, name)
+                    if e["reason"] == "FailedScheduling"])}, SETTLE,
+        describe=lambda: describe(core_v1, ns, held))
+    assert len(refusals) == 1, refusals
+    ((refused, evs),) = refusals.items()
+    other = "t-1" if refused == "t-0" else "t-0"
+    assert evs[0]["message"].startswith("0/2 nodes are available: no cluster network topology.")
+    assert scheduler_events(core_v1, ns, other) == []
+    text = (f"gang sc-topology/t asks for network-topology-aware placement "
+            f"(gang.scheduling.koordinator.sh/network-topology-spec on Pod/t-")
+    for name in ("t-0", "t-1"):
+        events = wait_gangstate_reasons(core_v1, held, ns, name, {"GangTopologyUnavailable"})
+        (message,) = messages(events, "GangTopologyUnavailable")
+        assert message.startswith(text)
+        assert f"it refused {refused} at PreFilter" in message
+    fields = explain_fields(explain(held, f"{ns}/{other}"))
+    assert fields["Held at"] == \
+        f"PreEnqueue (Coscheduling, behind the representative {ns}/{refused})"
+    assert explain_fields(explain(held, f"{ns}/{refused}"))["Held at"] == \
+        "PreFilter (Coscheduling, no cluster network topology)"
+    # the member behind the refused one is not told to be deleted: past the tier's stranded
+    # wait (20 s after an attempt, conftest.STRANDED_SECONDS) no GangMembersStranded came
+    refused_at = evs[0]["when"].timestamp()
+    wait_for("the tier's stranded wait to pass after the refusal",
+             lambda: time.time() > refused_at + 25, 60)
+    for name in ("t-0", "t-1"):
+        assert "GangMembersStranded" not in reasons(gangstate_events(core_v1, ns, name))
+    record_scenario(core_v1, ns, held)
 
 
 # ---------------------------------------------------------------------------------------------

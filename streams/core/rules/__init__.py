@@ -10,11 +10,13 @@ of its own so that it is compiled with the rest of the core (``setup.py`` leaves
 from __future__ import annotations
 
 from .registry import DECISIONS as DECISIONS
+from .registry import FINDINGS as FINDINGS
 from .registry import REASON_NAMES as REASON_NAMES
 from .registry import REASONS as REASONS
 from .registry import RULES as RULES
 from .registry import TIMER_RULES as TIMER_RULES
 from .registry import TIMERS as TIMERS
+from .registry import WHY as WHY
 from .registry import message as message
 from .registry import next_timer as next_timer
 from .registry import reason_type as reason_type

@@ -37,11 +37,14 @@ WAITING_STATUSES = ("Wait", "Gated")
 class Reason(NamedTuple):
     """One Kubernetes Event reason a rule family emits: ``name`` (e.g. ``GangScheduled``),
     ``type`` (the Event type, ``Normal`` or ``Warning``) and ``message(gang, facts) -> str``
-    (the human text, a deterministic function of the gang id and the facts)."""
+    (the human text, a deterministic function of the gang id and the facts); ``unblock(state,
+    facts) -> str``, when given, says what would unblock a pod held for this reason
+    (``explain pod``'s "What would unblock it")."""
 
     name: str
     type: Literal["Normal", "Warning"]
     message: Callable[[str, dict[str, Any]], str]
+    unblock: "Callable[[GangState, dict[str, Any]], str] | None" = None
 
 
 class Timer(NamedTuple):
@@ -92,12 +95,20 @@ class Decision(NamedTuple):
 class Rule(NamedTuple):
     """One rule family in the registry (``streams.core.rules.RULES``): ``family`` (its module's
     short name), the ``reasons`` it emits, the ``timers`` it owns and its ``decisions`` (run on
-    every record, in ``registry.DECISIONS`` order)."""
+    every record, in ``registry.DECISIONS`` order) and ``findings(state) -> [finding]``, when
+    given: the conditions of its reasons that hold for the gang now, each ``{"reason", "type",
+    "message", "facts"}`` (``explain.findings`` lists them, in ``registry.FINDINGS`` order);
+    ``why(state, pod) -> explanation | None``, ``pod`` as ``ns/name``, when given: why that pending member is
+    held by a condition of the family, ``{"held_at", "held_by", "reasons": [{"reason",
+    "facts", "message"}], "unblock": [str]}`` (``explain.why_pod``, in ``registry.WHY``
+    order)."""
 
     family: str
     reasons: tuple[Reason, ...]
     timers: tuple[TimerRule, ...] = ()
     decisions: tuple[Decision, ...] = ()
+    findings: "Callable[[GangState], list[dict[str, Any]]] | None" = None
+    why: "Callable[[GangState, str], dict[str, Any] | None] | None" = None
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)

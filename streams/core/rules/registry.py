@@ -8,7 +8,8 @@ Where it sits: between the decisions (``streams.core.decide``, which runs each f
 in order on every record), by ``streams.core.explain`` and the
 worker (``message``, ``REASONS``), and by the wire contract (``REASON_NAMES`` is its
 ``DiagnosticReason``). A new rule is a new module in ``streams/core/rules/`` plus its entry in
-``RULES`` and ``DECISIONS`` (and in ``TIMERS`` when it owns a timer).
+``RULES`` and ``DECISIONS`` (and in ``TIMERS`` when it owns a timer); what ``explain`` says of
+it comes from its ``Rule.findings``, ``Rule.why`` and ``Reason.unblock``.
 
 Must not: read the clock, do I/O or import infrastructure.
 """
@@ -20,14 +21,14 @@ from typing import Any, Callable
 from ..settings import FoldSettings
 from ..state import GangState
 from . import (group, hold, lost, permit, preemption, representative, resend, scheduled, spec,
-               stranded, unschedulable)
+               stranded, topology, unschedulable)
 from .base import Decision, Reason, Rule, Timer, TimerRule, canonical_json
 
 
 
 RULES: tuple[Rule, ...] = (
     hold.RULE, spec.RULE, permit.RULE, scheduled.RULE, unschedulable.RULE, stranded.RULE,
-    preemption.RULE, lost.RULE, group.RULE, representative.RULE, resend.RULE,
+    preemption.RULE, lost.RULE, group.RULE, representative.RULE, resend.RULE, topology.RULE,
 )
 """Every rule family, in the order their reasons are listed (the wire contract's
 ``DiagnosticReason``, docs/contracts.md)."""
@@ -35,7 +36,7 @@ RULES: tuple[Rule, ...] = (
 DECISIONS: tuple[Decision, ...] = (
     spec.DECISION, hold.DECISION, stranded.DECISION, resend.DECISION, permit.DECISION,
     preemption.DECISION, unschedulable.DECISION, representative.ELECT, representative.GATED,
-    lost.DECISION, scheduled.DECISION, group.DECISION,
+    lost.DECISION, scheduled.DECISION, topology.DECISION, group.DECISION,
 )
 """Every family's decision on a record, in the order they run (``decide.decide``), which is the
 order of a record's outputs: the spec's findings first (so that a hold's facts use the spec the
@@ -50,6 +51,17 @@ TIMERS: tuple[TimerRule, ...] = (
 """Every timer of every family, in the order that breaks ties: when two are due at the same
 event time, the earlier one here fires first (answers owed to peers before the hold's own
 warning, so the answer tells of the gang as of the due time)."""
+
+FINDINGS: tuple[Callable[[GangState], list[dict[str, Any]]], ...] = tuple(
+    rule.findings for rule in RULES if rule.findings is not None)
+"""The ``findings`` of the families that declare them (``Rule.findings``), in ``RULES`` order:
+``explain.findings`` lists what they find after the conditions it derives itself."""
+
+WHY: tuple[Callable[[GangState, str], dict[str, Any] | None], ...] = tuple(
+    rule.why for rule in RULES if rule.why is not None)
+"""The ``why`` of the families that declare one (``Rule.why``), in ``RULES`` order:
+``explain.why_pod`` asks them after the gang's PreEnqueue hold and the pod's scheduling gates,
+the first answer wins."""
 
 REASONS: dict[str, Reason] = {r.name: r for rule in RULES for r in rule.reasons}
 """Every Event reason the core emits, by name, in ``RULES`` order."""

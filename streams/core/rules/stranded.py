@@ -16,6 +16,7 @@ from ..settings import FoldSettings, Output
 from ..state import GangState, refused_member
 from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit_digests, plural
 from .hold import GATED_NAMES_SHOWN
+from .topology import NO_TOPOLOGY
 
 
 def _message(gang: str, f: dict[str, Any]) -> str:
@@ -69,7 +70,10 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
         state.released_at, state.stranded_told, state.released_attempted = at, False, None
     elif isinstance(rec, CycleObserved) and state.released_at is not None \
             and state.released_attempted is None and rec.at >= state.released_at \
-            and not (rec.stage == "PreEnqueue" and rec.status != "Success"):
+            and not (rec.stage == "PreEnqueue" and rec.status != "Success") \
+            and rec.reason != NO_TOPOLOGY:
+        # a member refused for want of a cluster network topology opened no round (rule
+        # NT1): the others wait behind it, and deleting them would not help
         state.released_attempted = rec.at
     if isinstance(rec, CycleObserved) and state.n_refused:
         state = _tried_culprit(state, rec)
