@@ -39,8 +39,8 @@ from tests.fixtures.casecheck import handed_case_dirs, recorded_case_dirs
 from tests.fixtures.throughkafka import caught_up, log_tail, offline, worker_run
 
 pytestmark = pytest.mark.kafka
-AT = parse_time("2026-12-02T01:55:00Z")
-"""After the last case (the recorded nonstrict member ends at 2026-12-02T01:51), not ahead
+AT = parse_time("2026-12-02T13:55:00Z")
+"""After the last case (the recorded network topology case ends at 2026-12-02T13:50), not ahead
 of the wall clock."""
 GANGS, MEMBERS = 96, 4
 """Synthetic gangs (``bench/synthetic.py``): about 4.7k records, 3.8 MiB."""

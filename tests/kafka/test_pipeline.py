@@ -21,8 +21,8 @@ from tests.fixtures.throughkafka import offline, worker_run
 from tests.fixtures.tracegen import gated_representative
 
 pytestmark = pytest.mark.kafka
-AT = parse_time("2026-12-02T01:55:00Z")
-"""After every case, the recorded ones (the last record at 2026-12-02T01:51) included, with
+AT = parse_time("2026-12-02T13:55:00Z")
+"""After every case, the recorded ones (the last record at 2026-12-02T13:50) included, with
 their timers (stranded: 120 s) due; not ahead of the wall clock, as the worker sets aside a tick
 more than 60 s ahead of its Kafka timestamp."""
 
@@ -83,12 +83,13 @@ def test_kafka_outputs_equal_the_offline_fold(pipeline_run) -> None:
     got, expected = pipeline_run["got"], pipeline_run["expected"]
     assert by_key(got[t.diagnostics], "gang") == by_key(expected.diagnostics, "gang")
     assert by_key(got[t.commands], "gang_group") == by_key(expected.commands, "gang_group")
-    # 10 of the handed cases and team-g/g, 45 of the recorded ones (tests/cases/recorded; 2
+    # 10 of the handed cases and team-g/g, 46 of the recorded ones (tests/cases/recorded; 2
     # of them GangMembersLost of the once-satisfied-replacement cases; 13 of the gangs that
     # live: 1 job-runs-and-succeeds, 3 member-lost-then-restored, 3 job-pods-fail-and-are-
     # recreated (one GangScheduled: failed members are not counted as bound), 2 preemption-in-progress, 1 each of preemption-wasted, heterogeneous-gang,
-    # selector-no-node-matches and nonstrict-member-does-not-fit)
-    assert len(got[t.diagnostics]) == len(expected.diagnostics) == 55
+    # selector-no-node-matches and nonstrict-member-does-not-fit; 1 network-topology-
+    # unavailable)
+    assert len(got[t.diagnostics]) == len(expected.diagnostics) == 56
     assert sorted(c["gang_group"] for c in got[t.commands]) == ["sh-gated-3/g", "team-g/g"]
 
 

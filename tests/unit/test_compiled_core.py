@@ -22,7 +22,7 @@ import streams.core
 ROOT = Path(__file__).resolve().parents[2]
 CASES = sorted((ROOT / "tests" / "cases").glob("*/trace.jsonl"))
 REAL_STORM = ROOT / "tests" / "data" / "koord-v1.8.0-gpu-short-excerpt.json"
-END = "2026-12-02T01:55:00Z"
+END = "2026-12-02T13:55:00Z"
 PURE = os.environ.get("GANGSTATE_PURE_CORE") == "1"
 needs_compiled = pytest.mark.skipif(not streams.core.COMPILED,
                                     reason="the core runs as Python (GANGSTATE_PURE_CORE=1)")
