@@ -9,8 +9,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from streams.core.state import (NO_LOSS, NO_PERMIT, Commands, Lost, Permit, from_wire,
-                                to_wire)
+from streams.core.state import (NO_HOLD, NO_LOSS, NO_PERMIT, Commands, Hold, Lost, Permit,
+                                from_wire, to_wire)
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "gang-state-wire-main-01b12bf.json"
 """36 wire forms written by main's ``to_wire`` at 01b12bf, taken while folding every case of
@@ -54,3 +54,29 @@ def test_a_part_owns_its_keys_and_omits_defaults() -> None:
     state.permit, state.lost = NO_PERMIT, replace(NO_LOSS)
     wire = to_wire(state)
     assert "lo" not in wire and "lt" not in wire and wire["ws"] is None and wire["pw"] is False
+
+
+def test_old_form_fills_the_hold() -> None:
+    forms = _old_forms()
+    held = next(w for w in forms if w["hs"] is not None)
+    assert from_wire(held).hold == Hold(held["hs"], held["w"], held["he"], held.get("rl"),
+                                        held.get("rt"), held.get("sd", False))
+    released = next(w for w in forms if w.get("rt") is not None)
+    hold = from_wire(released).hold
+    assert (hold.released_at, hold.released_attempted) == (released["rl"], released["rt"])
+    quiet = next(w for w in forms if w["hs"] is None and "rl" not in w and not w["w"])
+    assert from_wire(quiet).hold is NO_HOLD
+
+
+def test_the_hold_writes_hs_w_he_always_and_rl_rt_sd_only_when_set() -> None:
+    state = from_wire(_old_forms()[0])
+    state.hold = Hold(held_since=None, warned=False, hold_emitted_at=None, released_at=3,
+                      released_attempted=4, stranded_told=True)
+    wire = to_wire(state)
+    assert [wire[k] for k in ("hs", "w", "he", "rl", "rt", "sd")] == [None, False, None, 3, 4,
+                                                                      True]
+    assert from_wire(wire) == state
+    state.hold = replace(NO_HOLD, held_since=9, warned=True, hold_emitted_at=10)
+    wire = to_wire(state)
+    assert (wire["hs"], wire["w"], wire["he"]) == (9, True, 10)
+    assert "rl" not in wire and "rt" not in wire and "sd" not in wire
