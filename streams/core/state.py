@@ -302,6 +302,72 @@ NO_HOLD: Hold = Hold()
 (shared by every such state)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Group:
+    """The gang group's peer-summary protocol (``rules.group``, ``fold.apply_summary``):
+    ``peers`` holds the last summary of each other gang of the gang group (received through
+    ``gang-events``), by gang id; ``sent_summary`` is the last summary this gang sent them
+    (``None`` before the first). ``pending_answers`` maps a peer that asked for this gang's
+    summary to the event time it wants it as of; ``asked_as_of`` is the event time this gang
+    asked its peers about (its hold is due then), while it waits for their answers;
+    ``summary_log`` the gang's own last summaries with the event time each began (bounded by
+    ``rules.group.SUMMARY_LOG``), so that it can answer "as of" an earlier time; ``deferred``
+    the peers' summaries (``GangSummarized``, oldest first) newer than ``asked_as_of`` that
+    arrived before the answers, applied once the answers are in (so the gang decides in
+    event-time order whatever order Kafka delivered them in). Times are event time in
+    microseconds. Wire keys ``p``, ``ss2``, ``pa``, ``aa``, ``sl``, ``df`` (each always
+    written, optional on reading: older values lack them)."""
+
+    peers: Mapping[str, Peer] = field(default_factory=dict)
+    sent_summary: Summary | None = None
+    pending_answers: Mapping[str, int] = field(default_factory=dict)
+    asked_as_of: int | None = None
+    summary_log: tuple[tuple[int, Summary], ...] = ()
+    deferred: tuple[GangSummarized, ...] = ()
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out``."""
+        out["p"] = [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member,
+                     p.as_of] + ([True] if p.once_satisfied else [])
+                    for g, p in self.peers.items()]
+        out["pa"] = dict(self.pending_answers)
+        out["sl"] = [[at, list(sm[0]), *sm[1:5]] + ([True] if sm[5] else [])
+                     for at, sm in self.summary_log]
+        out["df"] = [[r.at, r.gang, r.to, list(r.groups), r.exists, r.initialized, r.members,
+                      r.min_member, r.wanted_as_of] + ([True] if r.once_satisfied else [])
+                     for r in self.deferred]
+        out["aa"] = self.asked_as_of
+        sent = self.sent_summary
+        out["ss2"] = None if sent is None else [list(sent[0]), *sent[1:5]] + (
+            [True] if sent[5] else [])
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Group":
+        """The part from a state's wire dict (every key optional)."""
+        peers = {row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5],
+                              row[6] if len(row) > 6 else 0, len(row) > 7 and row[7])
+                 for row in data.get("p", [])}
+        pending_answers = dict(data.get("pa", {}))
+        summary_log = tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5],
+                                      len(row) > 6 and row[6]))
+                            for row in data.get("sl", []))
+        deferred = tuple(GangSummarized(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7],
+                                        r[8], len(r) > 9 and r[9]) for r in data.get("df", []))
+        asked_as_of: int | None = data.get("aa")
+        ss2 = data.get("ss2")
+        sent: Summary | None = None if ss2 is None else (
+            tuple(ss2[0]), ss2[1], ss2[2], ss2[3], ss2[4], len(ss2) > 5 and ss2[5])
+        if not peers and sent is None and not pending_answers and asked_as_of is None \
+                and not summary_log and not deferred:
+            return NO_GROUP
+        return Group(peers, sent, pending_answers, asked_as_of, summary_log, deferred)
+
+
+NO_GROUP: Group = Group()
+"""The ``Group`` of a gang that has heard from no peer and told none (a gang group of one;
+shared by every such state)."""
+
+
 @dataclass(slots=True)
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
@@ -310,16 +376,9 @@ class GangState:
     ``Member`` in arrival order; ``tombstones`` maps a deleted uid to ``(rv, deleted_at)``.
     ``spec_source``/``spec_settings`` name the object whose settings initialised the gang
     (``spec`` is derived from them). ``commands`` holds the group's representative and its
-    command counter (a ``Commands`` part). ``peers`` holds the last summary of each other gang of the gang group (received
-    through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
-    ``history`` the last transitions (bounded, oldest first). ``permit`` is the Permit wait (a
-    ``Permit`` part). ``pending_answers`` maps a peer that asked for this
-    gang's summary to the event time it wants it as of; ``asked_as_of`` is the event time this
-    gang asked its peers about (its hold is due then), while it waits for their answers;
-    ``summary_log`` the gang's own last summaries with the event time each began (bounded), so
-    that it can answer "as of" an earlier time; ``deferred`` the peers' summaries newer than
-    ``asked_as_of`` that arrived before the answers, applied once the answers are in (so the
-    gang decides in event-time order whatever order Kafka delivered them in). ``hold`` is the
+    command counter (a ``Commands`` part), ``group`` what the gang knows of and told the other
+    gangs of its gang group (a ``Group`` part), and ``history`` the last transitions (bounded,
+    oldest first). ``permit`` is the Permit wait (a ``Permit`` part). ``hold`` is the
     PreEnqueue hold and what its end left to tell (a ``Hold`` part); ``emitted`` maps a
     diagnostic key to the digest of the facts last emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
     of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
@@ -355,14 +414,9 @@ class GangState:
     hold: Hold = NO_HOLD
     emitted: Mapping[str, str] = field(default_factory=dict)
     ever_scheduled: bool = False
-    peers: Mapping[str, Peer] = field(default_factory=dict)
-    sent_summary: Summary | None = None
+    group: Group = NO_GROUP
     permit: Permit = NO_PERMIT
     commands: Commands = NO_COMMANDS
-    pending_answers: Mapping[str, int] = field(default_factory=dict)
-    asked_as_of: int | None = None
-    summary_log: tuple[tuple[int, Summary], ...] = ()
-    deferred: tuple[Any, ...] = ()
     history: tuple[HistoryEntry, ...] = ()
     deleted_at: int | None = None
     deleted_by: str | None = None
@@ -445,13 +499,8 @@ class GangState:
         new.hold = self.hold
         new.emitted = self.emitted
         new.ever_scheduled = self.ever_scheduled
-        new.peers = self.peers
-        new.sent_summary = self.sent_summary
+        new.group = self.group
         new.permit = self.permit
-        new.pending_answers = self.pending_answers
-        new.asked_as_of = self.asked_as_of
-        new.summary_log = self.summary_log
-        new.deferred = self.deferred
         new.history = self.history
         new.deleted_at = self.deleted_at
         new.deleted_by = self.deleted_by
@@ -717,7 +766,7 @@ def to_wire(state: GangState) -> dict[str, Any]:
     Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
     member with gates or a 14th value, and a 14th (``refused_at``) only for a member refused
     at PreEnqueue; settings lists of 6 strings. Each part of the state (``Permit``, ``Commands``, ``Lost``,
-    ``Hold``) writes its own keys. ``from_wire(to_wire(s)) == s``.
+    ``Hold``, ``Group``) writes its own keys. ``from_wire(to_wire(s)) == s``.
     """
     out: dict[str, Any] = {
         "v": WIRE_VERSION,
@@ -735,18 +784,6 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "rc": list(state.recent_cycles),
         "em": dict(state.emitted),
         "es": state.ever_scheduled,
-        "p": [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member, p.as_of]
-              + ([True] if p.once_satisfied else []) for g, p in state.peers.items()],
-        "pa": dict(state.pending_answers),
-        "sl": [[at, list(sm[0]), *sm[1:5]] + ([True] if sm[5] else [])
-               for at, sm in state.summary_log],
-        "df": [[r.at, r.gang, r.to, list(r.groups), r.exists, r.initialized, r.members,
-                r.min_member, r.wanted_as_of] + ([True] if r.once_satisfied else [])
-               for r in state.deferred],
-        "aa": state.asked_as_of,
-        "ss2": None if state.sent_summary is None else [
-            list(state.sent_summary[0]), *state.sent_summary[1:5]]
-        + ([True] if state.sent_summary[5] else []),
         "h": [list(h) for h in state.history],
         "da": state.deleted_at,
         "db": state.deleted_by,
@@ -762,6 +799,7 @@ def to_wire(state: GangState) -> dict[str, Any]:
     state.commands.to_wire(out)
     state.lost.to_wire(out)
     state.hold.to_wire(out)
+    state.group.to_wire(out)
     return out
 
 
@@ -829,19 +867,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         hold=Hold.from_wire(data),
         emitted=dict(data["em"]),
         ever_scheduled=data["es"],
-        peers={row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5],
-                            row[6] if len(row) > 6 else 0, len(row) > 7 and row[7])
-               for row in data.get("p", [])},
-        pending_answers=dict(data.get("pa", {})),
-        summary_log=tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5],
-                                    len(row) > 6 and row[6]))
-                          for row in data.get("sl", [])),
-        deferred=tuple(GangSummarized(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7],
-                                      r[8], len(r) > 9 and r[9]) for r in data.get("df", [])),
-        asked_as_of=data.get("aa"),
-        sent_summary=None if data.get("ss2") is None else (
-            tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
-            data["ss2"][4], len(data["ss2"]) > 5 and data["ss2"][5]),
+        group=Group.from_wire(data),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
         permit=Permit.from_wire(data),
         commands=Commands.from_wire(data),

@@ -209,7 +209,7 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     for other in spec.groups:
         if other == state.gang:
             continue
-        peer = state.peers.get(other)
+        peer = state.group.peers.get(other)
         facts: dict[str, Any] = {"gang_group": spec.gang_group, "blocking_gang": other}
         if peer is None or not peer.exists:
             return "GangGroupIncomplete", {**facts, "members": 0}
@@ -226,6 +226,13 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+def _asked(state: GangState, as_of: int | None) -> None:
+    """Set the event time the gang asked its peers about (``Group.asked_as_of``; ``None``: it
+    waits for no answer), replacing ``state.group`` only when that changes."""
+    if state.group.asked_as_of != as_of:
+        state.group = replace(state.group, asked_as_of=as_of)
+
+
 def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
     """The hold's grace period ended at ``at``: emit its warning and mark the hold as warned;
     or, for a hold by the gang group with peers' news older than ``at``, ask those peers for
@@ -234,18 +241,18 @@ def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     out: list[dict[str, Any]] = []
     if found is None:
         state.hold = replace(state.hold, held_since=None, warned=False)
-        state.asked_as_of = None
+        _asked(state, None)
         return state, out
     if found[0] == "GangGroupIncomplete":
         stale = peers_to_ask(state, at)
         if stale:
             out = [summary_record(state, g, at, wanted_as_of=at) for g in stale]
-            state.asked_as_of = at
+            _asked(state, at)
             return state, out
     reason, facts = found
     state = emit_hold(state, reason, facts, at, out)
     state.hold = replace(state.hold, warned=True, hold_emitted_at=at)
-    state.asked_as_of = None
+    _asked(state, None)
     return state, out
 
 
@@ -276,19 +283,19 @@ def decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
             if held.hold_emitted_at is not None and at < held.hold_emitted_at + refresh_micros:
                 return state  # news within the refresh interval: the refresh timer sends it
             if found[0] == "GangGroupIncomplete":
-                wanted = max(at, state.asked_as_of or 0)
+                wanted = max(at, state.group.asked_as_of or 0)
                 stale = peers_to_ask(state, wanted)
                 if stale:  # news of the group first (see peers_to_ask)
-                    if state.asked_as_of != wanted:
+                    if state.group.asked_as_of != wanted:
                         out.extend(summary_record(state, g, at, wanted_as_of=wanted)
                                    for g in stale)
-                    state.asked_as_of = wanted
+                    _asked(state, wanted)
                     return state
             count = len(out)
             state = emit_hold(state, found[0], found[1], at, out)
             if len(out) > count:
                 state.hold = replace(state.hold, hold_emitted_at=at)
-            state.asked_as_of = None
+            _asked(state, None)
             return state
         return state
     if held.held_since is None:
@@ -308,7 +315,7 @@ def decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
                       {"members": members, "min_member": spec.min_member}, at, out)
     state.emitted = {k: v for k, v in state.emitted.items() if k not in _HOLD_SERIES_KEYS}
     state.hold = replace(state.hold, held_since=None, warned=False, hold_emitted_at=None)
-    state.asked_as_of = None
+    _asked(state, None)
     return state
 
 
