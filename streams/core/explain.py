@@ -86,7 +86,7 @@ def findings(state: GangState) -> list[dict[str, Any]]:
 
     held = holds.hold(state)
     if held is not None:
-        since = state.held_since
+        since = state.hold.held_since
         add(held[0], held[1], since=None if since is None else format_time(since))
     for fb in state.fallbacks:
         add("GangSpecInvalid", {"field": fb.field, "value": fb.value, "effective": fb.effective})
@@ -118,14 +118,15 @@ def stranded_finding(state: GangState) -> dict[str, Any] | None:
     while some of its members are still refused and pending: facts ``stranded`` (names) and
     ``after_seconds`` (whole seconds of event time since the hold ended, at the gang's
     clock)."""
-    if not state.stranded_told:
+    if not state.hold.stranded_told:
         return None
     facts = rules.stranded.stranded_facts(state, state.clock)
-    if facts is None or state.released_at is None:
+    released_at = state.hold.released_at
+    if facts is None or released_at is None:
         return None
     return {"reason": "GangMembersStranded", "type": "Warning",
             "message": rules.message(state.gang, "GangMembersStranded", facts), "facts": facts,
-            "since": format_time(state.released_at)}
+            "since": format_time(released_at)}
 
 
 def deletion(state: GangState) -> str | None:

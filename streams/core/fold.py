@@ -338,18 +338,20 @@ def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
     order; a request for this gang's own summary is noted either way. Any change is made on a
     copy."""
     wanted = rec.wanted_as_of
+    group = state.group
     asks: dict[str, int] = {} if wanted is None \
-        or state.pending_answers.get(rec.gang, -1) >= wanted else {rec.gang: wanted}
-    if state.asked_as_of is not None and rec.at > state.asked_as_of \
-            and len(state.deferred) < DEFERRED:
+        or group.pending_answers.get(rec.gang, -1) >= wanted else {rec.gang: wanted}
+    if group.asked_as_of is not None and rec.at > group.asked_as_of \
+            and len(group.deferred) < DEFERRED:
         new = state.copy()
-        new.deferred = tuple(sorted(state.deferred + (rec,), key=lambda r: r.at))
-        if asks:
-            new.pending_answers = {**state.pending_answers, **asks}
+        new.group = replace(group, deferred=tuple(sorted(group.deferred + (rec,),
+                                                         key=lambda r: r.at)),
+                            pending_answers={**group.pending_answers, **asks} if asks
+                            else group.pending_answers)
         return new
     peer = Peer(rec.groups, rec.exists, rec.initialized, rec.members, rec.min_member, rec.at,
                 rec.once_satisfied)
-    changed_peer = state.peers.get(rec.gang) != peer
+    changed_peer = group.peers.get(rec.gang) != peer
     spec = state.spec
     # M2: the flag is the gang group's (K core/ganggroup.go:29-32), shared by its gangs: a
     # peer of this gang's group that reports it makes this gang once satisfied too
@@ -360,10 +362,11 @@ def apply_summary(state: GangState, rec: GangSummarized) -> GangState:
     new = state.copy()
     if latch:
         new.once_satisfied = True
-    if changed_peer:
-        new.peers = {**state.peers, rec.gang: peer}
-    if asks:
-        new.pending_answers = {**state.pending_answers, **asks}
+    if changed_peer or asks:
+        new.group = replace(group, peers={**group.peers, rec.gang: peer} if changed_peer
+                            else group.peers,
+                            pending_answers={**group.pending_answers, **asks} if asks
+                            else group.pending_answers)
     return new
 
 
@@ -540,8 +543,8 @@ def next_due(state: GangState, settings: FoldSettings) -> int | None:
 def _apply_deferred(state: GangState, settings: FoldSettings
                     ) -> tuple[GangState, list[Output]]:
     """Apply the held-back peer summaries, oldest first, once the gang stopped waiting."""
-    pending = state.deferred
-    state.deferred = ()
+    pending = state.group.deferred
+    state.group = replace(state.group, deferred=())
     outputs: list[Output] = []
     for rec in pending:
         state, out = step(state, rec, state.gang, settings)
@@ -569,7 +572,8 @@ def fire_timers(state: GangState, now: int,
         before, state = state, state.copy()  # the timer's changes go to a new state
         state, fired = rule.fire(state, due, settings)
         cause = rule.cause
-        if rule.releases_deferred and state.asked_as_of is None and state.deferred:
+        if rule.releases_deferred and state.group.asked_as_of is None \
+                and state.group.deferred:
             state = record_history(before, state, cause, due, fired)
             outputs.extend(fired)
             state, fired = _apply_deferred(state, settings)

@@ -57,7 +57,7 @@ def is_gone(state: GangState, now: int, window_micros: int, next_timer: int | No
     passed, no timer is pending (``next_timer``, the caller's ``fold.next_due(state)``, is
     ``None``) and no peer summary is held back (``deferred``)."""
     due = gone_at(state, window_micros)
-    return due is not None and due <= now and next_timer is None and not state.deferred
+    return due is not None and due <= now and next_timer is None and not state.group.deferred
 
 
 def remnant(state: GangState) -> GangState | None:

@@ -247,6 +247,127 @@ NO_COMMANDS: Commands = Commands()
 """The ``Commands`` of a gang that knows no representative and issued no command."""
 
 
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The PreEnqueue hold (``rules.hold``) and what follows its end (``rules.stranded``):
+    ``held_since`` is when the hold condition began (event time, microseconds; ``None`` while
+    the gang is not held), ``warned`` whether the hold has had its warning, and
+    ``hold_emitted_at`` when its warning or last refresh was emitted (``None`` before, and once
+    the hold ends). ``released_at`` is when the gang's last hold ended (``None`` while held or
+    never held), ``released_attempted`` when the scheduler first attempted a member of the gang
+    since then (a round ran; ``None`` before), and ``stranded_told`` whether its members
+    refused during that hold and never attempted since have been told ``GangMembersStranded``
+    (``rules.stranded.warn_stranded``). Wire keys ``hs`` and ``w`` (always written), ``he``
+    (always written, optional on reading), ``rl``, ``rt`` and ``sd`` (each written only when
+    set)."""
+
+    held_since: int | None = None
+    warned: bool = False
+    hold_emitted_at: int | None = None
+    released_at: int | None = None
+    released_attempted: int | None = None
+    stranded_told: bool = False
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out`` (``rl``, ``rt``, ``sd``
+        only when set)."""
+        out["hs"] = self.held_since
+        out["w"] = self.warned
+        out["he"] = self.hold_emitted_at
+        if self.released_at is not None:
+            out["rl"] = self.released_at
+        if self.stranded_told:
+            out["sd"] = True
+        if self.released_attempted is not None:
+            out["rt"] = self.released_attempted
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Hold":
+        """The part from a state's wire dict (``hs`` and ``w`` required, the others optional:
+        older values lack them); ``KeyError`` without ``hs`` or ``w``."""
+        held_since: int | None = data["hs"]
+        warned: bool = data["w"]
+        emitted_at: int | None = data.get("he")
+        released_at: int | None = data.get("rl")
+        attempted: int | None = data.get("rt")
+        told: bool = data.get("sd", False)
+        if held_since is None and not warned and emitted_at is None and released_at is None \
+                and attempted is None and not told:
+            return NO_HOLD
+        return Hold(held_since, warned, emitted_at, released_at, attempted, told)
+
+
+NO_HOLD: Hold = Hold()
+"""The ``Hold`` of a gang that is not held and whose last hold (if any) left nothing to tell
+(shared by every such state)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """The gang group's peer-summary protocol (``rules.group``, ``fold.apply_summary``):
+    ``peers`` holds the last summary of each other gang of the gang group (received through
+    ``gang-events``), by gang id; ``sent_summary`` is the last summary this gang sent them
+    (``None`` before the first). ``pending_answers`` maps a peer that asked for this gang's
+    summary to the event time it wants it as of; ``asked_as_of`` is the event time this gang
+    asked its peers about (its hold is due then), while it waits for their answers;
+    ``summary_log`` the gang's own last summaries with the event time each began (bounded by
+    ``rules.group.SUMMARY_LOG``), so that it can answer "as of" an earlier time; ``deferred``
+    the peers' summaries (``GangSummarized``, oldest first) newer than ``asked_as_of`` that
+    arrived before the answers, applied once the answers are in (so the gang decides in
+    event-time order whatever order Kafka delivered them in). Times are event time in
+    microseconds. Wire keys ``p``, ``ss2``, ``pa``, ``aa``, ``sl``, ``df`` (each always
+    written, optional on reading: older values lack them)."""
+
+    peers: Mapping[str, Peer] = field(default_factory=dict)
+    sent_summary: Summary | None = None
+    pending_answers: Mapping[str, int] = field(default_factory=dict)
+    asked_as_of: int | None = None
+    summary_log: tuple[tuple[int, Summary], ...] = ()
+    deferred: tuple[GangSummarized, ...] = ()
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's keys into the state's wire dict ``out``."""
+        out["p"] = [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member,
+                     p.as_of] + ([True] if p.once_satisfied else [])
+                    for g, p in self.peers.items()]
+        out["pa"] = dict(self.pending_answers)
+        out["sl"] = [[at, list(sm[0]), *sm[1:5]] + ([True] if sm[5] else [])
+                     for at, sm in self.summary_log]
+        out["df"] = [[r.at, r.gang, r.to, list(r.groups), r.exists, r.initialized, r.members,
+                      r.min_member, r.wanted_as_of] + ([True] if r.once_satisfied else [])
+                     for r in self.deferred]
+        out["aa"] = self.asked_as_of
+        sent = self.sent_summary
+        out["ss2"] = None if sent is None else [list(sent[0]), *sent[1:5]] + (
+            [True] if sent[5] else [])
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Group":
+        """The part from a state's wire dict (every key optional)."""
+        peers = {row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5],
+                              row[6] if len(row) > 6 else 0, len(row) > 7 and row[7])
+                 for row in data.get("p", [])}
+        pending_answers = dict(data.get("pa", {}))
+        summary_log = tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5],
+                                      len(row) > 6 and row[6]))
+                            for row in data.get("sl", []))
+        deferred = tuple(GangSummarized(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7],
+                                        r[8], len(r) > 9 and r[9]) for r in data.get("df", []))
+        asked_as_of: int | None = data.get("aa")
+        ss2 = data.get("ss2")
+        sent: Summary | None = None if ss2 is None else (
+            tuple(ss2[0]), ss2[1], ss2[2], ss2[3], ss2[4], len(ss2) > 5 and ss2[5])
+        if not peers and sent is None and not pending_answers and asked_as_of is None \
+                and not summary_log and not deferred:
+            return NO_GROUP
+        return Group(peers, sent, pending_answers, asked_as_of, summary_log, deferred)
+
+
+NO_GROUP: Group = Group()
+"""The ``Group`` of a gang that has heard from no peer and told none (a gang group of one;
+shared by every such state)."""
+
+
 @dataclass(slots=True)
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
@@ -255,18 +376,11 @@ class GangState:
     ``Member`` in arrival order; ``tombstones`` maps a deleted uid to ``(rv, deleted_at)``.
     ``spec_source``/``spec_settings`` name the object whose settings initialised the gang
     (``spec`` is derived from them). ``commands`` holds the group's representative and its
-    command counter (a ``Commands`` part). ``peers`` holds the last summary of each other gang of the gang group (received
-    through ``gang-events``), ``sent_summary`` the last summary this gang sent them, and
-    ``history`` the last transitions (bounded, oldest first). ``permit`` is the Permit wait (a
-    ``Permit`` part). ``pending_answers`` maps a peer that asked for this
-    gang's summary to the event time it wants it as of; ``asked_as_of`` is the event time this
-    gang asked its peers about (its hold is due then), while it waits for their answers;
-    ``summary_log`` the gang's own last summaries with the event time each began (bounded), so
-    that it can answer "as of" an earlier time; ``deferred`` the peers' summaries newer than
-    ``asked_as_of`` that arrived before the answers, applied once the answers are in (so the
-    gang decides in event-time order whatever order Kafka delivered them in). ``held_since``/``warned`` track the PreEnqueue hold condition and whether its
-    warning has been emitted; ``emitted`` maps a diagnostic key to the digest of the facts last
-    emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
+    command counter (a ``Commands`` part), ``group`` what the gang knows of and told the other
+    gangs of its gang group (a ``Group`` part), and ``history`` the last transitions (bounded,
+    oldest first). ``permit`` is the Permit wait (a ``Permit`` part). ``hold`` is the
+    PreEnqueue hold and what its end left to tell (a ``Hold`` part); ``emitted`` maps a
+    diagnostic key to the digest of the facts last emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
     of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
     it (``fold.gang_deleted``); both are ``None`` while it exists (``exists``) and once a pod or
     a PodGroup brings it back. ``episode`` is the gang's current or last failure episode
@@ -277,12 +391,7 @@ class GangState:
     since the gang was last created (rule M2, ``fold.apply_pod``). ``orphans`` holds the pods
     of the gang that Koordinator's gang cache dropped with their PodGroup (rule M5,
     ``fold.apply_podgroup``) and that no later event of theirs has brought back yet, by uid;
-    they are not ``members`` (not the scheduler's children). ``released_at`` is when the gang's
-    last PreEnqueue hold ended (``None`` while held or never held), ``released_attempted``
-    when the scheduler first attempted a member of the gang since then (a round ran; event
-    time, ``None`` before), and
-    ``stranded_told`` whether its members refused during that hold and never attempted since
-    have been told ``GangMembersStranded`` (``rules.stranded.warn_stranded``). ``shim_at`` is the event time of
+    they are not ``members`` (not the scheduler's children). ``shim_at`` is the event time of
     the last record of the scheduler shim (``CycleObserved.shim``) for the gang: while it is
     recent, the fold prefers the shim's records to those derived from scheduler Events
     (``fold.SHIM_PREFERRED_SECONDS``). ``preemption`` is what the gang knows of pods
@@ -302,19 +411,12 @@ class GangState:
     cycle: int | None = None
     outcomes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     recent_cycles: Mapping[int, None] = field(default_factory=dict)
-    held_since: int | None = None
-    warned: bool = False
+    hold: Hold = NO_HOLD
     emitted: Mapping[str, str] = field(default_factory=dict)
     ever_scheduled: bool = False
-    peers: Mapping[str, Peer] = field(default_factory=dict)
-    sent_summary: Summary | None = None
+    group: Group = NO_GROUP
     permit: Permit = NO_PERMIT
     commands: Commands = NO_COMMANDS
-    pending_answers: Mapping[str, int] = field(default_factory=dict)
-    asked_as_of: int | None = None
-    summary_log: tuple[tuple[int, Summary], ...] = ()
-    deferred: tuple[Any, ...] = ()
-    hold_emitted_at: int | None = None
     history: tuple[HistoryEntry, ...] = ()
     deleted_at: int | None = None
     deleted_by: str | None = None
@@ -322,9 +424,6 @@ class GangState:
     storm: tuple[tuple[int, int], ...] = ()
     once_satisfied: bool = False
     orphans: Mapping[str, Member] = field(default_factory=dict)
-    released_at: int | None = None
-    stranded_told: bool = False
-    released_attempted: int | None = None
     shim_at: int | None = None
     preemption: Preemption | None = None
     lost: Lost = NO_LOSS
@@ -397,18 +496,11 @@ class GangState:
         new.cycle = self.cycle
         new.outcomes = self.outcomes
         new.recent_cycles = self.recent_cycles
-        new.held_since = self.held_since
-        new.warned = self.warned
+        new.hold = self.hold
         new.emitted = self.emitted
         new.ever_scheduled = self.ever_scheduled
-        new.peers = self.peers
-        new.sent_summary = self.sent_summary
+        new.group = self.group
         new.permit = self.permit
-        new.pending_answers = self.pending_answers
-        new.asked_as_of = self.asked_as_of
-        new.summary_log = self.summary_log
-        new.deferred = self.deferred
-        new.hold_emitted_at = self.hold_emitted_at
         new.history = self.history
         new.deleted_at = self.deleted_at
         new.deleted_by = self.deleted_by
@@ -424,9 +516,6 @@ class GangState:
         new.n_in_cycle = self.n_in_cycle
         new.n_gated = self.n_gated
         new.n_refused = self.n_refused
-        new.released_at = self.released_at
-        new.stranded_told = self.stranded_told
-        new.released_attempted = self.released_attempted
         new.preemption = self.preemption
         new._parsed_source = self._parsed_source
         new._parsed_settings = self._parsed_settings
@@ -676,8 +765,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
 
     Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
     member with gates or a 14th value, and a 14th (``refused_at``) only for a member refused
-    at PreEnqueue; settings lists of 6 strings. Each part of the state (``Permit``, ``Commands``, ``Lost``)
-    writes its own keys. ``from_wire(to_wire(s)) == s``.
+    at PreEnqueue; settings lists of 6 strings. Each part of the state (``Permit``, ``Commands``, ``Lost``,
+    ``Hold``, ``Group``) writes its own keys. ``from_wire(to_wire(s)) == s``.
     """
     out: dict[str, Any] = {
         "v": WIRE_VERSION,
@@ -693,32 +782,14 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "cy": state.cycle,
         "o": [[pod, st, rs] for pod, (st, rs) in state.outcomes.items()],
         "rc": list(state.recent_cycles),
-        "hs": state.held_since,
-        "w": state.warned,
         "em": dict(state.emitted),
         "es": state.ever_scheduled,
-        "p": [[g, list(p.groups), p.exists, p.initialized, p.members, p.min_member, p.as_of]
-              + ([True] if p.once_satisfied else []) for g, p in state.peers.items()],
-        "pa": dict(state.pending_answers),
-        "sl": [[at, list(sm[0]), *sm[1:5]] + ([True] if sm[5] else [])
-               for at, sm in state.summary_log],
-        "he": state.hold_emitted_at,
-        "df": [[r.at, r.gang, r.to, list(r.groups), r.exists, r.initialized, r.members,
-                r.min_member, r.wanted_as_of] + ([True] if r.once_satisfied else [])
-               for r in state.deferred],
-        "aa": state.asked_as_of,
-        "ss2": None if state.sent_summary is None else [
-            list(state.sent_summary[0]), *state.sent_summary[1:5]]
-        + ([True] if state.sent_summary[5] else []),
         "h": [list(h) for h in state.history],
         "da": state.deleted_at,
         "db": state.deleted_by,
         **({} if state.episode is None else {"ep": _episode_out(state.episode)}),
         **({} if not state.storm else {"sw": [list(s) for s in state.storm]}),
         **({} if not state.once_satisfied else {"os": True}),
-        **({} if state.released_at is None else {"rl": state.released_at}),
-        **({} if not state.stranded_told else {"sd": True}),
-        **({} if state.released_attempted is None else {"rt": state.released_attempted}),
         **({} if not state.orphans else {"or": [_member_out(uid, m)
                                                 for uid, m in state.orphans.items()]}),
         **({} if state.shim_at is None else {"sh": state.shim_at}),
@@ -727,6 +798,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
     state.permit.to_wire(out)
     state.commands.to_wire(out)
     state.lost.to_wire(out)
+    state.hold.to_wire(out)
+    state.group.to_wire(out)
     return out
 
 
@@ -791,24 +864,10 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         outcomes={pod: (st, rs) for pod, st, rs in data["o"]},
         recent_cycles=dict.fromkeys(k if isinstance(k, int) else cycle_key(*k)
                                     for k in data["rc"]),
-        held_since=data["hs"],
-        warned=data["w"],
+        hold=Hold.from_wire(data),
         emitted=dict(data["em"]),
         ever_scheduled=data["es"],
-        peers={row[0]: Peer(tuple(row[1]), row[2], row[3], row[4], row[5],
-                            row[6] if len(row) > 6 else 0, len(row) > 7 and row[7])
-               for row in data.get("p", [])},
-        pending_answers=dict(data.get("pa", {})),
-        summary_log=tuple((row[0], (tuple(row[1]), row[2], row[3], row[4], row[5],
-                                    len(row) > 6 and row[6]))
-                          for row in data.get("sl", [])),
-        hold_emitted_at=data.get("he"),
-        deferred=tuple(GangSummarized(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6], r[7],
-                                      r[8], len(r) > 9 and r[9]) for r in data.get("df", [])),
-        asked_as_of=data.get("aa"),
-        sent_summary=None if data.get("ss2") is None else (
-            tuple(data["ss2"][0]), data["ss2"][1], data["ss2"][2], data["ss2"][3],
-            data["ss2"][4], len(data["ss2"]) > 5 and data["ss2"][5]),
+        group=Group.from_wire(data),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
         permit=Permit.from_wire(data),
         commands=Commands.from_wire(data),
@@ -818,9 +877,6 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         storm=tuple((a, b) for a, b in data.get("sw", [])),
         once_satisfied=data.get("os", False),
         orphans={row[0]: _member_in(row) for row in data.get("or", [])},
-        released_at=data.get("rl"),
-        stranded_told=data.get("sd", False),
-        released_attempted=data.get("rt"),
         shim_at=data.get("sh"),
         preemption=_preemption_in(data.get("pe")),
         lost=Lost.from_wire(data),

@@ -87,7 +87,7 @@ def test_the_result_is_the_same_for_any_interleaving(order):
     for gang in ("ml/a", "ml/b"):
         def news(state):  # what the peers said, not when they said it
             return {g: (p.groups, p.exists, p.initialized, p.members, p.min_member)
-                    for g, p in state.peers.items()}
+                    for g, p in state.group.peers.items()}
         assert news(result.states[gang]) == news(reference.states[gang])
         assert result.states[gang].members.keys() == reference.states[gang].members.keys()
     # every warning series is closed by GangMembersSatisfied, whatever the order
@@ -100,8 +100,8 @@ def test_summaries_are_exchanged_only_when_they_change():
     assert result.diagnostics  # sanity
     # each gang's last sent summary equals its own current summary, and peers agree
     a, b = result.states["ml/a"], result.states["ml/b"]
-    assert a.peers["ml/b"].members == 2 and b.peers["ml/a"].members == 2
-    assert a.sent_summary == (("ml/a", "ml/b"), True, True, 2, 2, False)
+    assert a.group.peers["ml/b"].members == 2 and b.group.peers["ml/a"].members == 2
+    assert a.group.sent_summary == (("ml/a", "ml/b"), True, True, 2, 2, False)
 
 
 def test_history_explains_how_the_gang_got_here():

@@ -10,6 +10,7 @@ Must not: read the clock, do I/O or import infrastructure.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..records import GangRecord, GangSummarized
@@ -29,13 +30,15 @@ def peers_to_ask(state: GangState, as_of: int) -> list[str]:
     spec = state.spec
     if spec is None:
         return []
+    peers = state.group.peers
     return [g for g in spec.groups if g != state.gang
-            and (g not in state.peers or state.peers[g].as_of < as_of)]
+            and (g not in peers or peers[g].as_of < as_of)]
 
 
 def awaiting_answers(state: GangState) -> bool:
     """True while the gang has asked its peers (``asked_as_of``) and some answer is missing."""
-    return state.asked_as_of is not None and bool(peers_to_ask(state, state.asked_as_of))
+    asked_as_of = state.group.asked_as_of
+    return asked_as_of is not None and bool(peers_to_ask(state, asked_as_of))
 
 
 SUMMARY_LOG = 32
@@ -46,7 +49,7 @@ def summary_as_of(state: GangState, at: int) -> Summary:
     """The gang's own summary as it was at event time ``at``: the last logged summary that
     began at or before ``at``; before the first one the gang did not exist yet; when the log
     has been cut and ``at`` is older than what it holds, the oldest entry (the best known)."""
-    log = state.summary_log
+    log = state.group.summary_log
     for begun, summary in reversed(log):
         if begun <= at:
             return summary
@@ -57,10 +60,12 @@ def summary_as_of(state: GangState, at: int) -> Summary:
 
 def answer_peers(state: GangState, due: int) -> tuple[GangState, list[dict[str, Any]]]:
     """Send this gang's summary as of ``due`` to every peer that asked for it by then."""
-    asked = sorted(g for g, t in state.pending_answers.items() if t <= due)
+    pending = state.group.pending_answers
+    asked = sorted(g for g, t in pending.items() if t <= due)
     then = summary_as_of(state, due)
     out = [summary_record(state, g, due, summary=then) for g in asked]
-    state.pending_answers = {g: t for g, t in state.pending_answers.items() if t > due}
+    state.group = replace(state.group,
+                          pending_answers={g: t for g, t in pending.items() if t > due})
     return state, out
 
 
@@ -90,21 +95,23 @@ def decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: i
     Summaries travel through ``gang-events`` keyed by the receiving gang, so the other gangs'
     state reaches each gang's fold through Kafka, in its own partition's order."""
     spec = state.spec
-    if not state.peers and state.sent_summary is None \
+    group = state.group
+    if not group.peers and group.sent_summary is None \
             and (spec is None or all(g == state.gang for g in spec.groups)):
         return state  # a gang group of one: nobody to tell (the common case, on every record)
     listeners = {g for g in (spec.groups if spec else ()) if g != state.gang}
-    listeners |= {g for g, p in state.peers.items() if state.gang in p.groups}
+    listeners |= {g for g, p in group.peers.items() if state.gang in p.groups}
     mine = own_summary(state)
-    if (listeners or state.peers) and (not state.summary_log or state.summary_log[-1][1] != mine):
-        state.summary_log = (state.summary_log + ((at, mine),))[-SUMMARY_LOG:]
+    if (listeners or group.peers) and (not group.summary_log or group.summary_log[-1][1] != mine):
+        state.group = group = replace(
+            group, summary_log=(group.summary_log + ((at, mine),))[-SUMMARY_LOG:])
     targets: set[str] = set()
-    if mine != state.sent_summary and (listeners or state.sent_summary is not None):
+    if mine != group.sent_summary and (listeners or group.sent_summary is not None):
         targets = listeners
-        state.sent_summary = mine
+        state.group = replace(group, sent_summary=mine)
     elif isinstance(rec, GangSummarized) and state.gang in rec.groups \
-            and (rec.gang not in before.peers or (state.once_satisfied
-                                                  and not rec.once_satisfied)):
+            and (rec.gang not in before.group.peers or (state.once_satisfied
+                                                        and not rec.once_satisfied)):
         targets = {rec.gang}  # a newcomer, or a gang that has not heard the group is satisfied
     for to in sorted(targets):
         out.append(summary_record(state, to, at))
@@ -113,7 +120,8 @@ def decide_summaries(before: GangState, state: GangState, rec: GangRecord, at: i
 
 def answers_due(state: GangState, settings: FoldSettings) -> int | None:
     """When the gang owes its peers an answer (the earliest "as of" asked), or ``None``."""
-    return min(state.pending_answers.values()) if state.pending_answers else None
+    pending = state.group.pending_answers
+    return min(pending.values()) if pending else None
 
 
 def _fire_answers(state: GangState, due: int, settings: FoldSettings

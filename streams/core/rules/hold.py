@@ -11,6 +11,7 @@ Must not: read the clock, do I/O or import infrastructure.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..settings import FoldSettings, Output
@@ -208,7 +209,7 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     for other in spec.groups:
         if other == state.gang:
             continue
-        peer = state.peers.get(other)
+        peer = state.group.peers.get(other)
         facts: dict[str, Any] = {"gang_group": spec.gang_group, "blocking_gang": other}
         if peer is None or not peer.exists:
             return "GangGroupIncomplete", {**facts, "members": 0}
@@ -225,6 +226,13 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+def _asked(state: GangState, as_of: int | None) -> None:
+    """Set the event time the gang asked its peers about (``Group.asked_as_of``; ``None``: it
+    waits for no answer), replacing ``state.group`` only when that changes."""
+    if state.group.asked_as_of != as_of:
+        state.group = replace(state.group, asked_as_of=as_of)
+
+
 def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
     """The hold's grace period ended at ``at``: emit its warning and mark the hold as warned;
     or, for a hold by the gang group with peers' news older than ``at``, ask those peers for
@@ -232,23 +240,25 @@ def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     found = hold(state)
     out: list[dict[str, Any]] = []
     if found is None:
-        state.held_since, state.warned, state.asked_as_of = None, False, None
+        state.hold = replace(state.hold, held_since=None, warned=False)
+        _asked(state, None)
         return state, out
     if found[0] == "GangGroupIncomplete":
         stale = peers_to_ask(state, at)
         if stale:
             out = [summary_record(state, g, at, wanted_as_of=at) for g in stale]
-            state.asked_as_of = at
+            _asked(state, at)
             return state, out
     reason, facts = found
     state = emit_hold(state, reason, facts, at, out)
-    state.warned, state.asked_as_of, state.hold_emitted_at = True, None, at
+    state.hold = replace(state.hold, warned=True, hold_emitted_at=at)
+    _asked(state, None)
     return state, out
 
 
 def hold_update_pending(state: GangState) -> bool:
     """True when a warned hold's facts changed since its last warning (a refresh is due)."""
-    if not state.warned or state.held_since is None:
+    if not state.hold.warned or state.hold.held_since is None:
         return False
     found = hold(state)
     return found is not None and \
@@ -264,64 +274,66 @@ def refresh_hold(state: GangState, at: int) -> tuple[GangState, list[dict[str, A
 def decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
                  refresh_micros: int) -> GangState:
     found = hold(state)
+    held = state.hold
     if found is not None:
-        if state.held_since is None:
-            state.held_since, state.warned = at, False
+        if held.held_since is None:
+            state.hold = replace(held, held_since=at, warned=False)
             return state
-        if state.warned:
-            if state.hold_emitted_at is not None and at < state.hold_emitted_at + refresh_micros:
+        if held.warned:
+            if held.hold_emitted_at is not None and at < held.hold_emitted_at + refresh_micros:
                 return state  # news within the refresh interval: the refresh timer sends it
             if found[0] == "GangGroupIncomplete":
-                wanted = max(at, state.asked_as_of or 0)
+                wanted = max(at, state.group.asked_as_of or 0)
                 stale = peers_to_ask(state, wanted)
                 if stale:  # news of the group first (see peers_to_ask)
-                    if state.asked_as_of != wanted:
+                    if state.group.asked_as_of != wanted:
                         out.extend(summary_record(state, g, at, wanted_as_of=wanted)
                                    for g in stale)
-                    state.asked_as_of = wanted
+                    _asked(state, wanted)
                     return state
             count = len(out)
             state = emit_hold(state, found[0], found[1], at, out)
             if len(out) > count:
-                state.hold_emitted_at = at
-            state.asked_as_of = None
+                state.hold = replace(state.hold, hold_emitted_at=at)
+            _asked(state, None)
             return state
         return state
-    if state.held_since is None:
+    if held.held_since is None:
         return state
     spec = state.spec
     members = len(state.members)
     emitted = state.emitted
-    if state.warned and spec is not None and GATED_KEY in emitted \
+    if held.warned and spec is not None and GATED_KEY in emitted \
             and emitted[GATED_KEY] == emitted.get(HOLD_KEY):
         ungated = members - state.n_gated
         if ungated >= spec.min_member:
             state = emit(state, UNGATED.name, UNGATED,
                           {"members": members, "ungated": ungated,
                            "min_member": spec.min_member}, at, out)
-    elif state.warned and spec is not None and members >= spec.min_member:
+    elif held.warned and spec is not None and members >= spec.min_member:
         state = emit(state, SATISFIED.name, SATISFIED,
                       {"members": members, "min_member": spec.min_member}, at, out)
     state.emitted = {k: v for k, v in state.emitted.items() if k not in _HOLD_SERIES_KEYS}
-    state.held_since, state.warned, state.asked_as_of, state.hold_emitted_at = \
-        None, False, None, None
+    state.hold = replace(state.hold, held_since=None, warned=False, hold_emitted_at=None)
+    _asked(state, None)
     return state
 
 
 def grace_due(state: GangState, settings: FoldSettings) -> int | None:
     """When the hold's grace period ends (its first warning), or ``None``: none once warned,
     and none while the gang waits for its peers' answers (``awaiting_answers``)."""
-    if state.held_since is not None and not state.warned and not awaiting_answers(state):
-        return state.held_since + settings.grace_micros
+    held_since = state.hold.held_since
+    if held_since is not None and not state.hold.warned and not awaiting_answers(state):
+        return held_since + settings.grace_micros
     return None
 
 
 def refresh_due(state: GangState, settings: FoldSettings) -> int | None:
     """When a warned hold whose facts changed is told again (``refresh_seconds`` after its
     last warning), or ``None``."""
-    if state.hold_emitted_at is not None and not awaiting_answers(state) \
-            and hold_update_pending(state):
-        return state.hold_emitted_at + settings.refresh_micros
+    emitted_at = state.hold.hold_emitted_at
+    if emitted_at is not None and not awaiting_answers(state) and hold_update_pending(state):
+        return emitted_at + settings.refresh_micros
     return None
 
 
@@ -334,7 +346,7 @@ def _fire_refresh(state: GangState, due: int, settings: FoldSettings
                   ) -> tuple[GangState, list[Output]]:
     state, fired = refresh_hold(state, due)
     if not fired:  # nothing sent (or only questions to the peers): move the timer on
-        state.hold_emitted_at = due
+        state.hold = replace(state.hold, hold_emitted_at=due)
     return state, fired
 
 

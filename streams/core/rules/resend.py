@@ -48,7 +48,7 @@ def open_warnings(state: GangState) -> list[tuple[str, str, dict[str, Any]]]:
         for field, by_value in spec.spec_conflicts(state).items():
             still(f"GangSpecConflict:{field}", spec.CONFLICT.name,
                   {"field": field, "values": by_value})
-    if state.warned and holds.HOLD_KEY in emitted:
+    if state.hold.warned and holds.HOLD_KEY in emitted:
         found = holds.hold(state)
         if found is not None:
             still(holds.HOLD_KEY, *found)

@@ -9,6 +9,7 @@ Must not: read the clock, do I/O or import infrastructure.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..records import CycleObserved, GangRecord, PodObserved
@@ -52,8 +53,9 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
     complete. The refused pod moves again only when a round of its gang group hands it out
     (NextPod), and a round ends when the group is allowed at Permit (its context cleared) or
     every pending member was attempted."""
-    if state.held_since is not None:
-        if before.held_since is None:
+    hold = state.hold
+    if hold.held_since is not None:
+        if before.hold.held_since is None:
             state.put_members({uid: refused_member(m, at)
                                for uid, m in state.members.items()
                                if m.pending and not m.gates and m.refused_at is None})
@@ -62,22 +64,22 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
             if changed is not None and changed.pending and not changed.gates \
                     and changed.refused_at is None:
                 state.put_member(rec.uid, refused_member(changed, at))
-        if state.released_at is not None or state.stranded_told \
-                or state.released_attempted is not None:
-            state.released_at, state.stranded_told = None, False
-            state.released_attempted = None
-    elif before.held_since is not None:
-        state.released_at, state.stranded_told, state.released_attempted = at, False, None
-    elif isinstance(rec, CycleObserved) and state.released_at is not None \
-            and state.released_attempted is None and rec.at >= state.released_at \
+        if hold.released_at is not None or hold.stranded_told \
+                or hold.released_attempted is not None:
+            state.hold = replace(hold, released_at=None, stranded_told=False,
+                                 released_attempted=None)
+    elif before.hold.held_since is not None:
+        state.hold = replace(hold, released_at=at, stranded_told=False, released_attempted=None)
+    elif isinstance(rec, CycleObserved) and hold.released_at is not None \
+            and hold.released_attempted is None and rec.at >= hold.released_at \
             and not (rec.stage == "PreEnqueue" and rec.status != "Success") \
             and rec.reason != NO_TOPOLOGY:
         # a member refused for want of a cluster network topology opened no round (rule
         # NT1): the others wait behind it, and deleting them would not help
-        state.released_attempted = rec.at
+        state.hold = replace(hold, released_attempted=rec.at)
     if isinstance(rec, CycleObserved) and state.n_refused:
         state = _tried_culprit(state, rec)
-    if state.held_since is None and before.n_bound == 0 and state.n_bound > 0 \
+    if state.hold.held_since is None and before.n_bound == 0 and state.n_bound > 0 \
             and state.n_pending > state.n_refused:
         # the gang's first bind: its group was allowed at Permit and the round's context
         # cleared (ST1); a member the round did not hand out was refused at PreEnqueue behind
@@ -86,10 +88,10 @@ def track_refusals(before: GangState, state: GangState, rec: GangRecord, at: int
                 if m.pending and not m.gates and m.refused_at is None
                 and (m.status is None or m.stage == "PreEnqueue")}
         state.put_members(left)
-        if left and state.released_at is None:
-            state.released_at, state.stranded_told = at, False
-        if state.released_attempted is None and state.released_at is not None:
-            state.released_attempted = at
+        if left and state.hold.released_at is None:
+            state.hold = replace(state.hold, released_at=at, stranded_told=False)
+        if state.hold.released_attempted is None and state.hold.released_at is not None:
+            state.hold = replace(state.hold, released_attempted=at)
     return state
 
 
@@ -113,7 +115,7 @@ def _tried_culprit(state: GangState, rec: CycleObserved) -> GangState:
 def stranded_members(state: GangState) -> list[str]:
     """Names (sorted) of the pending members refused at PreEnqueue during the gang's last hold
     and not attempted since (``Member.refused_at``), while the gang is not held."""
-    if state.held_since is not None or not state.n_refused:
+    if state.hold.held_since is not None or not state.n_refused:
         return []
     return sorted(m.name for m in state.members.values()
                   if m.refused_at is not None and m.pending)
@@ -124,9 +126,10 @@ def stranded_facts(state: GangState, at: int) -> dict[str, Any] | None:
     (``stranded_members``) and ``after_seconds`` (whole seconds since the hold ended), or
     ``None`` when no member is stranded."""
     names = stranded_members(state)
-    if not names or state.released_at is None:
+    released_at = state.hold.released_at
+    if not names or released_at is None:
         return None
-    return {"stranded": names, "after_seconds": (at - state.released_at) // 1_000_000}
+    return {"stranded": names, "after_seconds": (at - released_at) // 1_000_000}
 
 
 def stranded_due(state: GangState, settings: FoldSettings) -> int | None:
@@ -137,15 +140,16 @@ def stranded_due(state: GangState, settings: FoldSettings) -> int | None:
     rule ST3); once per release.
     Without such evidence (the scheduler may be down or its queue long) nothing is said.
     ``None`` when no member is refused, the gang is held, or the release was told."""
-    if not state.n_refused or state.held_since is not None or state.released_at is None \
-            or state.stranded_told:
+    hold = state.hold
+    if not state.n_refused or hold.held_since is not None or hold.released_at is None \
+            or hold.stranded_told:
         return None
     spec = state.spec
-    if state.released_attempted is not None:
-        return state.released_attempted + settings.stranded_micros
+    if hold.released_attempted is not None:
+        return hold.released_attempted + settings.stranded_micros
     if spec is None or state.gang in spec.groups:
         return None
-    return state.released_at + settings.stranded_micros
+    return hold.released_at + settings.stranded_micros
 
 
 def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
@@ -154,7 +158,7 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
     seconds since the hold ended]), naming only those pods. Marks the release as told."""
     out: list[dict[str, Any]] = []
     facts = stranded_facts(state, at)
-    state.stranded_told = True
+    state.hold = replace(state.hold, stranded_told=True)
     if facts is not None:
         names = facts["stranded"]
         digest = emit_digests("GangMembersStranded", {"stranded": names})[0]
