@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from .episode import Episode, per_minute
 from .preemption import Preemption, Victim
@@ -367,38 +367,55 @@ NO_GROUP: Group = Group()
 """The ``Group`` of a gang that has heard from no peer and told none (a gang group of one;
 shared by every such state)."""
 
+PARTS: tuple[tuple[str, Callable[[Mapping[str, Any]], object]], ...] = (
+    ("permit", Permit.from_wire), ("commands", Commands.from_wire), ("lost", Lost.from_wire),
+    ("hold", Hold.from_wire), ("group", Group.from_wire))
+"""The parts of ``GangState``: ``(attribute, its class's from_wire)``, in the order ``to_wire``
+writes their keys (the order of the keys in a stored value). ``to_wire`` and ``from_wire``
+iterate over it: a new part is its class, its ``GangState`` field, its line in
+``GangState.copy`` and its entry here."""
+
 
 @dataclass(slots=True)
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
 
-    Counts are pod counts, times integer microseconds of event time. ``members`` maps uid to
-    ``Member`` in arrival order; ``tombstones`` maps a deleted uid to ``(rv, deleted_at)``.
-    ``spec_source``/``spec_settings`` name the object whose settings initialised the gang
-    (``spec`` is derived from them). ``commands`` holds the group's representative and its
-    command counter (a ``Commands`` part), ``group`` what the gang knows of and told the other
-    gangs of its gang group (a ``Group`` part), and ``history`` the last transitions (bounded,
-    oldest first). ``permit`` is the Permit wait (a ``Permit`` part). ``hold`` is the
-    PreEnqueue hold and what its end left to tell (a ``Hold`` part); ``emitted`` maps a
-    diagnostic key to the digest of the facts last emitted for it. ``deleted_at``/``deleted_by`` say when and by which deletion (``Pod/<name>``
-    of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes
-    it (``fold.gang_deleted``); both are ``None`` while it exists (``exists``) and once a pod or
-    a PodGroup brings it back. ``episode`` is the gang's current or last failure episode
-    (``streams.core.episode``, from scheduler Events), ``None`` when it had none since it was
-    last bound or deleted; ``storm`` counts its failed attempts per second of event time over
-    the last minute (``episode.count_attempt``). ``once_satisfied`` is Koordinator's
-    ``OnceResourceSatisfied`` of the gang's group as far as this gang saw it: a member was bound
-    since the gang was last created (rule M2, ``fold.apply_pod``). ``orphans`` holds the pods
-    of the gang that Koordinator's gang cache dropped with their PodGroup (rule M5,
-    ``fold.apply_podgroup``) and that no later event of theirs has brought back yet, by uid;
-    they are not ``members`` (not the scheduler's children). ``shim_at`` is the event time of
-    the last record of the scheduler shim (``CycleObserved.shim``) for the gang: while it is
-    recent, the fold prefers the shim's records to those derived from scheduler Events
-    (``fold.SHIM_PREFERRED_SECONDS``). ``preemption`` is what the gang knows of pods
-    preempted for it and of its members' nominated nodes (``streams.core.preemption``), ``None``
-    when nothing. ``lost`` holds the members lost after the gang was
-    scheduled (a ``Lost`` part). A deleted gang keeps its state (the epoch of its group, the
-    diagnostics it emitted) as a tombstone whose phase is ``Deleted``.
+    Counts are pod counts, times integer microseconds of event time. Five concerns are parts,
+    frozen values that document their own fields and own their wire keys (``PARTS``), shared
+    between a state and its ``copy()`` and replaced, never mutated, by a rule that changes
+    one: ``permit`` the Permit wait (``Permit``), ``commands`` the group's representative and
+    its command counter (``Commands``), ``lost`` the members lost after the gang was scheduled
+    (``Lost``), ``hold`` the PreEnqueue hold and what its end left to tell (``Hold``), and
+    ``group`` what the gang knows of and told the other gangs of its gang group (``Group``).
+
+    The other fields: ``gang`` is the gang id (``namespace/name``); ``clock`` the latest event
+    time of the records that changed the gang (``fold.apply``). ``members`` maps uid to
+    ``Member`` in arrival order; ``tombstones`` maps a deleted uid to ``(rv, deleted_at)``. ``spec_source``/``spec_settings`` name the object whose
+    settings initialised the gang (``spec`` is derived from them); ``podgroup`` is its PodGroup,
+    ``None`` without one. ``cycle`` is the number of the latest scheduling cycle reported for
+    the gang and ``outcomes`` each pod's ``(status, reason)`` in it (``fold.apply_cycle``);
+    ``recent_cycles`` holds the keys (``cycle_key``) of the last ``fold.RECENT_CYCLES`` cycle
+    records applied. ``emitted`` maps a diagnostic key to the digest of the facts last emitted
+    for it, ``ever_scheduled`` says whether the gang was scheduled (minMember members bound,
+    ``rules.scheduled``) since it was last created, and ``history`` holds the last transitions
+    (bounded, oldest first). ``deleted_at``/``deleted_by`` say when and by which deletion
+    (``Pod/<name>`` of the last pod, or ``PodGroup/<name>``) the gang stopped existing, as Koordinator deletes it (``fold.gang_deleted``); both are ``None``
+    while it exists (``exists``) and once a pod or a PodGroup brings it back. ``episode`` is
+    the gang's current or last failure episode (``streams.core.episode``, from scheduler
+    Events), ``None`` when it had none since it was last bound or deleted; ``storm`` counts its
+    failed attempts per second of event time over the last minute (``episode.count_attempt``).
+    ``once_satisfied`` is Koordinator's ``OnceResourceSatisfied`` of the gang's group as far as
+    this gang saw it: a member was bound since the gang was last created (rule M2,
+    ``fold.apply_pod``). ``orphans`` holds the pods of the gang that Koordinator's gang cache
+    dropped with their PodGroup (rule M5, ``fold.apply_podgroup``) and that no later event of
+    theirs has brought back yet, by uid; they are not ``members`` (not the scheduler's
+    children). ``shim_at`` is the event time of the last record of the scheduler shim
+    (``CycleObserved.shim``) for the gang: while it is recent, the fold prefers the shim's
+    records to those derived from scheduler Events (``fold.SHIM_PREFERRED_SECONDS``).
+    ``preemption`` is what the gang knows of pods preempted for it and of its members'
+    nominated nodes (``streams.core.preemption``), ``None`` when nothing. A deleted gang keeps
+    its state (the epoch of its group, the diagnostics it emitted) as a tombstone whose phase
+    is ``Deleted``.
     """
 
     gang: str
@@ -765,8 +782,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
 
     Members become lists of 12 values, plus a 13th (the scheduling gates' names) only for a
     member with gates or a 14th value, and a 14th (``refused_at``) only for a member refused
-    at PreEnqueue; settings lists of 6 strings. Each part of the state (``Permit``, ``Commands``, ``Lost``,
-    ``Hold``, ``Group``) writes its own keys. ``from_wire(to_wire(s)) == s``.
+    at PreEnqueue; settings lists of 6 strings. Then each part (``PARTS``, in its order) writes
+    its own keys. ``from_wire(to_wire(s)) == s``.
     """
     out: dict[str, Any] = {
         "v": WIRE_VERSION,
@@ -795,11 +812,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
         **({} if state.shim_at is None else {"sh": state.shim_at}),
         **({} if state.preemption is None else {"pe": _preemption_out(state.preemption)}),
     }
-    state.permit.to_wire(out)
-    state.commands.to_wire(out)
-    state.lost.to_wire(out)
-    state.hold.to_wire(out)
-    state.group.to_wire(out)
+    for name, _ in PARTS:
+        getattr(state, name).to_wire(out)
     return out
 
 
@@ -839,9 +853,10 @@ def _capacity_in(row: list[Any]) -> Capacity:
 
 
 def from_wire(data: Mapping[str, Any]) -> GangState:
-    """Decode the dict made by ``to_wire``. Keys added to the wire form after its first
-    release (``p``, ``pa``, ``sl``, ... ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``rl``,
-    ``sd``, ``rt``, ``sh``, ``pe``, ``lo``, ``lt``) are optional, so values stored before them still decode (a gang stored before
+    """Decode the dict made by ``to_wire``; each part (``PARTS``) decodes its own keys, and
+    its ``from_wire`` says which are optional. The state's own keys added to the wire form
+    after its first release (``h``, ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``sh``,
+    ``pe``) are optional, so values stored before them still decode (a gang stored before
     ``da`` is not deleted); so are a member row's 13th value (its scheduling gates: a row of 12
     is a member without gates) and 14th (``refused_at``). Keys of retired fields are ignored:
     ``cc`` (the cycle of the last command) and ``sk`` (the count of consecutive switches),
@@ -851,7 +866,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
     if data.get("v") != WIRE_VERSION:
         raise ValueError(f"unknown gang state wire version {data.get('v')!r}")
     pg = data["pg"]
-    return GangState(
+    state = GangState(
         gang=data["g"],
         clock=data["c"],
         spec_source=data["ss"],
@@ -864,13 +879,9 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         outcomes={pod: (st, rs) for pod, st, rs in data["o"]},
         recent_cycles=dict.fromkeys(k if isinstance(k, int) else cycle_key(*k)
                                     for k in data["rc"]),
-        hold=Hold.from_wire(data),
         emitted=dict(data["em"]),
         ever_scheduled=data["es"],
-        group=Group.from_wire(data),
         history=tuple((a, b, c) for a, b, c in data.get("h", [])),
-        permit=Permit.from_wire(data),
-        commands=Commands.from_wire(data),
         deleted_at=data.get("da"),
         deleted_by=data.get("db"),
         episode=_episode_in(data.get("ep")),
@@ -879,5 +890,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         orphans={row[0]: _member_in(row) for row in data.get("or", [])},
         shim_at=data.get("sh"),
         preemption=_preemption_in(data.get("pe")),
-        lost=Lost.from_wire(data),
     )
+    for name, decode in PARTS:
+        setattr(state, name, decode(data))
+    return state

@@ -6,12 +6,12 @@ the changelog the previous one wrote."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from streams.core.records import GangSummarized
-from streams.core.state import (NO_GROUP, NO_HOLD, NO_LOSS, NO_PERMIT, Commands, Group, Hold,
-                                Lost, Peer, Permit, from_wire, to_wire)
+from streams.core.state import (NO_GROUP, NO_HOLD, NO_LOSS, NO_PERMIT, PARTS, Commands,
+                                GangState, Group, Hold, Lost, Peer, Permit, from_wire, to_wire)
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "gang-state-wire-main-01b12bf.json"
 """36 wire forms written by main's ``to_wire`` at 01b12bf, taken while folding every case of
@@ -117,3 +117,17 @@ def test_the_group_writes_its_six_keys() -> None:
     state.group = replace(NO_GROUP)
     wire = to_wire(state)
     assert [wire[k] for k in ("p", "ss2", "pa", "aa", "sl", "df")] == [[], None, {}, None, [], []]
+
+
+def test_parts_names_every_part_of_the_state_with_its_decoder() -> None:
+    state = GangState(gang="ml/a")
+    assert [name for name, _ in PARTS] == ["permit", "commands", "lost", "hold", "group"]
+    assert {f.name for f in fields(GangState) if hasattr(getattr(state, f.name), "to_wire")} \
+        == {name for name, _ in PARTS}
+    wire = to_wire(state)
+    for name, decode in PARTS:
+        assert decode(wire) == getattr(state, name)
+    state.hold = Hold(held_since=4, warned=True, hold_emitted_at=5)
+    state.permit = Permit(6, False)
+    back = from_wire(to_wire(state))
+    assert (back.hold, back.permit, back.lost) == (Hold(4, True, 5), Permit(6, False), NO_LOSS)
