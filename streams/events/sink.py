@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import sys
 import threading
@@ -127,8 +128,14 @@ class DryRunTransport:
         if method == "GET":
             return Response(404, {}, {"reason": "NotFound"})
         verb = {"POST": "create", "PATCH": "patch"}.get(method, method.lower())
-        self.write(json.dumps({"verb": verb, "path": path, "body": body},
-                              ensure_ascii=False, sort_keys=True))
+        try:
+            self.write(json.dumps({"verb": verb, "path": path, "body": body},
+                                  ensure_ascii=False, sort_keys=True))
+        except BrokenPipeError:
+            # the reader of the output went away (``| head``): end quietly, as a Unix filter
+            # does, instead of retrying a write that no API server was ever part of
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(0) from None
         return Response(201 if method == "POST" else 200, {}, dict(body or {}))
 
 

@@ -13,6 +13,7 @@ deadline passes), never by sleeping.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -34,6 +35,7 @@ from streams.kafka.waiting import Failure, Readiness, Unreachable, retry
 from tests.doubles.apiserver import ApiServerDouble
 
 GANGSTATE = str(Path(sys.executable).parent / "gangstate")
+ROOT = Path(__file__).resolve().parents[2]
 TRACE = str(Path(__file__).resolve().parents[1] / "cases" / "insufficient-members"
             / "trace.jsonl")
 KAFKA_HINT = "check the address, or start a local broker with `python deploy/kafka/broker.py run`"
@@ -361,6 +363,37 @@ def test_an_http_port_in_use_is_one_line_and_exit_2() -> None:
     assert run.stderr.splitlines()[-1] == (f"gangstate sink: cannot listen on 127.0.0.1:{port} "
                                            f"(--http-port): Address already in use; choose "
                                            f"another port")
+
+
+def test_a_dry_run_sink_whose_reader_goes_away_ends_quietly(tmp_path: Path) -> None:
+    # `gangstate sink --dry-run --input F | head -c 300`: once head has read its bytes and
+    # closed the pipe, the sink ends with status 0 at once; it used to log each later write as
+    # a failed POST (BrokenPipeError) and retry it for minutes. The diagnostics of every
+    # recorded case, one Event line of about 1 KB per pod each: more than a pipe's 64 KiB
+    # buffer, so the sink is still writing when the reader has gone.
+    diagnostics: list[dict[str, object]] = []
+    for trace in sorted((ROOT / "tests/cases/recorded").glob("*/trace.jsonl")):
+        fold = gangstate("fold", str(trace), "--output", "json", "--at", "2026-12-02T13:55:00Z")
+        assert fold.returncode == 0, fold.stderr
+        diagnostics += json.loads(fold.stdout)["diagnostics"]
+    given = tmp_path / "diagnostics.json"
+    given.write_text(json.dumps({"diagnostics": diagnostics, "commands": []}))
+    proc = subprocess.Popen([GANGSTATE, "sink", "--dry-run", "--input", str(given)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=environment())
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith('{"body": ')
+    proc.stdout.close()
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the sink still runs 60 s after its reader went away:\n"
+                    f"{proc.stderr.read()[-2000:]}")
+    err = proc.stderr.read()
+    assert code == 0, err
+    no_traceback(err)
+    assert "BrokenPipeError" not in err and "retrying" not in err, err
 
 
 # -- the watch refused by the API server at its first list: one line, exit 1 -------------------
