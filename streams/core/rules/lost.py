@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Any
 
 from .. import lost as losses
-from ..records import GangRecord
 from ..settings import FoldSettings, Output
 from ..state import NO_LOSS, GangState
 from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit
@@ -35,11 +34,12 @@ def warn_lost(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     return state, out
 
 
-def decide_lost(before: GangState, state: GangState, rec: GangRecord, at: int,
-                 out: list[dict[str, Any]]) -> GangState:
-    """Members lost after the gang was scheduled (``streams.core.lost``): remember a loss,
-    ``GangMembersLost`` when its settling time has passed by this record, and
-    ``GangMembersRestored`` when a told loss ends with minMember members bound again."""
+def decide_lost(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """Members lost after the gang was scheduled (``streams.core.lost``): remember a loss
+    (``s.before`` against ``state``, at ``s.at``), ``GangMembersLost`` when its settling time
+    has passed by this record, and ``GangMembersRestored`` when a told loss ends with minMember
+    members bound again."""
+    before, rec, at = s.before, s.rec, s.at
     state = losses.track_losses(before, state, rec, at)
     if not state.lost.entries and LOST_KEY in state.emitted:
         # the series of GangMembersLost ends: told as restored when minMember members are
@@ -65,9 +65,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("lost", "members lost, settled", _due, _fire)
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return decide_lost(s.before, state, s.rec, s.at, out)
-
-
-DECISION: Decision = Decision("lost", _decide)
+DECISION: Decision = Decision("lost", decide_lost)
 RULE: Rule = Rule("lost", (LOST, RESTORED), (TIMER,), (DECISION,))

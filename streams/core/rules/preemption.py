@@ -76,10 +76,11 @@ def warn_preemption(state: GangState, at: int) -> tuple[GangState, list[dict[str
     return state, out
 
 
-def decide_preemption(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
-    """``warn_preemption`` when a record arrives at or after its due time (``PartitionFold``
-    fires the timer first; this covers a fold stepped record by record and a failed attempt
-    that makes the waste evident at once)."""
+def decide_preemption(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """``warn_preemption`` when a record is decided (``s.at``, microseconds of event time) at
+    or after its due time (``PartitionFold`` fires the timer first; this covers a fold stepped
+    record by record and a failed attempt that makes the waste evident at once)."""
+    at = s.at
     due = preemption_due(state)
     if due is None or at < due:
         return state
@@ -97,9 +98,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("preemption", "preemption settled", _due, _fire)
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return decide_preemption(state, s.at, out)
-
-
-DECISION: Decision = Decision("preemption", _decide)
+DECISION: Decision = Decision("preemption", decide_preemption)
 RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,), (DECISION,))

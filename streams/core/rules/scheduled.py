@@ -37,7 +37,11 @@ def failed_bound(state: GangState) -> int:
     return n
 
 
-def decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
+def decide_scheduled(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """``GangScheduled`` at ``s.at`` (microseconds of event time) when minMember members (at
+    least one) are bound and not failed, said again only when its facts (``bound``,
+    ``min_member``) change; marks the gang ``ever_scheduled``."""
+    at = s.at
     spec = state.spec
     if spec is None or not state.members:
         return state
@@ -53,9 +57,5 @@ def decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> Ga
     return state
 
 
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return decide_scheduled(state, s.at, out)
-
-
-DECISION: Decision = Decision("scheduled", _decide)
+DECISION: Decision = Decision("scheduled", decide_scheduled)
 RULE: Rule = Rule("scheduled", (SCHEDULED,), (), (DECISION,))
