@@ -92,8 +92,9 @@ def loss_of(before: "GangState", state: "GangState", rec: GangRecord) -> str | N
 
 
 def count_kept(state: "GangState") -> int:
-    """How many members hold their place (``kept``)."""
-    return sum(1 for m in state.members.values() if kept(m))
+    """How many members hold their place (``kept``): those bound less those bound whose pod
+    failed (``GangState.bound - GangState.failed_bound``, two counters: O(1))."""
+    return state.bound - state.failed_bound
 
 
 def track_losses(before: "GangState", state: "GangState", rec: GangRecord,
