@@ -64,7 +64,7 @@ from producers.watch.routing import Action, DeadLetter, Drop, GangRouter, Publis
 from producers.watch.shapes import (KINDS, PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION,
                                     event_count, kube_record, published, slim)
 from streams.settings import Settings
-from streams.kafka.waiting import backoff_delay  # sends to Kafka; the API server: retry_delay
+from streams.kafka.waiting import Backoff  # sends to Kafka; the API server: retry_delay
 from streams.wire.contracts import dead_letter
 from streams.core.timefmt import format_time
 
@@ -72,7 +72,7 @@ __all__ = [  # the shell's own names, then the pure parts' names its callers imp
     "ApiError", "Metrics", "RecordSink", "Watcher", "wall_clock_micros",
     "DEFAULT_EVENT_REASONS", "DEFAULT_SCHEDULERS", "WATCH_TIMEOUT_MARGIN", "StreamSpec",
     "WatchConfig", "plan_streams", "relist_diff", "retry_delay", "Action", "DeadLetter", "Drop",
-    "GangRouter", "Publish", "event_count", "kube_record", "published", "slim", "backoff_delay",
+    "GangRouter", "Publish", "event_count", "kube_record", "published", "slim", "Backoff",
 ]
 
 log = logging.getLogger(__name__)
@@ -518,7 +518,7 @@ class Watcher:
     # -- publishing loop -----------------------------------------------------------------------
     def _send(self, topic: str, key: str | None, record: dict[str, Any],
               partition: int | None = None) -> bool:
-        """Send one record, retried until it is handed over (tenacity: ``backoff_delay``
+        """Send one record, retried until it is handed over (tenacity: ``Backoff``
         between attempts, ``backoff_base`` doubling to ``backoff_cap``, full jitter) or the
         watcher stops (then counted as dropped, ``shutdown``: returns ``False``)."""
 
@@ -532,9 +532,7 @@ class Watcher:
             tenacity.Retrying(  # kafka-python raises KafkaTimeoutError and others: any is retried
                 retry=tenacity.retry_if_exception_type(Exception),
                 stop=lambda _state: self.stopping.is_set(),
-                wait=lambda state: backoff_delay(state.attempt_number - 1,
-                                                 self.config.backoff_base,
-                                                 self.config.backoff_cap, self.rand()),
+                wait=Backoff(self.config.backoff_base, self.config.backoff_cap, self.rand),
                 sleep=self._pause, before_sleep=before_sleep,
             )(self.sink.send_json, topic, key, record, partition)
         except tenacity.RetryError:

@@ -161,18 +161,23 @@ HTTP_BIND = "127.0.0.1"
 only, so that nothing is exposed by default (the Deployments pass ``--http-bind 0.0.0.0``)."""
 
 
+PORT = click.IntRange(0, 65535)
+"""A TCP port (0: any free one): a value outside is a usage error, one line and exit status 2
+(not an ``OverflowError`` from the socket when the server is started)."""
+
+
 def http_port_option(help: str) -> Callable[[F], F]:
-    """``--http-port PORT`` (hidden old spellings: ``--web-port``, ``--metrics-port``) and
-    ``--http-bind ADDRESS`` (default ``HTTP_BIND``); the command receives ``http_port``
-    (``None``: no HTTP server) and ``http_bind``."""
+    """``--http-port PORT`` (hidden old spellings: ``--web-port``, ``--metrics-port``; each a
+    ``PORT``, 0-65535) and ``--http-bind ADDRESS`` (default ``HTTP_BIND``); the command
+    receives ``http_port`` (``None``: no HTTP server) and ``http_bind``."""
     def decorate(f: F) -> F:
         return _apply(
             f,
-            click.option("--http-port", type=int, metavar="PORT", default=None, help=help),
+            click.option("--http-port", type=PORT, metavar="PORT", default=None, help=help),
             click.option("--http-bind", metavar="ADDRESS", default=HTTP_BIND, show_default=True,
                          help="address the HTTP server listens on (0.0.0.0: every interface)"),
-            click.option("--web-port", "web_port_alias", type=int, hidden=True, default=None),
-            click.option("--metrics-port", "metrics_port_alias", type=int, hidden=True,
+            click.option("--web-port", "web_port_alias", type=PORT, hidden=True, default=None),
+            click.option("--metrics-port", "metrics_port_alias", type=PORT, hidden=True,
                          default=None),
         )
     return decorate

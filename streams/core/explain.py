@@ -16,6 +16,7 @@ from . import preemption as preemptions
 from . import lost as losses
 from .records import FAILED_STATUSES
 from .rules import hold as holds
+from .rules import preemption as preemption_rules
 from .rules import unschedulable as unschedulables
 from .rules.base import skips_gang_checks
 from .settings import QUIET_SECONDS
@@ -48,21 +49,21 @@ def unschedulable(state: GangState) -> dict[str, Any] | None:
 def preemption_finding(state: GangState) -> dict[str, Any] | None:
     """The preemption for the gang as a finding: ``GangPreempting`` while it is in progress
     (victims terminating: who, on which nodes, for which member, since when, their grace
-    period, the members' nominated nodes; ``preemption.finding``), ``GangPreemptionWasted``
-    once told (``rules.preemption.warn_preemption``), else ``None``."""
+    period, the members' nominated nodes; ``rules.preemption.finding``),
+    ``GangPreemptionWasted`` once told (``rules.preemption.warn_preemption``), else ``None``."""
     p = state.preemption
     spec = state.spec
     if p is None or not state.members \
             or (spec is not None and state.bound >= max(spec.min_member, 1)):
         return None
-    found = preemptions.finding(p, state.gang, spec.min_member if spec else None)
+    found = preemption_rules.finding(p, state.gang, spec.min_member if spec else None)
     if found is not None:
         return found
     if p.wasted_at is not None and state.episode is not None:
         facts = preemptions.wasted_facts(p, state.episode, spec.min_member if spec else None,
                                          state.bound)
-        return {"reason": preemptions.WASTED, "type": "Warning",
-                "message": preemptions.wasted_message(state.gang, facts), "facts": facts,
+        return {"reason": preemption_rules.WASTED.name, "type": "Warning",
+                "message": preemption_rules.wasted_message(state.gang, facts), "facts": facts,
                 "since": format_time(p.wasted_at)}
     return None
 
@@ -276,7 +277,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
         elif skips_gang_checks(state) and member.pending:
             held_at = _explain_on_its_own(state, member, result)
         elif (pre := preemption_finding(state)) is not None \
-                and pre["reason"] == preemptions.PREEMPTING:
+                and pre["reason"] == preemption_rules.PREEMPTING.name:
             # PR2: kube-scheduler's DefaultPreemption (PostFilter) waits for the victims
             held_at, held_by = "PostFilter", "DefaultPreemption, waiting for its victims"
             result["reasons"].append({k: pre[k] for k in ("reason", "facts", "message")})

@@ -1,9 +1,10 @@
 """Members lost after the gang was scheduled (pure rules): ``GangMembersLost`` and
 ``GangMembersRestored``.
 
-Where it sits: the functional core. ``streams.core.decide`` calls ``track_losses`` on every
-record (after the fold applied it) and emits from ``lost_facts``/``restored_facts``;
-``streams.core.fold`` fires the settling timer (``lost_due``).
+Where it sits: the functional core, below the rule families. ``streams.core.rules.lost`` (the
+family: the reasons and their messages) calls ``track_losses`` on every record (after the fold
+applied it) and emits from ``lost_facts``/``restored_facts``; the fold fires the settling
+timer (``lost_due``, through the family's ``TimerRule``).
 
 Why (upstream: "a gang dropped below minCount looks healthy", kubernetes/enhancements#6413):
 once a gang was scheduled, koord-scheduler v1.8.0 does nothing about a member that goes away.
@@ -57,8 +58,6 @@ LOST_SETTLE_SECONDS = 5
 """Event time after the latest loss before ``GangMembersLost`` is said: a whole job's pods
 are deleted one after another (kube-controller-manager's garbage collector), and within this
 time the others are terminating or gone too, which is no loss."""
-NAMES_SHOWN = 3
-"""How many lost members a message names (the facts name all)."""
 TERMINATED = ("Succeeded", "Failed")
 
 
@@ -92,8 +91,9 @@ def loss_of(before: "GangState", state: "GangState", rec: GangRecord) -> str | N
 
 
 def count_kept(state: "GangState") -> int:
-    """How many members hold their place (``kept``)."""
-    return sum(1 for m in state.members.values() if kept(m))
+    """How many members hold their place (``kept``): those bound less those bound whose pod
+    failed (``GangState.bound - GangState.failed_bound``, two counters: O(1))."""
+    return state.bound - state.failed_bound
 
 
 def track_losses(before: "GangState", state: "GangState", rec: GangRecord,
@@ -150,55 +150,3 @@ def restored_facts(before: "GangState", state: "GangState") -> dict[str, Any] | 
     if kept_now < spec.min_member:
         return None
     return {"bound": kept_now, "min_member": spec.min_member}
-
-
-def _names(names: list[str]) -> str:
-    shown = names[:NAMES_SHOWN]
-    more = len(names) - len(shown)
-    if more > 0:
-        return f"{', '.join(shown)} and {more} more"
-    if len(shown) > 1:
-        return f"{', '.join(shown[:-1])} and {shown[-1]}"
-    return shown[0]
-
-
-def replacement_text(match_policy: str) -> str:
-    """What koord-scheduler v1.8.0 does with a replacement pod, by the gang's match policy
-    (see the module's rules)."""
-    if match_policy == "only-waiting":
-        return ("a replacement pod created by its controller must wait at Permit with "
-                "minMember members at once (match policy only-waiting counts no bound "
-                "member), so fewer replacements than minMember time out")
-    if match_policy == "waiting-and-running":
-        return ("a replacement pod created by its controller passes Permit with the bound "
-                "members (match policy waiting-and-running), so it is scheduled as soon as "
-                "it fits")
-    return ("a replacement pod created by its controller skips the gang checks because the "
-            "gang group was once satisfied, so it is scheduled on its own as soon as it fits, "
-            "without waiting for minMember")
-
-
-def lost_message(gang: str, f: dict[str, Any]) -> str:
-    """The message of ``GangMembersLost``, e.g. ``gang ns/g lost members after it was
-    scheduled: g-1 deleted; 1 member of minMember 2 remains bound; koord-scheduler neither
-    evicts the remaining members nor restarts the gang; a replacement pod ...; a pod without a
-    controller is created again by no one``. Lost members with the same cause share a
-    clause. Pure."""
-    by_cause: dict[str, list[str]] = {}
-    for name in sorted(f["lost"]):
-        by_cause.setdefault(f["lost"][name], []).append(name)
-    clauses = "; ".join(f"{_names(names)} {cause}" for cause, names in
-                        sorted(by_cause.items(), key=lambda item: item[1][0]))
-    remaining = f["remaining"]
-    return (f"gang {gang} lost members after it was scheduled: {clauses}; {remaining} "
-            f"{'member' if remaining == 1 else 'members'} of minMember {f['min_member']} "
-            f"{'remains' if remaining == 1 else 'remain'} bound; koord-scheduler neither "
-            f"evicts the remaining members nor restarts the gang; "
-            f"{replacement_text(f['match_policy'])}; a pod without a controller is created "
-            f"again by no one")
-
-
-def restored_message(gang: str, f: dict[str, Any]) -> str:
-    """The message of ``GangMembersRestored``."""
-    return (f"gang {gang} has {f['bound']} of minMember {f['min_member']} members bound "
-            f"again")

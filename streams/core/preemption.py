@@ -5,10 +5,11 @@ Where it sits: the functional core. ``streams.core.fold`` folds ``gangstate.pree
 records (``records.PreemptionObserved``: a victim preempted for a member, a victim gone), the
 members' ``status.nominatedNodeName`` (``PodObserved.nominated_node``) and the preemption
 clause of failed attempts (``CycleObserved.preemption``) into the gang's ``Preemption``
-(``apply_record``, ``note_pod``, ``note_attempt``); ``streams.core.decide`` emits
-``GangPreempting`` and ``GangPreemptionWasted`` from ``preempting_facts`` and
-``wasted_facts`` when ``due``, and holds back ``GangUnschedulable`` while a preemption is
-under way (``unschedulable_after``); ``streams.core.explain`` answers from the same facts.
+(``apply_record``, ``note_pod``, ``note_attempt``); the rule family
+``streams.core.rules.preemption`` (the reasons and their messages) emits ``GangPreempting`` and
+``GangPreemptionWasted`` from ``preempting_facts`` and ``wasted_facts`` when ``due``, and
+holds back ``GangUnschedulable`` while a preemption is under way (``unschedulable_after``);
+``streams.core.explain`` answers from the same facts.
 
 Rules (KS = kubernetes v1.35.2 ``pkg/scheduler/``, K = koordinator v1.8.0
 ``pkg/scheduler/plugins/coscheduling/``; docs/koordinator-rules.md, rules PR1-PR5):
@@ -47,15 +48,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .capacity import format_quantity
 from .episode import Episode, is_failure
 from .records import CycleObserved, PodObserved, PreemptionObserved
 from .timefmt import format_time
 
-PREEMPTING = "GangPreempting"
-"""Reason (Normal) of a preemption under way: the gang waits for its victims to terminate."""
-WASTED = "GangPreemptionWasted"
-"""Reason (Warning) of a preemption that freed room the gang cannot use."""
 SETTLE_SECONDS = 1.0
 """``GangPreempting`` is told this long (event time) after the latest victim was preempted:
 the scheduler preempts for each member in turn, within about a second (measured), so one
@@ -64,8 +60,8 @@ GONE_SETTLE_SECONDS = 5.0
 """How long after its last victim was gone a gang still failing counts as wasted preemption
 (PR4): on the real scheduler a gang whose victims are gone binds in under 1 s."""
 MAX_VICTIMS = 32
-"""Victims a gang keeps (the latest); a message names at most ``NAMES_SHOWN`` of them."""
-NAMES_SHOWN = 3
+"""Victims a gang keeps (the latest); a message names at most ``rules.preemption.NAMES_SHOWN``
+of them."""
 NEVER = 1 << 62
 """``unschedulable_after``'s "not while this lasts" (no event time comes this late)."""
 TERMINATING_CLAUSES = ("not eligible due to a terminating pod on the nominated node",
@@ -280,73 +276,6 @@ def wasted_facts(p: Preemption, episode: Episode, min_member: int | None,
     return facts
 
 
-def _victims_text(victims: list[dict[str, Any]], grace: bool) -> str:
-    parts = []
-    for v in victims[:NAMES_SHOWN]:
-        extra = ""
-        if grace:
-            extra = ", grace period not known" if v["grace_seconds"] is None \
-                else f", grace period {v['grace_seconds']}s"
-        parts.append(f"{v['pod']} on {v['node']} (for {v['for']}, at {v['preempted_at']}{extra})")
-    more = len(victims) - len(parts)
-    if more > 0:
-        return f"{', '.join(parts)} and {more} more"
-    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
-
-
-def preempting_message(gang: str, facts: dict[str, Any]) -> str:
-    """The message of ``GangPreempting``, e.g. ``gang ns/g is waiting for its preemption:
-    kube-scheduler preempted ns/v-0 on node-a (for g-0, at 2026-12-01T10:00:00.000000Z, grace
-    period 30s) for its members; the gang binds once the victim is gone (its deletion completes
-    when its kubelet confirms it, within its grace period); nominated nodes: g-0 on node-a;
-    until then its pods' FailedScheduling (preemption: not eligible due to a terminating pod on
-    the nominated node) is expected: no capacity needs to be freed and minMember need not
-    change``. Pure."""
-    victims = facts["victims"]
-    n = len(victims)
-    who = "the victim is" if n == 1 else f"the {n} victims are"
-    whose = "its deletion completes when its kubelet confirms it, within its grace period" \
-        if n == 1 else "each deletion completes when the victim's kubelet confirms it, " \
-                       "within its grace period"
-    nominated = facts.get("nominated") or {}
-    nominated_text = ", ".join(f"{m} on {node}" for m, node in sorted(nominated.items())) \
-        or "none known"
-    return (f"gang {gang} is waiting for its preemption: kube-scheduler preempted "
-            f"{_victims_text(victims, True)} for its members; the gang binds once {who} gone "
-            f"({whose}); nominated nodes: {nominated_text}; until then its pods' "
-            f"FailedScheduling (preemption: not eligible due to a terminating pod on the "
-            f"nominated node) is expected: no capacity needs to be freed and minMember need "
-            f"not change")
-
-
-def wasted_message(gang: str, facts: dict[str, Any]) -> str:
-    """The message of ``GangPreemptionWasted``, e.g. ``gang ns/g still cannot be scheduled
-    although kube-scheduler preempted ns/v-0 on node-a (for g-0, at T) and ns/v-1 on node-b
-    (for g-1, at T) for it: it needs 3 x 1 nvidia.com/gpu and the cluster has 2 allocatable on
-    2 nodes; the evictions freed room the gang cannot use (kube-scheduler preempts for one pod
-    at a time, not for the whole gang)``. Pure."""
-    victims = facts["victims"]
-    min_member, bound, fit = facts["min_member"], facts["bound"], facts["fit"]
-    short = facts.get("shortfall")
-    if short is not None and min_member is not None:
-        def q(milli: int) -> str:
-            return format_quantity(short["resource"], milli)
-
-        needed = max(0, min_member - bound)
-        needs = (f"it needs {needed} x {q(short['request'])} {short['resource']} and the "
-                 f"cluster has {q(short['allocatable'])} allocatable on {short['nodes']} "
-                 f"{'node' if short['nodes'] == 1 else 'nodes'}")
-    elif fit:
-        needs = f"at most {fit} of minMember {min_member} members fit at once"
-    else:
-        needs = f"none of minMember {min_member} members fit"
-    them = "the eviction" if len(victims) == 1 else "the evictions"
-    return (f"gang {gang} still cannot be scheduled although kube-scheduler preempted "
-            f"{_victims_text(victims, False)} for it: {needs}; {them} freed room the gang "
-            f"cannot use (kube-scheduler preempts for one pod at a time, not for the whole "
-            f"gang)")
-
-
 def victims_involved(p: Preemption) -> list[dict[str, str]]:
     """The victims as ``involved`` objects of a diagnostic (``kind`` Pod, ``namespace``,
     ``name``, ``uid``), oldest first."""
@@ -355,24 +284,3 @@ def victims_involved(p: Preemption) -> list[dict[str, str]]:
         ns, _, name = v.pod.partition("/")
         out.append({"kind": "Pod", "namespace": ns, "name": name, "uid": v.uid})
     return out
-
-
-def finding(p: Preemption | None, gang: str, min_member: int | None) -> dict[str, Any] | None:
-    """The preemption as ``explain``/``describe`` tell it: ``GangPreempting`` (facts with
-    ``nominated``) while in progress (``in_progress``), else ``None``. Pure."""
-    if p is None or not in_progress(p):
-        return None
-    facts = preempting_facts(p, min_member)
-    if facts is None:  # only the scheduler's messages say so (the Preempted Events are late)
-        facts = {"victims": [], "min_member": min_member}
-    facts = {**facts, "nominated": dict(p.nominated)}
-    if facts["victims"]:
-        message = preempting_message(gang, facts)
-    else:
-        message = (f"gang {gang} is waiting for its preemption: the scheduler says a pod "
-                   f"preempted for it is still terminating on its nominated node (no Preempted "
-                   f"Event seen yet); no capacity needs to be freed and minMember need not "
-                   f"change")
-    return {"reason": PREEMPTING, "type": "Normal", "message": message, "facts": facts,
-            "since": facts["victims"][0]["preempted_at"] if facts["victims"]
-            else (None if p.clause_at is None else format_time(p.clause_at))}

@@ -88,17 +88,18 @@ def refused_member(m: Member, at: int | None) -> Member:
     return tuple.__new__(Member, (*m[:-1], at))
 
 
-def _tally(m: Member) -> tuple[int, int, int, int, int, int]:
-    """A member's contribution to ``(bound, waiting, pending, in a cycle, gated, refused)``:
-    bound = has a node; waiting = unbound and ``Wait`` at Permit; pending = ``Member.pending``;
-    in a cycle = unbound with a cycle status other than ``Gated`` (for ``GangState.phase``);
-    gated = ``Member.gated``; refused = pending with ``refused_at`` set."""
+def _tally(m: Member) -> tuple[int, int, int, int, int, int, int]:
+    """A member's contribution to ``(bound, waiting, pending, in a cycle, gated, refused,
+    failed bound)``: bound = has a node; waiting = unbound and ``Wait`` at Permit; pending =
+    ``Member.pending``; in a cycle = unbound with a cycle status other than ``Gated`` (for
+    ``GangState.phase``); gated = ``Member.gated``; refused = pending with ``refused_at`` set;
+    failed bound = has a node and phase ``Failed``."""
     if m.node is not None:
-        return 1, 0, 0, 0, 0, 0
+        return 1, 0, 0, 0, 0, 0, 1 if m.phase == "Failed" else 0
     pending = 0 if m.terminating or m.phase not in ("Pending", "") else 1
     status = m.status
     return (0, status == "Wait", pending, status is not None and status != "Gated",
-            1 if m.gates else 0, 1 if pending and m.refused_at is not None else 0)
+            1 if m.gates else 0, 1 if pending and m.refused_at is not None else 0, 0)
 
 
 def cycle_key(scheduler: str, cycle: int | str, pod: str, stage: str, status: str) -> int:
@@ -452,6 +453,7 @@ class GangState:
     n_in_cycle: int = field(default=0, compare=False, repr=False)
     n_gated: int = field(default=0, compare=False, repr=False)
     n_refused: int = field(default=0, compare=False, repr=False)
+    n_failed_bound: int = field(default=0, compare=False, repr=False)
     # The parsed spec of ``spec_source``/``spec_settings`` (``_parsed``), and the two values it
     # was parsed from (compared by identity: a new value is parsed again, through a memo).
     _parsed_source: str | None = field(default=None, compare=False, repr=False)
@@ -464,12 +466,13 @@ class GangState:
 
     def recount(self) -> None:
         """Recompute the member counters from ``members`` (after building a state by hand)."""
-        b = w = p = c = g = r = 0
+        b = w = p = c = g = r = f = 0
         for m in self.members.values():
-            mb, mw, mp, mc, mg, mr = _tally(m)
+            mb, mw, mp, mc, mg, mr, mf = _tally(m)
             b, w, p, c, g, r = b + mb, w + mw, p + mp, c + mc, g + mg, r + mr
+            f += mf
         self.n_bound, self.n_waiting, self.n_pending, self.n_in_cycle = b, w, p, c
-        self.n_gated, self.n_refused = g, r
+        self.n_gated, self.n_refused, self.n_failed_bound = g, r, f
 
     def put_member(self, uid: str, member: Member) -> None:
         """Add or replace member ``uid`` (a new ``members`` mapping; the old one is shared with
@@ -489,13 +492,14 @@ class GangState:
 
     def _count(self, m: Member, sign: int) -> None:
         """Add (``sign`` 1) or remove (-1) member ``m``'s contribution to the counters."""
-        b, w, p, c, g, r = _tally(m)
+        b, w, p, c, g, r, f = _tally(m)
         self.n_bound += sign * b
         self.n_waiting += sign * w
         self.n_pending += sign * p
         self.n_in_cycle += sign * c
         self.n_gated += sign * g
         self.n_refused += sign * r
+        self.n_failed_bound += sign * f
 
     def copy(self) -> "GangState":
         """A shallow copy (containers shared): the fold copies a state once per record that
@@ -533,6 +537,7 @@ class GangState:
         new.n_in_cycle = self.n_in_cycle
         new.n_gated = self.n_gated
         new.n_refused = self.n_refused
+        new.n_failed_bound = self.n_failed_bound
         new.preemption = self.preemption
         new._parsed_source = self._parsed_source
         new._parsed_settings = self._parsed_settings
@@ -572,6 +577,12 @@ class GangState:
     def bound(self) -> int:
         """Members whose pod object has ``spec.nodeName`` (a cycle's ``node`` binds nothing)."""
         return self.n_bound
+
+    @property
+    def failed_bound(self) -> int:
+        """Members bound whose pod failed (``spec.nodeName`` set and phase ``Failed``): counted
+        in ``bound``, they hold no place of the gang any more (``lost.kept``)."""
+        return self.n_failed_bound
 
     @property
     def waiting(self) -> int:

@@ -6,8 +6,8 @@ that waits: interactive commands (``tap``, ``replay``, ``get``, ``describe``, ``
 ``retry`` with a deadline (``--timeout``) and say on stderr, at the first failed attempt, that
 they are waiting; long-running components call it without a deadline and log each failed
 attempt (``streams.kafka.logs`` lets one line of a kind through per 10 s) while their
-``/readyz`` answers 503 with the reason. Delays: ``backoff_delay``, capped exponential with full
-jitter.
+``/readyz`` answers 503 with the reason. Delays: ``Backoff``, tenacity's capped exponential
+with full jitter (``wait_random_exponential``).
 
 Exit statuses, the same for every command (README "Exit statuses"):
 
@@ -56,7 +56,8 @@ the deadline by more): the waiting line comes after the first failed one, 1.5-3 
 start with the imports (measured on the 2 shared cores here)."""
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 10.0
-"""Delays between attempts, seconds: ``backoff_delay(attempt, BACKOFF_BASE, BACKOFF_CAP, r)``."""
+"""Delays between attempts, seconds: ``Backoff(BACKOFF_BASE, BACKOFF_CAP)``, before retry k
+(0-based) uniform in [0, min(BACKOFF_CAP, BACKOFF_BASE * 2**k))."""
 LIBRARY_LOGGERS = ("kafka", "urllib3", "kubernetes")
 """Libraries whose log records are dropped below CRITICAL in every command: kafka-python logs
 each failed connection several times a second while a broker is down, urllib3 each retried
@@ -67,11 +68,23 @@ the sink's API lines). The worker's aiokafka and Faust follow its ``--loglevel``
 log = logging.getLogger("gangstate")
 
 
-def backoff_delay(attempt: int, base: float, cap: float, rand: float) -> float:
-    """Seconds to wait before retry ``attempt`` (0-based): "full jitter" exponential backoff,
-    ``rand * min(cap, base * 2**attempt)`` with ``rand`` uniform in [0, 1) (AWS Architecture
-    Blog, "Exponential Backoff And Jitter"). Pure."""
-    return rand * min(cap, base * 2.0 ** min(attempt, 30))
+class Backoff(tenacity.wait_random_exponential):
+    """tenacity's "full jitter" exponential wait (AWS Architecture Blog, "Exponential Backoff
+    And Jitter"), ``tenacity.wait_random_exponential(multiplier=base, max=cap)``, with its
+    uniform draw taken from ``rand`` (uniform in [0, 1)): called with a ``RetryCallState``,
+    seconds to wait before retry ``attempt_number - 1`` (0-based), ``rand() * min(cap, base *
+    2**(attempt_number - 1))``; the window is tenacity's (``wait_exponential``), the draw
+    ``random.uniform``'s formula, so with ``rand=random.random`` (the default) every delay is
+    the one ``wait_random_exponential`` itself draws. A test pins ``rand``."""
+
+    def __init__(self, base: float, cap: float,
+                 rand: Callable[[], float] = random.random) -> None:
+        super().__init__(multiplier=base, max=cap)
+        self.rand = rand
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        high = tenacity.wait_exponential.__call__(self, retry_state)
+        return self.min + (high - self.min) * self.rand()  # random.uniform(self.min, high)
 
 
 class Failure(Exception):
@@ -188,15 +201,16 @@ def retry(attempt: Callable[[], T], *, who: str, waiting: str, deadline: float |
       ``waiting for WAITING`` until an attempt succeeds (then ready).
 
     ``stop`` (set by a signal handler) ends the wait: ``None`` is returned. Delays between
-    attempts: ``backoff_delay`` (``BACKOFF_BASE``, ``BACKOFF_CAP``), cut at the deadline."""
+    attempts: ``Backoff(BACKOFF_BASE, BACKOFF_CAP, rand)``, cut at the deadline."""
     started = clock()
+    backoff = Backoff(BACKOFF_BASE, BACKOFF_CAP, rand)
 
     def stopped(_state: tenacity.RetryCallState | None = None) -> None:
         if stop is not None and stop.is_set():
             raise _Stopped
 
     def wait(state: tenacity.RetryCallState) -> float:
-        delay = backoff_delay(state.attempt_number - 1, BACKOFF_BASE, BACKOFF_CAP, rand())
+        delay = backoff(state)
         if say is not None and deadline is not None:  # never sleep past the deadline
             delay = min(delay, max(0.0, deadline - clock()))
         return delay

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import random
 import re
 import signal
 import socket
@@ -28,10 +29,11 @@ from typing import Iterator
 
 import pytest
 import requests
+import tenacity
 
 from producers.watch.watching import WatchConfig, Watcher
 from streams.settings import Settings
-from streams.kafka.waiting import Failure, Readiness, Unreachable, retry
+from streams.kafka.waiting import Backoff, Failure, Readiness, Unreachable, retry
 from tests.doubles.apiserver import ApiServerDouble
 
 GANGSTATE = str(Path(sys.executable).parent / "gangstate")
@@ -158,6 +160,51 @@ def test_retry_of_a_long_running_component_keeps_readiness() -> None:
     assert readiness.answer() == (200, "ready\n")
     readiness.check = lambda: "not listed yet: pods"
     assert readiness.answer() == (503, "not ready: not listed yet: pods\n")
+
+
+class Pauses(threading.Event):
+    """A ``stop`` that is never set and records the pauses ``retry`` asks of it (seconds)
+    instead of waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.asked.append(timeout if timeout is not None else -1.0)
+        return False
+
+
+def test_retry_waits_the_capped_full_jitter_schedule() -> None:
+    # BACKOFF_BASE 0.5 s doubling, BACKOFF_CAP 10 s, the draw pinned at 0.5: before retry k
+    # (0-based) 0.5 * min(10, 0.5 * 2**k) = 0.25, 0.5, 1, 2, 4, then 0.5 * 10 = 5 from k=5 on
+    pauses, calls = Pauses(), [0]
+
+    def attempt() -> int:  # fails 7 times, then answers
+        calls[0] += 1
+        if calls[0] <= 7:
+            raise Unreachable("refused")
+        return 7
+
+    assert retry(attempt, who="gangstate w", waiting="W", stop=pauses, rand=lambda: 0.5) == 7
+    assert pauses.asked == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+def test_backoff_draws_what_tenacity_wait_random_exponential_draws() -> None:
+    # with the default draw (random.random), Backoff(0.5, 10) is tenacity's own
+    # wait_random_exponential(multiplier=0.5, max=10), delay for delay, from the same seed
+    def delays(wait: tenacity.wait.wait_base) -> list[float]:
+        random.seed(2026)
+        out = []
+        for n in range(1, 13):
+            state = tenacity.RetryCallState(None, None, (), {})
+            state.attempt_number = n
+            out.append(wait(state))
+        return out
+
+    ours = delays(Backoff(0.5, 10.0))
+    assert ours == delays(tenacity.wait_random_exponential(multiplier=0.5, max=10))
+    assert all(0 <= d < min(10.0, 0.5 * 2 ** k) for k, d in enumerate(ours))
 
 
 def test_retry_ends_when_stopped() -> None:

@@ -58,3 +58,22 @@ def test_failed_members_below_minmember_are_not_scheduled():
     recs = [pod("g-0", 0), pod("g-1", 0), bound("g-1", 1), bound("g-1", 1.5, rv="3",
             phase="Failed"), bound("g-0", 2)]
     assert told(recs) == []
+
+
+def test_failed_bound_is_counted_as_members_come_fail_and_go():
+    # the counter GangState.failed_bound (bound and Failed), kept by put_member/drop_member,
+    # after each record: g-0, g-1 bound at t=1 (0), g-0 fails at t=5 (1), g-1 fails at t=5
+    # (2), g-0 deleted at t=6 (1), a failed pod without a node is not bound (still 1)
+    fold = PartitionFold({}, FoldSettings())
+    seen = []
+    for rec in BOTH + [bound("g-0", 5, rv="3", phase="Failed"),
+                       bound("g-1", 5, rv="3", phase="Failed"),
+                       pod("g-0", 6, rv="4", type_="DELETED", node="n1", phase="Failed"),
+                       pod("r-0", 6), pod("r-0", 6.5, rv="2", type_="MODIFIED", phase="Failed")]:
+        fold.feed(rec.gang, rec)
+        state = fold.store["ns/g"]
+        seen.append((state.bound, state.failed_bound))
+    assert seen == [(0, 0), (0, 0), (1, 0), (2, 0), (2, 1), (2, 2), (1, 1), (1, 1), (1, 1)]
+    state = fold.store["ns/g"].copy()
+    state.recount()  # the counter from a walk over the members agrees
+    assert (state.bound, state.failed_bound) == (1, 1)

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import tenacity
 from kubernetes import client
 
-from producers.watch.watching import (DeadLetter, Drop, GangRouter, Publish, StreamSpec, WatchConfig,
-                             Watcher, backoff_delay, plan_streams, relist_diff)
+from producers.watch.watching import (Backoff, DeadLetter, Drop, GangRouter, Publish, StreamSpec,
+                             WatchConfig, Watcher, plan_streams, relist_diff)
 from streams.settings import Settings, Topics
 from streams.core.spec import gang_of_pod
 from streams.core.timefmt import parse_time
@@ -170,8 +171,11 @@ def test_relist_diff(known: dict[str, Any], listed: list[dict[str, Any]],
     (0, 0.5, 0.25), (1, 0.5, 0.5), (3, 1.0, 4.0), (10, 1.0, 30.0), (100, 0.5, 15.0),
     (2, 0.0, 0.0),
 ], ids=["first", "second", "grows", "capped", "huge attempt capped", "jitter can be 0"])
-def test_backoff_delay_full_jitter(attempt: int, rand: float, expected: float) -> None:
-    assert backoff_delay(attempt, 0.5, 30.0, rand) == pytest.approx(expected)
+def test_backoff_full_jitter(attempt: int, rand: float, expected: float) -> None:
+    # the sends' schedule (0.5 s doubling to 30 s): rand * min(30, 0.5 * 2**attempt)
+    state = tenacity.RetryCallState(None, None, (), {})
+    state.attempt_number = attempt + 1  # tenacity counts attempts from 1
+    assert Backoff(0.5, 30.0, lambda: rand)(state) == pytest.approx(expected)
 
 
 def _with_uid(obj: dict[str, Any], uid: str, rv: str = "10") -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Members lost after the gang was scheduled (``streams.core.lost``), and their return.
 
-Reasons: ``GangMembersLost`` (Warning) and ``GangMembersRestored`` (Normal). Timer: ``lost``
-(a loss settled).
+Reasons: ``GangMembersLost`` (Warning) and ``GangMembersRestored`` (Normal), their messages
+here (the facts: ``streams.core.lost``). Timer: ``lost`` (a loss settled).
 
 Must not: read the clock, do I/O or import infrastructure.
 """
@@ -12,13 +12,68 @@ from dataclasses import replace
 from typing import Any
 
 from .. import lost as losses
-from ..records import GangRecord
 from ..settings import FoldSettings, Output
 from ..state import NO_LOSS, GangState
-from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit
+from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit, plural
 
-LOST: Reason = Reason("GangMembersLost", "Warning", losses.lost_message)
-RESTORED: Reason = Reason("GangMembersRestored", "Normal", losses.restored_message)
+NAMES_SHOWN = 3
+"""How many lost members a message names (the facts name all)."""
+
+
+def _names(names: list[str]) -> str:
+    shown = names[:NAMES_SHOWN]
+    more = len(names) - len(shown)
+    if more > 0:
+        return f"{', '.join(shown)} and {more} more"
+    if len(shown) > 1:
+        return f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return shown[0]
+
+
+def replacement_text(match_policy: str) -> str:
+    """What koord-scheduler v1.8.0 does with a replacement pod, by the gang's match policy
+    (the rules in ``streams.core.lost``)."""
+    if match_policy == "only-waiting":
+        return ("a replacement pod created by its controller must wait at Permit with "
+                "minMember members at once (match policy only-waiting counts no bound "
+                "member), so fewer replacements than minMember time out")
+    if match_policy == "waiting-and-running":
+        return ("a replacement pod created by its controller passes Permit with the bound "
+                "members (match policy waiting-and-running), so it is scheduled as soon as "
+                "it fits")
+    return ("a replacement pod created by its controller skips the gang checks because the "
+            "gang group was once satisfied, so it is scheduled on its own as soon as it fits, "
+            "without waiting for minMember")
+
+
+def lost_message(gang: str, f: dict[str, Any]) -> str:
+    """The message of ``GangMembersLost``, e.g. ``gang ns/g lost members after it was
+    scheduled: g-1 deleted; 1 member of minMember 2 remains bound; koord-scheduler neither
+    evicts the remaining members nor restarts the gang; a replacement pod ...; a pod without a
+    controller is created again by no one``. Lost members with the same cause share a
+    clause. Pure."""
+    by_cause: dict[str, list[str]] = {}
+    for name in sorted(f["lost"]):
+        by_cause.setdefault(f["lost"][name], []).append(name)
+    clauses = "; ".join(f"{_names(names)} {cause}" for cause, names in
+                        sorted(by_cause.items(), key=lambda item: item[1][0]))
+    n = f["remaining"]
+    return (f"gang {gang} lost members after it was scheduled: {clauses}; {n} "
+            f"{plural(n, 'member', 'members')} of minMember {f['min_member']} "
+            f"{plural(n, 'remains', 'remain')} bound; koord-scheduler neither evicts the "
+            f"remaining members nor restarts the gang; {replacement_text(f['match_policy'])}; "
+            f"a pod without a controller is created again by no one")
+
+
+def restored_message(gang: str, f: dict[str, Any]) -> str:
+    """The message of ``GangMembersRestored``, e.g. ``gang ns/g has 2 of minMember 2 members
+    bound again``. Pure."""
+    return (f"gang {gang} has {f['bound']} of minMember {f['min_member']} members bound "
+            f"again")
+
+
+LOST: Reason = Reason("GangMembersLost", "Warning", lost_message)
+RESTORED: Reason = Reason("GangMembersRestored", "Normal", restored_message)
 LOST_KEY = "GangMembersLost"
 """The ``emitted`` key of ``GangMembersLost``: present while a loss told has not ended (its
 end is ``GangMembersRestored``, or the gang going away)."""
@@ -35,11 +90,12 @@ def warn_lost(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     return state, out
 
 
-def decide_lost(before: GangState, state: GangState, rec: GangRecord, at: int,
-                 out: list[dict[str, Any]]) -> GangState:
-    """Members lost after the gang was scheduled (``streams.core.lost``): remember a loss,
-    ``GangMembersLost`` when its settling time has passed by this record, and
-    ``GangMembersRestored`` when a told loss ends with minMember members bound again."""
+def decide_lost(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """Members lost after the gang was scheduled (``streams.core.lost``): remember a loss
+    (``s.before`` against ``state``, at ``s.at``), ``GangMembersLost`` when its settling time
+    has passed by this record, and ``GangMembersRestored`` when a told loss ends with minMember
+    members bound again."""
+    before, rec, at = s.before, s.rec, s.at
     state = losses.track_losses(before, state, rec, at)
     if not state.lost.entries and LOST_KEY in state.emitted:
         # the series of GangMembersLost ends: told as restored when minMember members are
@@ -65,9 +121,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("lost", "members lost, settled", _due, _fire)
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return decide_lost(s.before, state, s.rec, s.at, out)
-
-
-DECISION: Decision = Decision("lost", _decide)
+DECISION: Decision = Decision("lost", decide_lost)
 RULE: Rule = Rule("lost", (LOST, RESTORED), (TIMER,), (DECISION,))

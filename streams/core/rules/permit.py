@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..records import CycleObserved, GangRecord
+from ..records import CycleObserved
 from ..settings import FoldSettings, Output
 from ..state import NO_PERMIT, GangState, Permit
 from .base import Decision, Reason, Rule, Step, TimerRule, emit, plural
@@ -42,9 +42,11 @@ def warn_permit_timeout(state: GangState, at: int) -> tuple[GangState, list[dict
     return state, out
 
 
-def decide_permit(state: GangState, rec: GangRecord, out: list[dict[str, Any]]) -> GangState:
-    """Track the Permit wait (its start feeds the timer) and report the scheduler's own
-    ``Timeout`` records of the latest cycle."""
+def decide_permit(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """Track the Permit wait (its start, the record's event time in microseconds, feeds the
+    timer) and report the scheduler's own ``Timeout`` records of the latest cycle: the
+    family's ``Decision`` on each record ``s.rec``."""
+    rec = s.rec
     waiting = state.waiting
     since = state.permit.waiting_since
     if waiting and since is None:
@@ -75,9 +77,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("permit", "Permit waiting time ended", permit_due, _fire)
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return decide_permit(state, s.rec, out)
-
-
-DECISION: Decision = Decision("permit", _decide)
+DECISION: Decision = Decision("permit", decide_permit)
 RULE: Rule = Rule("permit", (TIMEOUT,), (TIMER,), (DECISION,))

@@ -1,8 +1,9 @@
 """Preemption for the gang (rules PR1-PR5, ``streams.core.preemption``): victims terminating for
 its members, and a preemption that freed room the gang cannot use.
 
-Reasons: ``GangPreempting`` (Normal) and ``GangPreemptionWasted`` (Warning). Timer:
-``preemption`` (the earlier of the two due times).
+Reasons: ``GangPreempting`` (Normal) and ``GangPreemptionWasted`` (Warning), their messages
+here (the facts: ``streams.core.preemption``). Timer: ``preemption`` (the earlier of the two
+due times).
 
 Must not: read the clock, do I/O or import infrastructure.
 """
@@ -12,13 +13,110 @@ from __future__ import annotations
 from typing import Any
 
 from .. import preemption as preemptions
+from ..capacity import format_quantity
 from ..settings import FoldSettings, Output
 from ..state import GangState
+from ..timefmt import format_time
 from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, facts_digest,
                    skips_gang_checks)
 
-PREEMPTING: Reason = Reason(preemptions.PREEMPTING, "Normal", preemptions.preempting_message)
-WASTED: Reason = Reason(preemptions.WASTED, "Warning", preemptions.wasted_message)
+NAMES_SHOWN = 3
+"""How many victims a message names (the facts name all)."""
+
+
+def _victims_text(victims: list[dict[str, Any]], grace: bool) -> str:
+    parts = []
+    for v in victims[:NAMES_SHOWN]:
+        extra = ""
+        if grace:
+            extra = ", grace period not known" if v["grace_seconds"] is None \
+                else f", grace period {v['grace_seconds']}s"
+        parts.append(f"{v['pod']} on {v['node']} (for {v['for']}, at {v['preempted_at']}{extra})")
+    more = len(victims) - len(parts)
+    if more > 0:
+        return f"{', '.join(parts)} and {more} more"
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def preempting_message(gang: str, facts: dict[str, Any]) -> str:
+    """The message of ``GangPreempting``, e.g. ``gang ns/g is waiting for its preemption:
+    kube-scheduler preempted ns/v-0 on node-a (for g-0, at 2026-12-01T10:00:00.000000Z, grace
+    period 30s) for its members; the gang binds once the victim is gone (its deletion completes
+    when its kubelet confirms it, within its grace period); nominated nodes: g-0 on node-a;
+    until then its pods' FailedScheduling (preemption: not eligible due to a terminating pod on
+    the nominated node) is expected: no capacity needs to be freed and minMember need not
+    change``. Pure."""
+    victims = facts["victims"]
+    n = len(victims)
+    who = "the victim is" if n == 1 else f"the {n} victims are"
+    whose = "its deletion completes when its kubelet confirms it, within its grace period" \
+        if n == 1 else "each deletion completes when the victim's kubelet confirms it, " \
+                       "within its grace period"
+    nominated = facts.get("nominated") or {}
+    nominated_text = ", ".join(f"{m} on {node}" for m, node in sorted(nominated.items())) \
+        or "none known"
+    return (f"gang {gang} is waiting for its preemption: kube-scheduler preempted "
+            f"{_victims_text(victims, True)} for its members; the gang binds once {who} gone "
+            f"({whose}); nominated nodes: {nominated_text}; until then its pods' "
+            f"FailedScheduling (preemption: not eligible due to a terminating pod on the "
+            f"nominated node) is expected: no capacity needs to be freed and minMember need "
+            f"not change")
+
+
+def wasted_message(gang: str, facts: dict[str, Any]) -> str:
+    """The message of ``GangPreemptionWasted``, e.g. ``gang ns/g still cannot be scheduled
+    although kube-scheduler preempted ns/v-0 on node-a (for g-0, at T) and ns/v-1 on node-b
+    (for g-1, at T) for it: it needs 3 x 1 nvidia.com/gpu and the cluster has 2 allocatable on
+    2 nodes; the evictions freed room the gang cannot use (kube-scheduler preempts for one pod
+    at a time, not for the whole gang)``. Pure."""
+    victims = facts["victims"]
+    min_member, bound, fit = facts["min_member"], facts["bound"], facts["fit"]
+    short = facts.get("shortfall")
+    if short is not None and min_member is not None:
+        def q(milli: int) -> str:
+            return format_quantity(short["resource"], milli)
+
+        needed = max(0, min_member - bound)
+        needs = (f"it needs {needed} x {q(short['request'])} {short['resource']} and the "
+                 f"cluster has {q(short['allocatable'])} allocatable on {short['nodes']} "
+                 f"{'node' if short['nodes'] == 1 else 'nodes'}")
+    elif fit:
+        needs = f"at most {fit} of minMember {min_member} members fit at once"
+    else:
+        needs = f"none of minMember {min_member} members fit"
+    them = "the eviction" if len(victims) == 1 else "the evictions"
+    return (f"gang {gang} still cannot be scheduled although kube-scheduler preempted "
+            f"{_victims_text(victims, False)} for it: {needs}; {them} freed room the gang "
+            f"cannot use (kube-scheduler preempts for one pod at a time, not for the whole "
+            f"gang)")
+
+
+PREEMPTING: Reason = Reason("GangPreempting", "Normal", preempting_message)
+"""A preemption under way: the gang waits for its victims to terminate."""
+WASTED: Reason = Reason("GangPreemptionWasted", "Warning", wasted_message)
+"""A preemption that freed room the gang cannot use."""
+
+
+def finding(p: preemptions.Preemption | None, gang: str,
+            min_member: int | None) -> dict[str, Any] | None:
+    """The preemption as ``explain``/``describe`` tell it: ``GangPreempting`` (facts with
+    ``nominated``) while in progress (``preemption.in_progress``), else ``None``. Pure."""
+    if p is None or not preemptions.in_progress(p):
+        return None
+    facts = preemptions.preempting_facts(p, min_member)
+    if facts is None:  # only the scheduler's messages say so (the Preempted Events are late)
+        facts = {"victims": [], "min_member": min_member}
+    facts = {**facts, "nominated": dict(p.nominated)}
+    if facts["victims"]:
+        message = preempting_message(gang, facts)
+    else:
+        message = (f"gang {gang} is waiting for its preemption: the scheduler says a pod "
+                   f"preempted for it is still terminating on its nominated node (no Preempted "
+                   f"Event seen yet); no capacity needs to be freed and minMember need not "
+                   f"change")
+    return {"reason": PREEMPTING.name, "type": "Normal", "message": message, "facts": facts,
+            "since": facts["victims"][0]["preempted_at"] if facts["victims"]
+            else (None if p.clause_at is None else format_time(p.clause_at))}
 
 
 def _preemption_live(state: GangState) -> bool:
@@ -76,10 +174,11 @@ def warn_preemption(state: GangState, at: int) -> tuple[GangState, list[dict[str
     return state, out
 
 
-def decide_preemption(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
-    """``warn_preemption`` when a record arrives at or after its due time (``PartitionFold``
-    fires the timer first; this covers a fold stepped record by record and a failed attempt
-    that makes the waste evident at once)."""
+def decide_preemption(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """``warn_preemption`` when a record is decided (``s.at``, microseconds of event time) at
+    or after its due time (``PartitionFold`` fires the timer first; this covers a fold stepped
+    record by record and a failed attempt that makes the waste evident at once)."""
+    at = s.at
     due = preemption_due(state)
     if due is None or at < due:
         return state
@@ -97,9 +196,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 
 TIMER: TimerRule = TimerRule("preemption", "preemption settled", _due, _fire)
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return decide_preemption(state, s.at, out)
-
-
-DECISION: Decision = Decision("preemption", _decide)
+DECISION: Decision = Decision("preemption", decide_preemption)
 RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,), (DECISION,))

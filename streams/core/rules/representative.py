@@ -8,7 +8,6 @@ Must not: read the clock, do I/O or import infrastructure.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from ..records import CycleObserved, PodObserved
 from ..state import GangState
@@ -24,8 +23,7 @@ command is applied (at the group's next PreEnqueue, or after PostFilter) and its
 was lost or refused, or the gated pod became the representative again) is issued again."""
 
 
-def decide_gated_representative(state: GangState, rec: CycleObserved | PodObserved,
-                                 out: list[dict[str, Any]]) -> GangState:
+def decide_gated_representative(state: GangState, s: Step, out: list[Output]) -> GangState:
     """SwitchRepresentative (reason ``RepresentativeGated``): the scheduler shim reports as
     the gang group's representative a member that has scheduling gates, while the gang passes
     its checks (``hold`` is ``None``: at least minMember members are free of gates) and
@@ -40,7 +38,11 @@ def decide_gated_representative(state: GangState, rec: CycleObserved | PodObserv
     reach the fold before the Pod record of the member that completes the gang: the scheduler
     refuses that member at once, and nothing retries it), with the representative the shim
     last reported (``state.commands.representative``, only while the gang has shim records,
-    ``shim_at``)."""
+    ``shim_at``). Other records (``s.rec`` neither a ``CycleObserved`` nor a ``PodObserved``)
+    change nothing."""
+    rec = s.rec
+    if not isinstance(rec, (CycleObserved, PodObserved)):
+        return state
     if isinstance(rec, CycleObserved) and not rec.shim:
         return state
     rep = state.commands.representative
@@ -66,11 +68,14 @@ def decide_gated_representative(state: GangState, rec: CycleObserved | PodObserv
     return state
 
 
-def decide_elect(before_rep: str | None, state: GangState, rec: PodObserved,
-                  out: list[dict[str, Any]]) -> GangState:
-    """ElectRepresentative: the representative pod was deleted while members still wait to be
+def decide_elect(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """ElectRepresentative: the representative pod (``s.before_rep``, ``ns/name``) was deleted
+    (``s.rec`` a ``PodObserved`` of type ``DELETED``) while members still wait to be
     scheduled; name the earliest-arrived pending member (Koordinator drops a deleted
     representative, ``PodDeleted``, and issue #2773 shows a group left without one)."""
+    rec, before_rep = s.rec, s.before_rep
+    if not isinstance(rec, PodObserved):
+        return state
     if rec.type != "DELETED" or before_rep is None or before_rep != f"{rec.namespace}/{rec.name}":
         return state
     if state.commands.representative is not None:
@@ -84,20 +89,6 @@ def decide_elect(before_rep: str | None, state: GangState, rec: PodObserved,
     return state
 
 
-def _elect(state: GangState, s: Step, out: list[Output]) -> GangState:
-    rec = s.rec
-    if isinstance(rec, PodObserved):
-        return decide_elect(s.before_rep, state, rec, out)
-    return state
-
-
-def _gated(state: GangState, s: Step, out: list[Output]) -> GangState:
-    rec = s.rec
-    if isinstance(rec, (CycleObserved, PodObserved)):
-        return decide_gated_representative(state, rec, out)
-    return state
-
-
-ELECT: Decision = Decision("elect", _elect)
-GATED: Decision = Decision("gated-representative", _gated)
+ELECT: Decision = Decision("elect", decide_elect)
+GATED: Decision = Decision("gated-representative", decide_gated_representative)
 RULE: Rule = Rule("representative", (), (), (ELECT, GATED))

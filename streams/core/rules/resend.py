@@ -66,28 +66,25 @@ def joined(before: GangState, state: GangState, rec: GangRecord) -> tuple[str, .
     return (uid,)
 
 
-def resend_to_joined(before: GangState, state: GangState, rec: GangRecord, at: int,
-                     out: list[dict[str, Any]]) -> GangState:
-    """Send each open warning (``open_warnings``) again, with the same facts, to the member
-    that ``rec`` brought in (``joined``), unless this record emitted it anyway (then it already
+def resend_to_joined(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """Send each open warning (``open_warnings``) again, with the same facts and at ``s.at``
+    (microseconds of event time), to the member that ``s.rec`` brought in (``joined``, against
+    ``s.before``), unless this record emitted it anyway (then it already
     names every member). Diagnostics are otherwise emitted only when their facts change, and the
     sink writes an Event per pod named: without this, a pod that joins after the warning (a
     late member, or one a Job/JobSet controller recreated with a new uid, same name or not)
     never gets an Event about its gang's invalid settings or its hold. The re-sent diagnostic
     names only the new pod (``diagnostic(pods=...)``), so the Events of the other members are
     not counted up again. Changes nothing in ``state``."""
-    pods = joined(before, state, rec)
+    before = s.before
+    pods = joined(before, state, s.rec)
     if not pods:
         return state
     for key, reason, facts in open_warnings(state):
         if state.emitted.get(key) == before.emitted.get(key):
-            out.append(diagnostic(state, _REASONS[reason], facts, at, pods))
+            out.append(diagnostic(state, _REASONS[reason], facts, s.at, pods))
     return state
 
 
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return resend_to_joined(s.before, state, s.rec, s.at, out)
-
-
-DECISION: Decision = Decision("resend", _decide)
+DECISION: Decision = Decision("resend", resend_to_joined)
 RULE: Rule = Rule("resend", (), (), (DECISION,))

@@ -28,23 +28,18 @@ def _message(gang: str, f: dict[str, Any]) -> str:
 SCHEDULED: Reason = Reason("GangScheduled", "Normal", _message)
 
 
-def failed_bound(state: GangState) -> int:
-    """Members with a node whose pod failed (phase ``Failed``)."""
-    n = 0
-    for m in state.members.values():
-        if m.node is not None and m.phase == "Failed":
-            n += 1
-    return n
-
-
-def decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> GangState:
+def decide_scheduled(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """``GangScheduled`` at ``s.at`` (microseconds of event time) when minMember members (at
+    least one) are bound and not failed, said again only when its facts (``bound``,
+    ``min_member``) change; marks the gang ``ever_scheduled``."""
+    at = s.at
     spec = state.spec
     if spec is None or not state.members:
         return state
     bound = state.bound
     if bound < spec.min_member or bound == 0:
         return state
-    bound -= failed_bound(state)
+    bound -= state.failed_bound  # a counter (GangState.n_failed_bound): O(1) per record
     if bound < spec.min_member or bound == 0:
         return state
     state = emit(state, SCHEDULED.name, SCHEDULED,
@@ -53,9 +48,5 @@ def decide_scheduled(state: GangState, at: int, out: list[dict[str, Any]]) -> Ga
     return state
 
 
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return decide_scheduled(state, s.at, out)
-
-
-DECISION: Decision = Decision("scheduled", _decide)
+DECISION: Decision = Decision("scheduled", decide_scheduled)
 RULE: Rule = Rule("scheduled", (SCHEDULED,), (), (DECISION,))

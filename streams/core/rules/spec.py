@@ -75,9 +75,13 @@ def _spec_may_have_changed(before: GangState, state: GangState, rec: GangRecord)
     return False
 
 
-def decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
-                 out: list[dict[str, Any]]) -> GangState:
-    if not _spec_may_have_changed(before, state, rec):
+def decide_spec(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """``GangSpecInvalid`` for each value the scheduler silently replaces (``state.fallbacks``)
+    and ``GangSpecConflict`` for each field the members disagree on (``spec_conflicts``), at
+    ``s.at`` (microseconds of event time), each when its facts change; only after a record
+    that can change them (``_spec_may_have_changed``)."""
+    at = s.at
+    if not _spec_may_have_changed(s.before, state, s.rec):
         return state
     for fb in state.fallbacks:
         state = emit(state, f"GangSpecInvalid:{fb.field}", INVALID,
@@ -88,9 +92,5 @@ def decide_spec(before: GangState, state: GangState, rec: GangRecord, at: int,
     return state
 
 
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    return decide_spec(s.before, state, s.rec, s.at, out)
-
-
-DECISION: Decision = Decision("spec", _decide)
+DECISION: Decision = Decision("spec", decide_spec)
 RULE: Rule = Rule("spec", (INVALID, CONFLICT), (), (DECISION,))

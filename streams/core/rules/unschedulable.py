@@ -89,26 +89,22 @@ def warn_unschedulable(state: GangState, at: int, settings: FoldSettings,
     return state, out
 
 
-def decide_unschedulable(state: GangState, rec: CycleObserved, settings: FoldSettings,
-                          out: list[dict[str, Any]]) -> GangState:
-    """``GangUnschedulable`` when a record arrives at or after its due time (``PartitionFold``
-    fires the timer first; this covers a fold stepped record by record)."""
-    due = unschedulable_due(state, settings)
+def decide_unschedulable(state: GangState, s: Step, out: list[Output]) -> GangState:
+    """``GangUnschedulable`` when a cycle record (``CycleObserved``; other records change
+    nothing here) arrives at or after its due time (``PartitionFold`` fires the timer first;
+    this covers a fold stepped record by record)."""
+    rec = s.rec
+    if not isinstance(rec, CycleObserved):
+        return state
+    due = unschedulable_due(state, s.settings)
     if due is None or rec.at < due:
         return state
-    state, fired = warn_unschedulable(state, rec.at, settings)
+    state, fired = warn_unschedulable(state, rec.at, s.settings)
     out.extend(fired)
     return state
 
 
 TIMER: TimerRule = TimerRule("unschedulable", "failure episode settled", unschedulable_due,
                   warn_unschedulable)
-def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
-    rec = s.rec
-    if isinstance(rec, CycleObserved):
-        return decide_unschedulable(state, rec, s.settings, out)
-    return state
-
-
-DECISION: Decision = Decision("unschedulable", _decide)
+DECISION: Decision = Decision("unschedulable", decide_unschedulable)
 RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,), (DECISION,))
