@@ -237,10 +237,7 @@ class GangRouter:
             related = event.get("related") or {}
             key = f"{related['namespace']}/{related['name']}" \
                 if related.get("namespace") and related.get("name") else f"uid:{preemptor_uid}"
-            due = at + int(self.hold_events * 1e6) if due is None else due
-            self.held.setdefault(key, []).append(_Held(due, type_, event, at))
-            self.held_due = due if self.held_due is None else min(self.held_due, due)
-            return []
+            return self._hold(key, type_, event, at, due)
         gang, pod = known
         if gang is None:
             return [Drop("no-gang")]
@@ -268,6 +265,16 @@ class GangRouter:
         if victim_uid and victim is not None:
             self.victims.setdefault(victim_uid, {})[gang] = record
         return [Publish(gang, record)]
+
+    def _hold(self, key: str, type_: str, event: dict[str, Any], at: int,
+              due: int | None) -> list[Action]:
+        """Hold ``event`` (seen at ``at``, micros) under ``key`` (its pod's ``ns/name``, or
+        ``uid:<uid>``) until its pod is seen or ``due`` (micros; ``hold_events`` seconds after
+        ``at`` when ``None``); nothing to do now: ``[]``."""
+        due = at + int(self.hold_events * 1e6) if due is None else due
+        self.held.setdefault(key, []).append(_Held(due, type_, event, at))
+        self.held_due = due if self.held_due is None else min(self.held_due, due)
+        return []
 
     def _forget(self, at: int) -> None:
         for uid in [u for u, until in self.deleted.items() if until <= at]:
@@ -299,10 +306,7 @@ class GangRouter:
         uid = involved.get("uid") or self.names.get(f"{ns}/{name}")
         known = self.pods.get(uid) if uid else None
         if known is None:
-            due = at + int(self.hold_events * 1e6) if due is None else due
-            self.held.setdefault(f"{ns}/{name}", []).append(_Held(due, type_, event, at))
-            self.held_due = due if self.held_due is None else min(self.held_due, due)
-            return []
+            return self._hold(f"{ns}/{name}", type_, event, at, due)
         gang, pod = known
         if gang is None:
             return [Drop("no-gang")]

@@ -215,6 +215,17 @@ def one_namespace(namespace: str | None, all_namespaces: bool) -> str | None:
     return namespace
 
 
+def name_options(what: str) -> Callable[[F], F]:
+    """The ``NAME`` argument and ``-n/--namespace NS`` of a command about one ``what`` (``gang``,
+    ``pod``), in kubectl's two spellings ``NS/NAME`` and ``NAME -n NS``; the command receives
+    ``name`` and ``namespace`` and joins them with :func:`qualified`."""
+    def decorate(f: F) -> F:
+        return _apply(f, click.argument("name"),
+                      click.option("--namespace", "-n", default=None, metavar="NS",
+                                   help=f"the {what}'s namespace, when NAME has none"))
+    return decorate
+
+
 def qualified(name: str, namespace: str | None, what: str) -> str:
     """``NAME`` with ``-n NS`` or ``NS/NAME`` -> ``NS/NAME`` (kubectl's two spellings)."""
     if "/" in name:

@@ -28,8 +28,8 @@ from urllib.parse import quote
 import click
 
 from streams.kafka.waiting import Unreachable
-from streams.cli.options import (REF, namespace_options, one_namespace, output_option, qualified,
-                                 timeout_option)
+from streams.cli.options import (REF, name_options, namespace_options, one_namespace,
+                                 output_option, qualified, timeout_option)
 
 DEFAULT_SERVER = "http://127.0.0.1:6066"
 NONE = "<none>"
@@ -457,9 +457,7 @@ def describe() -> None:
 
 
 @describe.command("gang", short_help="one gang")
-@click.argument("name")
-@click.option("--namespace", "-n", default=None, metavar="NS",
-              help="the gang's namespace, when NAME has none")
+@name_options("gang")
 @source_options
 @output_option("text", "json", "yaml")
 def describe_gang(name: str, namespace: str | None, server: str | None,
@@ -483,9 +481,7 @@ def explain() -> None:
 
 
 @explain.command("pod", short_help="one pod")
-@click.argument("name")
-@click.option("--namespace", "-n", default=None, metavar="NS",
-              help="the pod's namespace, when NAME has none")
+@name_options("pod")
 @click.option("--gang", type=REF, default=None, metavar="NAMESPACE/NAME",
               help="the pod's gang (default: the gang whose members include the pod)")
 @source_options

@@ -171,17 +171,24 @@ def _cycle(rec: dict[str, Any], at: int) -> Decoded:
 
 def _preemption(rec: dict[str, Any], at: int) -> Decoded:
     victim, preemptor = rec["victim"], rec["preemptor"]
-    when = rec.get("event_time")
-    if when is not None:
-        try:
-            when = event_time(when)
-        except ValueError:
-            raise _ByContract from None
+    when = _optional_time(rec.get("event_time"))
     return Decoded(rec["gang"], PreemptionObserved(
         at, rec["type"], rec["gang"], f"{victim['namespace']}/{victim['name']}",
         victim.get("uid", ""), rec.get("node", ""),
         f"{preemptor['namespace']}/{preemptor['name']}", preemptor.get("uid", ""),
         rec.get("grace_period_seconds"), rec.get("victim_bound", True), when))
+
+
+def _optional_time(raw: str | None) -> int | None:
+    """An optional RFC 3339 time field of a record (``event_time``, ``wanted_as_of``) as event
+    time (integer microseconds since the epoch); ``None`` when absent. One that ``event_time``
+    cannot read breaks the contract (``_ByContract``)."""
+    if raw is None:
+        return None
+    try:
+        return event_time(raw)
+    except ValueError:
+        raise _ByContract from None
 
 
 def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
@@ -193,12 +200,7 @@ def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
 
 
 def _summary(rec: dict[str, Any], at: int) -> Decoded:
-    wanted = rec.get("wanted_as_of")
-    if wanted is not None:
-        try:
-            wanted = event_time(wanted)
-        except ValueError:
-            raise _ByContract from None
+    wanted = _optional_time(rec.get("wanted_as_of"))
     return Decoded(rec["to"], GangSummarized(
         at, rec["gang"], rec["to"], tuple(rec.get("groups", ())), rec["exists"],
         rec["initialized"], rec["members"], rec.get("min_member"), wanted,

@@ -109,6 +109,22 @@ def wait_gangstate_reasons(core: client.CoreV1Api, chain: Chain, namespace: str,
                     timeout, describe=lambda: describe(core, namespace, chain))
 
 
+def told_while_scheduler_silent(core: client.CoreV1Api, chain: Chain, namespace: str,
+                                names: tuple[str, ...], reason: str, text: str
+                                ) -> dict[str, list[dict[str, Any]]]:
+    """For each pod of ``names`` in turn: wait until gangstate's Events on it include
+    ``reason``, assert that its one ``reason`` message is ``text`` and that koord-scheduler
+    v1.8.0 wrote no Event on the pod (it writes nothing for a PreEnqueue hold). Pod name ->
+    gangstate's Events on it."""
+    told: dict[str, list[dict[str, Any]]] = {}
+    for name in names:
+        events = wait_gangstate_reasons(core, chain, namespace, name, {reason})
+        assert messages(events, reason) == [text]
+        assert scheduler_events(core, namespace, name) == []
+        told[name] = events
+    return told
+
+
 # ---------------------------------------------------------------------------------------------
 # The scenarios observed together
 # ---------------------------------------------------------------------------------------------
@@ -159,13 +175,11 @@ def test_too_few_members_warns_every_pod_and_the_scheduler_says_nothing(
         held: Chain, core_v1: client.CoreV1Api) -> None:
     text = ("gang sc-too-few/train has 2 of minMember 3 pods; scheduling is held at PreEnqueue "
             "until 1 more exists")
-    for name in ("train-0", "train-1"):
-        events = wait_gangstate_reasons(core_v1, held, "sc-too-few", name,
-                                        {"GangMembersInsufficient"})
-        assert messages(events, "GangMembersInsufficient") == [text]
-        assert [e["type"] for e in events] == ["Warning"]
-        # the gap gangstate fills: koord-scheduler v1.8.0 writes nothing for a PreEnqueue hold
-        assert scheduler_events(core_v1, "sc-too-few", name) == []
+    # the gap gangstate fills: koord-scheduler v1.8.0 writes nothing for a PreEnqueue hold
+    told = told_while_scheduler_silent(core_v1, held, "sc-too-few", ("train-0", "train-1"),
+                                       "GangMembersInsufficient", text)
+    assert {name: [e["type"] for e in events] for name, events in told.items()} == {
+        "train-0": ["Warning"], "train-1": ["Warning"]}
     out = explain(held, "sc-too-few/train-0")
     fields = explain_fields(out)
     assert fields["Gang"] == ("sc-too-few/train (Gathering: 2 of minMember 3 pods, 0 bound, "
@@ -179,10 +193,8 @@ def test_too_few_members_warns_every_pod_and_the_scheduler_says_nothing(
 def test_no_spec_is_not_initialized(held: Chain, core_v1: client.CoreV1Api) -> None:
     text = ("gang sc-no-spec/job is not initialized: 2 pods name it, but no PodGroup and no "
             "valid min-available annotation gives its spec; scheduling is held at PreEnqueue")
-    for name in ("job-0", "job-1"):
-        events = wait_gangstate_reasons(core_v1, held, "sc-no-spec", name, {"GangNotInitialized"})
-        assert messages(events, "GangNotInitialized") == [text]
-        assert scheduler_events(core_v1, "sc-no-spec", name) == []
+    told_while_scheduler_silent(core_v1, held, "sc-no-spec", ("job-0", "job-1"),
+                                "GangNotInitialized", text)
     out = explain(held, "sc-no-spec/job-1")
     assert explain_fields(out)["Held at"] == "PreEnqueue"
     assert f"GangNotInitialized: {text}" in out
@@ -192,11 +204,8 @@ def test_no_spec_is_not_initialized(held: Chain, core_v1: client.CoreV1Api) -> N
 def test_podgroup_with_too_few_pods(held: Chain, core_v1: client.CoreV1Api) -> None:
     text = ("gang sc-pg-short/pg has 2 of minMember 3 pods; scheduling is held at PreEnqueue "
             "until 1 more exists")
-    for name in ("pg-0", "pg-1"):
-        events = wait_gangstate_reasons(core_v1, held, "sc-pg-short", name,
-                                        {"GangMembersInsufficient"})
-        assert messages(events, "GangMembersInsufficient") == [text]
-        assert scheduler_events(core_v1, "sc-pg-short", name) == []
+    told_while_scheduler_silent(core_v1, held, "sc-pg-short", ("pg-0", "pg-1"),
+                                "GangMembersInsufficient", text)
     assert "Held at:        PreEnqueue" in explain(held, "sc-pg-short/pg-0")
     record_scenario(core_v1, "sc-pg-short", held)
 

@@ -875,19 +875,16 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
             return key, obj
 
         def do_PUT(self) -> None:
-            if self._injected():
-                return
-            body = self._body()
-            with server._cond:
-                found = self._existing()
-                if found is None:
-                    return
-                key, obj = found
-                body.setdefault("metadata", {})["uid"] = obj["metadata"]["uid"]
-                stored = server._put(key, body, allow_same_name=True)
-            self._send_json(200, stored)
+            self._update(patch=False)
 
         def do_PATCH(self) -> None:
+            self._update(patch=True)
+
+        def _update(self, patch: bool) -> None:
+            """PUT (the body replaces the object) or PATCH (the body is a JSON patch, a list, or
+            else a merge patch) of an existing object; the stored one keeps its uid. Answers
+            200 with what was stored, 404 when there is no such object, 422 when a patch
+            cannot be applied."""
             if self._injected():
                 return
             body = self._body()
@@ -896,13 +893,17 @@ def _make_handler(server: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
                 if found is None:
                     return
                 key, obj = found
-                try:
-                    patched = (json_patch(obj, body) if isinstance(body, list)
+                if patch:
+                    try:
+                        new = (json_patch(obj, body) if isinstance(body, list)
                                else merge_patch(obj, body))
-                except (ValueError, KeyError, IndexError) as err:
-                    return self._error(422, "Invalid", f"patch failed: {err}")
-                patched["metadata"]["uid"] = obj["metadata"]["uid"]
-                stored = server._put(key, patched, allow_same_name=True)
+                    except (ValueError, KeyError, IndexError) as err:
+                        return self._error(422, "Invalid", f"patch failed: {err}")
+                else:
+                    new = body
+                    new.setdefault("metadata", {})
+                new["metadata"]["uid"] = obj["metadata"]["uid"]
+                stored = server._put(key, new, allow_same_name=True)
             self._send_json(200, stored)
 
         def do_DELETE(self) -> None:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
@@ -31,7 +32,7 @@ from streams.kafka.reading import read_table, wait_caught_up
 from streams.settings import Settings
 from tests.doubles.apiserver import eventually
 from tests.fixtures.builders import kube_pod, pod_line
-from tests.fixtures.throughkafka import worker_run
+from tests.fixtures.throughkafka import WorkerRun, worker_run
 
 pytestmark = pytest.mark.kafka
 
@@ -53,6 +54,26 @@ def tick(at: int | str) -> bytes:
 
 def producer(settings: Settings, **extra) -> KafkaProducer:
     return KafkaProducer(bootstrap_servers=settings.bootstrap, acks="all", **extra)
+
+
+def send_and_read(s: Settings, run: WorkerRun, gang: str, values: list[bytes | None],
+                  timeout: float, **extra: Any
+                  ) -> tuple[bool, bool, str, list[dict[str, Any]], dict[str, Any]]:
+    """Send ``values`` (``None``: a tombstone) to gang-events under ``gang``'s key, in order
+    (``extra``: the producer's options), wait up to ``timeout`` seconds for the worker to catch
+    up, then: whether it did, whether the worker is alive, its log, the dead letters and the
+    gang table."""
+    p = producer(s, **extra)
+    for value in values:
+        p.send(s.topics.gang_events, key=gang.encode(), value=value)
+    p.flush()
+    p.close()
+    caught_up = wait_caught_up(s, timeout, alive=run.alive)
+    alive = run.alive()
+    assert run.log_path is not None
+    worker_log = run.log_path.read_text(errors="replace")
+    dead = run.read(s.topics.dead_letters)[s.topics.dead_letters]
+    return caught_up, alive, worker_log, dead, read_table(s)
 
 
 def changelog_partitions(settings: Settings) -> dict[str, set[int]]:
@@ -191,17 +212,9 @@ def test_values_over_the_bound_are_dead_lettered_with_digest_size_and_head(
     huge = b'{"schema":"gangstate.nope/v1","pad":"' + b"x" * (6 * 1024 * 1024) + b'"}'
     large = b'{"schema":"gangstate.cycle/v1","pad":"' + b"y" * 1_000_000 + b'"}'
     with worker_run(s, tmp_path / "worker.log") as run:
-        p = producer(s, max_request_size=limit)
-        p.send(topic, key=gang.encode(), value=huge)
-        p.send(topic, key=gang.encode(), value=large)
-        p.send(topic, key=gang.encode(), value=pod(now, "big", "g", "g-0", "u-0", 1))
-        p.flush()
-        p.close()
-        caught_up = wait_caught_up(s, 90, alive=run.alive)
-        alive = run.alive()
-        worker_log = (tmp_path / "worker.log").read_text(errors="replace")
-        dead = run.read(s.topics.dead_letters)[s.topics.dead_letters]
-        table = read_table(s)
+        caught_up, alive, worker_log, dead, table = send_and_read(
+            s, run, gang, [huge, large, pod(now, "big", "g", "g-0", "u-0", 1)], 90,
+            max_request_size=limit)
     assert caught_up and alive, worker_log[-3000:]
     assert [d["value_size"] for d in dead] == [len(huge), len(large)]
     assert [d["value_sha256"] for d in dead] == [hashlib.sha256(huge).hexdigest(),
@@ -221,20 +234,11 @@ def test_a_null_value_is_dead_lettered_as_an_invalid_record_without_a_traceback(
     # a tombstone (value None) used to be dead-lettered as "internal error: TypeError: object
     # of type 'NoneType' has no len()", with the traceback in the worker's log
     s = kafka_settings
-    topic = s.topics.gang_events
     gang = "nil/g"
     now = int(time.time()) * 1_000_000
     with worker_run(s, tmp_path / "worker.log") as run:
-        p = producer(s)
-        p.send(topic, key=gang.encode(), value=None)
-        p.send(topic, key=gang.encode(), value=pod(now, "nil", "g", "g-0", "u-0", 1))
-        p.flush()
-        p.close()
-        caught_up = wait_caught_up(s, 60, alive=run.alive)
-        alive = run.alive()
-        worker_log = (tmp_path / "worker.log").read_text(errors="replace")
-        dead = run.read(s.topics.dead_letters)[s.topics.dead_letters]
-        table = read_table(s)
+        caught_up, alive, worker_log, dead, table = send_and_read(
+            s, run, gang, [None, pod(now, "nil", "g", "g-0", "u-0", 1)], 60)
     assert caught_up and alive, worker_log[-3000:]
     assert [(d["key"], d["error"], d["value"], d["value_size"]) for d in dead] == [
         (gang, "invalid record: null value (tombstone)", "", 0)]

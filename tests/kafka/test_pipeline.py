@@ -12,13 +12,12 @@ import json
 import pytest
 
 from streams.kafka.publishing import Publisher
-from producers.replay import merged_by_time
 from streams.settings import Settings
 from streams.wire.contracts import parse_time
 from streams.core.state import from_wire, summary
 from tests.fixtures.casecheck import case_dirs, problems
-from tests.fixtures.throughkafka import offline, worker_run
-from tests.fixtures.tracegen import gated_representative
+from tests.fixtures.throughkafka import (fresh_settings, offline, with_gated_representative,
+                                         worker_run)
 
 pytestmark = pytest.mark.kafka
 AT = parse_time("2026-12-02T13:55:00Z")
@@ -38,19 +37,9 @@ def by_key(records: list[dict], key: str) -> dict[str, list[str]]:
 def pipeline_run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     """One replay of every case through one worker; yields what came out and the offline
     fold of the same log."""
-    import uuid
-
-    from streams.kafka.publishing import ensure_topics
-    from streams.settings import Topics
-
-    run = uuid.uuid4().hex[:10]
-    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"pipeline-{run}."),
-                        app_id=f"gangstate-pipeline-{run}")
-    ensure_topics(settings)
+    settings = fresh_settings(kafka_bootstrap, "pipeline")
     # the handed cases and the shim's gated representative (team-g/g: the one command)
-    gated = tmp_path_factory.mktemp("trace") / "gated.jsonl"
-    gated.write_text("\n".join(gated_representative()) + "\n")
-    lines = merged_by_time([case / "trace.jsonl" for case in case_dirs()] + [gated])
+    lines = with_gated_representative(case_dirs(), tmp_path_factory.mktemp("trace"))
     bad = [("malformed", 1, b'{"schema": "gangstate.cycle/v1", "observed_at": "yesterday"}'),
            ("malformed", 2, b"not json at all")]
     expected = offline(lines, AT)

@@ -12,17 +12,14 @@ from __future__ import annotations
 import json
 import socket
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.kafka.publishing import Publisher, ensure_topics
-from producers.replay import merged_by_time
+from streams.kafka.publishing import Publisher
 from streams.cli import main
-from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
 from streams.core.records import AckObserved
 from streams.wire.decoding import Decoded
@@ -30,8 +27,8 @@ from streams.worker.metrics import TableCollector, WorkerMetrics
 from streams.wire.traces import fold_lines, fold_trace
 from streams.query.answers import gang_detail, gang_rows
 from tests.fixtures.casecheck import handed_case_dirs
-from tests.fixtures.throughkafka import log_tail, offline, worker_run
-from tests.fixtures.tracegen import gated_representative
+from tests.fixtures.throughkafka import (fresh_settings, log_tail, offline,
+                                         with_gated_representative, worker_run)
 
 AT = parse_time("2026-11-29T00:00:00Z")
 CASES = Path(__file__).resolve().parents[1] / "cases"
@@ -135,13 +132,8 @@ def served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     """One worker serving its views, fed every handed case and the shim's gated representative
     (``tracegen.gated_representative``: gang team-g/g, one command), merged by time, and one
     malformed record; yields the base URL and the offline fold of the same log."""
-    run = uuid.uuid4().hex[:10]
-    settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"views-{run}."),
-                        app_id=f"gangstate-views-{run}")
-    ensure_topics(settings)
-    gated = tmp_path_factory.mktemp("views-trace") / "gated.jsonl"
-    gated.write_text("\n".join(gated_representative()) + "\n")
-    lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()] + [gated])
+    settings = fresh_settings(kafka_bootstrap, "views")
+    lines = with_gated_representative(handed_case_dirs(), tmp_path_factory.mktemp("views-trace"))
     expected = offline(lines, AT)
     port = free_port()
     base = f"http://127.0.0.1:{port}"

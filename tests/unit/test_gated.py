@@ -17,11 +17,10 @@ from typing import Any, NamedTuple
 import pytest
 
 from streams.core.explain import why_pod
-from streams.core.fold import FoldSettings, PartitionFold
-from streams.core.records import Tick
+from streams.core.fold import FoldSettings
 from streams.core.state import from_wire, summary, to_wire
 from streams.core.timefmt import format_time
-from tests.fixtures.builders import at, pod, podgroup
+from tests.fixtures.builders import at, fold_records, pod, podgroup
 
 Q = ("example.com/quota",)
 K = ("kueue.x-k8s.io/admission",)
@@ -30,12 +29,8 @@ K = ("kueue.x-k8s.io/admission",)
 def run(records: list[Any], end: float | None = None) -> tuple[list[dict[str, Any]], dict]:
     """Feed records keyed by their gang, then tick at ``end`` (seconds) when given."""
     store: dict = {}
-    fold = PartitionFold(store, FoldSettings(grace_seconds=10.0, refresh_seconds=10.0))
-    outputs = []
-    for rec in records:
-        outputs += fold.feed(rec.gang, rec)
-    if end is not None:
-        outputs += fold.feed(None, Tick(at(end)))
+    outputs = fold_records(records, end, store=store,
+                           settings=FoldSettings(grace_seconds=10.0, refresh_seconds=10.0))
     return outputs, store
 
 

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from streams.core.fold import FoldSettings, PartitionFold
-from streams.core.records import PodObserved, Tick
+from streams.core.records import PodObserved
 from streams.core.state import from_wire, to_wire
 from streams.core.timefmt import format_time
-from tests.fixtures.builders import at, pod, podgroup
+from tests.fixtures.builders import at, fold_records, pod, podgroup
 
 ONCE = ("a replacement pod created by its controller skips the gang checks because the gang "
         "group was once satisfied, so it is scheduled on its own as soon as it fits, without "
@@ -25,11 +24,7 @@ ONCE = ("a replacement pod created by its controller skips the gang checks becau
 
 def run(records: list[Any], end: float = 60) -> list[tuple[str, str, dict[str, Any]]]:
     store: dict = {}
-    fold = PartitionFold(store, FoldSettings())
-    outputs: list[dict[str, Any]] = []
-    for rec in records:
-        outputs += fold.feed(getattr(rec, "gang", None), rec)
-    outputs += fold.feed(None, Tick(at(end)))
+    outputs = fold_records(records, end, store=store)
     for state in store.values():
         assert from_wire(to_wire(state)) == state
     return [(o["observed_at"], o["reason"], o["facts"]) for o in outputs
@@ -147,12 +142,7 @@ def test_the_podgroup_deleted_with_its_pods_is_no_loss() -> None:
 def test_the_message_says_what_the_scheduler_will_and_will_not_do(policy: str, text: str
                                                                    ) -> None:
     kind = {"match_policy": policy}
-    store: dict = {}
-    fold = PartitionFold(store, FoldSettings())
-    outputs: list[dict[str, Any]] = []
-    for rec in scheduled(**kind) + [gone("g-1", 10, **kind)]:
-        outputs += fold.feed(rec.gang, rec)
-    outputs += fold.feed(None, Tick(at(60)))
+    outputs = fold_records(scheduled(**kind) + [gone("g-1", 10, **kind)], 60)
     told = [o for o in outputs if o.get("reason") == "GangMembersLost"]
     assert len(told) == 1 and told[0]["type"] == "Warning"
     assert told[0]["message"] == (
@@ -168,10 +158,7 @@ def test_explain_tells_the_loss_in_place_of_gang_scheduled() -> None:
     from streams.core.explain import findings
 
     store: dict = {}
-    fold = PartitionFold(store, FoldSettings())
-    for rec in scheduled() + [failed("g-1", 10, "Evicted")]:
-        fold.feed(rec.gang, rec)
-    fold.feed(None, Tick(at(20)))
+    fold_records(scheduled() + [failed("g-1", 10, "Evicted")], 20, store=store)
     found = [(f["reason"], f.get("since")) for f in findings(store["ns/g"])]
     assert found == [("GangMembersLost", format_time(at(10)))]
 

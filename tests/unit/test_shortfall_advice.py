@@ -11,10 +11,9 @@ import pytest
 
 from streams.core.capacity import NodeRoom, first_fit, shortfall, shortfall_text
 from streams.core.episode import unblock_text
-from streams.core.fold import FoldSettings, PartitionFold
-from streams.core.records import Capacity, Tick
+from streams.core.records import Capacity
 from streams.core.timefmt import parse_time
-from tests.fixtures.builders import at, attempt, pod
+from tests.fixtures.builders import at, attempt, fold_records, pod
 
 GPU = "nvidia.com/gpu"
 
@@ -158,12 +157,7 @@ def failing(t: float, room: int, count: int) -> Any:
 
 def unschedulable(records: list[Any], end: float = 120) -> list[tuple[float, int]]:
     """(seconds after T0, room) of every GangUnschedulable."""
-    store: dict = {}
-    fold = PartitionFold(store, FoldSettings())
-    out: list[dict[str, Any]] = []
-    for rec in records:
-        out += fold.feed(getattr(rec, "gang", None), rec)
-    out += fold.feed(None, Tick(at(end)))
+    out = fold_records(records, end)
     return [((parse_time(o["observed_at"]) - at(0)) / 1e6, o["facts"]["shortfall"]["room"])
             for o in out if o.get("reason") == "GangUnschedulable"]
 
@@ -207,9 +201,7 @@ def test_a_pod_scheduled_on_its_own_that_no_node_may_take_is_told_of_labels() ->
                         culprit="g-2", fit_error="0/2 nodes are available: 2 node(s) didn't "
                         "match Pod's node affinity/selector.")]
     store: dict = {}
-    fold = PartitionFold(store, FoldSettings())
-    for rec in records:
-        fold.feed(rec.gang, rec)
+    fold_records(records, store=store)
     why = why_pod(store["ns/g"], "ns/g-2")
     assert why["unblock"] == [
         "label a node to match the pod's node selector/affinity (or change them), or add a "

@@ -14,9 +14,7 @@ from typing import Any
 import pytest
 
 from streams.core.explain import findings
-from streams.core.fold import FoldSettings, PartitionFold
-from streams.core.records import Tick
-from tests.fixtures.builders import at, attempt, pod, podgroup
+from tests.fixtures.builders import attempt, fold_records, pod, podgroup
 
 FIT = "0/2 nodes are available: 2 Insufficient cpu."
 PG = {"gang": "ns/pg", "waits_for_podgroup": True, "min_available": None}
@@ -28,11 +26,7 @@ def held() -> list[Any]:
 
 def run(records: list[Any], end: float = 300) -> tuple[list[str], dict]:
     store: dict = {}
-    fold = PartitionFold(store, FoldSettings())
-    outputs: list[dict[str, Any]] = []
-    for rec in records:
-        outputs += fold.feed(getattr(rec, "gang", None), rec)
-    outputs += fold.feed(None, Tick(at(end)))
+    outputs = fold_records(records, end, store=store)
     return [o["reason"] for o in outputs if o["schema"] == "gangstate.diagnostic/v1"], store
 
 
