@@ -133,7 +133,9 @@ def served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     (``tracegen.gated_representative``: gang team-g/g, one command), merged by time, and one
     malformed record; yields the base URL and the offline fold of the same log."""
     settings = fresh_settings(kafka_bootstrap, "views")
-    lines = with_gated_representative(handed_case_dirs(), tmp_path_factory.mktemp("views-trace"))
+    folder = tmp_path_factory.mktemp("views-trace")
+    lines = with_gated_representative(handed_case_dirs(), folder)
+    gated = folder / "gated.jsonl"
     expected = offline(lines, AT)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
