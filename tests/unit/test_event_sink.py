@@ -351,8 +351,9 @@ def test_wasted_preemption_events_reach_victims_gone_or_in_other_namespaces(
     API server does not check ``involvedObject``; kubernetes v1.35.2
     ``pkg/apis/core/validation/events.go`` checks only that the namespaces agree)."""
     from tests.unit.test_preemption import diagnostics as only_diagnostics
-    from tests.unit.test_preemption import fold, wasted_recs
-    [wasted] = [d for d in only_diagnostics(fold(wasted_recs()))
+    from tests.fixtures.builders import fold_records
+    from tests.unit.test_preemption import wasted_recs
+    [wasted] = [d for d in only_diagnostics(fold_records(wasted_recs()))
                 if d["reason"] == "GangPreemptionWasted"]
     results = make_sink(server).write(wasted)
     assert [type(r) for r in results] == [Create] * 5
