@@ -5,10 +5,8 @@ diagnostics reduced to the Events the sink leaves, per involved object, through 
 
 from __future__ import annotations
 
-from streams.core.fold import FoldSettings, PartitionFold
-from streams.core.records import Tick
 from tests.cluster.kube import fold_said
-from tests.fixtures.builders import at, pod
+from tests.fixtures.builders import fold_records, pod
 
 HELD = "gang ns/g has 2 of minMember 3 pods; scheduling is held at PreEnqueue until 1 more exists"
 SATISFIED = "gang ns/g has 3 of minMember 3 pods; no longer held at PreEnqueue"
@@ -21,13 +19,7 @@ def diagnostics(with_late_member: bool = True) -> list[dict]:
         records += [pod("p2", 12, min_available="3")]
         records += [pod(n, 13, rv="2", type_="MODIFIED", node="n1", min_available="3")
                     for n in ("p0", "p1", "p2")]
-    store: dict = {}
-    fold = PartitionFold(store, FoldSettings())
-    out = []
-    for rec in records:
-        out += fold.feed(rec.gang, rec)
-    out += fold.feed(None, Tick(at(30)))
-    return [o for o in out if o["schema"] == "gangstate.diagnostic/v1"]
+    return [o for o in fold_records(records, 30) if o["schema"] == "gangstate.diagnostic/v1"]
 
 
 def test_each_object_keeps_one_event_per_reason_with_its_latest_message() -> None:

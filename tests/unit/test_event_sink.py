@@ -211,15 +211,13 @@ def test_recreated_pods_of_a_gang_with_invalid_settings_get_their_own_events(
     """Issue 11: the pods of a `mode: nonstrict` gang are deleted and recreated with new uids
     (tests/unit/test_fold.py works out the diagnostics): each pod, old and new, has its Event once,
     and a replay of the same diagnostics writes nothing."""
-    from streams.core.fold import PartitionFold
-    from tests.fixtures.builders import pod
+    from tests.fixtures.builders import fold_records, pod
 
     trace = [pod("p0", 0, mode="nonstrict"), pod("p1", 1, mode="nonstrict"),
              pod("p0", 20, rv="2", type_="DELETED", mode="nonstrict"),
              pod("p1", 21, rv="2", type_="DELETED", mode="nonstrict"),
              pod("q0", 30, mode="nonstrict"), pod("q1", 31, mode="nonstrict")]
-    fold = PartitionFold({})
-    diagnostics = [out for rec in trace for out in fold.feed("ns/g", rec)]
+    diagnostics = fold_records(trace)
     sink = make_sink(server)
     for _ in range(2):
         for diagnostic in diagnostics:
@@ -351,8 +349,9 @@ def test_wasted_preemption_events_reach_victims_gone_or_in_other_namespaces(
     API server does not check ``involvedObject``; kubernetes v1.35.2
     ``pkg/apis/core/validation/events.go`` checks only that the namespaces agree)."""
     from tests.unit.test_preemption import diagnostics as only_diagnostics
-    from tests.unit.test_preemption import fold, wasted_recs
-    [wasted] = [d for d in only_diagnostics(fold(wasted_recs()))
+    from tests.fixtures.builders import fold_records
+    from tests.unit.test_preemption import wasted_recs
+    [wasted] = [d for d in only_diagnostics(fold_records(wasted_recs()))
                 if d["reason"] == "GangPreemptionWasted"]
     results = make_sink(server).write(wasted)
     assert [type(r) for r in results] == [Create] * 5

@@ -10,7 +10,7 @@ from streams.core.fold import FoldSettings, PartitionFold
 from streams.core.records import Tick
 from streams.core.state import from_wire, summary, to_wire
 from streams.core.timefmt import format_time
-from tests.fixtures.builders import ack, at, attempt, cycle, pod, podgroup
+from tests.fixtures.builders import ack, at, attempt, cycle, fold_records, pod, podgroup
 
 
 def run(records, end: float | None = None, grace: float = 10.0):
@@ -351,8 +351,7 @@ def test_recreated_pods_of_a_gang_with_invalid_settings_each_get_its_diagnostic(
     assert store["ns/g"].spec_source == "Pod/q0"
     # A replay gives the same ids; the same records again change nothing.
     assert run(trace, end=3600)[0] == outputs
-    fold = PartitionFold(store)
-    assert [out for rec in trace for out in fold.feed("ns/g", rec)] == []
+    assert fold_records(trace, store=store) == []
 
 
 def test_pods_recreated_with_the_same_names_get_the_diagnostic_under_their_new_uids():

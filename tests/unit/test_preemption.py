@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from streams.core.fold import PartitionFold
 from streams.core.records import Capacity, CycleObserved, PodObserved, PreemptionObserved, Tick
+from streams.core.state import GangState
 from streams.core.timefmt import format_time
-from tests.fixtures.builders import at, pod
+from tests.fixtures.builders import at, fold_records, pod
 
 GPU = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
 TERMINATING = (GPU + " no new claims to deallocate, preemption: not eligible due to a "
@@ -41,12 +41,11 @@ def preempted(victim: str, node: str, member_name: str, t: float, *, grace: int 
                               f"ns/{member_name}", f"uid-{member_name}", grace)
 
 
-def fold(records: list) -> list[dict]:
-    f = PartitionFold({})
-    out: list[dict] = []
-    for rec in records:
-        out.extend(f.feed(None if isinstance(rec, Tick) else rec.gang, rec))
-    return out
+def folded(records: list) -> GangState:
+    """The state of gang ns/g once a fold with the default settings has been fed ``records``."""
+    store: dict = {}
+    fold_records(records, store=store)
+    return store["ns/g"]
 
 
 def diagnostics(out: list[dict]) -> list[dict]:
@@ -75,7 +74,7 @@ def in_progress_then_bound(grace: int = 30) -> list:
 
 
 def test_preemption_in_progress_then_bound_says_preempting_once_then_scheduled():
-    out = diagnostics(fold(in_progress_then_bound()))
+    out = diagnostics(fold_records(in_progress_then_bound()))
     assert [d["reason"] for d in out] == ["GangPreempting", "GangScheduled"]
     d = out[0]
     assert d["type"] == "Normal"
@@ -101,7 +100,7 @@ def test_victims_terminating_clause_alone_holds_back_unschedulable():
     GangUnschedulable advice to free capacity or lower minMember."""
     recs: list = [member("g-0", 0), member("g-1", 0)]
     recs += [failed("g-0", 0.5 + i, i, TERMINATING, "victims-terminating") for i in range(30)]
-    assert diagnostics(fold(recs)) == []
+    assert diagnostics(fold_records(recs)) == []
 
 
 def wasted_recs() -> list:
@@ -119,7 +118,7 @@ def wasted_recs() -> list:
 
 
 def test_wasted_preemption_is_told_on_the_gang_and_the_victims():
-    out = diagnostics(fold(wasted_recs()))
+    out = diagnostics(fold_records(wasted_recs()))
     assert [d["reason"] for d in out] == ["GangPreemptionWasted", "GangUnschedulable"]
     d = out[0]
     assert d["type"] == "Warning" and d["observed_at"] == format_time(at(2.0))
@@ -140,7 +139,7 @@ def test_wasted_after_victims_gone_without_no_victims_clause():
     the messages saying nothing of preemption: wasted, told at gone + 5 s = t 6.3."""
     recs = [r if not isinstance(r, CycleObserved) or r.at < at(2) else
             r._replace(preemption=None, message=GPU) for r in wasted_recs()]
-    out = diagnostics(fold(recs))
+    out = diagnostics(fold_records(recs))
     assert [d["reason"] for d in out] == ["GangPreemptionWasted", "GangUnschedulable"]
     assert out[0]["observed_at"] == format_time(at(6.3))
 
@@ -149,30 +148,21 @@ def test_preemptor_unknown_record_changes_nothing_for_other_gangs():
     """A Deleted of a victim the gang never heard of is no news."""
     recs: list = [member("g-0", 0), member("g-1", 0),
                   preempted("v-9", "node-a", "g-0", 1.0, type_="Deleted")]
-    f = PartitionFold({})
-    for r in recs:
-        f.feed(r.gang, r)
-    assert f.store["ns/g"].preemption is None
+    assert folded(recs).preemption is None
 
 
 def test_replay_is_deterministic():
     for recs in (in_progress_then_bound(), wasted_recs()):
-        a, b = fold(recs), fold(list(recs))
+        a, b = fold_records(recs), fold_records(list(recs))
         assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-        f = PartitionFold({})
-        for r in recs:
-            f.feed(r.gang, r)
         from streams.core.state import from_wire, to_wire
-        state = f.store["ns/g"]
+        state = folded(recs)
         assert from_wire(json.loads(json.dumps(to_wire(state)))) == state
 
 
 def test_explain_pod_during_preemption_names_victims_and_nominated_node():
     from streams.core.explain import why_pod
-    f = PartitionFold({})
-    for r in in_progress_then_bound()[:20]:  # victims still terminating
-        f.feed(r.gang, r)
-    why = why_pod(f.store["ns/g"], "ns/g-0")
+    why = why_pod(folded(in_progress_then_bound()[:20]), "ns/g-0")  # victims still terminating
     assert (why["held_at"], why["held_by"]) == ("PostFilter",
                                                 "DefaultPreemption, waiting for its victims")
     assert [r["reason"] for r in why["reasons"]] == ["GangPreempting"]
@@ -182,20 +172,14 @@ def test_explain_pod_during_preemption_names_victims_and_nominated_node():
 
 def test_explain_after_wasted_preemption_tells_both():
     from streams.core.explain import why_pod
-    f = PartitionFold({})
-    for r in wasted_recs():
-        f.feed(r.gang, r)
-    why = why_pod(f.store["ns/g"], "ns/g-2")
+    why = why_pod(folded(wasted_recs()), "ns/g-2")
     assert [r["reason"] for r in why["reasons"]] == ["GangUnschedulable", "GangPreemptionWasted"]
 
 
 def test_describe_gang_shows_the_preemption():
     from streams.cli.query import format_gang
     from streams.query.answers import gang_detail
-    f = PartitionFold({})
-    for r in in_progress_then_bound()[:20]:
-        f.feed(r.gang, r)
-    text = format_gang(gang_detail(f.store["ns/g"]))
+    text = format_gang(gang_detail(folded(in_progress_then_bound()[:20])))
     t1 = format_time(at(1.0))
     line = [ln for ln in text.splitlines() if ln.startswith("Preemption:")][0]
     assert line.split(":", 1)[1].strip().startswith(
@@ -207,11 +191,9 @@ def test_describe_gang_shows_the_preemption():
 
 def test_a_late_preempted_event_for_a_scheduled_gang_changes_nothing():
     recs = in_progress_then_bound() + [preempted("v-2", "node-a", "g-0", 40.0)]
-    f = PartitionFold({})
-    out = []
-    for r in recs:
-        out += f.feed(r.gang, r)
-    assert f.store["ns/g"].preemption is None
+    store: dict = {}
+    out = fold_records(recs, store=store)
+    assert store["ns/g"].preemption is None
     assert [d["reason"] for d in diagnostics(out)] == ["GangPreempting", "GangScheduled"]
 
 
@@ -223,7 +205,7 @@ def test_a_late_preempted_event_tells_its_own_time_and_settles_on_the_folds_cloc
     recs += [preempted("v-0", "node-a", "g-0", 41.0)._replace(event_at=at(1.0)),
              preempted("v-1", "node-b", "g-1", 41.1)._replace(event_at=at(1.1)),
              Tick(at(43))]
-    out = diagnostics(fold(recs))
+    out = diagnostics(fold_records(recs))
     assert [(d["reason"], d["observed_at"]) for d in out] == [
         ("GangPreempting", format_time(at(42.1)))]
     assert [v["preempted_at"] for v in out[0]["facts"]["victims"]] == [

@@ -12,16 +12,13 @@ from typing import Any
 
 import pytest
 
-from streams.core.fold import FoldSettings, PartitionFold
 from streams.query.answers import NotFound, explain_pod, find_gang_of_pod
-from tests.fixtures.builders import pod, podgroup
+from tests.fixtures.builders import fold_records, pod, podgroup
 
 
 def fold(records: list[Any]) -> dict:
     store: dict = {}
-    partition = PartitionFold(store, FoldSettings())
-    for rec in records:
-        partition.feed(rec.gang, rec)
+    fold_records(records, store=store)
     return store
 
 

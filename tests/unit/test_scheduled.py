@@ -9,18 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from streams.core.fold import FoldSettings, PartitionFold
-from streams.core.records import Tick
 from streams.core.timefmt import format_time
-from tests.fixtures.builders import at, pod
+from tests.fixtures.builders import at, fold_records, pod
 
 
 def told(records: list[Any], end: float = 60) -> list[tuple[str, dict[str, Any]]]:
-    fold = PartitionFold({}, FoldSettings())
-    out: list[dict[str, Any]] = []
-    for rec in records:
-        out += fold.feed(rec.gang, rec)
-    out += fold.feed(None, Tick(at(end)))
-    return [(o["observed_at"], o["facts"]) for o in out
+    return [(o["observed_at"], o["facts"]) for o in fold_records(records, end)
             if o["schema"] == "gangstate.diagnostic/v1" and o["reason"] == "GangScheduled"]
 
 

@@ -205,13 +205,12 @@ def test_s27_a_podgroup_without_min_member_is_a_gang_of_minimum_zero():
 
 
 def test_a_network_topology_spec_survives_the_table_and_old_rows_still_read():
-    from streams.core.fold import PartitionFold
     from streams.core.state import from_wire, to_wire
-    from tests.fixtures.builders import pod
+    from tests.fixtures.builders import fold_records, pod
 
     store: dict = {}
-    fold = PartitionFold(store)
-    outputs = fold.feed("ns/g", pod("p0", 0, network_topology_spec='{"gatherStrategy": 1}'))
+    outputs = fold_records([pod("p0", 0, network_topology_spec='{"gatherStrategy": 1}')],
+                           store=store)
     state = store["ns/g"]
     assert state.members["uid-p0"].settings.network_topology_spec == '{"gatherStrategy": 1}'
     assert from_wire(to_wire(state)) == state

@@ -14,11 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from streams.core import explain
-from streams.core.fold import FoldSettings, PartitionFold
-from streams.core.records import Tick
 from streams.core.state import GangState
 from streams.core.timefmt import format_time
-from tests.fixtures.builders import at, attempt, pod, podgroup
+from tests.fixtures.builders import at, attempt, fold_records, pod, podgroup
 
 SPEC = '{"gatherStrategy":[{"layer":"SpineLayer","strategy":"PreferGather"}]}'
 GANG = [pod("t-0", 0, network_topology_spec=SPEC), pod("t-1", 0, network_topology_spec=SPEC)]
@@ -33,14 +31,11 @@ def run(records: list[Any], end: float = 300) -> tuple[list[tuple[str, str, dict
                                                        GangState]:
     """The diagnostics (observed_at, reason, facts) of folding ``records`` and a tick at
     ``end``, and the gang's state then."""
-    fold = PartitionFold({}, FoldSettings())
-    out: list[dict[str, Any]] = []
-    for rec in records:
-        out += fold.feed(rec.gang, rec)
-    out += fold.feed(None, Tick(at(end)))
+    store: dict[str, GangState] = {}
+    out = fold_records(records, end, store=store)
     told = [(o["observed_at"], o["reason"], o["facts"]) for o in out
             if o["schema"] == "gangstate.diagnostic/v1"]
-    return told, fold.store["ns/g"]
+    return told, store["ns/g"]
 
 
 MESSAGE = ("gang ns/g asks for network-topology-aware placement "
@@ -69,11 +64,8 @@ def test_control_another_prefilter_refusal_is_a_round_and_strands_t0():
 
 
 def test_the_diagnostic_message():
-    fold = PartitionFold({}, FoldSettings())
-    out: list[dict[str, Any]] = []
-    for rec in GANG + [refused(0.5)]:
-        out += fold.feed(rec.gang, rec)
-    (diag,) = [o for o in out if o["schema"] == "gangstate.diagnostic/v1"]
+    (diag,) = [o for o in fold_records(GANG + [refused(0.5)])
+               if o["schema"] == "gangstate.diagnostic/v1"]
     assert (diag["type"], diag["message"]) == ("Warning", MESSAGE)
     assert [o["name"] for o in diag["involved"]] == ["t-0", "t-1"]
 

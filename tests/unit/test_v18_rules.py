@@ -12,24 +12,17 @@ from typing import Any
 
 from streams.core.decide import hold, skips_gang_checks
 from streams.core.explain import why_pod
-from streams.core.fold import FoldSettings, PartitionFold
-from streams.core.records import Tick
 from streams.core.spec import RawSettings, parse_spec
 from streams.core.state import from_wire, summary, to_wire
 from streams.core.timefmt import format_time
-from tests.fixtures.builders import at, attempt, cycle, pod, podgroup
+from tests.fixtures.builders import at, attempt, cycle, fold_records, pod, podgroup
 
 GPU_FIT = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
 
 
 def run(records: list[Any], end: float | None = None) -> tuple[list[dict[str, Any]], dict]:
     store: dict = {}
-    fold = PartitionFold(store, FoldSettings())
-    outputs: list[dict[str, Any]] = []
-    for rec in records:
-        outputs += fold.feed(getattr(rec, "gang", None), rec)
-    if end is not None:
-        outputs += fold.feed(None, Tick(at(end)))
+    outputs = fold_records(records, end, store=store)
     for state in store.values():  # every state survives the table's wire form
         assert from_wire(to_wire(state)) == state
     return outputs, store
