@@ -16,24 +16,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from streams.core.capacity import NodeRoom, node_room, pod_requests, shortfall
+from streams.core.capacity import (NodeRoom, node_room, pod_requests,
+                                   room_after_preempting, shortfall)
 
 #: pods in these phases hold no resources (kube-scheduler's cache drops them:
 #: KS ``backend/cache/cache.go`` removes terminated pods)
 _DONE = ("Succeeded", "Failed")
 
 
+def pod_priority(spec: Mapping[str, Any]) -> int:
+    """A pod's priority as kube-scheduler reads it: ``spec.priority``, 0 when unset (or not an
+    integer) (k8s.io/component-helpers v0.35.2 ``scheduling/corev1/helpers.go:28-36``,
+    docs/koordinator-rules.md row PR4)."""
+    value = spec.get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 @dataclass
 class NodeCache:
-    """Nodes by name (as :class:`NodeRoom` without requests) and, per bound pod uid, its node
-    and requests (milli-units). Feed it with :meth:`node` and :meth:`pod` for every watch
+    """Nodes by name (as :class:`NodeRoom` without requests) and, per bound pod uid, its node,
+    requests (milli-units) and priority (``pod_priority``). Feed it with :meth:`node` and :meth:`pod` for every watch
     event of Nodes and of bound Pods (any scheduler's); ask :meth:`capacity`. The answer is
     kept until the next change, so a storm of failed attempts (thousands a minute) costs one
     pass over the nodes per change, not one per attempt."""
 
     nodes: dict[str, NodeRoom] = field(default_factory=dict)
-    bound: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
-    _answers: dict[tuple[str, int, tuple[int, ...]], dict[str, Any] | None] = field(
+    bound: dict[str, tuple[str, dict[str, int], int]] = field(default_factory=dict)
+    _answers: dict[tuple[str, int, tuple[int, ...], int | None, bool],
+                   dict[str, Any] | None] = field(
         default_factory=dict, repr=False, compare=False)
 
     def node(self, type_: str, obj: Mapping[str, Any]) -> None:
@@ -63,31 +73,34 @@ class NodeCache:
             self.bound.pop(uid, None)
             return
         try:
-            self.bound[uid] = (str(node), pod_requests(spec))
+            self.bound[uid] = (str(node), pod_requests(spec), pod_priority(spec))
         except ValueError:
             self.bound.pop(uid, None)
 
     def rooms(self) -> list[NodeRoom]:
         """Every known node with the requests of its bound pods, sorted by name."""
         requested: dict[str, dict[str, int]] = {}
-        for node, requests in self.bound.values():
+        for node, requests, _ in self.bound.values():
             into = requested.setdefault(node, {})
             for name, value in requests.items():
                 into[name] = into.get(name, 0) + value
         return [room._replace(requested=requested.get(name, {}))
                 for name, room in sorted(self.nodes.items())]
 
-    def capacity(self, resource: str, request: int,
-                 requests: tuple[int, ...] = ()) -> dict[str, Any] | None:
+    def capacity(self, resource: str, request: int, requests: tuple[int, ...] = (),
+                 priority: int | None = None, preempts: bool = True) -> dict[str, Any] | None:
         """The capacity facts for a member requesting ``request`` milli-units of ``resource``
         (``None`` when no node is known): ``resource``, ``request``, ``allocatable`` and
         ``free`` (sums over schedulable nodes), ``nodes`` (schedulable ones), ``room`` (members
         of that request that fit now, node by node), ``largest`` (most allocatable on one
         node): the ``capacity`` of a ``gangstate.cycle/v1`` record. With ``requests`` (the
         gang's members still to place, when their requests differ), also ``requests`` (largest
-        first), and ``room`` counts how many of them fit now (``capacity.first_fit``).
-        Milli-units."""
-        key = (resource, request, requests)
+        first), and ``room`` counts how many of them fit now (``capacity.first_fit``). With
+        ``priority`` (the member's, ``pod_priority``), also ``priority`` and
+        ``room_preempting``: how many would fit if every bound pod of lower priority were
+        evicted (``capacity.room_after_preempting``; ``None`` when the member does not
+        ``preempts``: ``preemptionPolicy: Never``). Milli-units."""
+        key = (resource, request, requests, priority, preempts)
         if key not in self._answers:
             rooms = self.rooms()
             s = shortfall(resource, request, 0, 0, rooms, requests)
@@ -96,6 +109,23 @@ class NodeCache:
                 "free": s.free, "nodes": s.nodes, "room": s.room, "largest": s.largest}
             if answer is not None and s.requests:
                 answer["requests"] = list(s.requests)
+            if answer is not None and priority is not None:
+                answer["priority"] = priority
+                answer["room_preempting"] = None if not preempts else \
+                    self._room_preempting(resource, request, requests, priority, rooms)
             self._answers[key] = answer
         answer = self._answers[key]
         return None if answer is None else dict(answer)
+
+    def _room_preempting(self, resource: str, request: int, requests: tuple[int, ...],
+                         priority: int, rooms: list[NodeRoom]) -> int:
+        """``room_after_preempting`` over the schedulable nodes of ``rooms`` for a member of
+        ``priority``: what each node's bound pods of lower priority request of ``resource``."""
+        lower: dict[str, int] = {}
+        for node, asked, of in self.bound.values():
+            if of < priority and resource in asked:
+                lower[node] = lower.get(node, 0) + asked[resource]
+        usable = [n for n in rooms if not n.unschedulable]
+        return room_after_preempting(request, sorted(requests, reverse=True),
+                                     [n.free(resource) for n in usable],
+                                     [lower.get(n.name, 0) for n in usable])

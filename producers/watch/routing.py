@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from producers.watch.conditions import changed_condition, condition_attempt
-from producers.watch.node_cache import NodeCache
+from producers.watch.node_cache import NodeCache, pod_priority
 from producers.watch.plan import DEFAULT_EVENT_REASONS, DEFAULT_SCHEDULERS
 from producers.watch.scheduler_events import (PREEMPTED_REASON, Outcome, dominant_fit_reason,
                                               parse_scheduler_event, preempted_by,
@@ -411,7 +411,8 @@ class GangRouter:
         """The node cache's room for the culprit's short resource: the dominant reason of its
         fit error must be ``Insufficient <resource>`` (kube-scheduler v1.35.2
         ``framework/plugins/noderesources/fit.go:649-735``) and the culprit a known pod with
-        a request of it; ``None`` otherwise or while no node is known."""
+        a request of it; ``None`` otherwise or while no node is known. With the culprit's
+        priority and ``room_preempting`` (rule PR4)."""
         reason = dominant_fit_reason(fit_error or "")
         if not culprit or not reason or not reason.startswith("Insufficient "):
             return None
@@ -420,8 +421,9 @@ class GangRouter:
         known = self.pods.get(uid) if uid else None
         if known is None:
             return None
+        spec = known[1].get("spec") or {}
         try:
-            request = pod_requests((known[1].get("spec") or {})).get(resource, 0)
+            request = pod_requests(spec).get(resource, 0)
         except ValueError:
             return None
         if request <= 0:
@@ -429,7 +431,9 @@ class GangRouter:
         requests = self._to_place(known[0], resource) if known[0] else ()
         if len(set(requests)) <= 1:
             requests = ()  # one request for all (or unknown): the record as before
-        return self.nodes.capacity(resource, request, requests)
+        # PR4: how much preemption could make room for, from the culprit's priority
+        return self.nodes.capacity(resource, request, requests, pod_priority(spec),
+                                   spec.get("preemptionPolicy") != "Never")
 
     def _to_place(self, gang: str, resource: str) -> tuple[int, ...]:
         """The requests of ``resource`` (milli-units, largest first) of the gang's pods still

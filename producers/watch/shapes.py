@@ -101,12 +101,13 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
 
     - a Node or a bound Pod: only what the per-node cache reads (name, uid, resourceVersion; a
       Node's ``spec.unschedulable``, taints and ``status.allocatable``; a Pod's node, container
-      and init-container requests, overhead and phase), and a bound Pod's grace period
+      and init-container requests, overhead, priority and phase), and a bound Pod's grace period
       (``spec.terminationGracePeriodSeconds``, ``metadata.deletionGracePeriodSeconds`` and
       ``deletionTimestamp``) for the records of a preemption (``GangRouter``);
     - a gang Pod or a PodGroup: its ``published`` shape; a Pod also keeps its containers'
       requests and overhead, which the capacity facts of its cycle records need
-      (``GangRouter``), its ``spec.schedulerName`` and its ``PodScheduled`` condition
+      (``GangRouter``), with its ``spec.priority`` and ``preemptionPolicy`` (their
+      ``room_preempting``), its ``spec.schedulerName`` and its ``PodScheduled`` condition
       (``pod_scheduled``: the condition records' source), which ``published`` leaves out of
       ``gang-events``.
 
@@ -120,7 +121,8 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
                        "initContainers": _requests(spec.get("initContainers")),
                        **({"overhead": spec["overhead"]} if spec.get("overhead") else {}),
                        **({"schedulerName": spec["schedulerName"]}
-                          if spec.get("schedulerName") else {})}
+                          if spec.get("schedulerName") else {}),
+                       **{k: spec[k] for k in ("priority", "preemptionPolicy") if k in spec}}
         scheduled = pod_scheduled(obj)
         if scheduled is not None:  # the condition records' source (GangRouter)
             out["status"] = {**out["status"], "conditions": [scheduled]}
@@ -144,7 +146,8 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
                       if spec.get("terminationGracePeriodSeconds") is not None else {}),
                    "containers": _requests(spec.get("containers")),
                    "initContainers": _requests(spec.get("initContainers")),
-                   **({"overhead": spec["overhead"]} if spec.get("overhead") else {})}
+                   **({"overhead": spec["overhead"]} if spec.get("overhead") else {}),
+                   **({"priority": spec["priority"]} if "priority" in spec else {})}
     out["status"] = {"phase": status.get("phase")}
     return out
 

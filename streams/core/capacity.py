@@ -159,12 +159,24 @@ class Shortfall(NamedTuple):
     largest: int
     never_fits: bool
     requests: tuple[int, ...] = ()
+    priority: int | None = None
+    room_preempting: int | None = None
 
     @property
     def to_place(self) -> tuple[int, ...]:
         """The requests of the members to place, largest first: ``requests`` for a
         heterogeneous gang, else ``needed`` times ``request``."""
         return self.requests if self.requests else (self.request,) * self.needed
+
+    @property
+    def room_counting_preemption(self) -> int | None:
+        """How many members to place fit once preemption has done all it can (rule PR4):
+        ``room_preempting``, or ``room`` for members that never preempt (a ``priority``
+        without ``room_preempting``: ``preemptionPolicy: Never``); ``None`` when the
+        culprit's priority is not known."""
+        if self.priority is None:
+            return None
+        return self.room if self.room_preempting is None else self.room_preempting
 
     @property
     def missing_members(self) -> int:
@@ -201,6 +213,28 @@ def first_fit(requests: Sequence[int], free: Sequence[int]) -> int:
     return placed
 
 
+def room_of(request: int, requests: Sequence[int], free: Sequence[int]) -> int:
+    """How many members fit into the nodes' ``free`` amounts (milli-units, one per node):
+    Σ ⌊free / request⌋ node by node for members that ask ``request`` each, or, given
+    ``requests`` (a heterogeneous gang's, largest first), how many of them ``first_fit``
+    places."""
+    if requests:
+        return first_fit(requests, free)
+    return sum(f // request for f in free) if request > 0 else 0
+
+
+def room_after_preempting(request: int, requests: Sequence[int], free: Sequence[int],
+                          lower: Sequence[int]) -> int:
+    """``room_of`` once every pod of lower priority than the member is evicted: each node's
+    free amount plus ``lower``, what its pods of lower priority request (milli-units, same
+    order as ``free``). kube-scheduler's DefaultPreemption may evict only pods of lower
+    priority than the preemptor (KS v1.35.2 ``framework/plugins/defaultpreemption/
+    default_preemption.go`` ``SelectVictimsOnNode``, docs/koordinator-rules.md row PR3), so
+    this is the most preemption could ever make room for: fewer members than the gang must
+    place means preemption cannot make it fit."""
+    return room_of(request, requests, [f + extra for f, extra in zip(free, lower)])
+
+
 def shortfall(resource: str, request: int, min_member: int, bound: int,
               nodes: Sequence[NodeRoom], requests: Sequence[int] = ()) -> Shortfall:
     """The :class:`Shortfall` of a gang whose members each request ``request`` milli-units of
@@ -210,12 +244,8 @@ def shortfall(resource: str, request: int, min_member: int, bound: int,
     usable = [n for n in nodes if not n.unschedulable]
     largest = max((n.allocatable.get(resource, 0) for n in usable), default=0)
     asked = tuple(sorted(requests, reverse=True))
-    if asked:
-        room = first_fit(asked, [n.free(resource) for n in usable])
-        too_big = asked[0] > largest
-    else:
-        room = sum(n.free(resource) // request if request > 0 else 0 for n in usable)
-        too_big = request > largest
+    room = room_of(request, asked, [n.free(resource) for n in usable])
+    too_big = (asked[0] if asked else request) > largest
     return Shortfall(resource, request, max(0, min_member - bound), bound,
                      sum(n.allocatable.get(resource, 0) for n in usable),
                      sum(n.free(resource) for n in usable), len(usable), room,
@@ -306,4 +336,20 @@ def shortfall_text(s: Shortfall) -> str:
     if beyond:
         return (f"{head}, {room}: freeing capacity cannot make room, it takes a new node "
                 f"(at least {q(beyond)} {s.resource} more){alternative}")
-    return f"{head}, {room}: {more_text(s)}, held by other pods{alternative}"
+    return f"{head}, {room}: {more_text(s)}, held by other pods{preemption_text(s)}{alternative}"
+
+
+def preemption_text(s: Shortfall) -> str:
+    """What preemption can do for the members to place (rule PR4), a clause for
+    ``shortfall_text``: e.g. ``; preemption cannot make room: evicting every pod of priority
+    below 1000 would leave room for 2 members``, ``; pods of priority below 1000 hold enough
+    of it: preemption can make room``, ``; its members do not preempt (preemptionPolicy
+    Never)``; empty when the culprit's priority is not known."""
+    if s.priority is None:
+        return ""
+    if s.room_preempting is None:
+        return "; its members do not preempt (preemptionPolicy Never)"
+    if s.room_preempting >= len(s.to_place):
+        return f"; pods of priority below {s.priority} hold enough of it: preemption can make room"
+    return (f"; preemption cannot make room: evicting every pod of priority below {s.priority} "
+            f"would leave room for {_members(s.room_preempting)}")

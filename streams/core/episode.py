@@ -213,8 +213,8 @@ def episode_facts(ep: Episode, min_member: int | None, bound: int = 0) -> dict[s
     """The facts of a ``GangUnschedulable`` diagnostic: ``unfit`` ``{member name: fit error as
     written}``, ``fit`` (members that fit and waited at once, at most), ``min_member`` and
     ``since`` (microseconds of event time; RFC 3339 in the diagnostic); with ``capacity``
-    known, ``shortfall``: its fields but ``free`` (milli-units) and ``bound`` (members already
-    bound).
+    known, ``shortfall``: its fields but ``free`` (milli-units; ``priority`` and
+    ``room_preempting`` only when known) and ``bound`` (members already bound).
     Rounds and attempts are not among them: they grow while the facts stay true
     (``material_facts``)."""
     facts: dict[str, Any] = {"unfit": dict(ep.unfit), "fit": ep.fit, "min_member": min_member,
@@ -226,6 +226,9 @@ def episode_facts(ep: Episode, min_member: int | None, bound: int = 0) -> dict[s
             room["requests"] = list(room["requests"])
         else:
             del room["requests"]  # a gang of one request: the facts as before
+        for name in ("priority", "room_preempting"):
+            if room[name] is None:
+                del room[name]  # not known to the producer (PR4): the facts as before
         facts["shortfall"] = {**room, "bound": bound}
     return facts
 
@@ -241,7 +244,7 @@ def shortfall_of(facts: dict[str, Any]) -> Shortfall | None:
     return Shortfall(s["resource"], s["request"], max(0, facts["min_member"] - s["bound"]),
                      s["bound"], s["allocatable"], s.get("free", 0), s["nodes"], s["room"],
                      s["largest"], (requests[0] if requests else s["request"]) > s["largest"],
-                     requests)
+                     requests, s.get("priority"), s.get("room_preempting"))
 
 
 def fits_now(facts: dict[str, Any]) -> bool:

@@ -65,6 +65,11 @@ class Capacity(NamedTuple):
     ``largest`` (the most one node has allocatable); ``requests`` the requests of the gang's
     members still to place, largest first, when they differ (a heterogeneous gang: ``room``
     then counts how many of them fit, first fit, largest first; empty otherwise).
+    ``priority`` is the culprit's (``spec.priority``) and ``room_preempting`` how many members
+    would fit if its preemption evicted every pod of lower priority from every schedulable
+    node (rule PR4); ``room_preempting`` is ``None`` with a ``priority`` for a member with
+    ``preemptionPolicy: Never`` (it evicts nothing), both ``None`` when the producer does not
+    know the culprit's priority (records written before them).
     ``streams.core.capacity`` does the arithmetic."""
 
     resource: str
@@ -75,6 +80,8 @@ class Capacity(NamedTuple):
     room: int
     largest: int
     requests: tuple[int, ...] = ()
+    priority: int | None = None
+    room_preempting: int | None = None
 
 
 class CycleObserved(NamedTuple):

@@ -847,7 +847,11 @@ def _episode_out(ep: Episode) -> list[Any]:
         return row
     c = ep.capacity
     cap: list[Any] = [c.resource, c.request, c.allocatable, c.free, c.nodes, c.room, c.largest]
-    return row + [cap if not c.requests else cap + [list(c.requests)]]
+    if c.priority is not None or c.room_preempting is not None:
+        cap += [list(c.requests), c.priority, c.room_preempting]
+    elif c.requests:
+        cap.append(list(c.requests))
+    return row + [cap]
 
 
 def _episode_in(row: list[Any] | None) -> Episode | None:
@@ -858,9 +862,12 @@ def _episode_in(row: list[Any] | None) -> Episode | None:
 
 
 def _capacity_in(row: list[Any]) -> Capacity:
-    """A ``Capacity`` from its wire row (``requests``, its 8th value, a list there)."""
+    """A ``Capacity`` from its wire row (``requests``, its 8th value, a list there;
+    ``priority`` and ``room_preempting`` its 9th and 10th, rows stored before them have
+    neither)."""
     return Capacity(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                    tuple(row[7]) if len(row) > 7 else ())
+                    tuple(row[7]) if len(row) > 7 else (),
+                    row[8] if len(row) > 8 else None, row[9] if len(row) > 9 else None)
 
 
 def from_wire(data: Mapping[str, Any]) -> GangState:

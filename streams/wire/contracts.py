@@ -46,6 +46,10 @@ k8s.io/apiserver v0.35.2 writes and parses as a decimal (``pkg/storage/
 api_object_versioner.go:40,55,94``); kube-scheduler v1.35.2's cycle counter is an ``int64``
 (``pkg/scheduler/backend/queue/scheduling_queue.go:110``, ``SchedulingCycle() int64``)."""
 
+PRIORITY_MIN, PRIORITY_MAX = -2**31, 2**31 - 1
+"""A pod's ``spec.priority`` is an int32 (``k8s.io/api`` v0.35.2 ``core/v1/types.go``
+``PodSpec.Priority *int32``)."""
+
 RV_MAX_LENGTH = 64
 """The longest ``metadata.resourceVersion`` accepted, characters (a decimal int64 has at most
 19 digits; a non-decimal resourceVersion, compared only for equality, is bounded too)."""
@@ -318,6 +322,13 @@ class CapacityFacts(BaseModel):
         default=None, description="the requests of the gang's members still to place, "
         "largest first, when they differ (a heterogeneous gang); room then counts how many "
         "of them fit now (first fit, largest first)")
+    priority: int | None = Field(
+        default=None, ge=PRIORITY_MIN, le=PRIORITY_MAX,
+        description="the culprit's priority (spec.priority), when the producer knows it")
+    room_preempting: int | None = Field(
+        default=None, ge=0, description="members that would fit if the culprit's preemption "
+        "evicted every pod of lower priority; null with a priority for preemptionPolicy Never "
+        "(it preempts nothing)")
 
 
 class CycleRecord(_Timed):
@@ -589,6 +600,8 @@ class _CapacityView(TypedDict):
     room: Annotated[int, Field(ge=0)]
     largest: Annotated[int, Field(ge=0)]
     requests: NotRequired[list[Annotated[int, Field(ge=0)]] | None]
+    priority: NotRequired[Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)] | None]
+    room_preempting: NotRequired[Annotated[int, Field(ge=0)] | None]
 
 
 class CycleView(_InputView):

@@ -196,7 +196,8 @@ def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
         return None
     return Capacity(raw["resource"], raw["request"], raw["allocatable"], raw["free"],
                     raw["nodes"], raw["room"], raw["largest"],
-                    tuple(raw.get("requests") or ()))
+                    tuple(raw.get("requests") or ()), raw.get("priority"),
+                    raw.get("room_preempting"))
 
 
 def _summary(rec: dict[str, Any], at: int) -> Decoded:

@@ -326,6 +326,38 @@ def test_wasted_preemption_is_told_on_the_gang_and_the_victims(
     delete_and_record(core_v1, chain.settings, ns, members)
 
 
+def test_a_gang_that_preemption_cannot_make_room_for_is_told_so(
+        chain: Chain, core_v1: client.CoreV1Api, priority_classes: dict[str, int],
+        frees_gpus: list[str]) -> None:
+    """Rule PR4 on the real scheduler: of the 2 GPUs, one is held by a pod of priority 1000
+    (``keep``, not lower than the gang's: never a victim), the other by one of priority 10
+    (``low``, grace 0); a gang of 2 x 1 GPU at priority 1000 fails. Evicting every pod of lower
+    priority would leave room for 1 member of the 2: the cycle records carry the members'
+    priority and that room, and GangUnschedulable says that preemption cannot make room
+    (whether or not kube-scheduler has evicted ``low`` in vain by then)."""
+    ns = "live-pr4"
+    create_namespace(core_v1, ns)
+    frees_gpus.append(ns)
+    core_v1.create_namespaced_pod(ns, gang_pod(ns, "keep", gpu=1, priority_class=HIGH))
+    core_v1.create_namespaced_pod(ns, gang_pod(ns, "low", gpu=1, priority_class=LOW))
+    wait_phase(core_v1, chain, ns, ["keep", "low"], "Running")
+    members = ["g-0", "g-1"]
+    for name in members:
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, name, gang="g", min_available=2, gpu=1,
+                                                   priority_class=HIGH))
+    clause = ("preemption cannot make room: evicting every pod of priority below 1000 would "
+              "leave room for 1 member")
+    for name in members:
+        told = wait_for(f"GangUnschedulable on {name} telling what preemption can do", lambda: [
+            e for e in gangstate_events(core_v1, ns, name)
+            if e["reason"] == "GangUnschedulable" and clause in e["message"]] or None, 90,
+            describe=lambda: describe(core_v1, ns, chain))
+        assert told[-1]["type"] == "Warning"
+    # keep, of the gang's own priority, was never a victim
+    assert pods_of(core_v1, ns)["keep"].status.phase == "Running"
+    delete_and_record(core_v1, chain.settings, ns, sorted(pods_of(core_v1, ns)))  # low may be evicted
+
+
 # ---------------------------------------------------------------------------------------------
 # members lost after the gang was scheduled
 # ---------------------------------------------------------------------------------------------

@@ -189,7 +189,9 @@ def test_a_condition_record_is_valid_and_carries_the_capacity_facts() -> None:
                                            pod("w-1", "3", condition=FAILED))], router))
     assert record["fit_error"] == CPU_FIT and record["reason"] == "Insufficient cpu"
     assert record["capacity"] == {"resource": "cpu", "request": 1000, "allocatable": 16000,
-                                  "free": 16000, "nodes": 2, "room": 16, "largest": 8000}
+                                  "free": 16000, "nodes": 2, "room": 16, "largest": 8000,
+                                  # no priority: 0, as kube-scheduler reads it; nothing bound
+                                  "priority": 0, "room_preempting": 16}
     assert record["message"] == OWN  # the condition's whole message (never cut at 1024 bytes)
     INPUT_ADAPTER.validate_json(json.dumps(record))  # the contract model accepts it
     decoded = decode_input(json.dumps(record).encode()).record

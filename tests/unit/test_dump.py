@@ -138,7 +138,9 @@ def test_the_recorded_dump_of_the_real_scheduler() -> None:
              if r["schema"] == "gangstate.cycle/v1" and "capacity" in r}
     assert [json.loads(r) for r in rooms] == [{
         "resource": "nvidia.com/gpu", "request": 1000, "allocatable": 2000, "free": 2000,
-        "nodes": 2, "room": 2, "largest": 1000}]
+        "nodes": 2, "room": 2, "largest": 1000,
+        # the recorded pods have no priority class: priority 0, none lower to preempt
+        "priority": 0, "room_preempting": 2}]
     assert {r["gang"] for r in out.records if r["schema"] == "gangstate.cycle/v1"} == {"sc-b/gb"}
 
 

@@ -82,7 +82,8 @@ def test_the_router_attaches_the_room_of_the_culprits_short_resource() -> None:
 
     own = failed("g-2", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
     assert own["capacity"] == {"resource": GPU, "request": 1000, "allocatable": 2000,
-                               "free": 2000, "nodes": 2, "room": 2, "largest": 1000}
+                               "free": 2000, "nodes": 2, "room": 2, "largest": 1000,
+                               "priority": 0, "room_preempting": 2}
     refused = failed("g-0", '0/2 nodes are available: GangGroup "ns/g" gets rejected due to '
                             'member Pod "ns/g-2" is unschedulable with reason "0/2 nodes are '
                             'available: 2 Insufficient nvidia.com/gpu.", alreadyWaitForBound: 0.')
@@ -144,7 +145,8 @@ def test_a_heterogeneous_gang_carries_the_requests_of_its_members_to_place() -> 
 
     assert capacity("g-0") == {"resource": GPU, "request": 2000, "allocatable": 3000,
                                "free": 3000, "nodes": 2, "room": 2, "largest": 2000,
-                               "requests": [2000, 1000, 1000]}
+                               "requests": [2000, 1000, 1000], "priority": 0,
+                               "room_preempting": 2}
     assert capacity("g-2")["requests"] == [2000, 1000, 1000]
     bound = {**members[1], "spec": {**members[1]["spec"], "nodeName": "b"},
              "metadata": {**members[1]["metadata"], "resourceVersion": "2"}}
@@ -153,3 +155,64 @@ def test_a_heterogeneous_gang_carries_the_requests_of_its_members_to_place() -> 
     # b is full now: 2 -> a, 1 nowhere
     assert {k: v for k, v in capacity("g-2", 2).items() if k in ("room", "requests")} == {
         "room": 1, "requests": [2000, 1000]}
+
+
+def test_room_preempting_counts_only_pods_of_lower_priority() -> None:
+    """Rule PR4, the wasted preemption found on the real scheduler: 2 nodes of 1 GPU, each held
+    by a pod of priority 10; a member of priority 1000 asking 1 GPU has no room now and room
+    for 2 once both low-priority pods are evicted. A member of priority 10 may evict neither
+    (not lower), one of priority 11 both; a third node's GPU held at priority 2000 never
+    counts. A member with preemptionPolicy Never evicts nothing: no room_preempting."""
+    cache = NodeCache()
+    for name in ("a", "b", "c"):
+        cache.node("ADDED", node(name, "8", gpu="1"))
+    cache.pod("ADDED", kube_pod("low-a", uid="low-a", node="a", gpu="1", priority=10))
+    cache.pod("ADDED", kube_pod("low-b", uid="low-b", node="b", gpu="1", priority=10))
+    cache.pod("ADDED", kube_pod("top-c", uid="top-c", node="c", gpu="1", priority=2000))
+    cache.pod("ADDED", kube_pod("cpu-a", uid="cpu-a", node="a", cpu="1"))  # no GPU: no matter
+    base = {"resource": GPU, "request": 1000, "allocatable": 3000, "free": 0, "nodes": 3,
+            "room": 0, "largest": 1000}
+    assert cache.capacity(GPU, 1000, priority=1000) == {
+        **base, "priority": 1000, "room_preempting": 2}
+    assert cache.capacity(GPU, 1000, priority=10)["room_preempting"] == 0
+    assert cache.capacity(GPU, 1000, priority=11)["room_preempting"] == 2
+    assert cache.capacity(GPU, 1000, priority=1000, preempts=False) == {
+        **base, "priority": 1000, "room_preempting": None}
+    assert cache.capacity(GPU, 1000) == base  # no priority asked: the facts as before
+    # a member of 2 GPUs: evicting the low pods frees 1 GPU on each of a and b, never 2 on one
+    assert cache.capacity(GPU, 2000, priority=1000)["room_preempting"] == 0
+    # low-a finishes: a is free now (room 1), b still needs evicting (room_preempting 2)
+    cache.pod("MODIFIED", kube_pod("low-a", uid="low-a", node="a", gpu="1", priority=10,
+                                   phase="Succeeded"))
+    assert {k: cache.capacity(GPU, 1000, priority=1000)[k]
+            for k in ("room", "room_preempting")} == {"room": 1, "room_preempting": 2}
+
+
+def test_the_router_reads_the_culprits_priority_and_preemption_policy() -> None:
+    """The cycle record of a gang member of priority 1000 short of a GPU carries its priority
+    and room_preempting (2 GPUs held by a pod of priority 10 on node a); the same member with
+    preemptionPolicy Never carries its priority and room_preempting null."""
+    from producers.watch.watching import GangRouter, Publish
+
+    def capacity(policy: str | None) -> dict:
+        router = GangRouter()
+        router.route("nodes", "ADDED", node("a", "8", gpu="2"), None, 0)
+        router.route("boundpods", "ADDED", kube_pod("low", uid="low", node="a", gpu="2",
+                                                    priority=10), None, 0)
+        member = kube_pod("g-0", gang="g", min_available=1, gpu="1", priority=1000,
+                          preemption_policy=policy)
+        router.route("pods", "ADDED", member, None, 0)
+        actions = router.route("events", "ADDED", {
+            "metadata": {"name": "g-0.1", "namespace": "ns", "uid": "ev-g-0"},
+            "involvedObject": {"kind": "Pod", "namespace": "ns", "name": "g-0",
+                               "uid": "uid-g-0"},
+            "reason": "FailedScheduling", "type": "Warning",
+            "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
+            "reportingComponent": "koord-scheduler"}, None, 1_000_000)
+        (cycle,) = [a.record for a in actions if isinstance(a, Publish)
+                    and a.record["schema"] == "gangstate.cycle/v1"]
+        return {k: cycle["capacity"][k] for k in ("room", "priority", "room_preempting")}
+
+    assert capacity(None) == {"room": 0, "priority": 1000, "room_preempting": 2}
+    assert capacity("PreemptLowerPriority") == {"room": 0, "priority": 1000, "room_preempting": 2}
+    assert capacity("Never") == {"room": 0, "priority": 1000, "room_preempting": None}

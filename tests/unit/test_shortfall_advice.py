@@ -78,6 +78,46 @@ def test_shortfall_text(name: str) -> None:
     assert shortfall_text(shortfall(GPU, **args)) == text
 
 
+PREEMPTING = {
+    # 4 nodes of 1 GPU, 3 held by other pods: room 1 of the 2 members to place; evicting every
+    # pod of priority below 1000 would leave room for 1 (the others hold theirs at >= 1000)
+    "preemption cannot make room": (
+        dict(priority=1000, room_preempting=1),
+        "needs 2 x 1 nvidia.com/gpu (2 members to place); the cluster has 4 allocatable on 4 "
+        "nodes, room for 1 member now: 1 nvidia.com/gpu more must free up (1 member's worth, "
+        "each on one node), held by other pods; preemption cannot make room: evicting every "
+        "pod of priority below 1000 would leave room for 1 member, or min-available would "
+        "have to drop to 1"),
+    # the same, the pods holding 2 of them of lower priority: room for 3 once evicted
+    "preemption can make room": (
+        dict(priority=1000, room_preempting=3),
+        "needs 2 x 1 nvidia.com/gpu (2 members to place); the cluster has 4 allocatable on 4 "
+        "nodes, room for 1 member now: 1 nvidia.com/gpu more must free up (1 member's worth, "
+        "each on one node), held by other pods; pods of priority below 1000 hold enough of "
+        "it: preemption can make room, or min-available would have to drop to 1"),
+    "members that never preempt": (
+        dict(priority=1000, room_preempting=None),
+        "needs 2 x 1 nvidia.com/gpu (2 members to place); the cluster has 4 allocatable on 4 "
+        "nodes, room for 1 member now: 1 nvidia.com/gpu more must free up (1 member's worth, "
+        "each on one node), held by other pods; its members do not preempt (preemptionPolicy "
+        "Never), or min-available would have to drop to 1"),
+}
+
+
+@pytest.mark.parametrize("name", PREEMPTING)
+def test_shortfall_text_tells_what_preemption_can_do(name: str) -> None:
+    """Rule PR4 in the advice: the same shortfall (2 members of 1 GPU to place, room for 1)
+    with what preempting every lower-priority pod would leave room for."""
+    given, text = PREEMPTING[name]
+    short = shortfall(GPU, 1000, 2, 0, [gpus("a", 1, held=1), gpus("b", 1, held=1),
+                                        gpus("c", 1, held=1), gpus("d", 1)])
+    assert short.room_counting_preemption is None  # no priority: as before
+    short = short._replace(**given)
+    assert short.room_counting_preemption == (given["room_preempting"]
+                                              if given["room_preempting"] is not None else 1)
+    assert shortfall_text(short) == text
+
+
 @pytest.mark.parametrize("requests,free,placed", [
     ((2000, 1000, 1000), (2000, 1000), 2),      # 2 -> first node, 1 -> second, 1 nowhere
     ((1000, 2000, 1000), (1000, 2000), 2),      # largest first: 2 -> second, 1 -> first
@@ -207,3 +247,35 @@ def test_a_pod_scheduled_on_its_own_that_no_node_may_take_is_told_of_labels() ->
         "label a node to match the pod's node selector/affinity (or change them), or add a "
         "node that matches; freeing capacity does not help (node(s) didn't match Pod's node "
         "affinity/selector); no other member has to fit with it"]
+
+
+def test_the_episode_carries_what_preemption_can_do_into_gang_unschedulable() -> None:
+    """The wasted preemption of the real scheduler, by its facts (rule PR4): 3 members of 1 GPU
+    (priority 1000) on 3 nodes of 1 GPU, each held by another pod, two of them of lower
+    priority: room 0 now, room_preempting 2. The GangUnschedulable (told 10 s after the first
+    failure, settled) carries priority and room_preempting in its shortfall and says that
+    preemption cannot make room; the gang's state keeps them through its wire form."""
+    from streams.core.state import from_wire, to_wire
+
+    short = Capacity(GPU, 1000, 3000, 0, 3, 0, 1000, (), 1000, 2)
+    records: list[Any] = [pod(f"g-{i}", 0, min_available="3") for i in range(3)]
+    records += [attempt("g-1", t, "ev-g1", "Filter", "Unschedulable", count=n,
+                        reason="Insufficient nvidia.com/gpu", culprit="g-1",
+                        fit_error="0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+                        waited=0)._replace(capacity=short)
+                for n, t in enumerate((1, 12), start=1)]
+    store: dict[str, Any] = {}
+    (told,) = [o for o in fold_records(records, 60, store=store)
+               if o.get("reason") == "GangUnschedulable"]
+    assert told["facts"]["shortfall"] == {
+        "resource": GPU, "request": 1000, "allocatable": 3000, "nodes": 3, "room": 0,
+        "largest": 1000, "priority": 1000, "room_preempting": 2, "bound": 0}
+    assert told["message"].endswith(
+        "it needs 3 x 1 nvidia.com/gpu (3 members to place); the cluster has 3 allocatable on "
+        "3 nodes, room for 0 members now: 3 nvidia.com/gpu more must free up (3 members' "
+        "worth, each on one node), held by other pods; preemption cannot make room: evicting "
+        "every pod of priority below 1000 would leave room for 2 members")  # room 0: no
+    # smaller min-available is offered (never 0)
+    state = store["ns/g"]
+    assert state.episode.capacity == short
+    assert from_wire(to_wire(state)).episode.capacity == short
