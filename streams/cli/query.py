@@ -134,9 +134,11 @@ class TraceSource:
     sees them) as of ``at`` (microseconds of event time): records after ``at`` are left out and
     the fold ends with a tick at ``at``. Raises ``QueryError`` (2) when a trace is unreadable;
     malformed lines are reported on stderr and skipped, and records far ahead of the rest
-    (``streams.wire.traces.far_ahead``) set aside and reported, as ``gangstate fold`` does."""
+    (``streams.wire.traces.far_ahead``) set aside and reported, as ``gangstate fold`` does.
+    The gangs are read at ``at`` (``streams.core.state.as_of``), or with ``read_at_end`` at
+    their own latest record."""
 
-    def __init__(self, traces: Sequence[str], at: int) -> None:
+    def __init__(self, traces: Sequence[str], at: int, read_at_end: bool = False) -> None:
         from streams.settings import environment
         from streams.wire.traces import fold_lines
 
@@ -148,6 +150,10 @@ class TraceSource:
         for number, _observed_at, reason in result.set_aside:
             print(f"line {number}: {reason}", file=sys.stderr)
         self.states = result.states
+        # what the gangs are read at: ``at`` (the fold's clock, ticked there), or with
+        # ``read_at_end`` (no --at given) each gang's own latest record: a recording's Events
+        # stop where it ends, not because the scheduler went quiet
+        self.clock = None if read_at_end else result.clock
 
     def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
         """``streams.query.answers.gang_rows`` of the folded gangs; a bad phase is
@@ -166,14 +172,14 @@ class TraceSource:
         state = self.states.get(gang)
         if state is None:
             raise QueryError(f"gang {gang} not found", 1)
-        return gang_detail(state)
+        return gang_detail(state, self.clock)
 
     def why(self, pod: str, gang: str | None) -> dict[str, Any]:
         """``streams.query.answers.explain_pod``; an unknown gang or pod is ``QueryError`` 1."""
         from streams.query.answers import NotFound, explain_pod
 
         try:
-            return explain_pod(self.states, pod, gang)
+            return explain_pod(self.states, pod, gang, lambda _gang: self.clock)
         except NotFound as err:
             raise QueryError(str(err), 1) from None
 
@@ -385,7 +391,7 @@ class Source:
         if self.traces:
             from streams.cli.options import _at
 
-            return TraceSource(list(self.traces), _at(self.at))
+            return TraceSource(list(self.traces), _at(self.at), read_at_end=self.at is None)
         from streams.settings import environment
 
         given = environment().server
@@ -402,7 +408,8 @@ def source_options(f: Any) -> Any:
     and how long to wait for the worker."""
     f = click.option("--at", default=None,
                      help="with --from: the state as of this RFC 3339 time (records after it "
-                          "are left out; default: now)")(f)
+                          "are left out; default: now, the gangs then read at their latest "
+                          "record)")(f)
     f = click.option("--from", "traces", multiple=True, metavar="TRACE",
                      help="answer from the offline fold of this trace instead of a worker "
                           "(repeatable: traces are merged by observed_at); a `kubectl get "

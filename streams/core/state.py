@@ -684,6 +684,21 @@ def spec_and_fallbacks(gang: str, source: str | None, settings: RawSettings | No
     return result
 
 
+def as_of(state: GangState, now: int | None) -> GangState:
+    """The state as the read side sees it at event time ``now`` (microseconds; the fold's
+    clock: the latest event time of its partition, ticks included): a copy whose ``clock`` is
+    ``now`` when that is later than the gang's own (the time of its latest record), else the
+    state itself. Figures that count back from the clock then hold for ``now``: the storm's
+    FailedScheduling Events per minute fall to 0 a minute after the last one, a failure
+    episode closes ``settings.QUIET_SECONDS`` after its last failure. The fold never stores
+    the copy."""
+    if now is None or now <= state.clock:
+        return state
+    new = state.copy()
+    new.clock = now
+    return new
+
+
 def summary(state: GangState) -> dict[str, Any]:
     """The ``gangs`` entry of ``gangstate fold --output json`` for one gang.
 

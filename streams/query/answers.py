@@ -11,10 +11,10 @@ Must not: decide or explain anything itself, do I/O, or import Faust, Kafka or t
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from streams.core.explain import deletion, findings, why_pod
-from streams.core.state import GangState, summary
+from streams.core.state import GangState, as_of, summary
 from streams.core.timefmt import format_time
 
 PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Finished",
@@ -64,11 +64,13 @@ def history(state: GangState) -> list[dict[str, str]]:
             for at, change, cause in state.history]
 
 
-def gang_detail(state: GangState) -> dict[str, Any]:
+def gang_detail(state: GangState, now: int | None = None) -> dict[str, Any]:
     """The one-gang document: ``{"gang", **summary(state), "deleted": deletion(state),
     "findings": findings(state), "history": history(state)}`` (shapes in
     ``streams.core.state.summary`` and ``streams.core.explain``; ``deleted`` is ``None`` while
-    the gang exists)."""
+    the gang exists), read at event time ``now`` (microseconds: the fold's clock, ticks
+    included; ``None``: the gang's own clock, ``state.as_of``)."""
+    state = as_of(state, now)
     return {"gang": state.gang, **summary(state), "deleted": deletion(state),
             "findings": findings(state), "history": history(state)}
 
@@ -88,10 +90,11 @@ def find_gang_of_pod(states: Iterable[GangState], pod: str) -> GangState | None:
     return None
 
 
-def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = None
-                ) -> dict[str, Any]:
+def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = None,
+                now: Callable[[str], int | None] | None = None) -> dict[str, Any]:
     """``why_pod`` for pod ``ns/name`` in gang ``gang`` (``None``: the gang whose members
-    include the pod). Raises ``NotFound`` when the gang is unknown or the pod is not one of its
+    include the pod), read at event time ``now(gang id)`` (microseconds: the clock of the fold
+    that owns the gang; ``None``: the gang's own clock, ``state.as_of``). Raises ``NotFound`` when the gang is unknown or the pod is not one of its
     live members."""
     if gang is not None:
         state = states.get(gang)
@@ -103,4 +106,4 @@ def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = No
         state = find_gang_of_pod(states.values(), pod)
         if state is None:
             raise NotFound(f"pod {pod} is not a live member of any known gang")
-    return why_pod(state, pod)
+    return why_pod(as_of(state, None if now is None else now(state.gang)), pod)

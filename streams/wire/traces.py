@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 from streams.core.fold import FoldSettings, Output, PartitionFold
 from streams.core.records import Tick
-from streams.core.state import GangState, summary
+from streams.core.state import GangState, as_of, summary
 from streams.core.timefmt import format_time
 from streams.wire.decoding import MAX_SKEW_SECONDS, DecodeError, Decoded, decode_input
 
@@ -33,7 +33,9 @@ class FoldResult:
     ``(line number, observed_at, reason)`` for valid records far ahead of ``at`` or of the rest
     of the trace (``far_ahead``), which were not folded; ``skipped`` counts valid records that
     concern no gang, by reason (``no-gang``, ``events``); ``records`` counts valid records,
-    those set aside and skipped included.
+    those set aside and skipped included; ``clock`` is the fold's clock at the end (event
+    time, microseconds: the final tick's, or the latest record's), the time the gangs are
+    read at (``state.as_of``).
     """
 
     diagnostics: list[Output] = field(default_factory=list)
@@ -43,6 +45,7 @@ class FoldResult:
     set_aside: list[tuple[int, str, str]] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     records: int = 0
+    clock: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``gangstate fold --output json`` object: ``{"diagnostics": [...], "commands":
@@ -51,7 +54,8 @@ class FoldResult:
         return {
             "diagnostics": self.diagnostics,
             "commands": self.commands,
-            "gangs": {gang: summary(state) for gang, state in sorted(self.states.items())},
+            "gangs": {gang: summary(as_of(state, self.clock))
+                      for gang, state in sorted(self.states.items())},
             "input": {"records": self.records, "malformed": len(self.errors),
                       "skipped": dict(sorted(self.skipped.items())),
                       "errors": [{"line": n, "error": e} for n, e in self.errors],
@@ -175,6 +179,7 @@ def fold_lines(lines: Iterable[tuple[int, bytes]], at: int | None,
             take(fold.feed(decoded.key, decoded.record))
     if at is not None:
         take(fold.feed(None, Tick(max(at, fold.clock))))
+    result.clock = fold.clock
     return result
 
 
@@ -190,7 +195,7 @@ def format_text(result: Any) -> str:
     for d in result.diagnostics:
         by_gang.setdefault(d["gang"], []).append(d)
     for gang, state in sorted(result.states.items()):
-        s = summary(state)
+        s = summary(as_of(state, getattr(result, "clock", None)))
         lines.append(f"gang {gang}  phase={s['phase']}  members={s['members']}"
                      f"/{s['min_member'] if s['min_member'] is not None else '?'}"
                      f"  bound={s['bound']}  waiting={s['waiting']}"

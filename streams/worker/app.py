@@ -312,10 +312,16 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                 gang_events.send_soon(key=key, value=value, partition=owner)
             rekeyed.clear()
 
+    def clock_of(key: str) -> int | None:
+        """The event time gang ``key`` is read at: the clock of the fold of its partition
+        (its latest record or tick), ``None`` before that partition folded anything here."""
+        fold = folds.get(owner_of(key))
+        return None if fold is None else fold.clock
+
     if web_port is not None:
         from streams.worker import web as views
 
-        views.register(app, store, settings, metrics=metrics)
+        views.register(app, store, settings, metrics=metrics, clock=clock_of)
     app.gangstate_store = store  # type: ignore[attr-defined]
     app.gangstate_metrics = metrics  # type: ignore[attr-defined]
     return app

@@ -12,7 +12,7 @@ in prometheus-client's global default registry.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram,
                                PlatformCollector, ProcessCollector, generate_latest)
@@ -53,13 +53,16 @@ class TableCollector(Collector):
     ``gangstate_pods_held_preenqueue{reason}``: pending members of gangs that
     ``streams.core.decide.hold`` holds, by hold reason (every reason, zero included).
     ``gangstate_scheduler_failed_events_per_minute{gang}``: the scheduler's FailedScheduling
-    Events about the gang's pods in the last 60 s of the gang's event time
+    Events about the gang's pods in the last 60 s of event time up to ``clock(gang id)`` (the
+    clock of the fold of its partition, ticks included; without ``clock``, the gang's own)
     (``streams.core.episode.per_minute``), for gangs with at least one (a gang without any has
     no series). Raises nothing for a key that vanishes during a scrape.
     """
 
-    def __init__(self, states: Mapping[str, GangState]) -> None:
+    def __init__(self, states: Mapping[str, GangState],
+                 clock: Callable[[str], int | None] | None = None) -> None:
         self.states = states
+        self.clock = clock
 
     def describe(self) -> Iterable[Metric]:
         """The three families with no samples (lets the registry check names without reading
@@ -90,7 +93,8 @@ class TableCollector(Collector):
             if found is not None:
                 held[found[0]] = held.get(found[0], 0) + state.pending
             if state.storm:
-                rate = episode.per_minute(state.storm, state.clock)
+                now = None if self.clock is None else self.clock(key)
+                rate = episode.per_minute(state.storm, max(state.clock, now or 0))
                 if rate:
                     storms.append((state.gang, rate))
         gangs, pods, storm = self._families()

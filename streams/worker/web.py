@@ -85,7 +85,8 @@ def readiness(app: "faust.App") -> str | None:
 
 
 def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settings", *,
-             metrics: "WorkerMetrics | None" = None) -> None:
+             metrics: "WorkerMetrics | None" = None,
+             clock: Callable[[str], int | None] | None = None) -> None:
     """Mount ``/gangs``, ``/gangs/{namespace}/{name}``, ``/pods/{namespace}/{name}/why``,
     ``/readyz`` (``readiness``) and ``/metrics`` on ``app``'s web server.
 
@@ -94,7 +95,10 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
     app's ``WorkerMetrics`` (``None``: a fresh one, so ``/metrics`` serves the table gauges
     only); the table collector is added to its registry here. Errors are JSON ``{"error":
     message}``: 400 for a bad query, 404 for an unknown gang or pod, 503 while partitions are
-    not assigned yet.
+    not assigned yet. ``clock(gang id)``: the event time a gang is read at (microseconds: the
+    clock of the fold of its partition, ticks included; ``None``: the gang's own clock), so
+    that the storm and the failure episode age with the partition's ticks
+    (``streams.core.state.as_of``).
     """
     from faust.exceptions import SameNode
     from faust.web import Request, Response, View
@@ -105,7 +109,7 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
     owned = active_owner(app, settings)
     local = OwnedStates(store, owned)
     metrics = metrics or WorkerMetrics()
-    metrics.registry.register(TableCollector(local))
+    metrics.registry.register(TableCollector(local, clock))
 
     @app.page("/gangs", name="gangs")
     class GangList(View):
@@ -129,7 +133,7 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
             state = store.get(gang)
             if state is None:
                 return self.error(404, f"gang {gang} not found")
-            return self.json(gang_detail(state))
+            return self.json(gang_detail(state, None if clock is None else clock(gang)))
 
     @app.page("/pods/{namespace}/{name}/why", name="why")
     class PodWhy(View):
@@ -144,7 +148,7 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
                 except SameNode:
                     pass
             try:
-                return self.json(explain_pod(store if gang else local, pod, gang))
+                return self.json(explain_pod(store if gang else local, pod, gang, clock))
             except NotFound as err:
                 return self.error(404, str(err))
 
