@@ -263,7 +263,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
         elif member.gated:
             pass  # its gates hold it at PreEnqueue whatever its last cycle said (a gated pod
             # that NextPod handed out fails to bind and goes back to the queue)
-        elif (why := _family_why(state, pod)) is not None:
+        elif (why := _family_why(state, member)) is not None:
             held_at, held_by = why["held_at"], why["held_by"]
             result["reasons"].extend(why["reasons"])
             result["unblock"].extend(why["unblock"])
@@ -325,10 +325,10 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     return result
 
 
-def _family_why(state: GangState, pod: str) -> dict[str, Any] | None:
-    """The first answer of the families' ``why`` (``rules.WHY``) for pod ``ns/name``."""
+def _family_why(state: GangState, member: Member) -> dict[str, Any] | None:
+    """The first answer of the families' ``why`` (``rules.WHY``) for ``member``."""
     for family_why in rules.WHY:
-        found = family_why(state, pod)
+        found = family_why(state, member)
         if found is not None:
             return found
     return None
