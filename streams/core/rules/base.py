@@ -23,7 +23,7 @@ from typing import Any, Callable, Literal, NamedTuple
 
 from ..records import GangRecord
 from ..settings import FoldSettings, Output
-from ..state import GangState
+from ..state import GangState, Member
 from ..timefmt import format_time
 
 DIAGNOSTIC_SCHEMA = "gangstate.diagnostic/v1"
@@ -45,6 +45,11 @@ class Reason(NamedTuple):
     type: Literal["Normal", "Warning"]
     message: Callable[[str, dict[str, Any]], str]
     unblock: "Callable[[GangState, dict[str, Any]], str] | None" = None
+
+    def unblock_text(self, state: GangState, facts: dict[str, Any]) -> str:
+        """What would unblock a pod held for this reason with ``facts`` (``unblock``), or
+        ``""`` when the family gives no such text."""
+        return "" if self.unblock is None else self.unblock(state, facts)
 
 
 class Timer(NamedTuple):
@@ -97,18 +102,25 @@ class Rule(NamedTuple):
     short name), the ``reasons`` it emits, the ``timers`` it owns and its ``decisions`` (run on
     every record, in ``registry.DECISIONS`` order) and ``findings(state) -> [finding]``, when
     given: the conditions of its reasons that hold for the gang now, each ``{"reason", "type",
-    "message", "facts"}`` (``explain.findings`` lists them, in ``registry.FINDINGS`` order);
-    ``why(state, pod) -> explanation | None``, ``pod`` as ``ns/name``, when given: why that pending member is
-    held by a condition of the family, ``{"held_at", "held_by", "reasons": [{"reason",
-    "facts", "message"}], "unblock": [str]}`` (``explain.why_pod``, in ``registry.WHY``
-    order)."""
+    "message", "facts"}`` and ``"since"`` (RFC 3339 or ``None``) where the condition has a
+    start (``explain.findings`` lists them, in ``registry.FINDINGS`` order); ``why(state,
+    member) -> explanation | None``, when given: why that member (``state.Member``, not bound
+    to a node) is held by a condition of the family, ``{"held_at", "held_by", "reasons":
+    [{"reason", "facts", "message"}], "unblock": [str]}`` (``explain.why_pod`` asks them in
+    ``registry.WHY`` order; the first answer wins)."""
 
     family: str
     reasons: tuple[Reason, ...]
     timers: tuple[TimerRule, ...] = ()
     decisions: tuple[Decision, ...] = ()
     findings: "Callable[[GangState], list[dict[str, Any]]] | None" = None
-    why: "Callable[[GangState, str], dict[str, Any] | None] | None" = None
+    why: "Callable[[GangState, Member], dict[str, Any] | None] | None" = None
+
+
+def reason_of(finding: dict[str, Any]) -> dict[str, Any]:
+    """A finding (``Rule.findings``) as one of ``explain pod``'s reasons: its ``reason``,
+    ``facts`` and ``message``."""
+    return {k: finding[k] for k in ("reason", "facts", "message")}
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)

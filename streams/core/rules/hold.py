@@ -15,7 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..settings import FoldSettings, Output
-from ..state import GangState
+from ..state import GangState, Member
+from ..timefmt import format_time
 from .base import (Decision, Reason, Rule, Step, TimerRule, emit, emit_digests, plural,
                    skips_gang_checks)
 from .group import awaiting_answers, peers_to_ask, summary_record
@@ -125,10 +126,61 @@ def _ungated_message(gang: str, f: dict[str, Any]) -> str:
             f"scheduling gates; no longer held at PreEnqueue")
 
 
-NOT_INITIALIZED: Reason = Reason("GangNotInitialized", "Warning", _not_initialized_message)
-INSUFFICIENT: Reason = Reason("GangMembersInsufficient", "Warning", _insufficient_message)
-GROUP_INCOMPLETE: Reason = Reason("GangGroupIncomplete", "Warning", _group_incomplete_message)
-GATED: Reason = Reason("GangMemberGated", "Warning", _gated_message)
+def _more(missing: int) -> str:
+    return f"{missing} more pod{'s' if missing != 1 else ''}"
+
+
+def _not_initialized_unblock(state: GangState, f: dict[str, Any]) -> str:
+    if any(m.waits_for_podgroup for m in state.members.values()) and state.podgroup is None:
+        return (f"create PodGroup {state.gang} (scheduling.sigs.k8s.io/v1alpha1) with "
+                f"spec.minMember, or remove the pod-group.scheduling.sigs.k8s.io label and "
+                f"set the gang.scheduling.koordinator.sh/min-available annotation")
+    return ("set a valid gang.scheduling.koordinator.sh/min-available annotation "
+            "(a base-10 integer) on the gang's pods, or create its PodGroup")
+
+
+def _insufficient_unblock(state: GangState, f: dict[str, Any]) -> str:
+    return (f"create {_more(f['min_member'] - f['members'])} of gang {state.gang}, "
+            f"or lower min-available to {f['members']}")
+
+
+def _group_incomplete_unblock(state: GangState, f: dict[str, Any]) -> str:
+    blocking = f["blocking_gang"]
+    if "min_member" in f:
+        return (f"create {_more(f['min_member'] - f['members'])} of gang "
+                f"{blocking}, or remove it from the groups annotation")
+    if f["members"]:
+        return f"give gang {blocking} a spec (PodGroup or min-available)"
+    return f"create the pods of gang {blocking}, or remove it from the groups annotation"
+
+
+def unblock_gates(state: GangState, gated: dict[str, list[str]], missing: int) -> str:
+    """Which scheduling gates to remove: those of the one gated pod (``gated``: ``{pod name:
+    [gates]}``), of all of them, or of at least ``missing`` of them; e.g. ``remove the
+    scheduling gates of sc-gated/g-1, set by the controller that owns them (g-1 waits for
+    example.com/quota)``."""
+    ns = state.namespace
+    if len(gated) == 1:
+        who = f"{ns}/{next(iter(gated))}"
+    elif missing >= len(gated):
+        who = f"all {len(gated)} gated pods"
+    else:
+        who = f"at least {missing} of the {len(gated)} gated pods"
+    return (f"remove the scheduling gates of {who}, set by the controller that owns them "
+            f"({gated_text(gated)})")
+
+
+def _gated_unblock(state: GangState, f: dict[str, Any]) -> str:
+    return unblock_gates(state, f["gated"], f["min_member"] - f["ungated"])
+
+
+NOT_INITIALIZED: Reason = Reason("GangNotInitialized", "Warning", _not_initialized_message,
+                                 _not_initialized_unblock)
+INSUFFICIENT: Reason = Reason("GangMembersInsufficient", "Warning", _insufficient_message,
+                              _insufficient_unblock)
+GROUP_INCOMPLETE: Reason = Reason("GangGroupIncomplete", "Warning", _group_incomplete_message,
+                                  _group_incomplete_unblock)
+GATED: Reason = Reason("GangMemberGated", "Warning", _gated_message, _gated_unblock)
 SATISFIED: Reason = Reason("GangMembersSatisfied", "Normal", _satisfied_message)
 UNGATED: Reason = Reason("GangMembersUngated", "Normal", _ungated_message)
 _HELD = {r.name: r for r in (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED)}
@@ -224,6 +276,49 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
                                    "min_member": spec.min_member,
                                    "gated": gated_members(state)}
     return None
+
+
+def finding(state: GangState) -> list[dict[str, Any]]:
+    """The PreEnqueue hold (``hold``) as a finding of ``describe gang``, ``since`` the event
+    time it began (RFC 3339; ``None`` before the fold saw it begin); ``[]`` when not held."""
+    held = hold(state)
+    if held is None:
+        return []
+    reason, facts = held
+    since = state.hold.held_since
+    return [{"reason": reason, "type": "Warning",
+             "message": _HELD[reason].message(state.gang, facts), "facts": facts,
+             "since": None if since is None else format_time(since)}]
+
+
+def behind_gates(state: GangState, gated: dict[str, list[str]]) -> str:
+    """``held_by`` of an ungated member of a gang held by its gated members (``hold``'s
+    ``GangMemberGated``, ``gated``: ``{pod name: [gates]}``): Coscheduling keeps it at
+    PreEnqueue, behind the gated pods, e.g. ``Coscheduling, behind the schedulingGates of
+    sc-gated/g-1``."""
+    ns = state.namespace
+    names = [f"{ns}/{name}" for name in sorted(gated)]
+    shown = ", ".join(names[:GATED_NAMES_SHOWN])
+    more = len(names) - GATED_NAMES_SHOWN
+    return f"Coscheduling, behind the schedulingGates of {shown}" \
+        + (f" and {more} more" if more > 0 else "")
+
+
+def why(state: GangState, member: Member) -> dict[str, Any] | None:
+    """Why ``member`` (not bound to a node) is held by the gang's PreEnqueue hold (``hold``),
+    for ``explain pod``: at ``PreEnqueue``; ``held_by`` is ``behind_gates`` for an ungated
+    member of a gang held by its gated members, else ``None`` (a gated member is held by its
+    own gates: ``explain`` says so); ``None`` when the gang is not held."""
+    held = hold(state)
+    if held is None:
+        return None
+    reason, facts = held
+    behind = reason == GATED.name and not member.gated
+    return {"held_at": "PreEnqueue",
+            "held_by": behind_gates(state, facts["gated"]) if behind else None,
+            "reasons": [{"reason": reason, "facts": facts,
+                         "message": _HELD[reason].message(state.gang, facts)}],
+            "unblock": [_HELD[reason].unblock_text(state, facts)]}
 
 
 def _asked(state: GangState, as_of: int | None) -> None:
@@ -360,4 +455,4 @@ def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
 
 DECISION: Decision = Decision("hold", _decide)
 RULE: Rule = Rule("hold", (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED, SATISFIED,
-                          UNGATED), (GRACE, REFRESH), (DECISION,))
+                          UNGATED), (GRACE, REFRESH), (DECISION,), finding, why)

@@ -14,6 +14,7 @@ from typing import Any
 from .. import lost as losses
 from ..settings import FoldSettings, Output
 from ..state import NO_LOSS, GangState
+from ..timefmt import format_time
 from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit, plural
 
 NAMES_SHOWN = 3
@@ -79,6 +80,22 @@ LOST_KEY = "GangMembersLost"
 end is ``GangMembersRestored``, or the gang going away)."""
 
 
+def told_facts(state: GangState) -> dict[str, Any] | None:
+    """``lost.lost_facts`` while a loss told (``GangMembersLost`` under ``LOST_KEY``) has not
+    ended, else ``None``."""
+    return losses.lost_facts(state) if LOST_KEY in state.emitted else None
+
+
+def finding(state: GangState) -> list[dict[str, Any]]:
+    """``GangMembersLost`` as a finding of ``describe gang`` while a loss told has not ended
+    (``told_facts``), ``since`` the latest loss (RFC 3339); else ``[]``."""
+    facts = told_facts(state)
+    if facts is None:
+        return []
+    return [{"reason": LOST.name, "type": LOST.type, "message": lost_message(state.gang, facts),
+             "facts": facts, "since": format_time(max(t for _, _, t in state.lost.entries))}]
+
+
 def warn_lost(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
     """Emit ``GangMembersLost`` at event time ``at`` (its settling timer, ``lost.lost_due``,
     or a record at or after it) with ``lost.lost_facts``; marks the losses as told."""
@@ -122,4 +139,4 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 TIMER: TimerRule = TimerRule("lost", "members lost, settled", _due, _fire)
 DECISION: Decision = Decision("lost", decide_lost)
-RULE: Rule = Rule("lost", (LOST, RESTORED), (TIMER,), (DECISION,))
+RULE: Rule = Rule("lost", (LOST, RESTORED), (TIMER,), (DECISION,), finding)

@@ -15,10 +15,10 @@ from typing import Any
 from .. import preemption as preemptions
 from ..capacity import format_quantity
 from ..settings import FoldSettings, Output
-from ..state import GangState
+from ..state import GangState, Member
 from ..timefmt import format_time
 from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, facts_digest,
-                   skips_gang_checks)
+                   reason_of, skips_gang_checks)
 
 NAMES_SHOWN = 3
 """How many victims a message names (the facts name all)."""
@@ -97,8 +97,8 @@ WASTED: Reason = Reason("GangPreemptionWasted", "Warning", wasted_message)
 """A preemption that freed room the gang cannot use."""
 
 
-def finding(p: preemptions.Preemption | None, gang: str,
-            min_member: int | None) -> dict[str, Any] | None:
+def preempting_finding(p: preemptions.Preemption | None, gang: str,
+                       min_member: int | None) -> dict[str, Any] | None:
     """The preemption as ``explain``/``describe`` tell it: ``GangPreempting`` (facts with
     ``nominated``) while in progress (``preemption.in_progress``), else ``None``. Pure."""
     if p is None or not preemptions.in_progress(p):
@@ -117,6 +117,52 @@ def finding(p: preemptions.Preemption | None, gang: str,
     return {"reason": PREEMPTING.name, "type": "Normal", "message": message, "facts": facts,
             "since": facts["victims"][0]["preempted_at"] if facts["victims"]
             else (None if p.clause_at is None else format_time(p.clause_at))}
+
+
+def preemption_finding(state: GangState) -> dict[str, Any] | None:
+    """The preemption for the gang as a finding: ``GangPreempting`` while it is in progress
+    (victims terminating: who, on which nodes, for which member, since when, their grace
+    period, the members' nominated nodes; ``preempting_finding``), ``GangPreemptionWasted``
+    once told (``warn_preemption``), else ``None``; ``None`` too for a gang without members or
+    with minMember members (at least one) bound."""
+    p = state.preemption
+    spec = state.spec
+    if p is None or not state.members \
+            or (spec is not None and state.bound >= max(spec.min_member, 1)):
+        return None
+    found = preempting_finding(p, state.gang, spec.min_member if spec else None)
+    if found is not None:
+        return found
+    if p.wasted_at is not None and state.episode is not None:
+        facts = preemptions.wasted_facts(p, state.episode, spec.min_member if spec else None,
+                                         state.bound)
+        return {"reason": WASTED.name, "type": "Warning",
+                "message": wasted_message(state.gang, facts), "facts": facts,
+                "since": format_time(p.wasted_at)}
+    return None
+
+
+def finding(state: GangState) -> list[dict[str, Any]]:
+    """``preemption_finding`` as the family's findings of ``describe gang`` (``[]`` or one)."""
+    found = preemption_finding(state)
+    return [] if found is None else [found]
+
+
+def why(state: GangState, member: Member) -> dict[str, Any] | None:
+    """Why ``member`` is held while its gang's preemption is in progress (``GangPreempting``,
+    rule PR2): kube-scheduler's DefaultPreemption (PostFilter) waits for the victims; the
+    unblock names the node the member is nominated to, when known. ``None`` otherwise (a
+    ``GangPreemptionWasted`` is told with the failure episode: ``rules.unschedulable.why``)."""
+    pre = preemption_finding(state)
+    if pre is None or pre["reason"] != PREEMPTING.name:
+        return None
+    nominated = pre["facts"]["nominated"].get(member.name)
+    return {"held_at": "PostFilter", "held_by": "DefaultPreemption, waiting for its victims",
+            "reasons": [reason_of(pre)],
+            "unblock": [
+                "nothing to do: the gang binds once the preempted pods are gone (their "
+                "deletion completes when their kubelet confirms it, within their grace period)"
+                + (f"; this pod is nominated to {nominated}" if nominated else "")]}
 
 
 def _preemption_live(state: GangState) -> bool:
@@ -197,4 +243,4 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 TIMER: TimerRule = TimerRule("preemption", "preemption settled", _due, _fire)
 DECISION: Decision = Decision("preemption", decide_preemption)
-RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,), (DECISION,))
+RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,), (DECISION,), finding, why)

@@ -9,7 +9,8 @@ in order on every record), by ``streams.core.explain`` and the
 worker (``message``, ``REASONS``), and by the wire contract (``REASON_NAMES`` is its
 ``DiagnosticReason``). A new rule is a new module in ``streams/core/rules/`` plus its entry in
 ``RULES`` and ``DECISIONS`` (and in ``TIMERS`` when it owns a timer); what ``explain`` says of
-it comes from its ``Rule.findings``, ``Rule.why`` and ``Reason.unblock``.
+it comes from its ``Rule.findings``, ``Rule.why`` and ``Reason.unblock`` (listed in
+``FINDINGS`` and ``WHY`` here, which fix the order ``explain`` walks them in).
 
 Must not: read the clock, do I/O or import infrastructure.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..settings import FoldSettings
-from ..state import GangState
+from ..state import GangState, Member
 from . import (group, hold, lost, permit, preemption, representative, resend, scheduled, spec,
                stranded, topology, unschedulable)
 from .base import Decision, Reason, Rule, Timer, TimerRule, canonical_json
@@ -53,15 +54,22 @@ event time, the earlier one here fires first (answers owed to peers before the h
 warning, so the answer tells of the gang as of the due time)."""
 
 FINDINGS: tuple[Callable[[GangState], list[dict[str, Any]]], ...] = tuple(
-    rule.findings for rule in RULES if rule.findings is not None)
-"""The ``findings`` of the families that declare them (``Rule.findings``), in ``RULES`` order:
-``explain.findings`` lists what they find after the conditions it derives itself."""
+    rule.findings for rule in (hold.RULE, spec.RULE, preemption.RULE, unschedulable.RULE,
+                               lost.RULE, scheduled.RULE, stranded.RULE, topology.RULE)
+    if rule.findings is not None)
+"""The families' ``findings`` (``Rule.findings``) in the order ``explain.findings`` lists what
+they find: the PreEnqueue hold, the spec's warnings, the preemption, the failure episode, the
+members lost (or else the gang scheduled), the stranded members, the network topology."""
 
-WHY: tuple[Callable[[GangState, str], dict[str, Any] | None], ...] = tuple(
-    rule.why for rule in RULES if rule.why is not None)
-"""The ``why`` of the families that declare one (``Rule.why``), in ``RULES`` order:
-``explain.why_pod`` asks them after the gang's PreEnqueue hold and the pod's scheduling gates,
-the first answer wins."""
+WHY: tuple[Callable[[GangState, Member], dict[str, Any] | None], ...] = tuple(
+    rule.why for rule in (hold.RULE, topology.RULE, stranded.RULE, scheduled.RULE,
+                          preemption.RULE, unschedulable.RULE)
+    if rule.why is not None)
+"""The families' ``why`` (``Rule.why``) in the order ``explain.why_pod`` asks them for a member
+not bound to a node (the first answer wins): the gang's PreEnqueue hold, the network topology,
+the stranded members, a gang that skips the gang checks (``scheduled``: rule P4), the
+preemption in progress, the failure episode. A member with scheduling gates is asked only the
+hold's (its gates hold it at PreEnqueue whatever else holds the gang)."""
 
 REASONS: dict[str, Reason] = {r.name: r for rule in RULES for r in rule.reasons}
 """Every Event reason the core emits, by name, in ``RULES`` order."""

@@ -9,6 +9,10 @@ gang any more: counted as bound, a Job whose pods fail and are recreated would b
 ``job-pods-fail-and-are-recreated``), with a count above the gang's size. Its loss is told by
 ``rules.lost``; a member that ``Succeeded`` still counts (a finished member, as there).
 
+For ``explain pod`` (``why``): once its gang group was satisfied, a gang of match policy
+``once-satisfied`` skips every gang check (rules M2, P4) and its later pods are scheduled one by
+one, each told by its own attempt (``GangOnceSatisfied``, ``PodUnschedulable``).
+
 Must not: read the clock, do I/O or import infrastructure.
 """
 
@@ -16,9 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import episode as episodes
+from ..records import FAILED_STATUSES
 from ..settings import Output
-from ..state import GangState
-from .base import Decision, Reason, Rule, Step, emit
+from ..state import GangState, Member
+from . import lost
+from .base import Decision, Reason, Rule, Step, emit, skips_gang_checks
 
 
 def _message(gang: str, f: dict[str, Any]) -> str:
@@ -48,5 +55,51 @@ def decide_scheduled(state: GangState, s: Step, out: list[Output]) -> GangState:
     return state
 
 
+def finding(state: GangState) -> list[dict[str, Any]]:
+    """``GangScheduled`` as a finding of ``describe gang`` (facts ``bound``: every bound member,
+    and ``min_member``) while minMember members are bound, unless a loss told has not ended
+    (``rules.lost.told_facts``: ``GangMembersLost`` is the finding then); else ``[]``."""
+    spec = state.spec
+    if spec is None or not state.members or state.bound < spec.min_member \
+            or lost.told_facts(state) is not None:
+        return []
+    facts = {"bound": state.bound, "min_member": spec.min_member}
+    return [{"reason": SCHEDULED.name, "type": SCHEDULED.type,
+             "message": _message(state.gang, facts), "facts": facts}]
+
+
+def why(state: GangState, member: Member) -> dict[str, Any] | None:
+    """Why pending ``member`` of a gang that skips the gang checks (``base.skips_gang_checks``,
+    rules M2 and P4) is not bound: koord-scheduler v1.8.0 schedules it like a pod of no gang
+    (reason ``GangOnceSatisfied``, and ``PodUnschedulable`` with the unblock for its own fit
+    error when its last attempt failed: ``held_at`` ``Filter``, else ``None``); ``None`` for any
+    other member or gang."""
+    if not (skips_gang_checks(state) and member.pending):
+        return None
+    spec = state.spec
+    reasons: list[dict[str, Any]] = [{
+        "reason": "GangOnceSatisfied", "facts": {"match_policy": spec.match_policy if spec
+                                                 else None},
+        "message": (f"gang {state.gang} was once satisfied (a member was bound) and its match "
+                    f"policy is once-satisfied: koord-scheduler v1.8.0 schedules its later pods "
+                    f"one by one, without gang checks")}]
+    answer: dict[str, Any] = {"held_at": None, "held_by": None, "reasons": reasons,
+                              "unblock": []}
+    if member.status in FAILED_STATUSES:
+        reasons.append({
+            "reason": "PodUnschedulable", "facts": {"reason": member.reason},
+            "message": f"the pod's own last attempt failed: {member.reason or 'unknown'}"})
+        own = member.reason or "its fit error"
+        kinds = episodes.placement_kinds(member.reason) if member.reason else set()
+        if kinds and "resource" not in kinds:  # no node may take it: capacity does not help
+            answer["unblock"].append(f"{episodes.placement_advice(kinds)} ({own}); no other "
+                                     f"member has to fit with it")
+        else:
+            answer["unblock"].append(f"free capacity for this pod ({own}); no other member "
+                                     f"has to fit with it")
+        answer["held_at"] = "Filter"
+    return answer
+
+
 DECISION: Decision = Decision("scheduled", decide_scheduled)
-RULE: Rule = Rule("scheduled", (SCHEDULED,), (), (DECISION,))
+RULE: Rule = Rule("scheduled", (SCHEDULED,), (), (DECISION,), finding, why)

@@ -92,5 +92,22 @@ def decide_spec(state: GangState, s: Step, out: list[Output]) -> GangState:
     return state
 
 
+def finding(state: GangState) -> list[dict[str, Any]]:
+    """The spec's warnings as findings of ``describe gang`` (and reasons of every pod's
+    ``explain pod``): ``GangSpecInvalid`` for each value the scheduler silently replaces, then
+    ``GangSpecConflict`` for each field the members disagree on, as ``decide_spec`` emits
+    them."""
+    out: list[dict[str, Any]] = []
+    for fb in state.fallbacks:
+        facts: dict[str, Any] = {"field": fb.field, "value": fb.value, "effective": fb.effective}
+        out.append({"reason": INVALID.name, "type": INVALID.type,
+                    "message": INVALID.message(state.gang, facts), "facts": facts})
+    for field, values in spec_conflicts(state).items():
+        facts = {"field": field, "values": values}
+        out.append({"reason": CONFLICT.name, "type": CONFLICT.type,
+                    "message": CONFLICT.message(state.gang, facts), "facts": facts})
+    return out
+
+
 DECISION: Decision = Decision("spec", decide_spec)
-RULE: Rule = Rule("spec", (INVALID, CONFLICT), (), (DECISION,))
+RULE: Rule = Rule("spec", (INVALID, CONFLICT), (), (DECISION,), finding)

@@ -14,8 +14,10 @@ from typing import Any
 
 from ..records import CycleObserved, GangRecord, PodObserved
 from ..settings import FoldSettings, Output
-from ..state import GangState, refused_member
-from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit_digests, plural
+from ..state import GangState, Member, refused_member
+from ..timefmt import format_time
+from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, emit_digests, plural,
+                   reason_of)
 from .hold import GATED_NAMES_SHOWN
 from .topology import NO_TOPOLOGY
 
@@ -170,6 +172,42 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
     return state, out
 
 
+def stranded_finding(state: GangState) -> dict[str, Any] | None:
+    """``GangMembersStranded`` as a finding once it was told (``warn_stranded``) and while some
+    of its members are still refused and pending: facts ``stranded`` (names) and
+    ``after_seconds`` (whole seconds of event time since the hold ended, at the gang's clock),
+    ``since`` the hold's end (RFC 3339); else ``None``."""
+    if not state.hold.stranded_told:
+        return None
+    facts = stranded_facts(state, state.clock)
+    released_at = state.hold.released_at
+    if facts is None or released_at is None:
+        return None
+    return {"reason": STRANDED.name, "type": STRANDED.type,
+            "message": _message(state.gang, facts), "facts": facts,
+            "since": format_time(released_at)}
+
+
+def finding(state: GangState) -> list[dict[str, Any]]:
+    """``stranded_finding`` as the family's findings of ``describe gang`` (``[]`` or one)."""
+    found = stranded_finding(state)
+    return [] if found is None else [found]
+
+
+def why(state: GangState, member: Member) -> dict[str, Any] | None:
+    """Why ``member`` is held when it is one of the members told stranded
+    (``stranded_finding``): at ``PreEnqueue``, refused earlier and not retried; only a pod
+    created again runs PreEnqueue again (ST1). ``None`` otherwise."""
+    stranded = stranded_finding(state)
+    if stranded is None or member.name not in stranded["facts"]["stranded"]:
+        return None
+    return {"held_at": "PreEnqueue", "held_by": "Coscheduling, refused earlier and not retried",
+            "reasons": [reason_of(stranded)],
+            "unblock": [f"delete {state.namespace}/{member.name} so that its controller "
+                        f"creates it again (or create it again yourself): koord-scheduler "
+                        f"runs PreEnqueue again only for a pod being created"]}
+
+
 def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState, list[Output]]:
     return warn_stranded(state, due)
 
@@ -180,4 +218,4 @@ def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
 
 
 DECISION: Decision = Decision("stranded", _decide)
-RULE: Rule = Rule("stranded", (STRANDED,), (TIMER,), (DECISION,))
+RULE: Rule = Rule("stranded", (STRANDED,), (TIMER,), (DECISION,), finding, why)

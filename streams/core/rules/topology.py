@@ -24,7 +24,7 @@ from typing import Any
 
 from ..records import CycleObserved
 from ..settings import Output
-from ..state import GangState
+from ..state import GangState, Member
 from .base import Decision, Reason, Rule, Step, emit, plural
 
 NO_TOPOLOGY = "NoClusterNetworkTopology"
@@ -85,17 +85,16 @@ def finding(state: GangState) -> list[dict[str, Any]]:
              "message": _message(state.gang, facts), "facts": facts}]
 
 
-def why(state: GangState, pod: str) -> dict[str, Any] | None:
-    """Why pending member ``pod`` (``ns/name``) is held, for ``explain pod``: a refused member at
-    PreFilter (BeforePreFilter), any other behind it at PreEnqueue (it stays the gang group's
+def why(state: GangState, member: Member) -> dict[str, Any] | None:
+    """Why pending ``member`` is held, for ``explain pod``: a refused member at PreFilter
+    (BeforePreFilter), any other behind it at PreEnqueue (it stays the gang group's
     representative: K core/core.go:316-329 returns before the round opens); ``None`` when no
     member was refused so."""
     facts = topology_facts(state)
-    found = state.member_by_name(pod)
-    if facts is None or found is None or not found[1].pending:
+    if facts is None or not member.pending:
         return None
     names = facts["refused"]
-    if found[1].name in names:
+    if member.name in names:
         held_at, held_by = "PreFilter", "Coscheduling, no cluster network topology"
     else:
         held_at = "PreEnqueue"

@@ -13,13 +13,19 @@ from typing import Any
 from .. import episode as episodes
 from .. import preemption as preemptions
 from ..records import CycleObserved
-from ..settings import FoldSettings, Output
-from ..state import GangState
+from ..settings import QUIET_SECONDS, FoldSettings, Output
+from ..state import GangState, Member
 from ..timefmt import format_time
+from . import preemption as preemption_rules
 from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, facts_digest,
-                   skips_gang_checks)
+                   reason_of, skips_gang_checks)
 
-UNSCHEDULABLE: Reason = Reason("GangUnschedulable", "Warning", episodes.unschedulable_message)
+def _unblock(state: GangState, facts: dict[str, Any]) -> str:
+    return episodes.unblock_text(facts)
+
+
+UNSCHEDULABLE: Reason = Reason("GangUnschedulable", "Warning", episodes.unschedulable_message,
+                               _unblock)
 UNSCHEDULABLE_KEY = "GangUnschedulable"
 """The ``emitted`` key of a failure episode's diagnostic (digest of ``material`` facts)."""
 
@@ -104,7 +110,52 @@ def decide_unschedulable(state: GangState, s: Step, out: list[Output]) -> GangSt
     return state
 
 
+def episode_finding(state: GangState) -> dict[str, Any] | None:
+    """The gang's open failure episode as a finding (``GangUnschedulable``), or ``None``: the
+    facts of its diagnostic (``unschedulable_facts``, ``since`` as RFC 3339) with the live
+    figures ``rounds``, ``attempts_per_minute`` (``episode.per_minute`` at the gang's clock)
+    and ``last_failed_at``. Open means: a member named as not fitting, the last failure at
+    most ``settings.QUIET_SECONDS`` before the gang's clock, the gang not scheduled, and no
+    preemption for it in progress (``rules.preemption.preemption_finding`` then). The same for
+    every member of the gang."""
+    facts = unschedulable_facts(state)
+    ep = state.episode
+    if facts is None or ep is None \
+            or not episodes.is_open(ep, state.clock, int(QUIET_SECONDS * 1_000_000)) \
+            or preemptions.in_progress(state.preemption):
+        return None
+    shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
+             "attempts_per_minute": episodes.per_minute(state.storm, state.clock),
+             "last_failed_at": format_time(ep.last_at)}
+    return {"reason": UNSCHEDULABLE.name, "type": "Warning",
+            "message": UNSCHEDULABLE.message(state.gang, facts), "facts": shown,
+            "since": shown["since"]}
+
+
+def finding(state: GangState) -> list[dict[str, Any]]:
+    """``episode_finding`` as the family's findings of ``describe gang`` (``[]`` or one)."""
+    found = episode_finding(state)
+    return [] if found is None else [found]
+
+
+def why(state: GangState, member: Member) -> dict[str, Any] | None:
+    """Why ``member`` is held while its gang has an open failure episode (``episode_finding``):
+    koord-scheduler v1.8.0 rejects the whole gang group when one member does not fit (K
+    core/core.go:376-378,336-339), so every member is held at ``Filter`` by ``Coscheduling``
+    with the episode's ``GangUnschedulable``, and a ``GangPreemptionWasted`` after it when the
+    evictions did not help; ``None`` without an open episode."""
+    episode = episode_finding(state)
+    if episode is None:
+        return None
+    reasons = [reason_of(episode)]
+    pre = preemption_rules.preemption_finding(state)
+    if pre is not None and pre["reason"] == preemption_rules.WASTED.name:
+        reasons.append(reason_of(pre))
+    return {"held_at": "Filter", "held_by": "Coscheduling", "reasons": reasons,
+            "unblock": [UNSCHEDULABLE.unblock_text(state, episode["facts"])]}
+
+
 TIMER: TimerRule = TimerRule("unschedulable", "failure episode settled", unschedulable_due,
                   warn_unschedulable)
 DECISION: Decision = Decision("unschedulable", decide_unschedulable)
-RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,), (DECISION,))
+RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,), (DECISION,), finding, why)
