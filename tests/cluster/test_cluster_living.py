@@ -358,6 +358,42 @@ def test_a_gang_that_preemption_cannot_make_room_for_is_told_so(
     delete_and_record(core_v1, chain.settings, ns, sorted(pods_of(core_v1, ns)))  # low may be evicted
 
 
+def test_the_member_left_over_when_min_member_is_lowered_is_explained_on_its_own(
+        chain: Chain, core_v1: client.CoreV1Api, frees_gpus: list[str]) -> None:
+    """PodGroup ``big`` of minMember 3, 3 pods of 1 GPU on the 2 GPUs: the gang cannot fit;
+    then its minMember is lowered to 2 (a user following gangstate's advice): 2 pods bind and
+    the group is once satisfied (rule M2), so the third is scheduled on its own (rule P4) and
+    fails Filter with its own fit error. explain says so: held at Filter, scheduled on its
+    own, its own fit error, and that no other member has to fit with it."""
+    from tests.cluster.test_cluster_scenarios import (PODGROUP_LABEL, create, explain,
+                                                      explain_fields, podgroup)
+
+    ns = "live-lowered"
+    create_namespace(core_v1, ns)
+    frees_gpus.append(ns)
+    custom = client.CustomObjectsApi(core_v1.api_client)
+    names = [f"big-{i}" for i in range(3)]
+    create(core_v1, custom, [podgroup(ns, "big", 3)] + [
+        gang_pod(ns, n, labels={PODGROUP_LABEL: "big"}, gpu=1) for n in names])
+    wait_gangstate_reasons(core_v1, chain, ns, names[0], {"GangUnschedulable"})
+    custom.patch_namespaced_custom_object("scheduling.sigs.k8s.io", "v1alpha1", ns,
+                                          "podgroups", "big", {"spec": {"minMember": 2}})
+    running = wait_for("2 of the 3 pods Running", lambda: (lambda pods: pods if len(pods) == 2
+                       else None)([n for n, p in pods_of(core_v1, ns).items()
+                                   if p.status.phase == "Running"]), 90,
+                       describe=lambda: describe(core_v1, ns, chain))
+    (left,) = set(names) - set(running)
+    out = wait_for(f"explain of {left} on its own", lambda: (lambda text: text if
+                   explain_fields(text).get("Held at") == "Filter" else None)(
+                       explain(chain, f"{ns}/{left}")), 60,
+                   describe=lambda: explain(chain, f"{ns}/{left}"))
+    assert "  GangOnceSatisfied: " in out, out
+    assert "  PodUnschedulable: the pod's own last attempt failed: Insufficient " \
+           "nvidia.com/gpu" in out, out
+    assert "; no other member has to fit with it\n" in out, out
+    delete_and_record(core_v1, chain.settings, ns, names)
+
+
 # ---------------------------------------------------------------------------------------------
 # members lost after the gang was scheduled
 # ---------------------------------------------------------------------------------------------
