@@ -228,6 +228,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "
     return "\n".join(lines) + "\n"
 
 
+NO_REPRESENTATIVE = "<none reported (the scheduler shim reports it)>"
+"""What ``describe gang`` and ``explain pod`` show for a gang whose representative no scheduler
+shim has reported: koord-scheduler v1.8.0 keeps its representative in memory only (its gang
+group's record, K ``core/gang.go:572-586`` ``RecordIfNoRepresentatives``; no Event, no field
+of the pod says which), so without the shim gangstate does not know it."""
+
+
+def _representative(value: str | None) -> str:
+    return NO_REPRESENTATIVE if value is None else value
+
+
 def _fields(pairs: Sequence[tuple[str, Any]], indent: str = "") -> str:
     width = max(len(k) for k, _ in pairs) + 2
     return "".join(f"{indent}{(k + ':').ljust(width)}{_cell(v)}\n" for k, v in pairs)
@@ -255,7 +266,7 @@ def format_gang(doc: dict[str, Any]) -> str:
         ("Waiting time", None if waiting is None else f"{waiting}s"),
         ("Members", f"{doc['members']} ({doc['bound']} bound, {doc['waiting']} waiting at "
                     f"Permit)"),
-        ("Representative", doc["representative"]), ("Epoch", doc["epoch"]),
+        ("Representative", _representative(doc["representative"])), ("Epoch", doc["epoch"]),
         ("Last cycle", doc["last_cycle"]),
         ("Failing", _failing(doc.get("failing"))),
         ("Preemption", _preemption(doc.get("preemption"))),
@@ -332,7 +343,7 @@ def format_why(doc: dict[str, Any]) -> str:
         ("Pod", doc["pod"]), ("Phase", doc["phase"]), ("Node", doc["node"]),
         ("Gang", f"{doc['gang']} ({doc['gang_phase']}: {g['members']} of minMember "
                  f"{min_member} pods, {g['bound']} bound, {g['waiting']} waiting at Permit)"),
-        ("Representative", g["representative"]),
+        ("Representative", _representative(g["representative"])),
         ("Last cycle", _last_cycle(cycle)),
         ("Held at", doc["held_at"] if not doc.get("held_by")
          else f"{doc['held_at']} ({doc['held_by']})"),
