@@ -309,6 +309,24 @@ def beyond_cluster(s: Shortfall) -> int:
     return max(0, sum(s.to_place) - s.can_free)
 
 
+def cannot_fit(s: Shortfall) -> bool:
+    """True only when the members to place cannot all fit in the cluster as it is, even once
+    preemption has evicted every pod it may (rule PR4): a member asks more than any node has
+    allocatable (``never_fits``); or they ask more than the cluster could ever free for them
+    (``beyond_cluster``); or, members of one request, fewer of them fit once every pod of lower
+    priority is gone than are to place (``room_counting_preemption``: Σ ⌊(free + lower) /
+    request⌋ node by node, exact). False when they may fit, and when it is not known: the
+    culprit's priority unknown, or a heterogeneous gang (its room is a first fit, which can
+    miss a packing that exists, so it never proves that none does). The test of a gang that
+    may be held out of the scheduling queue (issue 24: a gang is held only where it cannot
+    fit); ``tests/unit/test_cannot_fit.py`` checks it against every packing of random
+    clusters."""
+    if s.never_fits or beyond_cluster(s) > 0:
+        return True
+    room = s.room_counting_preemption
+    return not s.requests and room is not None and room < len(s.to_place)
+
+
 def shortfall_text(s: Shortfall) -> str:
     """One sentence for people, e.g. ``needs 3 x 1 nvidia.com/gpu (3 members to place); the
     cluster has 4 allocatable on 4 nodes, room for 2 members now: 1 nvidia.com/gpu more must
