@@ -1030,7 +1030,8 @@ def terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``controlplane.py build [--shim]`` | ``controlplane.py run [--nodes FILE]
     [--no-scheduler] [--workdir DIR] [--shim --kafka HOST:PORT [--topic-prefix P] [--shim-id
-    ID]]``. Exit status 0, 1 on a :class:`ClusterError`, 130 when interrupted."""
+    ID]]``. Exit status 0, 1 on a :class:`ClusterError`, 130 when stopped by SIGINT or
+    SIGTERM (its last line names which)."""
     parser = argparse.ArgumentParser(
         prog="controlplane.py",
         description="gangstate's local control plane: etcd, kube-apiserver, "
@@ -1069,7 +1070,10 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    def interrupt(*_: object) -> None:
+    received: list[int] = []  # the signal that ended the run, for its last line
+
+    def interrupt(signum: int, _frame: object) -> None:
+        received.append(signum)
         raise KeyboardInterrupt
 
     # SIGTERM (kill, timeout, a CI cancel) and SIGINT (even when inherited as ignored by a
@@ -1097,7 +1101,8 @@ def main(argv: list[str] | None = None) -> int:
             threading.Event().wait()
         return 0
     except KeyboardInterrupt:
-        say("controlplane: interrupted; everything it started was stopped")
+        how = "stopped (SIGTERM)" if received[:1] == [signal.SIGTERM] else "interrupted (Ctrl-C)"
+        say(f"controlplane: {how}; everything it started was stopped")
         return 130
     except ClusterError as exc:
         print(f"controlplane: {exc}", file=sys.stderr)

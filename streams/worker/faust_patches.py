@@ -17,7 +17,8 @@ dropped when Faust fixes it upstream:
   sensor calls); the batch path keeps Faust's app, consumer group, rebalancing, flow control,
   offset tracking and commits, tables and changelogs;
 - ``RateLimitedWorker``: each kind of log line at most once per 10 s (aiokafka and Faust log
-  about 110 error lines a second while the broker is down).
+  about 110 error lines a second while the broker is down), and no terminal spinner (it wrote
+  cursor escapes into a ``stdout`` that is a file).
 
 The table's bulk recovery, a store of Faust's, is in ``streams.worker.table``.
 
@@ -301,7 +302,19 @@ class RateLimitedWorker(faust.Worker):
     """``faust.Worker`` whose log handlers write each kind of line at most once per 10 s
     (``streams.kafka.logs.RateLimitFilter``): a worker whose broker is down wrote about 110
     error lines a second (connect, metadata, fetch, coordinator), 720 in 10 s measured here;
-    now one per kind per 10 s, with the count of the ones dropped."""
+    now one per kind per 10 s, with the count of the ones dropped.
+
+    It has no terminal spinner (``spinner`` is ``None``): Faust's ``Spinner`` writes the cursor
+    hide/show escapes (``\\x1b[?25l``, ``\\x1b[?25h``) and a backspace to ``stdout`` whether
+    or not it is a terminal, so ``gangstate worker > worker.log`` got them in the file; the
+    worker runs with ``quiet=True``, so the spinner had no "starting" line to spin on anyway.
+    Without it Faust also leaves the root logger at the worker's level instead of DEBUG
+    (``faust.Worker._setup_spinner_handler``)."""
+
+    def __init__(self, *services: Any, **kwargs: Any) -> None:
+        """``faust.Worker(*services, **kwargs)``, then no spinner."""
+        super().__init__(*services, **kwargs)
+        self.spinner = None
 
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         """Faust's set-up of the root logger, then the rate limit on its handlers."""

@@ -1,0 +1,41 @@
+"""``gangstate worker > worker.log``: the worker's start and stop write no terminal escapes
+into a ``stdout`` that is a file (``RateLimitedWorker`` has no Faust spinner,
+streams/worker/faust_patches.py).
+
+Faust's own ``faust.Worker`` writes ``\\x1b[?25l`` (cursor hide) when its spinner first
+turns, on the first log record at WARNING, and ``\\x08\\x1b[?25h`` (backspace, cursor show)
+when it finishes at start-up's end, file or terminal alike: measured here with the same steps
+as the test below, ``'a warning\\n\\x1b[?25l\\x08\\x1b[?25h'``. The steps are the hooks the
+spinner lives in (``on_setup_root_logger``, a log record, the end of start-up, the shutdown);
+the rest of ``execute_from_commandline`` needs a broker."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from streams.settings import Settings
+from streams.worker.app import create_app
+from streams.worker.faust_patches import RateLimitedWorker
+
+
+def test_worker_writes_no_escape_codes_to_a_file(tmp_path: Path) -> None:
+    app = create_app(Settings(bootstrap="127.0.0.1:1"), datadir=str(tmp_path / "data"))
+    log = logging.getLogger("test-worker-output")  # not the root logger: the test's own
+    log.propagate = False
+    with open(tmp_path / "worker.log", "w") as out:
+        handler = logging.StreamHandler(out)
+        log.addHandler(handler)
+        try:
+            worker = RateLimitedWorker(app, loglevel="warning", quiet=True,
+                                       stdout=out, stderr=out)
+            assert worker.spinner is None
+            worker.on_setup_root_logger(log, logging.WARNING)
+            log.warning("a warning")
+            worker._on_startup_end_spinner()  # start-up finished
+            worker.on_worker_shutdown()
+        finally:
+            log.removeHandler(handler)
+    written = (tmp_path / "worker.log").read_text()
+    assert written == "a warning\n"
+    assert "\x1b" not in written and "\x08" not in written
