@@ -91,7 +91,8 @@ class NodeCache:
                  priority: int | None = None, preempts: bool = True) -> dict[str, Any] | None:
         """The capacity facts for a member requesting ``request`` milli-units of ``resource``
         (``None`` when no node is known): ``resource``, ``request``, ``allocatable`` and
-        ``free`` (sums over schedulable nodes), ``nodes`` (schedulable ones), ``room`` (members
+        ``free`` (sums over schedulable nodes), ``nodes`` (schedulable ones with some of
+        ``resource`` allocatable: a CPU-only node does not count for a GPU), ``room`` (members
         of that request that fit now, node by node), ``largest`` (most allocatable on one
         node): the ``capacity`` of a ``gangstate.cycle/v1`` record. With ``requests`` (the
         gang's members still to place, when their requests differ), also ``requests`` (largest

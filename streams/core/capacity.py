@@ -140,7 +140,9 @@ class Shortfall(NamedTuple):
 
     ``request``: one member's request (the culprit's); ``needed``: members still to place
     (minMember minus ``bound``, the members already bound); ``allocatable``/``free``: sums
-    over the schedulable nodes; ``nodes``: how many nodes are schedulable; ``room``: how many
+    over the schedulable nodes; ``nodes``: how many schedulable nodes have some of
+    ``resource`` allocatable (for cpu and memory every schedulable node; a CPU-only node is not
+    counted for a GPU: it could never hold a member of the gang short of it); ``room``: how many
     members fit now, node by node (Σ ⌊free / request⌋, or, with ``requests``, how many of
     them ``first_fit`` places); ``largest``: the most any schedulable node has allocatable;
     ``never_fits``: a member's request exceeds every node's allocatable (no amount of
@@ -240,15 +242,17 @@ def shortfall(resource: str, request: int, min_member: int, bound: int,
     """The :class:`Shortfall` of a gang whose members each request ``request`` milli-units of
     ``resource`` (or, given ``requests``, the members still to place ask those), with
     ``min_member`` and ``bound`` members, over ``nodes`` (unschedulable ones are left out, as
-    NodeUnschedulable filters them)."""
+    NodeUnschedulable filters them; ``Shortfall.nodes`` counts those left with some of
+    ``resource`` allocatable)."""
     usable = [n for n in nodes if not n.unschedulable]
+    having = sum(1 for n in usable if n.allocatable.get(resource, 0) > 0)
     largest = max((n.allocatable.get(resource, 0) for n in usable), default=0)
     asked = tuple(sorted(requests, reverse=True))
     room = room_of(request, asked, [n.free(resource) for n in usable])
     too_big = (asked[0] if asked else request) > largest
     return Shortfall(resource, request, max(0, min_member - bound), bound,
                      sum(n.allocatable.get(resource, 0) for n in usable),
-                     sum(n.free(resource) for n in usable), len(usable), room,
+                     sum(n.free(resource) for n in usable), having, room,
                      largest, too_big, asked)
 
 

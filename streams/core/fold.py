@@ -240,7 +240,14 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     the ``Unreserve`` that follows a release it already wrote); while the gang's last shim
     record is at most ``SHIM_PREFERRED_SECONDS`` of event time old, a record derived from a
     scheduler Event changes nothing: the shim reports the same attempts, with cycle numbers.
-    A record with a cycle number that is not the shim's (the contract's first form, which no
+    A record other than a ``Bound`` for a member whose node is known (``Member.node``: its
+    ``spec.nodeName``) leaves that member's last stage/status/reason/cycle as they are (rule
+    M6): kube-scheduler never attempts a pod that is assigned to a node (it goes to the
+    scheduler's cache, not its queue: KS ``eventhandlers.go:142-145,166-178,469-472``), so the
+    record tells an attempt made before the bind, its Event written late by the scheduler's
+    rate-limited recorder; it still counts in the storm window, folds into the episode and
+    sets the latest cycle's outcomes as any attempt does (the late Events of a gang whose pods
+    are gone count the same way). A record with a cycle number that is not the shim's (the contract's first form, which no
     koord-scheduler v1.8.0 component writes: old traces) is an attempt too, folded like the
     shim's; when it reports the pod's own failure it names no culprit, so the pod is taken as
     the culprit, its message as the fit error and the members then waiting at Permit as those
@@ -268,7 +275,11 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         else state.member_by_name(rec.pod)
     if found is not None:
         uid, m = found
-        if m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle:
+        # M6: kube-scheduler attempts no pod with spec.nodeName (KS eventhandlers.go:142-145,
+        # 166-178,469-472): a record other than Bound for a member whose node is known tells
+        # an attempt made before its bind (its Event written late): not its last cycle
+        stale = m.node is not None and rec.status != "Bound"
+        if not stale and (m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle):
             refused = rec.stage == "PreEnqueue" and rec.status != "Success"
             new.put_member(uid, new_member(m.name, m.rv, m.node, m.phase, m.terminating,
                                            m.settings, m.waits_for_podgroup, rec.stage,

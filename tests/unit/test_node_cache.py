@@ -41,6 +41,25 @@ def test_capacity_counts_bound_unfinished_pods_on_schedulable_nodes() -> None:
         "room": 2, "largest": 4000}
 
 
+def test_nodes_counts_the_schedulable_nodes_that_have_the_resource() -> None:
+    """Two GPU nodes of 1 GPU (a, b), a CPU node (cpu: allocatable nvidia.com/gpu 0) and one
+    whose allocatable names no GPU at all (bare), all schedulable, 8 cpu each: for a GPU the
+    cluster has 2 allocatable on 2 nodes (before: "on 4 nodes", the CPU-only ones counted);
+    for cpu every node has some: 32 cpu on 4 nodes."""
+    cache = NodeCache()
+    cache.node("ADDED", node("a", "8", gpu="1"))
+    cache.node("ADDED", node("b", "8", gpu="1"))
+    cache.node("ADDED", node("cpu", "8"))
+    cache.node("ADDED", {"kind": "Node", "metadata": {"name": "bare"}, "spec": {},
+                         "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}})
+    assert cache.capacity(GPU, 1000) == {
+        "resource": GPU, "request": 1000, "allocatable": 2000, "free": 2000, "nodes": 2,
+        "room": 2, "largest": 1000}
+    assert cache.capacity("cpu", 4000) == {
+        "resource": "cpu", "request": 4000, "allocatable": 32000, "free": 32000, "nodes": 4,
+        "room": 8, "largest": 8000}
+
+
 def test_malformed_quantities_make_no_node_and_no_request() -> None:
     cache = NodeCache()
     cache.node("ADDED", node("a", "lots"))

@@ -184,6 +184,47 @@ def test_m2_a_deleted_gang_forgets_that_it_was_once_satisfied():
                                  {"members": 1, "min_member": 2, "total_number": 2})
 
 
+def test_m6_a_late_failure_of_a_bound_member_is_not_its_last_cycle():
+    """kube-scheduler never attempts a pod with ``spec.nodeName`` (KS eventhandlers.go:142-145,
+    166-178,469-472: an assigned pod goes to the cache, not the queue), and its Events are
+    written through a rate-limited recorder: a FailedScheduling Event seen after the bind tells
+    an attempt made before it. s2/hi (minMember 2): hi-0 and hi-1 bound on n1 at t=1 (the
+    Scheduled Events, then the pods with nodeName n1, Running); at t=3 a GangGroupRejected
+    Event of hi-0 (hi-1 named the culprit) arrives. hi-0's last cycle stays Bind/Bound
+    (Scheduled); the attempt still counts in the storm window (1 failed attempt in the last
+    minute at t=3); the group is once satisfied with the default match policy, so no failure
+    episode (P4) and nothing more is told than GangScheduled."""
+    gang = "s2/hi"
+    records: list[Any] = []
+    for name in ("hi-0", "hi-1"):
+        records += [pod(name, 0, gang=gang)]
+    for name in ("hi-0", "hi-1"):
+        records += [attempt(name, 1, f"ev-{name}", "Bind", "Bound", reason="Scheduled",
+                            gang=gang),
+                    pod(name, 1, rv="2", type_="MODIFIED", gang=gang, node="n1",
+                        phase="Running")]
+    records += [attempt("hi-0", 3, "ev-late", "PreFilter", "UnschedulableAndUnresolvable",
+                        reason="GangGroupRejected", gang=gang, culprit="hi-1",
+                        fit_error=GPU_FIT)]
+    outputs, store = run(records, 30)
+    state = store[gang]
+    assert [o["reason"] for o in outputs] == ["GangScheduled"]
+    bound = {"uid": "uid-hi-0", "phase": "Running", "node": "n1", "resource_version": "2",
+             "stage": "Bind", "status": "Bound", "reason": "Scheduled", "cycle": None,
+             "gates": []}
+    shown = summary(state)
+    assert shown["pods"]["s2/hi-0"] == bound
+    assert shown["pods"]["s2/hi-1"] == {**bound, "uid": "uid-hi-1"}
+    assert (shown["bound"], shown["failing"], shown["failed_attempts_per_minute"]) == (2, None, 1)
+    assert why_pod(state, "s2/hi-0")["last_cycle"] == {
+        "cycle": None, "stage": "Bind", "status": "Bound", "reason": "Scheduled"}
+    # the same record for a member not bound yet is its last cycle (as before)
+    _, pending = run(records[:2] + records[-1:], 30)
+    late = pending[gang].members["uid-hi-0"]
+    assert (late.stage, late.status, late.reason) == (
+        "PreFilter", "UnschedulableAndUnresolvable", "GangGroupRejected")
+
+
 # -- M5: a PodGroup delete drops the gang with its children ----------------------------------
 
 def test_m5_pods_left_by_a_deleted_podgroup_are_told_why_they_wait():
