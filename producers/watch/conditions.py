@@ -73,14 +73,20 @@ def failed_condition(pod: Mapping[str, Any]) -> dict[str, Any] | None:
     return condition
 
 
-def condition_attempt(pod_uid: str, condition: Mapping[str, Any]) -> str:
+def condition_attempt(pod_uid: str, condition: Mapping[str, Any],
+                      resource_version: str = "") -> str:
     """The attempt id of a failed condition: ``cond:<pod uid>:<lastTransitionTime>:<first 16
-    hex of sha256(reason + "\\n" + message)>`` (``lastTransitionTime`` empty when absent).
-    The same condition of the same pod gives the same id (a relist, a watcher restart).
-    Pure."""
+    hex of sha256(reason + "\\n" + message)>``, then ``@<resourceVersion>`` of the pod when
+    given (``lastTransitionTime`` empty when absent). The same condition of the same pod
+    object gives the same id (a relist, a watcher restart), and a message seen again after
+    another a new one: kube-scheduler keeps ``lastTransitionTime`` while the condition stays
+    False, so without the pod's resourceVersion a member's own fit error coming back after a
+    gang rejection (a group once satisfied, its left-over member scheduled on its own) would
+    read as the attempt already folded. Pure."""
     digest = hashlib.sha256(f"{condition.get('reason', '')}\n{condition.get('message', '')}"
                             .encode()).hexdigest()[:16]
-    return f"cond:{pod_uid}:{condition.get('lastTransitionTime') or ''}:{digest}"
+    attempt = f"cond:{pod_uid}:{condition.get('lastTransitionTime') or ''}:{digest}"
+    return f"{attempt}@{resource_version}" if resource_version else attempt
 
 
 def changed_condition(pod: Mapping[str, Any],

@@ -362,7 +362,9 @@ class GangRouter:
         outcome = parse_scheduler_event("FailedScheduling", message, ns, name)
         if not outcome.attempt:
             return [Drop("not-an-attempt")]
-        source = {"kind": "condition", "uid": condition_attempt(uid, condition), "count": 1,
+        source = {"kind": "condition",
+                  "uid": condition_attempt(uid, condition, str(meta.get("resourceVersion", ""))),
+                  "count": 1,
                   "last_transition_time": condition.get("lastTransitionTime") or ""}
         scheduler = (pod.get("spec") or {}).get("schedulerName") or (
             self.scheduler_names[0] if len(self.scheduler_names) == 1 else "")

@@ -19,7 +19,8 @@ from typing import Iterable, Mapping, MutableMapping
 
 from . import decide, episode, preemption, retention, rules
 from .settings import FoldSettings as FoldSettings, Output as Output
-from .records import (FAILED_STATUSES, AckObserved, CycleObserved, GangRecord, GangSummarized,
+from .records import (FAILED_STATUSES, GANG_CHECK_REASONS, AckObserved, CycleObserved,
+                      GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick)
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
@@ -277,8 +278,12 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         uid, m = found
         # M6: kube-scheduler attempts no pod with spec.nodeName (KS eventhandlers.go:142-145,
         # 166-178,469-472): a record other than Bound for a member whose node is known tells
-        # an attempt made before its bind (its Event written late): not its last cycle
-        stale = m.node is not None and rec.status != "Bound"
+        # an attempt made before its bind (its Event written late): not its last cycle; nor,
+        # for a group that skips the gang checks (P4: K core/core.go:213-216,301-304,372-374,
+        # core/gang.go:567-568), a record of a gang check's reason: it tells an attempt made
+        # before the group was once satisfied (its Event's series written late)
+        stale = (m.node is not None and rec.status != "Bound") or (
+            rec.reason in GANG_CHECK_REASONS and decide.skips_gang_checks(state))
         if not stale and (m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle):
             refused = rec.stage == "PreEnqueue" and rec.status != "Success"
             new.put_member(uid, new_member(m.name, m.rv, m.node, m.phase, m.terminating,

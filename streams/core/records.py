@@ -57,6 +57,15 @@ class PodGroupObserved(NamedTuple):
     settings: RawSettings
 
 
+GANG_CHECK_REASONS = frozenset((
+    "GangGroupRejected", "GangRejected", "GangBasicCheckUnsatisfied", "GangScheduleCycleInvalid",
+    "GangGroupScheduling", "GangRepresentative", "PermitTimeout", "GangUnreserve"))
+"""The cycle records' reasons that only Coscheduling's gang checks give (the watch's catalogue,
+``producers.watch.scheduler_events``: PreEnqueue's representative and round refusals, the
+basic check, a gang group rejected for another member, the Permit timeout and its
+Unreserve). A group that skips the gang checks (rule P4) gets none of them (rule M6)."""
+
+
 class Capacity(NamedTuple):
     """What the cluster had for the culprit's short resource when the attempt failed (from
     the watcher's per-node cache; milli-units): ``resource`` (``nvidia.com/gpu``), ``request``

@@ -134,6 +134,11 @@ def test_the_attempt_id_is_the_pod_the_transition_and_the_message() -> None:
         len("cond:uid-w-1:2026-11-02T09:00:01Z:") + 16
     assert condition_attempt("uid-w-1", {**cond, "message": RELEASED}) != attempt
     assert condition_attempt("uid-w-1", dict(cond)) == attempt  # a relist: the same attempt
+    # with the pod's resourceVersion: the same message again on a later version of the pod
+    # (after another message) is a new attempt; the same version (a relist) is not
+    assert condition_attempt("uid-w-1", cond, "7") == attempt + "@7" \
+        == condition_attempt("uid-w-1", dict(cond), "7")
+    assert condition_attempt("uid-w-1", cond, "9") != attempt + "@7"
 
 
 # -- the router: watch events -> records --------------------------------------------------------
@@ -303,3 +308,24 @@ def test_stranded_only_without_an_attempt_in_either_source(name: str, with_condi
     told = [d["facts"]["stranded"] for d in result.diagnostics
             if d["reason"] == "GangMembersStranded"]
     assert told == ([stranded] if stranded else []), name
+
+
+def test_an_own_fit_error_that_comes_back_after_a_rejection_is_a_new_attempt() -> None:
+    """Found on the real scheduler (cluster scenario ``live-lowered``): w-1's condition says
+    its own fit error (rv 2), then a release for another member (rv 3), then its own fit error
+    again (rv 4; lastTransitionTime unchanged, the condition stayed False). Three condition
+    records with three attempt ids; the fold ends with w-1's last cycle its own fit error, not
+    the release (before the ids carried the resourceVersion, the third read as the first,
+    already folded, and the release stayed its last cycle)."""
+    steps = [(T0, "pods", "ADDED", pod("w-0", "1")),
+             (T0, "pods", "ADDED", pod("w-1", "1")),
+             (T0 + S, "pods", "MODIFIED", pod("w-1", "2", condition=FAILED)),
+             (T0 + 2 * S, "pods", "MODIFIED", pod("w-1", "3", condition=(
+                 "False", "Unschedulable", RELEASED))),
+             (T0 + 3 * S, "pods", "MODIFIED", pod("w-1", "4", condition=FAILED))]
+    records = conditions_of(run(steps))
+    assert len({r["source"]["uid"] for r in records}) == 3
+    state = fold(run(steps)).states["team-a/train"]
+    last = state.members["uid-w-1"]
+    assert (last.stage, last.status, last.reason) == ("Filter", "Unschedulable",
+                                                      "Insufficient cpu")

@@ -225,6 +225,40 @@ def test_m6_a_late_failure_of_a_bound_member_is_not_its_last_cycle():
         "PreFilter", "UnschedulableAndUnresolvable", "GangGroupRejected")
 
 
+def test_m6_a_late_gang_rejection_of_a_once_satisfied_group_is_not_a_last_cycle():
+    """Found on the real scheduler (cluster scenario ``live-lowered``): a group once satisfied
+    with the default match policy skips every gang check (P4), so a GangGroupRejected record
+    seen after that tells an attempt made before it (its Event's series written late). s2/g
+    (minMember 2): g-0, g-1 bound at t=1; g-2's own failure at t=2 (Insufficient
+    nvidia.com/gpu); at t=3 a late GangGroupRejected of g-2 (g-1 named): g-2's last cycle stays
+    its own failure, and explain keeps saying it fails on its own. A group not yet satisfied
+    still takes the rejection as g-2's last cycle."""
+    gang = "s2/g"
+    records: list[Any] = [pod(n, 0, gang=gang) for n in ("g-0", "g-1", "g-2")]
+    for name in ("g-0", "g-1"):
+        records += [attempt(name, 1, f"ev-{name}", "Bind", "Bound", reason="Scheduled",
+                            gang=gang),
+                    pod(name, 1, rv="2", type_="MODIFIED", gang=gang, node="n1",
+                        phase="Running")]
+    own = attempt("g-2", 2, "ev-own", "Filter", "Unschedulable",
+                  reason="Insufficient nvidia.com/gpu", gang=gang, culprit="g-2",
+                  fit_error=GPU_FIT)
+    late = attempt("g-2", 3, "ev-late", "PreFilter", "UnschedulableAndUnresolvable",
+                   reason="GangGroupRejected", gang=gang, culprit="g-1", fit_error=GPU_FIT)
+    _, store = run(records + [own, late], 30)
+    m = store[gang].members["uid-g-2"]
+    assert (m.stage, m.status, m.reason) == ("Filter", "Unschedulable",
+                                             "Insufficient nvidia.com/gpu")
+    why = why_pod(store[gang], "s2/g-2")
+    assert why["held_at"] == "Filter"
+    assert [r["reason"] for r in why["reasons"]] == ["GangOnceSatisfied", "PodUnschedulable"]
+    assert why["reasons"][1]["facts"] == {"reason": "Insufficient nvidia.com/gpu"}
+    # before any member is bound the group is not once satisfied: the rejection is current
+    _, early = run(records[:3] + [own, late], 30)
+    m = early[gang].members["uid-g-2"]
+    assert (m.stage, m.reason) == ("PreFilter", "GangGroupRejected")
+
+
 # -- M5: a PodGroup delete drops the gang with its children ----------------------------------
 
 def test_m5_pods_left_by_a_deleted_podgroup_are_told_why_they_wait():
