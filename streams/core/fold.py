@@ -280,10 +280,12 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         # 166-178,469-472): a record other than Bound for a member whose node is known tells
         # an attempt made before its bind (its Event written late): not its last cycle; nor,
         # for a group that skips the gang checks (P4: K core/core.go:213-216,301-304,372-374,
-        # core/gang.go:567-568), a record of a gang check's reason: it tells an attempt made
-        # before the group was once satisfied (its Event's series written late)
+        # core/gang.go:567-568), a record derived from an Event or a condition (no cycle
+        # number: the shim writes its records as the cycle runs) of a gang check's reason: it
+        # tells an attempt made before the group was once satisfied (written late)
         stale = (m.node is not None and rec.status != "Bound") or (
-            rec.reason in GANG_CHECK_REASONS and decide.skips_gang_checks(state))
+            rec.cycle is None and rec.reason in GANG_CHECK_REASONS
+            and decide.skips_gang_checks(state))
         if not stale and (m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle):
             refused = rec.stage == "PreEnqueue" and rec.status != "Success"
             new.put_member(uid, new_member(m.name, m.rv, m.node, m.phase, m.terminating,

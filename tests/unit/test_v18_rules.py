@@ -259,6 +259,38 @@ def test_m6_a_late_gang_rejection_of_a_once_satisfied_group_is_not_a_last_cycle(
     assert (m.stage, m.reason) == ("PreFilter", "GangGroupRejected")
 
 
+def test_m7_a_member_rejected_with_its_gang_waits_for_its_retry():
+    """s2/g (minMember 2, lowered from 3 as in the cluster scenario ``live-lowered``): g-2 is
+    rejected at Permit with its gang (GangGroupRejected, t=1); g-0 and g-1 bind at t=2, the
+    group is once satisfied. g-2's last attempt is its gang's, from before: Coscheduling
+    registers no cluster event (K coscheduling.go:109-112), so kube-scheduler retries it on
+    another plugin's event or within 300 s (KS scheduling_queue.go:66). explain says so: held
+    at SchedulingQueue, WaitingForRetry with that reason and stage, nothing to do for the gang;
+    never "no gang condition"."""
+    gang = "s2/g"
+    records: list[Any] = [pod(n, 0, gang=gang) for n in ("g-0", "g-1", "g-2")]
+    records += [attempt("g-2", 1, "ev-rej", "Permit", "Rejected", reason="GangGroupRejected",
+                        gang=gang, culprit="g-1", fit_error=GPU_FIT)]
+    for name in ("g-0", "g-1"):
+        records += [attempt(name, 2, f"ev-{name}", "Bind", "Bound", reason="Scheduled",
+                            gang=gang),
+                    pod(name, 2, rv="2", type_="MODIFIED", gang=gang, node="n1",
+                        phase="Running")]
+    _, store = run(records, 30)
+    why = why_pod(store[gang], "s2/g-2")
+    assert (why["held_at"], why["held_by"]) == ("SchedulingQueue",
+                                                "kube-scheduler's unschedulable pods")
+    assert [r["reason"] for r in why["reasons"]] == ["GangOnceSatisfied", "WaitingForRetry"]
+    assert why["reasons"][1]["facts"] == {"reason": "GangGroupRejected", "stage": "Permit",
+                                          "at_most_seconds": 300}
+    assert why["reasons"][1]["message"] == (
+        "its last attempt was rejected with its gang (GangGroupRejected at Permit) before the "
+        "gang was once satisfied; kube-scheduler retries it on its own when a cluster event "
+        "moves it out of its unschedulable pods, or after at most 300 s there")
+    assert why["unblock"] == ["nothing to do for the gang: the pod is retried on its own; if "
+                              "it does not fit then, its own fit error tells what it needs"]
+
+
 # -- M5: a PodGroup delete drops the gang with its children ----------------------------------
 
 def test_m5_pods_left_by_a_deleted_podgroup_are_told_why_they_wait():

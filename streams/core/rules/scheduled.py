@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import episode as episodes
-from ..records import FAILED_STATUSES
+from ..records import FAILED_STATUSES, GANG_CHECK_REASONS
 from ..settings import Output
 from ..state import GangState, Member
 from . import lost
@@ -71,9 +71,11 @@ def finding(state: GangState) -> list[dict[str, Any]]:
 def why(state: GangState, member: Member) -> dict[str, Any] | None:
     """Why pending ``member`` of a gang that skips the gang checks (``base.skips_gang_checks``,
     rules M2 and P4) is not bound: koord-scheduler v1.8.0 schedules it like a pod of no gang
-    (reason ``GangOnceSatisfied``, and ``PodUnschedulable`` with the unblock for its own fit
-    error when its last attempt failed: ``held_at`` ``Filter``, else ``None``); ``None`` for any
-    other member or gang."""
+    (reason ``GangOnceSatisfied``; ``WaitingForRetry`` when its last attempt was its gang's
+    rejection, from before the group was once satisfied: ``held_at`` ``SchedulingQueue``, rule
+    M7; ``PodUnschedulable`` with the unblock for its own fit error when its own last attempt
+    failed: ``held_at`` ``Filter``; else ``held_at`` ``None``); ``None`` for any other member
+    or gang."""
     if not (skips_gang_checks(state) and member.pending):
         return None
     spec = state.spec
@@ -85,7 +87,28 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
                     f"one by one, without gang checks")}]
     answer: dict[str, Any] = {"held_at": None, "held_by": None, "reasons": reasons,
                               "unblock": []}
-    if member.status in FAILED_STATUSES:
+    if member.reason in GANG_CHECK_REASONS:
+        # its last attempt was its gang's (rejected with it) before the group was once
+        # satisfied; koord-scheduler v1.8.0 registers no cluster event for Coscheduling (K
+        # coscheduling.go:109-112), so
+        # kube-scheduler moves such a pod out of its unschedulable pods on another plugin's
+        # event, or after DefaultPodMaxInUnschedulablePodsDuration (KS backend/queue/
+        # scheduling_queue.go:66): docs/koordinator-rules.md row M7
+        reasons.append({
+            "reason": "WaitingForRetry",
+            "facts": {"reason": member.reason, "stage": member.stage,
+                      "at_most_seconds": RETRY_AT_MOST_SECONDS},
+            "message": (f"its last attempt was rejected with its gang ({member.reason} at "
+                        f"{member.stage or 'an unknown stage'}) before the gang was once "
+                        f"satisfied; kube-scheduler retries it on its own when a cluster event "
+                        f"moves it out of its unschedulable pods, or after at most "
+                        f"{RETRY_AT_MOST_SECONDS} s there")})
+        answer["held_at"] = "SchedulingQueue"
+        answer["held_by"] = "kube-scheduler's unschedulable pods"
+        answer["unblock"].append(
+            "nothing to do for the gang: the pod is retried on its own; if it does not fit "
+            "then, its own fit error tells what it needs")
+    elif member.status in FAILED_STATUSES:
         reasons.append({
             "reason": "PodUnschedulable", "facts": {"reason": member.reason},
             "message": f"the pod's own last attempt failed: {member.reason or 'unknown'}"})
@@ -99,6 +122,12 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
                                      f"has to fit with it")
         answer["held_at"] = "Filter"
     return answer
+
+
+RETRY_AT_MOST_SECONDS = 300
+"""kube-scheduler v1.35.2's ``DefaultPodMaxInUnschedulablePodsDuration`` (5 min, KS
+``pkg/scheduler/backend/queue/scheduling_queue.go:66``): the longest a pod stays among the
+unschedulable pods before it is retried without any cluster event."""
 
 
 DECISION: Decision = Decision("scheduled", decide_scheduled)
