@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from .capacity import (Shortfall, beyond_cluster, format_quantity, lower_min_member,
                        more_text, shortfall_text)
 from .records import FAILED_STATUSES, Capacity, CycleObserved
+from .text import listing
 
 ROUND_ENDED = "GangRoundEnded"
 """Reason of a release at the end of a round without a failure (``all pending pods is already
@@ -268,15 +269,7 @@ def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
         by_phrase.setdefault(fit_phrase(facts["unfit"][name]), []).append(name)
     clauses = []
     for phrase, names in by_phrase.items():
-        shown = names[:NAMES_SHOWN]
-        more = len(names) - len(shown)
-        if more > 0:
-            who = f"{', '.join(shown)} and {more} more"
-        elif len(shown) > 1:
-            who = f"{', '.join(shown[:-1])} and {shown[-1]}"
-        else:
-            who = shown[0]
-        clauses.append(f"{who} did not fit ({phrase})")
+        clauses.append(f"{listing(names, NAMES_SHOWN)} did not fit ({phrase})")
     fit, min_member = facts["fit"], facts["min_member"]
     if fit == 0:
         fitting = f"none of minMember {min_member} members fit"

@@ -117,6 +117,12 @@ class Rule(NamedTuple):
     why: "Callable[[GangState, Member], dict[str, Any] | None] | None" = None
 
 
+def listed(finding: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A family's one finding (or ``None``) as its ``Rule.findings`` list: ``[]`` or
+    ``[finding]``."""
+    return [] if finding is None else [finding]
+
+
 def reason_of(finding: dict[str, Any]) -> dict[str, Any]:
     """A finding (``Rule.findings``) as one of ``explain pod``'s reasons: its ``reason``,
     ``facts`` and ``message``."""

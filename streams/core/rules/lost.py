@@ -14,21 +14,12 @@ from typing import Any
 from .. import lost as losses
 from ..settings import FoldSettings, Output
 from ..state import NO_LOSS, GangState
+from ..text import listing
 from ..timefmt import format_time
 from .base import Decision, Reason, Rule, Step, TimerRule, diagnostic, emit, plural
 
 NAMES_SHOWN = 3
 """How many lost members a message names (the facts name all)."""
-
-
-def _names(names: list[str]) -> str:
-    shown = names[:NAMES_SHOWN]
-    more = len(names) - len(shown)
-    if more > 0:
-        return f"{', '.join(shown)} and {more} more"
-    if len(shown) > 1:
-        return f"{', '.join(shown[:-1])} and {shown[-1]}"
-    return shown[0]
 
 
 def replacement_text(match_policy: str) -> str:
@@ -56,7 +47,7 @@ def lost_message(gang: str, f: dict[str, Any]) -> str:
     by_cause: dict[str, list[str]] = {}
     for name in sorted(f["lost"]):
         by_cause.setdefault(f["lost"][name], []).append(name)
-    clauses = "; ".join(f"{_names(names)} {cause}" for cause, names in
+    clauses = "; ".join(f"{listing(names, NAMES_SHOWN)} {cause}" for cause, names in
                         sorted(by_cause.items(), key=lambda item: item[1][0]))
     n = f["remaining"]
     return (f"gang {gang} lost members after it was scheduled: {clauses}; {n} "

@@ -16,9 +16,10 @@ from .. import preemption as preemptions
 from ..capacity import format_quantity
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member
+from ..text import listing
 from ..timefmt import format_time
 from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, facts_digest,
-                   reason_of, skips_gang_checks)
+                   listed, reason_of, skips_gang_checks)
 
 NAMES_SHOWN = 3
 """How many victims a message names (the facts name all)."""
@@ -26,16 +27,13 @@ NAMES_SHOWN = 3
 
 def _victims_text(victims: list[dict[str, Any]], grace: bool) -> str:
     parts = []
-    for v in victims[:NAMES_SHOWN]:
+    for v in victims:
         extra = ""
         if grace:
             extra = ", grace period not known" if v["grace_seconds"] is None \
                 else f", grace period {v['grace_seconds']}s"
         parts.append(f"{v['pod']} on {v['node']} (for {v['for']}, at {v['preempted_at']}{extra})")
-    more = len(victims) - len(parts)
-    if more > 0:
-        return f"{', '.join(parts)} and {more} more"
-    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return listing(parts, NAMES_SHOWN)
 
 
 def preempting_message(gang: str, facts: dict[str, Any]) -> str:
@@ -144,8 +142,7 @@ def preemption_finding(state: GangState) -> dict[str, Any] | None:
 
 def finding(state: GangState) -> list[dict[str, Any]]:
     """``preemption_finding`` as the family's findings of ``describe gang`` (``[]`` or one)."""
-    found = preemption_finding(state)
-    return [] if found is None else [found]
+    return listed(preemption_finding(state))
 
 
 def why(state: GangState, member: Member) -> dict[str, Any] | None:

@@ -88,12 +88,10 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     answer: dict[str, Any] = {"held_at": None, "held_by": None, "reasons": reasons,
                               "unblock": []}
     if member.reason in GANG_CHECK_REASONS:
-        # its last attempt was its gang's (rejected with it) before the group was once
-        # satisfied; koord-scheduler v1.8.0 registers no cluster event for Coscheduling (K
-        # coscheduling.go:109-112), so
+        # M7: its last attempt was its gang's (rejected with it) before the group was once
+        # satisfied; Coscheduling registers no cluster event (K coscheduling.go:109-112), so
         # kube-scheduler moves such a pod out of its unschedulable pods on another plugin's
-        # event, or after DefaultPodMaxInUnschedulablePodsDuration (KS backend/queue/
-        # scheduling_queue.go:66): docs/koordinator-rules.md row M7
+        # event, or after DefaultPodMaxInUnschedulablePodsDuration (RETRY_AT_MOST_SECONDS)
         reasons.append({
             "reason": "WaitingForRetry",
             "facts": {"reason": member.reason, "stage": member.stage,

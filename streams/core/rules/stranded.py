@@ -16,8 +16,8 @@ from ..records import CycleObserved, GangRecord, PodObserved
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member, refused_member
 from ..timefmt import format_time
-from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, emit_digests, plural,
-                   reason_of)
+from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, emit_digests, listed,
+                   plural, reason_of)
 from .hold import GATED_NAMES_SHOWN
 from .topology import NO_TOPOLOGY
 
@@ -190,8 +190,7 @@ def stranded_finding(state: GangState) -> dict[str, Any] | None:
 
 def finding(state: GangState) -> list[dict[str, Any]]:
     """``stranded_finding`` as the family's findings of ``describe gang`` (``[]`` or one)."""
-    found = stranded_finding(state)
-    return [] if found is None else [found]
+    return listed(stranded_finding(state))
 
 
 def why(state: GangState, member: Member) -> dict[str, Any] | None:

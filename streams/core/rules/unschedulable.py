@@ -18,7 +18,7 @@ from ..state import GangState, Member
 from ..timefmt import format_time
 from . import preemption as preemption_rules
 from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, facts_digest,
-                   reason_of, skips_gang_checks)
+                   listed, reason_of, skips_gang_checks)
 
 def _unblock(state: GangState, facts: dict[str, Any]) -> str:
     return episodes.unblock_text(facts)
@@ -134,8 +134,7 @@ def episode_finding(state: GangState) -> dict[str, Any] | None:
 
 def finding(state: GangState) -> list[dict[str, Any]]:
     """``episode_finding`` as the family's findings of ``describe gang`` (``[]`` or one)."""
-    found = episode_finding(state)
-    return [] if found is None else [found]
+    return listed(episode_finding(state))
 
 
 def why(state: GangState, member: Member) -> dict[str, Any] | None:
