@@ -248,7 +248,10 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     record tells an attempt made before the bind, its Event written late by the scheduler's
     rate-limited recorder; it still counts in the storm window, folds into the episode and
     sets the latest cycle's outcomes as any attempt does (the late Events of a gang whose pods
-    are gone count the same way). A record with a cycle number that is not the shim's (the contract's first form, which no
+    are gone count the same way). So does, for a group that skips the gang checks
+    (``decide.skips_gang_checks``), a record without a cycle number whose reason is a gang
+    check's (``records.GANG_CHECK_REASONS``): it tells an attempt from before the group was
+    once satisfied. A record with a cycle number that is not the shim's (the contract's first form, which no
     koord-scheduler v1.8.0 component writes: old traces) is an attempt too, folded like the
     shim's; when it reports the pod's own failure it names no culprit, so the pod is taken as
     the culprit, its message as the fit error and the members then waiting at Permit as those
