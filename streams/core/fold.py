@@ -21,7 +21,8 @@ from . import decide, episode, preemption, retention, rules
 from .settings import FoldSettings as FoldSettings, Output as Output
 from .records import (FAILED_STATUSES, GANG_CHECK_REASONS, AckObserved, CycleObserved,
                       GangRecord, GangSummarized,
-                      PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick)
+                      PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick,
+                      CapacityObserved)
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
 
@@ -407,6 +408,19 @@ def apply_preemption(state: GangState, rec: PreemptionObserved) -> GangState:
     return new
 
 
+def apply_capacity(state: GangState, rec: CapacityObserved) -> GangState:
+    """Fold a ``gangstate.capacity/v1`` record: the room for the short resource the gang's
+    failure episode reports (``Episode.capacity``) becomes the one the watch producer saw last,
+    without an attempt (no round, no storm, ``last_at`` unchanged). Nothing without an
+    episode, or when the room is the same. Any change is made on a copy."""
+    ep = state.episode
+    if ep is None or ep.capacity == rec.capacity:
+        return state
+    new = state.copy()
+    new.episode = ep._replace(capacity=rec.capacity)
+    return new
+
+
 def _note_pod(state: GangState, rec: PodObserved) -> None:
     """After a Pod event was applied to ``state`` (the fold's own copy): keep the member's
     nominated node (``preemption.note_pod``), and forget the preemption once the gang is
@@ -434,6 +448,8 @@ def apply(state: GangState, rec: GangRecord, settings: FoldSettings) -> GangStat
         after = apply_podgroup(state, rec)
     elif isinstance(rec, GangSummarized):
         after = apply_summary(state, rec)
+    elif isinstance(rec, CapacityObserved):
+        after = apply_capacity(state, rec)
     else:
         after = apply_ack(state, rec)
     if after is not state and rec.at > after.clock:
@@ -489,6 +505,9 @@ def describe(rec: GangRecord) -> str:
         return f"{rec.victim} {rec.type} (preempted for {rec.preemptor} on {rec.node})"
     if isinstance(rec, GangSummarized):
         return f"summary of gang {rec.gang}: {rec.members} pods, minMember {rec.min_member}"
+    if isinstance(rec, CapacityObserved):
+        c = rec.capacity
+        return f"capacity of {c.resource} for {rec.culprit}: room for {c.room}"
     text = f"ack {rec.command_id} {rec.outcome}"
     return text + (f" ({rec.reason})" if rec.reason else "")
 

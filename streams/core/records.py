@@ -216,8 +216,23 @@ class Tick(NamedTuple):
     at: int
 
 
+class CapacityObserved(NamedTuple):
+    """One ``gangstate.capacity/v1`` record: the cluster's room for the short resource of a gang
+    changed while no scheduling attempt reports it (the watch producer recomputes it on every
+    Node and bound-pod change for the gangs whose failures carried a ``capacity``: a gang held
+    out of the scheduling queue has no attempts, and its release waits on this). ``culprit``
+    (``ns/name``) is the member whose request ``capacity`` counts, as in the cycle record it
+    follows; ``capacity`` the same value as ``CycleObserved.capacity``. Event time ``at`` in
+    microseconds."""
+
+    at: int
+    gang: str
+    culprit: str
+    capacity: Capacity
+
+
 GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved, GangSummarized,
-                   PreemptionObserved]
+                   PreemptionObserved, CapacityObserved]
 """A record that concerns one gang (or, for acks, one gang group)."""
 Record = Union[GangRecord, Tick]
 
