@@ -14,6 +14,10 @@ line, which the CLI prints (exit status 2):
 | ``GANGSTATE_APP_ID`` | ``gangstate`` | Faust application id (consumer group, changelog names) |
 | ``GANGSTATE_GRACE_SECONDS`` | ``10`` | hold-warning grace period, seconds of event time |
 | ``GANGSTATE_STRANDED_SECONDS`` | ``120`` | after a round ran, how long a member refused at PreEnqueue may go unattempted before ``GangMembersStranded``, seconds of event time |
+| ``GANGSTATE_HOLDS`` | ``off`` | ``on``: hold a gang that cannot fit out of the scheduling queue (``HoldGang``, docs/shim.md; off until verified on the real scheduler) |
+| ``GANGSTATE_HOLD_TTL_SECONDS`` | ``180`` | how long the scheduler shim keeps a hold gangstate does not renew |
+| ``GANGSTATE_HOLD_RENEW_SECONDS`` | ``60`` | how often gangstate renews a hold (below the TTL) |
+| ``GANGSTATE_HOLD_MAX_SECONDS`` | ``3600`` | the longest gangstate holds a gang before the scheduler tries it again |
 | ``GANGSTATE_SERVER`` | ``http://127.0.0.1:6066`` | the worker the query commands ask |
 | ``GANGSTATE_DATA_DIR`` | ``~/.cache/gangstate/worker`` | the worker's Faust data folder |
 | ``GANGSTATE_MAX_SKEW_SECONDS`` | ``60`` | how far a record's ``observed_at`` may be ahead of its Kafka timestamp |
@@ -66,6 +70,12 @@ class Environment(BaseSettings):
     app_id: str = Field(default="gangstate", min_length=1)
     grace_seconds: float = Field(default=10.0, ge=0, allow_inf_nan=False)
     stranded_seconds: float = Field(default=120.0, ge=0, allow_inf_nan=False)
+    holds: Literal["on", "off"] = "off"
+    """``GANGSTATE_HOLDS``: ``on`` lets gangstate hold gangs that cannot fit; ``off`` (the
+    default for now) turns its holds off cluster-wide."""
+    hold_ttl_seconds: float = Field(default=180.0, ge=1, allow_inf_nan=False)
+    hold_renew_seconds: float = Field(default=60.0, ge=1, allow_inf_nan=False)
+    hold_max_seconds: float = Field(default=3600.0, ge=1, allow_inf_nan=False)
     server: str | None = None
     """``GANGSTATE_SERVER``: the worker whose views the query commands ask."""
     data_dir: str | None = None
@@ -326,13 +336,21 @@ class Settings:
         (one line) on a value that cannot be used, e.g. a non-numeric
         ``GANGSTATE_PARTITIONS``."""
         e = environment()
+        if e.hold_renew_seconds >= e.hold_ttl_seconds:
+            raise SettingsError(
+                f"GANGSTATE_HOLD_RENEW_SECONDS={e.hold_renew_seconds:g}: must be below "
+                f"GANGSTATE_HOLD_TTL_SECONDS={e.hold_ttl_seconds:g} (a hold renewed no sooner "
+                f"than it lapses would lapse)")
         return cls(
             bootstrap=e.kafka_bootstrap_servers or None,
             topics=Topics(e.topic_prefix),
             partitions=e.partitions,
             app_id=e.app_id,
             fold=FoldSettings(grace_seconds=e.grace_seconds,
-                              stranded_seconds=e.stranded_seconds),
+                              stranded_seconds=e.stranded_seconds, holds=e.holds == "on",
+                              hold_ttl_seconds=e.hold_ttl_seconds,
+                              hold_renew_seconds=e.hold_renew_seconds,
+                              hold_max_seconds=e.hold_max_seconds),
             max_skew_seconds=e.max_skew_seconds,
             security=security_from(e),
         )

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 
 from producers.watch.conditions import pod_scheduled
 from streams.wire.contracts import KUBE_SCHEMA
-from streams.core.spec import (ANNOTATION_MATCH_POLICY_ALIAS, LABEL_MIN_AVAILABLE_DEPRECATED,
+from streams.core.spec import (ANNOTATION_HOLD, ANNOTATION_MATCH_POLICY_ALIAS,
+                               LABEL_MIN_AVAILABLE_DEPRECATED,
                                LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, PREFIX)
 from streams.core.timefmt import format_time
 
@@ -42,8 +43,9 @@ annotations (docs/contracts.md, "The published Pod and PodGroup")."""
 
 def _gang_annotation(key: str) -> bool:
     """An annotation the fold reads: Koordinator's ``gang.scheduling.koordinator.sh/*`` and the
-    ``pod-group.scheduling.sigs.k8s.io/match-policy`` alias (``streams.core.spec``)."""
-    return key.startswith(PREFIX) or key == ANNOTATION_MATCH_POLICY_ALIAS
+    ``pod-group.scheduling.sigs.k8s.io/match-policy`` alias and gangstate's own
+    ``gangstate.io/hold`` (``streams.core.spec``)."""
+    return key.startswith(PREFIX) or key in (ANNOTATION_MATCH_POLICY_ALIAS, ANNOTATION_HOLD)
 
 
 def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +57,8 @@ def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
 
     - both: ``apiVersion``, ``kind``, ``metadata.{name, namespace, uid, resourceVersion,
       creationTimestamp, deletionTimestamp}`` (those present) and the gang annotations
-      (``gang.scheduling.koordinator.sh/*``, ``pod-group.scheduling.sigs.k8s.io/match-policy``);
+      (``gang.scheduling.koordinator.sh/*``, ``pod-group.scheduling.sigs.k8s.io/match-policy``,
+      ``gangstate.io/hold``);
     - a Pod: the gang labels (``GANG_LABELS``), ``spec.{nodeName, schedulingGates}`` and
       ``status.{phase, reason, nominatedNodeName}`` (those set; ``reason``: ``Evicted`` for a pod the kubelet evicted);
     - a PodGroup: ``spec.{minMember, scheduleTimeoutSeconds}``.

@@ -375,3 +375,30 @@ def preemption_text(s: Shortfall) -> str:
         return f"; pods of priority below {s.priority} hold enough of it: preemption can make room"
     return (f"; preemption cannot make room: evicting every pod of priority below {s.priority} "
             f"would leave room for {_members(s.room_preempting)}")
+
+
+def waiting_for_text(s: Shortfall) -> str:
+    """What a gang that cannot fit (``cannot_fit``) waits for, for people, as the end of
+    "held until ...": ``a node with at least 1 more nvidia.com/gpu joins`` when the members ask
+    more than the cluster could ever free (``beyond_cluster``); ``a node with at least 8
+    nvidia.com/gpu allocatable joins`` when one member asks more than any node has
+    (``never_fits``); else, room held by pods preemption may not evict, ``1 nvidia.com/gpu
+    more frees up on one node (held by pods of priority 1000 or more, which preemption does
+    not evict) or a node with it joins``. Milli-units in, quantities as people write them
+    out."""
+    def q(milli: int) -> str:
+        return format_quantity(s.resource, milli)
+
+    if s.never_fits:
+        asked = s.to_place[0] if s.to_place else s.request
+        return f"a node with at least {q(asked)} {s.resource} allocatable joins"
+    beyond = beyond_cluster(s)
+    if beyond:
+        return f"a node with at least {q(beyond)} more {s.resource} joins"
+    room = s.room_counting_preemption
+    missing = max(0, len(s.to_place) - (s.room if room is None else room))
+    amount = sum(sorted(s.to_place)[:missing])
+    holders = "held by other pods" if s.priority is None or s.room_preempting is None \
+        else f"held by pods of priority {s.priority} or more, which preemption does not evict"
+    return (f"{q(amount)} {s.resource} more frees up, each member's on one node ({holders}), "
+            f"or a node with it joins")

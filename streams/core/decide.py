@@ -53,7 +53,7 @@ def decide(state: GangState, rec: GangRecord, settings: FoldSettings,
     (``rules.resend``), ``GangPermitTimeout`` (the scheduler's own ``Timeout`` records),
     ``GangPreempting``/``GangPreemptionWasted`` (when due), ``GangUnschedulable`` (a failure
     episode's, when due), commands (``ElectRepresentative``, ``RepresentativeGated``
-    switches), ``GangMembersLost``/``GangMembersRestored``, ``GangScheduled``, then
+    switches, then gangstate's ``HoldGang``/``ReleaseGang`` with ``GangHeld``/``GangReleased``), ``GangMembersLost``/``GangMembersRestored``, ``GangScheduled``, then
     ``gangstate.gang-summary/v1`` records for the other gangs of the group. ``before`` is the
     state before the record was applied (``before_rep`` its representative).
     """

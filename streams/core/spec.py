@@ -34,6 +34,11 @@ ANNOTATION_NETWORK_TOPOLOGY_SPEC = PREFIX + "network-topology-spec"
 """The gang group's network-topology requirements, JSON (Koordinator v1.8.0
 ``apis/extension/network_topology.go:37-38``)."""
 
+ANNOTATION_HOLD = "gangstate.io/hold"
+"""gangstate's own per-gang switch: ``off`` (or ``false``) on any member pod or on the PodGroup
+keeps gangstate from holding the gang out of the scheduling queue (``rules.holding``); not a
+Koordinator setting (the scheduler ignores it)."""
+
 DEFAULT_WAITING_SECONDS = 600
 """Koordinator Coscheduling plugin default waiting time (``DefaultWaitTime``), seconds."""
 
@@ -51,7 +56,8 @@ class RawSettings(NamedTuple):
     """Gang settings exactly as written on one object (``None`` = not set).
 
     For a pod: the annotations ``gang.scheduling.koordinator.sh/<field>`` (min-available from the
-    deprecated label first when non-empty). For a PodGroup: ``spec.minMember`` as
+    deprecated label first when non-empty), and ``hold``: gangstate's own
+    ``gangstate.io/hold`` annotation (``ANNOTATION_HOLD``). For a PodGroup: ``spec.minMember`` as
     ``min_available``, ``spec.scheduleTimeoutSeconds`` as ``waiting_time`` (``"<n>s"``) and the
     other fields from the PodGroup's annotations; ``ignored_waiting_time`` keeps a
     ``waiting-time`` annotation written on a PodGroup, which the scheduler ignores.
@@ -65,6 +71,7 @@ class RawSettings(NamedTuple):
     match_policy: str | None = None
     ignored_waiting_time: str | None = None
     network_topology_spec: str | None = None
+    hold: str | None = None
 
     def as_written(self) -> tuple[tuple[str, str | None], ...]:
         """Pairs of (annotation field name, value as written) in ``SPEC_FIELDS`` order."""
@@ -169,7 +176,7 @@ def settings_of_pod(labels: Mapping[str, str], annotations: Mapping[str, str]) -
     return RawSettings(min_available, get(PREFIX + "total-number"), get(PREFIX + "mode"),
                        get(PREFIX + "waiting-time"), get(PREFIX + "groups"),
                        _match_policy(annotations), None,
-                       get(ANNOTATION_NETWORK_TOPOLOGY_SPEC))
+                       get(ANNOTATION_NETWORK_TOPOLOGY_SPEC), get(ANNOTATION_HOLD))
 
 
 def _match_policy(annotations: Mapping[str, str]) -> str | None:
@@ -200,6 +207,7 @@ def settings_of_podgroup(spec: Mapping[str, object],
         None if timeout is None else f"{timeout}s",
         get(PREFIX + "groups"), _match_policy(annotations),
         get(PREFIX + "waiting-time"), get(ANNOTATION_NETWORK_TOPOLOGY_SPEC),
+        get(ANNOTATION_HOLD),
     )
 
 

@@ -368,9 +368,58 @@ NO_GROUP: Group = Group()
 """The ``Group`` of a gang that has heard from no peer and told none (a gang group of one;
 shared by every such state)."""
 
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """gangstate's own hold of the gang out of the scheduling queue (``rules.holding``: a
+    ``HoldGang`` command the scheduler shim applies at PreEnqueue), not Koordinator's
+    PreEnqueue hold (``Hold``). ``issued_at`` is when the current hold's first ``HoldGang`` was
+    issued (``None``: gangstate does not hold the gang), ``renewed_at`` when its last one was
+    (first or renewal), ``applied_at`` when the shim first acked one ``Applied`` (``GangHeld``
+    is told then; ``None`` before), ``ids`` the ids of its ``HoldGang`` commands (the last
+    ``HOLD_IDS``), ``facts`` the ``GangHeld`` facts at the hold (JSON values) and ``basis``
+    ``(minMember, members, digest of the member uids, culprit's priority or None)`` the gang
+    was held on (``rules.holding.basis``). ``released_at`` is when the last hold ended
+    (``None`` while holding or never held) and ``refused`` ``(digest of the facts, the shim's
+    reason)`` of the last hold the shim refused, so that the same facts are not held again.
+    Times are event time in microseconds. Wire key ``gh`` (written only when set)."""
+
+    issued_at: int | None = None
+    renewed_at: int | None = None
+    applied_at: int | None = None
+    ids: tuple[str, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    basis: tuple[Any, ...] = ()
+    released_at: int | None = None
+    refused: tuple[str, str] | None = None
+
+    def to_wire(self, out: dict[str, Any]) -> None:
+        """Write this part's key into the state's wire dict ``out`` (only when set)."""
+        if self != NO_HOLDING:
+            out["gh"] = [self.issued_at, self.renewed_at, self.applied_at, list(self.ids),
+                         dict(self.facts), list(self.basis), self.released_at,
+                         None if self.refused is None else list(self.refused)]
+
+    @staticmethod
+    def from_wire(data: Mapping[str, Any]) -> "Holding":
+        """The part from a state's wire dict (``gh`` optional: older values lack it)."""
+        row = data.get("gh")
+        if row is None:
+            return NO_HOLDING
+        refused = row[7]
+        return Holding(row[0], row[1], row[2], tuple(row[3]), row[4], tuple(row[5]), row[6],
+                       None if refused is None else (refused[0], refused[1]))
+
+
+NO_HOLDING: Holding = Holding()
+"""The ``Holding`` of a gang gangstate never held (shared by every such state)."""
+HOLD_IDS = 4
+"""How many ``HoldGang`` command ids of the current hold a gang keeps (``Holding.ids``): its
+acks arrive within a renewal or two."""
+
+
 PARTS: tuple[tuple[str, Callable[[Mapping[str, Any]], object]], ...] = (
     ("permit", Permit.from_wire), ("commands", Commands.from_wire), ("lost", Lost.from_wire),
-    ("hold", Hold.from_wire), ("group", Group.from_wire))
+    ("hold", Hold.from_wire), ("group", Group.from_wire), ("holding", Holding.from_wire))
 """The parts of ``GangState``: ``(attribute, its class's from_wire)``, in the order ``to_wire``
 writes their keys (the order of the keys in a stored value). ``to_wire`` and ``from_wire``
 iterate over it: a new part is its class, its ``GangState`` field, its line in
@@ -381,13 +430,14 @@ iterate over it: a new part is its class, its ``GangState`` field, its line in
 class GangState:
     """Everything gangstate knows about one gang, folded from the input log.
 
-    Counts are pod counts, times integer microseconds of event time. Five concerns are parts,
+    Counts are pod counts, times integer microseconds of event time. Six concerns are parts,
     frozen values that document their own fields and own their wire keys (``PARTS``), shared
     between a state and its ``copy()`` and replaced, never mutated, by a rule that changes
     one: ``permit`` the Permit wait (``Permit``), ``commands`` the group's representative and
     its command counter (``Commands``), ``lost`` the members lost after the gang was scheduled
-    (``Lost``), ``hold`` the PreEnqueue hold and what its end left to tell (``Hold``), and
-    ``group`` what the gang knows of and told the other gangs of its gang group (``Group``).
+    (``Lost``), ``hold`` the PreEnqueue hold and what its end left to tell (``Hold``),
+    ``group`` what the gang knows of and told the other gangs of its gang group (``Group``), and
+    ``holding`` gangstate's own hold of the gang out of the scheduling queue (``Holding``).
 
     The other fields: ``gang`` is the gang id (``namespace/name``); ``clock`` the latest event
     time of the records that changed the gang (``fold.apply``). ``members`` maps uid to
@@ -445,6 +495,7 @@ class GangState:
     shim_at: int | None = None
     preemption: Preemption | None = None
     lost: Lost = NO_LOSS
+    holding: Holding = NO_HOLDING
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -518,6 +569,7 @@ class GangState:
         new.outcomes = self.outcomes
         new.recent_cycles = self.recent_cycles
         new.hold = self.hold
+        new.holding = self.holding
         new.emitted = self.emitted
         new.ever_scheduled = self.ever_scheduled
         new.group = self.group
@@ -780,6 +832,8 @@ def _settings_out(s: RawSettings | None) -> list[str | None] | None:
     if s is None:
         return None
     out = [s.min_available, s.total_number, s.mode, s.waiting_time, s.groups, s.match_policy]
+    if s.hold is not None:
+        return out + [s.ignored_waiting_time, s.network_topology_spec, s.hold]
     if s.network_topology_spec is not None:
         return out + [s.ignored_waiting_time, s.network_topology_spec]
     return out if s.ignored_waiting_time is None else out + [s.ignored_waiting_time]

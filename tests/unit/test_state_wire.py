@@ -121,7 +121,8 @@ def test_the_group_writes_its_six_keys() -> None:
 
 def test_parts_names_every_part_of_the_state_with_its_decoder() -> None:
     state = GangState(gang="ml/a")
-    assert [name for name, _ in PARTS] == ["permit", "commands", "lost", "hold", "group"]
+    assert [name for name, _ in PARTS] == ["permit", "commands", "lost", "hold", "group",
+                                          "holding"]
     assert {f.name for f in fields(GangState) if hasattr(getattr(state, f.name), "to_wire")} \
         == {name for name, _ in PARTS}
     wire = to_wire(state)

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 from ..settings import FoldSettings
 from ..state import GangState, Member
-from . import (group, hold, lost, permit, preemption, representative, resend, scheduled, spec,
-               stranded, topology, unschedulable)
+from . import (group, hold, holding, lost, permit, preemption, representative, resend,
+               scheduled, spec, stranded, topology, unschedulable)
 from .base import Decision, Reason, Rule, Timer, TimerRule, canonical_json
 
 
@@ -30,6 +30,7 @@ from .base import Decision, Reason, Rule, Timer, TimerRule, canonical_json
 RULES: tuple[Rule, ...] = (
     hold.RULE, spec.RULE, permit.RULE, scheduled.RULE, unschedulable.RULE, stranded.RULE,
     preemption.RULE, lost.RULE, group.RULE, representative.RULE, resend.RULE, topology.RULE,
+    holding.RULE,
 )
 """Every rule family, in the order their reasons are listed (the wire contract's
 ``DiagnosticReason``, docs/contracts.md)."""
@@ -37,36 +38,39 @@ RULES: tuple[Rule, ...] = (
 DECISIONS: tuple[Decision, ...] = (
     spec.DECISION, hold.DECISION, stranded.DECISION, resend.DECISION, permit.DECISION,
     preemption.DECISION, unschedulable.DECISION, representative.ELECT, representative.GATED,
-    lost.DECISION, scheduled.DECISION, topology.DECISION, group.DECISION,
+    holding.DECISION, lost.DECISION, scheduled.DECISION, topology.DECISION, group.DECISION,
 )
 """Every family's decision on a record, in the order they run (``decide.decide``), which is the
 order of a record's outputs: the spec's findings first (so that a hold's facts use the spec the
 record brought), the refusals of the hold tracked before the open warnings are sent again to a
-member that joined, commands after the diagnostics, the group's summaries last (they tell the
+member that joined, commands after the diagnostics (gangstate's hold after the failure
+episode's warning, whose settling it waits for), the group's summaries last (they tell the
 peers of the state every other family has left)."""
 
 TIMERS: tuple[TimerRule, ...] = (
     group.ANSWERS, hold.GRACE, preemption.TIMER, unschedulable.TIMER, hold.REFRESH,
-    stranded.TIMER, lost.TIMER, permit.TIMER,
+    stranded.TIMER, lost.TIMER, permit.TIMER, holding.TIMER,
 )
 """Every timer of every family, in the order that breaks ties: when two are due at the same
 event time, the earlier one here fires first (answers owed to peers before the hold's own
 warning, so the answer tells of the gang as of the due time)."""
 
 FINDINGS: tuple[Callable[[GangState], list[dict[str, Any]]], ...] = tuple(
-    rule.findings for rule in (hold.RULE, spec.RULE, preemption.RULE, unschedulable.RULE,
+    rule.findings for rule in (hold.RULE, holding.RULE, spec.RULE, preemption.RULE,
+                               unschedulable.RULE,
                                lost.RULE, scheduled.RULE, stranded.RULE, topology.RULE)
     if rule.findings is not None)
 """The families' ``findings`` (``Rule.findings``) in the order ``explain.findings`` lists what
-they find: the PreEnqueue hold, the spec's warnings, the preemption, the failure episode, the
+they find: the PreEnqueue hold, gangstate's own hold (``holding``), the spec's warnings, the preemption, the failure episode, the
 members lost (or else the gang scheduled), the stranded members, the network topology."""
 
 WHY: tuple[Callable[[GangState, Member], dict[str, Any] | None], ...] = tuple(
-    rule.why for rule in (hold.RULE, topology.RULE, stranded.RULE, scheduled.RULE,
+    rule.why for rule in (hold.RULE, holding.RULE, topology.RULE, stranded.RULE, scheduled.RULE,
                           preemption.RULE, unschedulable.RULE)
     if rule.why is not None)
 """The families' ``why`` (``Rule.why``) in the order ``explain.why_pod`` asks them for a member
-not bound to a node (the first answer wins): the gang's PreEnqueue hold, the network topology,
+not bound to a node (the first answer wins): the gang's PreEnqueue hold, gangstate's own hold
+(the shim refuses the members at PreEnqueue), the network topology,
 the stranded members, a gang that skips the gang checks (``scheduled``: rule P4), the
 preemption in progress, the failure episode. A member with scheduling gates is asked only the
 hold's (its gates hold it at PreEnqueue whatever else holds the gang)."""

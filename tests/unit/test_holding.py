@@ -1,0 +1,218 @@
+"""gangstate's hold (``streams.core.rules.holding``, rules H1-H5): a gang that cannot fit is held
+out of the scheduling queue, told ``GangHeld`` once the scheduler shim applies it, renewed,
+and released when the cluster, the gang or the settings change.
+
+The gang: ns/g, minMember 3, three pods of 1 nvidia.com/gpu each; the scheduler shim reports a
+failed round every second from t=1 s, each with the cluster's room as the watch producer's node
+cache makes it: 2 nodes of 1 GPU, nothing bound (allocatable 2000, room 2; every pod evictable,
+room_preempting 2). The members ask 3000 milli-GPU, the cluster could free 2000 at most:
+``beyond_cluster`` is 1000, so it cannot fit; the episode settles at t=11 s (``since`` 1 s +
+10 s), and the hold follows on that record."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from producers.watch.node_cache import NodeCache
+from streams.core.records import CapacityObserved, Capacity, CycleObserved
+from streams.core.settings import FoldSettings
+from streams.core.fold import PartitionFold
+from streams.core.records import AckObserved, Tick
+from streams.core.timefmt import format_time
+from tests.fixtures.builders import ack, at, kube_pod, pod, podgroup
+from tests.unit.test_cannot_fit import GPU, node, packs
+
+ON = FoldSettings(holds=True, hold_ttl_seconds=30, hold_renew_seconds=10, hold_max_seconds=100)
+FIT_ERROR = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+ROOM_2 = Capacity(GPU, 1000, 2000, 2000, 2, 2, 1000, (), 0, 2)
+
+
+def fold_records(records: list[Any], end: float | None = None,
+                 settings: FoldSettings | None = None) -> list[dict[str, Any]]:
+    """Every output of one ``PartitionFold`` fed ``records``, each keyed by its gang (an ack by
+    its gang group, as the shim keys it), then a ``Tick`` at ``end`` seconds."""
+    fold = PartitionFold({}, FoldSettings() if settings is None else settings)
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        out += fold.feed(rec.gang_group if isinstance(rec, AckObserved) else rec.gang, rec)
+    if end is not None:
+        out += fold.feed(None, Tick(at(end)))
+    return out
+
+
+def t(seconds: float) -> str:
+    return format_time(at(seconds))
+
+
+def failed(t: float, cycle: int, capacity: Capacity | None = ROOM_2, culprit: str = "g-2",
+           gang: str = "ns/g") -> CycleObserved:
+    """The shim's record of a member's own fit error in round ``cycle``."""
+    ns = gang.split("/")[0]
+    return CycleObserved(at(t), "koord-scheduler", cycle, f"{ns}/{culprit}", f"uid-{culprit}",
+                         gang, gang, "Filter", "Unschedulable", "", FIT_ERROR, None, None, "",
+                         f"{ns}/{culprit}", FIT_ERROR, 2, capacity, "koord-scheduler", cycle)
+
+
+def gang(min_available: str = "3", **settings: str) -> list[Any]:
+    return [pod(f"g-{i}", 0.1 * i, min_available=min_available, **settings) for i in range(3)]
+
+
+def storm(until: int = 12, capacity: Capacity = ROOM_2) -> list[Any]:
+    return [failed(t, 100 + t, capacity) for t in range(1, until)]
+
+
+def of(outputs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in outputs if o.get("type") == kind or o.get("reason") == kind]
+
+
+def test_a_gang_that_cannot_fit_is_held_once_its_episode_settled() -> None:
+    out = fold_records(gang() + storm())
+    assert of(out, "HoldGang") == []  # holds are off by default
+    out = fold_records(gang() + storm(), settings=ON)
+    unschedulable = of(out, "GangUnschedulable")
+    holds = of(out, "HoldGang")
+    assert [d["observed_at"] for d in unschedulable] == [t(11)]
+    assert len(holds) == 1
+    hold = holds[0]
+    assert (hold["id"], hold["epoch"], hold["reason"], hold["ttl_seconds"]) == \
+        ("ns/g#1", 1, "GangCannotFit", 30)
+    assert hold["expected_representative"] is None
+    assert hold["issued_at"] == unschedulable[0]["observed_at"]
+    assert "when a node with at least 1 more nvidia.com/gpu joins" in hold["message"]
+    assert "needs 3 x 1 nvidia.com/gpu (3 members to place); the cluster has 2 allocatable " \
+           "on 2 nodes, room for 2 members even once preemption evicted every pod it may" \
+        in hold["message"]
+
+
+def held(more: list[Any] = (), settings: FoldSettings = ON) -> list[dict[str, Any]]:
+    """The gang held at t=11 and the hold applied at t=11.5, then ``more``."""
+    return fold_records(gang() + storm() + [ack(11.5, 1, "Applied", None)] + list(more),
+                        settings=settings)
+
+
+def test_gang_held_is_told_when_the_shim_applies_the_hold() -> None:
+    out = held()
+    told = of(out, "GangHeld")
+    assert len(told) == 1
+    facts = told[0]["facts"]
+    assert facts["since"] == told[0]["observed_at"]
+    assert facts["waiting_for"] == "a node with at least 1 more nvidia.com/gpu joins"
+    # rounds: one failed round a second from 1 s to 11 s: 11 rounds over 10 s = 66 a minute
+    assert facts["rounds_per_minute"] == 66
+    assert facts["events_per_minute"] == 11
+    assert told[0]["type"] == "Normal"
+    assert [i["name"] for i in told[0]["involved"] if i["kind"] == "Pod"] == ["g-0", "g-1", "g-2"]
+
+
+def test_a_node_that_makes_room_releases_the_gang() -> None:
+    room_3 = Capacity(GPU, 1000, 3000, 3000, 3, 3, 1000, (), 0, 3)
+    out = held([CapacityObserved(at(14), "ns/g", "ns/g-2", room_3)])
+    release = of(out, "ReleaseGang")
+    assert [(r["id"], r["reason"]) for r in release] == [("ns/g#2", "CapacityChanged")]
+    told = of(out, "GangReleased")
+    assert told[0]["facts"]["detail"] == \
+        "the cluster's nvidia.com/gpu changed (room for 3 of 3 members to place now)"
+    assert told[0]["facts"]["held_seconds"] == 2
+
+
+def test_a_change_that_still_cannot_fit_does_not_release() -> None:
+    busier = Capacity(GPU, 1000, 2000, 1000, 2, 1, 1000, (), 0, 2)
+    out = held([CapacityObserved(at(14), "ns/g", "ns/g-2", busier)])
+    assert of(out, "ReleaseGang") == []
+
+
+def test_a_member_added_or_min_member_lowered_releases_the_gang() -> None:
+    out = held([pod("g-3", 14, min_available="3")])
+    assert [(r["reason"]) for r in of(out, "ReleaseGang")] == ["SpecChanged"]
+    assert of(out, "GangReleased")[0]["facts"]["detail"] == "its members changed (3 -> 4)"
+    # a PodGroup's minMember lowered (Koordinator reads a pod's settings once, at the gang's
+    # creation; a PodGroup's on every update: K core/gang.go tryInitByPodGroup)
+    members = [podgroup(0, 3)] + [pod(f"g-{i}", 0.1 * i, min_available=None,
+                                      waits_for_podgroup=True) for i in range(3)]
+    out = fold_records(members + storm() + [ack(11.5, 1, "Applied", None),
+                                            podgroup(14, 2, rv="2", type_="MODIFIED")],
+                       settings=ON)
+    assert of(out, "GangReleased")[0]["facts"]["detail"] == "its minMember changed from 3 to 2"
+
+
+def test_a_higher_priority_releases_the_gang() -> None:
+    higher = ROOM_2._replace(priority=1000)
+    out = held([CapacityObserved(at(14), "ns/g", "ns/g-2", higher)])
+    assert of(out, "GangReleased")[0]["facts"]["detail"] == "its priority changed from 0 to 1000"
+
+
+def test_the_hold_is_renewed_and_ends_after_its_longest() -> None:
+    # renewals every 10 s of event time after 11 s, up to the end at 11 + 100 s
+    out = fold_records(gang() + storm() + [ack(11.5, 1, "Applied", None)], end=115, settings=ON)
+    holds = of(out, "HoldGang")
+    assert [h["issued_at"] for h in holds][:3] == [t(11), t(21), t(31)]
+    assert [h["epoch"] for h in holds] == list(range(1, 11))  # 11, 21, ..., 101
+    release = of(out, "ReleaseGang")
+    assert [(r["epoch"], r["reason"]) for r in release] == [(11, "HoldExpired")]
+    assert len(of(out, "GangHeld")) == 1  # renewals are not told again
+
+
+def test_a_refused_hold_is_not_issued_again_for_the_same_facts() -> None:
+    out = fold_records(gang() + storm() + [
+        ack(11.5, 1, "PreconditionFailed", None,
+            reason="holds are off in namespace ns (annotation gangstate.io/hold=off)")]
+        + storm(30)[11:], settings=ON)
+    assert len(of(out, "HoldGang")) == 1
+    assert of(out, "GangHeld") == []
+
+
+def test_a_gang_annotated_off_is_never_held() -> None:
+    out = fold_records(gang(hold="off") + storm(), settings=ON)
+    assert of(out, "HoldGang") == []
+
+
+def test_a_gang_preemption_can_make_room_for_is_never_held() -> None:
+    evictable = Capacity(GPU, 1000, 4000, 2000, 4, 2, 1000, (), 1000, 4)
+    out = fold_records(gang() + storm(capacity=evictable), settings=ON)
+    assert of(out, "GangUnschedulable") and of(out, "HoldGang") == []
+
+
+def test_a_hold_the_restarted_shim_lost_is_renewed_at_once() -> None:
+    out = held([failed(20, 200)])
+    assert [h["issued_at"] for h in of(out, "HoldGang")] == \
+        [t(11), t(20)]
+
+
+def test_on_random_clusters_a_gang_is_held_only_where_it_cannot_fit() -> None:
+    """Clusters of 1 to 4 nodes of 0 to 4 GPUs with pods of priority 0, 10, 1000 bound; a gang
+    of 1 to 5 members of 1 or 2 GPUs at one of those priorities. Held exactly where no packing
+    of its members exists once every pod it may evict is gone (brute force)."""
+    rng = random.Random(24)
+    held_count = 0
+    for n in range(300):
+        cache = NodeCache()
+        sizes = [rng.randint(0, 4) for _ in range(rng.randint(1, 4))]
+        priority = rng.choice((0, 10, 1000))
+        keep = [0] * len(sizes)
+        for i, size in enumerate(sizes):
+            cache.node("ADDED", node(f"n{i}", size))
+            used = 0
+            for j in range(rng.randint(0, 3)):
+                ask = rng.randint(1, 2)
+                if used + ask > size:
+                    continue
+                used += ask
+                prio = rng.choice((0, 10, 1000))
+                cache.pod("ADDED", kube_pod(f"p{i}-{j}", uid=f"p{i}-{j}", node=f"n{i}",
+                                            gpu=str(ask), priority=prio))
+                if prio >= priority:
+                    keep[i] += ask * 1000
+        members, request = rng.randint(1, 5), rng.randint(1, 2) * 1000
+        answer = cache.capacity(GPU, request, (), priority, True)
+        assert answer is not None
+        capacity = Capacity(**{**answer, "requests": ()})
+        gang_id = f"ns/r{n}"
+        pods = [pod(f"m-{i}", 0.1, gang=gang_id, min_available=str(members))
+                for i in range(members)]
+        out = fold_records(pods + [failed(t, t, capacity, "m-0", gang_id)
+                                   for t in range(1, 13)], settings=ON)
+        fits = packs([request] * members, [s * 1000 - k for s, k in zip(sizes, keep)])
+        assert bool(of(out, "HoldGang")) == (not fits), (sizes, keep, members, request)
+        held_count += not fits
+    assert 50 < held_count < 250, held_count
