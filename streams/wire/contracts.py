@@ -35,6 +35,7 @@ CYCLE_SCHEMA = "gangstate.cycle/v1"
 ACK_SCHEMA = "gangstate.ack/v1"
 TICK_SCHEMA = "gangstate.tick/v1"
 PREEMPTION_SCHEMA = "gangstate.preemption/v1"
+CAPACITY_SCHEMA = "gangstate.capacity/v1"
 DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
 
 INT64_MAX = 2**63 - 1
@@ -141,8 +142,10 @@ DiagnosticReason = Literal[REASON_NAMES]  # type: ignore[valid-type]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``): every
 reason of the core's rule families, in the registry's order (``streams.core.rules.REASONS``)."""
 
-CommandType = Literal["SwitchRepresentative", "ElectRepresentative"]
-CommandReason = Literal["RepresentativeGated", "RepresentativeDeleted"]
+CommandType = Literal["SwitchRepresentative", "ElectRepresentative", "HoldGang", "ReleaseGang"]
+CommandReason = Literal["RepresentativeGated", "RepresentativeDeleted", "GangCannotFit",
+                        "CapacityChanged", "SpecChanged", "PriorityChanged", "HoldExpired",
+                        "HoldsOff"]
 """Why a command was issued (contracts.md, ``gangstate.command/v1``): ``RepresentativeGated``
 (a ``SwitchRepresentative`` away from a representative with scheduling gates),
 ``RepresentativeDeleted`` (an ``ElectRepresentative`` after the representative was deleted)."""
@@ -500,6 +503,27 @@ class PreemptionRecord(_Timed):
         return check_gang_id(value)
 
 
+class CapacityRecord(_Timed):
+    """``gangstate.capacity/v1``: the cluster's room for the short resource of a gang changed
+    while no scheduling attempt reports it (a Node added, removed or resized, a pod using the
+    resource bound, finished or deleted). Written by the watch producer for the gangs whose
+    failed attempts carried a ``capacity``, keyed by the gang: a gang held out of the
+    scheduling queue has no attempts, and its release (rule H2) waits on this."""
+
+    schema_: Literal["gangstate.capacity/v1"] = Field(alias="schema")
+    gang: str = Field(pattern=r"^[^/]+/[^/]+$", json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN})
+    culprit: str = Field(pattern=r"^[^/]+/[^/]+$",
+                         json_schema_extra={"pattern": GANG_ID_VIEW_PATTERN},
+                         description="ns/name of the member whose request capacity counts, as "
+                                     "in the failed attempt it follows")
+    capacity: CapacityFacts
+
+    @field_validator("gang")
+    @classmethod
+    def _gang_bounded(cls, value: str) -> str:
+        return check_gang_id(value)
+
+
 class TickRecord(_Timed):
     """``gangstate.tick/v1``: advances the event-time clock of one input partition."""
 
@@ -508,13 +532,14 @@ class TickRecord(_Timed):
 
 InputRecord = Annotated[
     Union[KubeRecord, CycleRecord, AckRecord, GangSummaryRecord, TickRecord,
-          PreemptionRecord],
+          PreemptionRecord, CapacityRecord],
     Field(discriminator="schema_")
 ]
 """Any record of the ``gang-events`` input topic, told apart by its ``schema`` field."""
 
 INPUT_ADAPTER: TypeAdapter[
     KubeRecord | CycleRecord | AckRecord | GangSummaryRecord | TickRecord | PreemptionRecord
+    | CapacityRecord
 ] = TypeAdapter(InputRecord)
 
 
@@ -672,17 +697,25 @@ class PreemptionView(_InputView):
     event_time: NotRequired[str | None]
 
 
+class CapacityView(_InputView):
+    schema: Literal["gangstate.capacity/v1"]
+    gang: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
+    culprit: Annotated[str, Field(pattern=GANG_ID_VIEW_PATTERN)]
+    capacity: _CapacityView
+
+
 INPUT_VIEW: TypeAdapter[KubeView | CycleView | AckView | GangSummaryView | TickView
-                        | PreemptionView] = \
+                        | PreemptionView | CapacityView] = \
     TypeAdapter(Annotated[Union[KubeView, CycleView, AckView, GangSummaryView, TickView,
-                                PreemptionView],
+                                PreemptionView, CapacityView],
                           Field(discriminator="schema")])
 """Decode views of the input records, told apart by ``schema`` (see above)."""
 
 VIEWS: dict[type[BaseModel], Any] = {
     KubeRecord: KubeView, CycleRecord: CycleView, AckRecord: AckView,
     GangSummaryRecord: GangSummaryView, TickRecord: TickView,
-    PreemptionRecord: PreemptionView,
+    PreemptionRecord: PreemptionView, CapacityRecord: CapacityView,
+    CapacityFacts: _CapacityView,
     ObjectMeta: _MetaView, RawObject: _ObjectView, PodRef: _PodRefView,
     EventSource: _EventSourceView,
 }
@@ -727,6 +760,12 @@ class Command(_Record):
     representative: str
     reason: CommandReason
     cycle: int | None = None
+    ttl_seconds: int | None = Field(
+        default=None, ge=1, description="HoldGang: seconds the scheduler shim holds the gang "
+        "group unless a HoldGang renews it (the hold lapses when gangstate falls silent)")
+    message: str | None = Field(
+        default=None, description="HoldGang: why gangstate holds the gang, for the shim's "
+        "refusal status at PreEnqueue (\"gangstate holds gang group <g>: <message>\")")
 
 
 DEAD_LETTER_HEAD_BYTES = 4096
@@ -862,6 +901,7 @@ ALL_MODELS: dict[str, type[BaseModel]] = {
     ACK_SCHEMA: AckRecord,
     TICK_SCHEMA: TickRecord,
     PREEMPTION_SCHEMA: PreemptionRecord,
+    CAPACITY_SCHEMA: CapacityRecord,
     SUMMARY_SCHEMA: GangSummaryRecord,
     COMMAND_SCHEMA: Command,
     DIAGNOSTIC_SCHEMA: Diagnostic,

@@ -20,12 +20,13 @@ from typing import Any, Callable, NamedTuple
 
 from pydantic import ValidationError
 
-from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
+from streams.wire.contracts import (ACK_SCHEMA, CAPACITY_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
                                     LABEL_VALUE_MAX_LENGTH, LABEL_VALUE_RULE, NAME_MAX_LENGTH,
                                     PREEMPTION_SCHEMA,
                                     SUBDOMAIN_RULE, SUMMARY_SCHEMA, TICK_SCHEMA,
                                     check_resource_version, event_time, name_too_long)
-from streams.core.records import (AckObserved, Capacity, CycleObserved, GangSummarized,
+from streams.core.records import (AckObserved, Capacity, CapacityObserved, CycleObserved,
+                                  GangSummarized,
                                   PodGroupObserved, PodObserved, PreemptionObserved, Record,
                                   Tick)
 from streams.core.timefmt import format_time
@@ -200,6 +201,13 @@ def _capacity(raw: dict[str, Any] | None) -> Capacity | None:
                     raw.get("room_preempting"))
 
 
+def _capacity_record(rec: dict[str, Any], at: int) -> Decoded:
+    capacity = _capacity(rec["capacity"])
+    if capacity is None:  # an empty object: the model rejects it with the reason
+        raise _ByContract
+    return Decoded(rec["gang"], CapacityObserved(at, rec["gang"], rec["culprit"], capacity))
+
+
 def _summary(rec: dict[str, Any], at: int) -> Decoded:
     wanted = _optional_time(rec.get("wanted_as_of"))
     return Decoded(rec["to"], GangSummarized(
@@ -316,5 +324,5 @@ def scheduling_gates(raw: Any) -> tuple[str, ...]:
 _VIEW = INPUT_VIEW.validator.validate_json
 _FROM_VIEW: dict[str, Callable[[dict[str, Any], int], Decoded]] = {
     KUBE_SCHEMA: _kube, CYCLE_SCHEMA: _cycle, ACK_SCHEMA: _ack, SUMMARY_SCHEMA: _summary,
-    TICK_SCHEMA: _tick, PREEMPTION_SCHEMA: _preemption,
+    TICK_SCHEMA: _tick, PREEMPTION_SCHEMA: _preemption, CAPACITY_SCHEMA: _capacity_record,
 }

@@ -19,11 +19,11 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streams.wire.contracts import (ACK_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA, PREEMPTION_SCHEMA,
-                                    SUMMARY_SCHEMA, TICK_SCHEMA)
+from streams.wire.contracts import (ACK_SCHEMA, CAPACITY_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA,
+                                    PREEMPTION_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA)
 from streams.core import decide, episode
-from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
-                           PodObserved, PreemptionObserved, Tick)
+from streams.core.records import (AckObserved, CapacityObserved, CycleObserved, GangSummarized,
+                                  PodGroupObserved, PodObserved, PreemptionObserved, Tick)
 from streams.core.state import GangState
 from streams.wire.decoding import Decoded
 from streams.query.answers import PHASES
@@ -35,7 +35,7 @@ the upper buckets catch timer bursts (one record firing many gangs' grace period
 
 _SCHEMAS = {PodObserved: KUBE_SCHEMA, PodGroupObserved: KUBE_SCHEMA, CycleObserved: CYCLE_SCHEMA,
             AckObserved: ACK_SCHEMA, GangSummarized: SUMMARY_SCHEMA, Tick: TICK_SCHEMA,
-            PreemptionObserved: PREEMPTION_SCHEMA}
+            PreemptionObserved: PREEMPTION_SCHEMA, CapacityObserved: CAPACITY_SCHEMA}
 
 
 def schema_of(decoded: Decoded) -> str:

@@ -19,10 +19,11 @@ import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from streams.wire import contracts
-from streams.wire.contracts import (INPUT_ADAPTER, AckRecord, CycleRecord, GangSummaryRecord,
+from streams.wire.contracts import (INPUT_ADAPTER, AckRecord, CapacityRecord, CycleRecord,
+                               GangSummaryRecord,
                                KubeRecord, TickRecord, event_time, parse_time)
-from streams.core.records import (AckObserved, CycleObserved, GangSummarized, PodGroupObserved,
-                                  PodObserved, Tick)
+from streams.core.records import (AckObserved, Capacity, CapacityObserved, CycleObserved,
+                                  GangSummarized, PodGroupObserved, PodObserved, Tick)
 from streams.core.spec import (RawSettings, gang_of_pod, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
 from streams.wire.decoding import Decoded, DecodeError, _short, decode_input, scheduling_gates
@@ -57,6 +58,12 @@ def oracle(raw: bytes | str) -> Decoded:
         return Decoded(rec.gang_group, AckObserved(
             parse_time(rec.observed_at), rec.command_id, rec.gang_group, rec.epoch,
             rec.outcome, rec.representative))
+    if isinstance(rec, CapacityRecord):
+        c = rec.capacity
+        return Decoded(rec.gang, CapacityObserved(
+            parse_time(rec.observed_at), rec.gang, rec.culprit,
+            Capacity(c.resource, c.request, c.allocatable, c.free, c.nodes, c.room, c.largest,
+                     tuple(c.requests or ()), c.priority, c.room_preempting)))
     assert isinstance(rec, KubeRecord)
     obj = rec.object
     meta = obj.metadata
@@ -196,6 +203,19 @@ def test_a_decoded_cycle_and_ack_have_the_expected_values():
         1793610010000001, "a/g#2", "a/g", 2, "Stale", None))
 
 
+def test_a_capacity_record_decodes_to_the_room_it_tells():
+    """``gangstate.capacity/v1`` (the producer's word on the room of a gang's short resource)
+    decodes to ``CapacityObserved`` keyed by its gang, milli-units kept as written."""
+    raw = json.dumps(SAMPLES["capacity"])
+    assert decode_input(raw) == Decoded("a/b", CapacityObserved(
+        1793610000600000, "a/b", "a/p",
+        Capacity("nvidia.com/gpu", 1000, 2000, 0, 2, 0, 1000, (1000, 1000), 10, 2)))
+    empty = json.loads(raw)
+    empty["capacity"] = {}
+    with pytest.raises(DecodeError, match="capacity.resource: Field required"):
+        decode_input(json.dumps(empty))
+
+
 # -- rejected values: the same reasons as before ----------------------------------------------
 
 T = '"observed_at": "2026-11-02T09:00:00.000000Z"'
@@ -203,7 +223,8 @@ POD = ('{"schema": "gangstate.kube/v1", %s, "resource": "pods", "type": "ADDED",
        '{"metadata": {"name": "p", "namespace": "ns", "uid": "u", "annotations": '
        '{"gang.scheduling.koordinator.sh/name": "g"}}%%s}}' % T)
 TAGS = ("'gangstate.kube/v1', 'gangstate.cycle/v1', 'gangstate.ack/v1', "
-        "'gangstate.gang-summary/v1', 'gangstate.tick/v1', 'gangstate.preemption/v1'")
+        "'gangstate.gang-summary/v1', 'gangstate.tick/v1', 'gangstate.preemption/v1', "
+        "'gangstate.capacity/v1'")
 
 REJECTED = [  # (value, reason) as the decoder before the views gave them
     (b"not json", "invalid record: Invalid JSON: expected ident at line 1 column 2"),
@@ -332,6 +353,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
                 "initialized": True, "members": 3, "min_member": 3,
                 "wanted_as_of": "2026-11-02T09:00:01.000000Z"},
     "tick": {"schema": "gangstate.tick/v1", "observed_at": "2026-11-02T09:00:00.500000Z"},
+    "capacity": {"schema": "gangstate.capacity/v1", "observed_at": "2026-11-02T09:00:00.600000Z",
+                 "gang": "a/b", "culprit": "a/p",
+                 "capacity": {"resource": "nvidia.com/gpu", "request": 1000,
+                              "allocatable": 2000, "free": 0, "nodes": 2, "room": 0,
+                              "largest": 1000, "requests": [1000, 1000], "priority": 10,
+                              "room_preempting": 2}},
 }
 
 

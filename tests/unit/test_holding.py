@@ -216,3 +216,18 @@ def test_on_random_clusters_a_gang_is_held_only_where_it_cannot_fit() -> None:
         assert bool(of(out, "HoldGang")) == (not fits), (sizes, keep, members, request)
         held_count += not fits
     assert 50 < held_count < 250, held_count
+
+
+def test_hold_and_release_commands_keep_the_command_contract() -> None:
+    """The commands the shim reads (``gangstate.command/v1``, docs/schemas/command.v1.json)
+    accept both: ``HoldGang`` with its ``ttl_seconds`` and ``message``, ``ReleaseGang``."""
+    from streams.wire.contracts import Command
+
+    room_3 = Capacity(GPU, 1000, 3000, 3000, 3, 3, 1000, (), 0, 3)
+    out = held([CapacityObserved(at(14), "ns/g", "ns/g-2", room_3)])
+    commands = [Command.model_validate(o) for o in out if o.get("type") in
+                ("HoldGang", "ReleaseGang")]
+    assert [(c.type, c.reason, c.epoch, c.ttl_seconds) for c in commands] == [
+        ("HoldGang", "GangCannotFit", 1, 30), ("ReleaseGang", "CapacityChanged", 2, None)]
+    assert commands[0].message is not None and commands[0].message.startswith(
+        "gangstate holds gang ns/g out of the scheduling queue: it cannot fit")
