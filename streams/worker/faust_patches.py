@@ -16,6 +16,13 @@ dropped when Faust fixes it upstream:
   ``asyncio.wait`` per record in the fetch loop, the per-event decode, queue, stream, ack and
   sensor calls); the batch path keeps Faust's app, consumer group, rebalancing, flow control,
   offset tracking and commits, tables and changelogs;
+- ``_Producer`` (through ``_Transport``): a flush that waits until every message sent so far
+  is delivered (``Undelivered``). Faust's ``ProducerBuffer.flush`` gives up when no message
+  left its buffer for 100 ms, and an offset commit flushes the producer that way before it
+  commits: on a busy broker (a rebalance, 2 cores) offsets were committed while the outputs of
+  their records still sat in the buffer (a worker stopped then loses them; a reader who trusts
+  the committed offsets reads before they exist: the batch rebalance test saw the last 6 gangs'
+  diagnostics missing);
 - ``RateLimitedWorker``: each kind of log line at most once per 10 s (aiokafka and Faust log
   about 110 error lines a second while the broker is down), and no terminal spinner (it wrote
   cursor escapes into a ``stdout`` that is a file).
@@ -217,9 +224,64 @@ class _Consumer(faust_aiokafka.Consumer):
             raise
 
 
+class Undelivered:
+    """The messages handed to a producer and not yet delivered (their futures not done), and
+    the first delivery error. ``add`` a message's future when it is sent; ``wait`` returns once
+    all are delivered."""
+
+    def __init__(self) -> None:
+        self.futures: set[asyncio.Future[Any]] = set()
+        self.error: str | None = None
+
+    def add(self, fut: asyncio.Future[Any]) -> None:
+        """Track ``fut`` (a Faust ``FutureMessage``) until it is done."""
+        self.futures.add(fut)
+        fut.add_done_callback(self._done)
+
+    def _done(self, fut: asyncio.Future[Any]) -> None:
+        self.futures.discard(fut)
+        if self.error is None and not fut.cancelled() and fut.exception() is not None:
+            self.error = f"{type(fut.exception()).__name__}: {fut.exception()}"
+
+    async def wait(self, stopping: Callable[[], bool], poll_seconds: float = 0.5) -> None:
+        """Wait until every tracked message is delivered. Raises ``RuntimeError`` when one
+        failed (``error``), or when ``stopping()`` turns true with messages undelivered (the
+        producer will not send them): a commit must not go past outputs that are not out."""
+        while self.futures:
+            if stopping():
+                raise RuntimeError(f"not committing: {len(self.futures)} outputs not "
+                                   f"delivered and the producer is stopping")
+            await asyncio.wait(set(self.futures), timeout=poll_seconds)
+        if self.error is not None:
+            raise RuntimeError(f"not committing: an output was not delivered ({self.error})")
+
+
+class _Producer(faust_aiokafka.Producer):
+    """Faust's aiokafka producer whose ``flush`` (called by every offset commit before it
+    commits) returns only when everything sent so far is delivered (``Undelivered``)."""
+
+    @cached_property
+    def undelivered(self) -> Undelivered:
+        """The messages sent through ``send_soon`` and not yet delivered."""
+        return Undelivered()
+
+    def send_soon(self, fut: Any) -> None:
+        """Buffer ``fut`` (a ``FutureMessage``) as Faust does, tracked until delivered."""
+        self.undelivered.add(fut)
+        super().send_soon(fut)
+
+    async def flush(self) -> None:
+        """Faust's flush, then wait until every message sent is delivered."""
+        await super().flush()
+        buffer = self.buffer
+        await self.undelivered.wait(
+            lambda: bool(self.should_stop or buffer.should_stop or buffer.crashed))
+
+
 class _Transport(faust_aiokafka.Transport):
     Consumer = _Consumer
     Conductor = _BatchConductor
+    Producer = _Producer
 
 
 class PatchedApp(faust.App):
