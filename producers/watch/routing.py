@@ -92,6 +92,12 @@ def _first_error(err: ValidationError) -> str:
     return f"{loc}: {first['msg']}" if loc else str(first["msg"])
 
 
+def _not_an_attempt(outcome: Outcome) -> Drop:
+    """Why a message that reports no attempt makes no cycle record: ``gangstate-hold`` for
+    gangstate's own hold (catalogue row ``G1``), else ``not-an-attempt``. Pure."""
+    return Drop("gangstate-hold" if outcome.form == "G1" else "not-an-attempt")
+
+
 def _event_time(event: Mapping[str, Any]) -> str | None:
     """A core/v1 Event's own time in the contract's form (RFC 3339 UTC, microseconds): its
     ``eventTime`` (events.k8s.io recorders, as kube-scheduler's), else ``lastTimestamp``, else
@@ -363,8 +369,9 @@ class GangRouter:
         outcome = parse_scheduler_event(reason, event.get("message") or "", ns, name)
         if not outcome.attempt:
             # "skip schedule deleting pod" (kube-scheduler v1.35.2 schedule_one.go:399-404):
-            # the pod is being deleted and was not attempted; the Event is still published
-            return actions + [Drop("not-an-attempt")]
+            # the pod is being deleted and was not attempted; or gangstate's own hold (G1):
+            # the shim refused it untried. The Event is still published
+            return actions + [_not_an_attempt(outcome)]
         # Events carry no cycle counter (it is only in the scheduler's log): the record's
         # cycle is unknown, and the Event's uid and count identify the attempt, so that a
         # relist of the same Event is the same record and a repeat (count + 1) a new one.
@@ -403,7 +410,7 @@ class GangRouter:
         message = condition["message"]
         outcome = parse_scheduler_event("FailedScheduling", message, ns, name)
         if not outcome.attempt:
-            return [Drop("not-an-attempt")]
+            return [_not_an_attempt(outcome)]
         source = {"kind": "condition",
                   "uid": condition_attempt(uid, condition, str(meta.get("resourceVersion", ""))),
                   "count": 1,
