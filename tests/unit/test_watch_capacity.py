@@ -171,3 +171,26 @@ def test_a_record_the_contract_refuses_is_dropped_with_its_reason() -> None:
     assert drop == Drop("capacity-invalid")
     assert drop.detail.startswith("gang ns/g: capacity.priority: ")
     assert router.rooms == {}
+
+
+def test_the_record_releases_a_held_gang_through_the_fold() -> None:
+    """The whole way: the gang of ``test_holding`` (3 x 1 GPU, 2 nodes of 1 GPU, nothing bound)
+    held at t=11 s and applied at 11.5 s; the router, told the same failure at 1 s, sees node c
+    of 1 GPU join at 14 s. Its record, decoded, is the ``room_3`` of ``test_holding``
+    (3000 / 3000 on 3 nodes, room 3, room_preempting 3) and releases the gang
+    (``ReleaseGang`` ``CapacityChanged``)."""
+    from tests.fixtures.builders import at
+    from tests.unit.test_holding import held, of
+
+    router = GangRouter()
+    router.route("nodes", "ADDED", node("a"), None, 0)
+    router.route("nodes", "ADDED", node("b"), None, 0)
+    router_with_gang(router=router)
+    router.route("events", "ADDED", failed("g-2"), None, at(1))
+    ((key, record),) = published(router.route("nodes", "ADDED", node("c"), None, at(14)))
+    decoded = decode_input(json.dumps(record))
+    assert decoded == Decoded("ns/g", CapacityObserved(
+        at(14), "ns/g", "ns/g-2", Capacity(GPU, 1000, 3000, 3000, 3, 3, 1000, (), 0, 3)))
+    out = held([decoded.record])
+    assert [(r["id"], r["reason"]) for r in of(out, "ReleaseGang")] == [
+        ("ns/g#2", "CapacityChanged")]
