@@ -7,7 +7,8 @@ to, routes Pods, PodGroups and scheduler Events to their gang's key, turns sched
 pod conditions into ``gangstate.cycle/v1`` records (``producers.watch.scheduler_events``,
 ``producers.watch.conditions``) and preemptions into ``gangstate.preemption/v1``, holds an
 Event whose pod is not known yet, and tells a gang short of a resource that the room for it
-changed without an attempt (``gangstate.capacity/v1``, on Node and bound-pod changes). ``producers.watch.dump`` routes a dump through the same router.
+changed without an attempt (``gangstate.capacity/v1``, on Node and bound-pod changes).
+``producers.watch.dump`` routes a dump through the same router.
 
 Must not: decide anything about gangs beyond membership (``streams.core.spec.gang_of_pod``), read
 the wall clock (``at``, event time in microseconds, is given), or drop a record without a
