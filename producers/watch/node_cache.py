@@ -35,10 +35,12 @@ def pod_priority(spec: Mapping[str, Any]) -> int:
 @dataclass
 class NodeCache:
     """Nodes by name (as :class:`NodeRoom` without requests) and, per bound pod uid, its node,
-    requests (milli-units) and priority (``pod_priority``). Feed it with :meth:`node` and :meth:`pod` for every watch
-    event of Nodes and of bound Pods (any scheduler's); ask :meth:`capacity`. The answer is
-    kept until the next change (an event that changes nothing the cache keeps is none), so a storm of failed attempts (thousands a minute) costs one
-    pass over the nodes per change, not one per attempt."""
+    requests (milli-units) and priority (``pod_priority``). Feed it with :meth:`node` and
+    :meth:`pod` for every watch event of Nodes and of bound Pods (any scheduler's); each says
+    whether what the cache keeps changed. Ask :meth:`capacity`. The answer is kept until the
+    next change (an event that changes nothing the cache keeps is none), so a storm of failed
+    attempts (thousands a minute) costs one pass over the nodes per change, not one per
+    attempt."""
 
     nodes: dict[str, NodeRoom] = field(default_factory=dict)
     bound: dict[str, tuple[str, dict[str, int], int]] = field(default_factory=dict)
