@@ -35,57 +35,76 @@ def pod_priority(spec: Mapping[str, Any]) -> int:
 @dataclass
 class NodeCache:
     """Nodes by name (as :class:`NodeRoom` without requests) and, per bound pod uid, its node,
-    requests (milli-units) and priority (``pod_priority``). Feed it with :meth:`node` and :meth:`pod` for every watch
-    event of Nodes and of bound Pods (any scheduler's); ask :meth:`capacity`. The answer is
-    kept until the next change, so a storm of failed attempts (thousands a minute) costs one
-    pass over the nodes per change, not one per attempt."""
+    requests (milli-units) and priority (``pod_priority``). Feed it with :meth:`node` and
+    :meth:`pod` for every watch event of Nodes and of bound Pods (any scheduler's); each says
+    whether what the cache keeps changed. Ask :meth:`capacity`. The answer is kept until the
+    next change (an event that changes nothing the cache keeps is none), so a storm of failed
+    attempts (thousands a minute) costs one pass over the nodes per change, not one per
+    attempt."""
 
     nodes: dict[str, NodeRoom] = field(default_factory=dict)
     bound: dict[str, tuple[str, dict[str, int], int]] = field(default_factory=dict)
     _answers: dict[tuple[str, int, tuple[int, ...], int | None, bool],
                    dict[str, Any] | None] = field(
         default_factory=dict, repr=False, compare=False)
+    _rooms: list[NodeRoom] | None = field(default=None, repr=False, compare=False)
 
-    def node(self, type_: str, obj: Mapping[str, Any]) -> None:
+    def node(self, type_: str, obj: Mapping[str, Any]) -> bool:
         """A Node watch event (``ADDED``/``MODIFIED``/``SYNC``/``DELETED``); a Node without
         ``status.allocatable`` (created, its status not patched yet: the kubelet or KWOK
-        patches it after) is left out until it has one."""
-        self._answers.clear()
+        patches it after) is left out until it has one. True when what the cache keeps of
+        the Node changed (its room, taints or ``unschedulable``; not its heartbeat)."""
         name = str((obj.get("metadata") or {}).get("name", ""))
+        before = self.nodes.get(name)
         if type_ == "DELETED" or not (obj.get("status") or {}).get("allocatable"):
             # a Node created before its status was patched has no allocatable yet: it is no
             # node to count (it would add a node of nothing, and news to the facts)
             self.nodes.pop(name, None)
-            return
-        try:
-            self.nodes[name] = node_room(obj, [])
-        except ValueError:
-            self.nodes.pop(name, None)  # a malformed quantity: the node counts as unknown
+        else:
+            try:
+                self.nodes[name] = node_room(obj, [])
+            except ValueError:
+                self.nodes.pop(name, None)  # a malformed quantity: the node counts as unknown
+        return self._changed(before != self.nodes.get(name))
 
-    def pod(self, type_: str, obj: Mapping[str, Any]) -> None:
-        """A Pod watch event: a bound, unfinished pod holds its requests on its node."""
-        self._answers.clear()
+    def pod(self, type_: str, obj: Mapping[str, Any]) -> bool:
+        """A Pod watch event: a bound, unfinished pod holds its requests on its node. True
+        when what the cache keeps of the pod changed (bound or gone, its node, requests or
+        priority; not a status update)."""
         meta, spec = (obj.get("metadata") or {}), (obj.get("spec") or {})
         uid = str(meta.get("uid", ""))
+        before = self.bound.get(uid)
         node = spec.get("nodeName")
         phase = (obj.get("status") or {}).get("phase")
         if type_ == "DELETED" or not node or phase in _DONE:
             self.bound.pop(uid, None)
-            return
-        try:
-            self.bound[uid] = (str(node), pod_requests(spec), pod_priority(spec))
-        except ValueError:
-            self.bound.pop(uid, None)
+        else:
+            try:
+                self.bound[uid] = (str(node), pod_requests(spec), pod_priority(spec))
+            except ValueError:
+                self.bound.pop(uid, None)
+        return self._changed(before != self.bound.get(uid))
+
+    def _changed(self, changed: bool) -> bool:
+        """Forget the answers kept when ``changed``; ``changed``."""
+        if changed:
+            self._answers.clear()
+            self._rooms = None
+        return changed
 
     def rooms(self) -> list[NodeRoom]:
-        """Every known node with the requests of its bound pods, sorted by name."""
+        """Every known node with the requests of its bound pods, sorted by name (kept until
+        the next change: one pass for every answer asked in between)."""
+        if self._rooms is not None:
+            return self._rooms
         requested: dict[str, dict[str, int]] = {}
         for node, requests, _ in self.bound.values():
             into = requested.setdefault(node, {})
             for name, value in requests.items():
                 into[name] = into.get(name, 0) + value
-        return [room._replace(requested=requested.get(name, {}))
-                for name, room in sorted(self.nodes.items())]
+        self._rooms = [room._replace(requested=requested.get(name, {}))
+                       for name, room in sorted(self.nodes.items())]
+        return self._rooms
 
     def capacity(self, resource: str, request: int, requests: tuple[int, ...] = (),
                  priority: int | None = None, preempts: bool = True) -> dict[str, Any] | None:

@@ -5,8 +5,10 @@ Where it sits: the watch producer's pure core, between the streams that list and
 (``producers.watch.watching``) and Kafka: ``GangRouter`` remembers which gang each pod uid belongs
 to, routes Pods, PodGroups and scheduler Events to their gang's key, turns scheduler Events and
 pod conditions into ``gangstate.cycle/v1`` records (``producers.watch.scheduler_events``,
-``producers.watch.conditions``) and preemptions into ``gangstate.preemption/v1``, and holds an
-Event whose pod is not known yet. ``producers.watch.dump`` routes a dump through the same router.
+``producers.watch.conditions``) and preemptions into ``gangstate.preemption/v1``, holds an
+Event whose pod is not known yet, and tells a gang short of a resource that the room for it
+changed without an attempt (``gangstate.capacity/v1``, on Node and bound-pod changes).
+``producers.watch.dump`` routes a dump through the same router.
 
 Must not: decide anything about gangs beyond membership (``streams.core.spec.gang_of_pod``), read
 the wall clock (``at``, event time in microseconds, is given), or drop a record without a
@@ -16,8 +18,10 @@ the wall clock (``at``, event time in microseconds, is given), or drop a record 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
+
+from pydantic import ValidationError
 
 from producers.watch.conditions import changed_condition, condition_attempt
 from producers.watch.node_cache import NodeCache, pod_priority
@@ -26,7 +30,8 @@ from producers.watch.scheduler_events import (PREEMPTED_REASON, Outcome, dominan
                                               parse_scheduler_event, preempted_by,
                                               preemption_of)
 from producers.watch.shapes import event_count, kube_record, slim
-from streams.wire.contracts import CYCLE_SCHEMA, PREEMPTION_SCHEMA
+from streams.wire.contracts import (CAPACITY_SCHEMA, CYCLE_SCHEMA, PREEMPTION_SCHEMA,
+                                    CapacityRecord)
 from streams.core.capacity import pod_requests
 from streams.core.spec import (gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
@@ -81,6 +86,19 @@ class DeadLetter:
 Action = Publish | Drop | DeadLetter
 
 
+def _first_error(err: ValidationError) -> str:
+    """The first error of a contract check as ``field: message`` (one line). Pure."""
+    first = err.errors(include_url=False)[0]
+    loc = ".".join(str(part) for part in first["loc"])
+    return f"{loc}: {first['msg']}" if loc else str(first["msg"])
+
+
+def _not_an_attempt(outcome: Outcome) -> Drop:
+    """Why a message that reports no attempt makes no cycle record: ``gangstate-hold`` for
+    gangstate's own hold (catalogue row ``G1``), else ``not-an-attempt``. Pure."""
+    return Drop("gangstate-hold" if outcome.form == "G1" else "not-an-attempt")
+
+
 def _event_time(event: Mapping[str, Any]) -> str | None:
     """A core/v1 Event's own time in the contract's form (RFC 3339 UTC, microseconds): its
     ``eventTime`` (events.k8s.io recorders, as kube-scheduler's), else ``lastTimestamp``, else
@@ -103,6 +121,18 @@ class _Held:
     at: int
 
 
+@dataclass(frozen=True)
+class _Room:
+    """What the last cycle record of a gang that carried ``capacity`` said, to recompute it:
+    the culprit's ``namespace`` (the pod's), ``culprit`` (``ns/name``), its ``fit_error``, and
+    the ``capacity`` the gang was told last (a cycle record's or a capacity record's)."""
+
+    namespace: str
+    culprit: str
+    fit_error: str
+    capacity: dict[str, Any]
+
+
 @dataclass
 class GangRouter:
     """Turns watch events into actions, remembering which gang each pod uid belongs to.
@@ -110,6 +140,15 @@ class GangRouter:
     ``route(resource, type, obj, prev, at)`` -> actions; ``expire(at)`` -> ``Drop("pod-gone")``
     for Events held past ``hold_events`` seconds without their pod. ``at`` is event time in
     microseconds (the watcher's clock). Deterministic: same calls, same actions.
+
+    ``rooms`` are the gangs told the room of their short resource: those whose last cycle
+    record with a ``capacity`` did not end in a bind. Each Node or bound-pod change recomputes
+    their room and publishes a ``gangstate.capacity/v1`` for each gang whose room changed
+    (``_room_changed``): a gang held out of the scheduling queue has no attempts that could
+    tell it. Cost: O(gangs in ``rooms`` x (nodes + bound pods)) per change of what the node
+    cache keeps (none for a status update of a bound pod or a Node's heartbeat); the set stays
+    small (gangs short of a resource now, forgotten once scheduled, gone, or no longer
+    computable).
     """
 
     scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULERS
@@ -130,20 +169,23 @@ class GangRouter:
     # _to_place's answers, (gang, resource) -> requests, until a pod event
     placing: dict[tuple[str, str], tuple[int, ...]] = field(
         default_factory=dict, repr=False, compare=False)
+    # gangs whose room is recomputed on Node and bound-pod changes: gang -> what it was told
+    rooms: dict[str, _Room] = field(default_factory=dict)
 
     def route(self, resource: str, type_: str, obj: dict[str, Any],
               prev: dict[str, Any] | None, at: int) -> list[Action]:
         """Actions for one watch event (``type_`` ADDED/MODIFIED/DELETED/SYNC) of ``obj``;
         ``prev`` is the stream's last known state of the same uid (``None`` if new).
-        ``nodes`` and ``boundpods`` (pods of any scheduler bound to a node) only feed the
-        per-node cache (``node_cache.NodeCache``) whose room the cycle records of a gang short
-        of a resource carry; they publish nothing."""
+        ``nodes`` and ``boundpods`` (pods of any scheduler bound to a node) feed the per-node
+        cache (``node_cache.NodeCache``) whose room the cycle records of a gang short of a
+        resource carry; when what it keeps changed, the ``gangstate.capacity/v1`` of each gang
+        in ``rooms`` whose room changed (``_room_changed``)."""
         if resource == "nodes":
-            self.nodes.node(type_, obj)
-            return []
+            return self._room_changed(at) if self.nodes.node(type_, obj) else []
         if resource == "boundpods":
-            self.nodes.pod(type_, obj)
-            return self._bound_pod(type_, obj, at)
+            changed = self.nodes.pod(type_, obj)
+            actions = self._bound_pod(type_, obj, at)
+            return actions + self._room_changed(at) if changed else actions
         if resource == "pods":
             return self._pod(type_, obj, prev, at) + self._victim_gone(type_, obj, at)
         if resource == "podgroups":
@@ -277,13 +319,20 @@ class GangRouter:
         return []
 
     def _forget(self, at: int) -> None:
-        for uid in [u for u, until in self.deleted.items() if until <= at]:
+        """Forget the pods deleted ``remember_deleted`` seconds before ``at`` (micros), and
+        the ``rooms`` of gangs that have no pod left."""
+        gone = [u for u, until in self.deleted.items() if until <= at]
+        for uid in gone:
             del self.deleted[uid]
             gang, obj = self.pods.pop(uid, (None, {}))
             meta = obj.get("metadata") or {}
             name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
             if self.names.get(name) == uid:
                 del self.names[name]
+        if gone and self.rooms:
+            present = {gang for gang, _ in self.pods.values()}
+            for gang in [g for g in self.rooms if g not in present]:
+                del self.rooms[gang]
 
     def _event(self, type_: str, event: dict[str, Any], at: int,
                due: int | None = None) -> list[Action]:
@@ -321,8 +370,9 @@ class GangRouter:
         outcome = parse_scheduler_event(reason, event.get("message") or "", ns, name)
         if not outcome.attempt:
             # "skip schedule deleting pod" (kube-scheduler v1.35.2 schedule_one.go:399-404):
-            # the pod is being deleted and was not attempted; the Event is still published
-            return actions + [Drop("not-an-attempt")]
+            # the pod is being deleted and was not attempted; or gangstate's own hold (G1):
+            # the shim refused it untried. The Event is still published
+            return actions + [_not_an_attempt(outcome)]
         # Events carry no cycle counter (it is only in the scheduler's log): the record's
         # cycle is unknown, and the Event's uid and count identify the attempt, so that a
         # relist of the same Event is the same record and a repeat (count + 1) a new one.
@@ -361,7 +411,7 @@ class GangRouter:
         message = condition["message"]
         outcome = parse_scheduler_event("FailedScheduling", message, ns, name)
         if not outcome.attempt:
-            return [Drop("not-an-attempt")]
+            return [_not_an_attempt(outcome)]
         source = {"kind": "condition",
                   "uid": condition_attempt(uid, condition, str(meta.get("resourceVersion", ""))),
                   "count": 1,
@@ -377,7 +427,9 @@ class GangRouter:
         """The ``gangstate.cycle/v1`` record of one attempt of pod ``ns/name`` (its last known
         object ``pod``, of ``gang``) read into ``outcome`` from ``message``, at event time
         ``at`` (microseconds); ``source`` names the Event or condition it came from (it gets
-        ``parsed``, ``form`` and ``truncated``); ``capacity`` from the node cache."""
+        ``parsed``, ``form`` and ``truncated``); ``capacity`` from the node cache. A record
+        with ``capacity`` puts the gang in ``rooms`` (what it was told, to recompute), a bind
+        takes it out."""
         pod_meta = pod.get("metadata") or {}
         pg = self.podgroups.get(gang)
         cycle: dict[str, Any] = {
@@ -406,7 +458,45 @@ class GangRouter:
         capacity = self._capacity(ns, outcome.culprit, outcome.fit_error)
         if capacity is not None:
             cycle["capacity"] = capacity
+        if outcome.status == "Bound":
+            self.rooms.pop(gang, None)  # scheduled: nothing short any more
+        elif capacity is not None and outcome.culprit is not None:
+            self.rooms[gang] = _Room(ns, outcome.culprit, outcome.fit_error or "",
+                                     dict(capacity))
         return cycle
+
+    def _room_changed(self, at: int) -> list[Action]:
+        """After a change of the node cache at event time ``at`` (micros): for each gang in
+        ``rooms`` (in gang order) whose recomputed room differs from the one it was told, a
+        ``gangstate.capacity/v1`` keyed by the gang (``observed_at`` ``at``; the culprit as
+        in the cycle record it follows), checked against ``CapacityRecord``; it becomes what
+        the gang was told. A gang whose room cannot be computed any more (its culprit
+        deleted or forgotten, no node known, the request gone) leaves ``rooms``, as does one
+        whose record the contract refuses (``Drop("capacity-invalid")``, never expected).
+        Cost: one ``_capacity`` per gang in ``rooms``, each O(nodes + bound pods) when its
+        key is new since the change (gangs asking the same share the node cache's answer)."""
+        actions: list[Action] = []
+        for gang in sorted(self.rooms):
+            room = self.rooms[gang]
+            uid = self.names.get(room.culprit)
+            capacity = None if uid is None or uid in self.deleted else \
+                self._capacity(room.namespace, room.culprit, room.fit_error)
+            if capacity is None:
+                del self.rooms[gang]
+                continue
+            if capacity == room.capacity:
+                continue
+            record = {"schema": CAPACITY_SCHEMA, "observed_at": format_time(at),
+                      "gang": gang, "culprit": room.culprit, "capacity": capacity}
+            try:
+                CapacityRecord.model_validate(record)
+            except ValidationError as err:
+                del self.rooms[gang]
+                actions.append(Drop("capacity-invalid", f"gang {gang}: {_first_error(err)}"))
+                continue
+            self.rooms[gang] = replace(room, capacity=dict(capacity))
+            actions.append(Publish(gang, record))
+        return actions
 
     def _capacity(self, namespace: str, culprit: str | None,
                   fit_error: str | None) -> dict[str, Any] | None:

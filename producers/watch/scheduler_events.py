@@ -54,6 +54,12 @@ REASON_REPRESENTATIVE = "GangRepresentative"
 REASON_NO_TOPOLOGY = "NoClusterNetworkTopology"
 REASON_PREEMPTED = "GangPreempted"
 REASON_PREEMPTION = "GangPreemption"
+REASON_HELD = "GangHeld"
+"""gangstate's own hold: the scheduler shim refused the pod because gangstate holds its gang
+group (a ``HoldGang``, streams/core/rules/holding.py); the name of gangstate's reason for it."""
+HOLD_PREFIX = "gangstate holds gang group "
+"""How the scheduler shim's refusal of a held pod begins: ``gangstate holds gang group
+<group>: <message>`` (docs/shim.md)."""
 
 TRUNCATED_SUFFIX = " ..."
 NOTE_LENGTH_LIMIT = 1024
@@ -110,6 +116,12 @@ CATALOGUE: tuple[Form, ...] = (
          "Bind", "Bound", ""),
     Form("E2", "skip schedule deleting pod: %v/%v", "KS schedule_one.go:399-404",
          "PreFilter", "UnschedulableAndUnresolvable", "PodDeleting"),
+    Form("G1", "0/%d nodes are available: gangstate holds gang group %s: %s. [PostFilter text]",
+         "KS schedule_one.go:493-507; KS framework/types.go:806-814; koordinator@v1.8.0 "
+         "pkg/scheduler/frameworkext/framework_extender.go:278-291 (the text: gangstate's "
+         "shim at BeforePreFilter, docs/shim.md; its PreEnqueue refusal is only logged, KS "
+         "backend/queue/scheduling_queue.go:602-623)",
+         "PreFilter", "UnschedulableAndUnresolvable", REASON_HELD),
     Form("F4", "<any form> cut at 1024 bytes, ending ' ...'", "KS schedule_one.go:1108,1121-1129",
          "Filter", "Unschedulable", "(the form cut)"),
     Form("B2", "0/%d nodes are available: GangGroup %q gets rejected due to member Pod %q is "
@@ -183,7 +195,10 @@ this order (``F4`` is not a row of its own: it marks any row matched on a cut me
 ``F3``/``U1``/``N1``/``N2``/``T1``/``T4``/``F7`` rows are a member released while it waited at
 Permit; ``B*`` a PreFilter refusal; ``P7``/``P8`` PreEnqueue refusals that v1.8.0 writes to its
 log only (K coscheduling.go:122-128), read should one ever reach an Event; ``L*`` older
-releases."""
+releases. ``G1`` is gangstate's own hold, not the scheduler's: the shim refuses a pod of a held
+gang group before the scheduler tries it, so the Event reports no attempt (``attempt`` false:
+no cycle record, as ``E2``); it is tried before every other row, as the hold's message tells
+the gang's shortfall in words a fit-error reader could take for a node histogram."""
 
 FORMS = {form.id: form for form in CATALOGUE}
 
@@ -220,6 +235,7 @@ _P8 = re.compile(r"representative pod \S+ of gangGroupID \S+ already exists|"
 _L1 = re.compile(r"child pod not collect enough")
 _L2 = re.compile(r"gang scheduleCycle not valid")
 _SKIP = re.compile(r"skip schedule deleting pod: ")
+_HELD = re.compile(r"(?:^|nodes are available: )" + re.escape(HOLD_PREFIX) + r"\S+: ")
 _FIT_ERROR = re.compile(r"0/(\d+) nodes are available: (.*?)(?:\.(?:\s|$)|$)", re.S)
 _FIT_HEAD = re.compile(r"0/\d+ nodes are available: \d+ ")
 _FIT_ENTRY = re.compile(r"(\d+) (.+)", re.S)
@@ -318,7 +334,9 @@ def parse_scheduler_event(event_reason: str, message: str, namespace: str,
     the member that did not fit (``B2``, ``F3``, ``F5``) give its ``ns/name`` as ``culprit``,
     with its fit error and ``alreadyWaitForBound`` where written (``U1`` names a member that was
     unreserved, no culprit); ``F3`` naming the pod itself is its own
-    failure (``Filter``/``Unschedulable``, older releases wrote it). A message cut at 1024 bytes
+    failure (``Filter``/``Unschedulable``, older releases wrote it). ``G1`` (gangstate's own
+    hold, ``gangstate holds gang group <group>: ...``) and ``E2`` report no attempt
+    (``attempt`` false). A message cut at 1024 bytes
     (``F4``) is read as far as it goes (``truncated``). Anything else: ``Filter``/
     ``Unschedulable`` with ``event_reason`` as the reason and ``parsed=False``. Raises nothing.
     """
@@ -330,6 +348,8 @@ def parse_scheduler_event(event_reason: str, message: str, namespace: str,
                        parsed=assigned is not None, form="E1" if assigned else "")
     if _SKIP.match(message):
         return _form("E2", truncated, attempt=False)
+    if _HELD.search(message):
+        return _form("G1", truncated, attempt=False)
     found = _B2.match(message)
     if found:
         return _member(found, "B2", namespace, name, truncated)

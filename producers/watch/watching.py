@@ -12,6 +12,9 @@ for ``FailedScheduling`` and ``Scheduled``), and publishes:
   count identify the attempt; and from each change of a gang pod's failed ``PodScheduled``
   condition (``producers.watch.conditions``: the same attempts, often before their Events,
   ``source.kind`` ``condition``);
+- ``gangstate.capacity/v1`` keyed by gang id, when a Node or bound-pod change alters the room
+  of the short resource of a gang whose last failed attempt carried one (``GangRouter.rooms``):
+  a gang held out of the scheduling queue has no attempts to tell it;
 - ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
 - ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name, no uid).
 

@@ -235,3 +235,32 @@ def test_the_router_reads_the_culprits_priority_and_preemption_policy() -> None:
     assert capacity(None) == {"room": 0, "priority": 1000, "room_preempting": 2}
     assert capacity("PreemptLowerPriority") == {"room": 0, "priority": 1000, "room_preempting": 2}
     assert capacity("Never") == {"room": 0, "priority": 1000, "room_preempting": None}
+
+
+def test_node_and_pod_tell_whether_what_the_cache_keeps_changed() -> None:
+    """What the router recomputes the rooms on: a Node's heartbeat (a new condition) or a
+    bound pod's status update (an IP) changes nothing the cache keeps (False, the answers
+    kept); a new Node, a resized one, a cordon, a pod bound, finished or deleted do (True).
+    A DELETED of what was never kept changes nothing."""
+    cache = NodeCache()
+    assert cache.node("ADDED", node("a", "8", gpu="2")) is True
+    beat = node("a", "8", gpu="2")
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    assert cache.node("MODIFIED", beat) is False
+    assert cache.capacity(GPU, 1000)["room"] == 2
+    kept = cache._answers.copy()
+    assert cache.node("SYNC", node("a", "8", gpu="2")) is False
+    assert cache._answers == kept  # nothing changed: the answers are kept
+    assert cache.pod("ADDED", pod("p1", "a", gpu="1")) is True
+    running = pod("p1", "a", gpu="1", phase="Running")
+    running["status"]["podIP"] = "10.0.0.7"
+    assert cache.pod("MODIFIED", running) is False  # still bound, same requests
+    assert cache.capacity(GPU, 1000)["room"] == 1
+    assert cache.pod("MODIFIED", pod("p1", "a", gpu="1", phase="Succeeded")) is True
+    assert cache.pod("DELETED", pod("p1", "a", gpu="1")) is False  # finished: kept nothing
+    assert cache.node("MODIFIED", node("a", "8", gpu="4")) is True
+    assert cache.node("MODIFIED", node("a", "8", gpu="4", unschedulable=True)) is True
+    assert cache.capacity(GPU, 1000)["nodes"] == 0
+    assert cache.node("DELETED", node("zz", "8")) is False
+    assert cache.node("DELETED", node("a", "8")) is True
+    assert cache.capacity(GPU, 1000) is None

@@ -36,6 +36,14 @@ def member(culprit: str, reason: str, waiting: int) -> str:
             f'unschedulable with reason {json.dumps(reason)}, alreadyWaitForBound: {waiting}')
 
 
+HELD = ("gangstate holds gang group team-b/moe: gangstate holds gang team-b/moe out of the "
+        "scheduling queue: it cannot fit (needs 3 x 1 nvidia.com/gpu (3 members to place); the "
+        "cluster has 2 allocatable on 2 nodes, room for 2 members even once preemption evicted "
+        "every pod it may); it is tried again when a node with at least 1 more nvidia.com/gpu "
+        "joins, when its members, minMember or priority change, or after 1h00m; before the hold "
+        "the scheduler ran 950 rounds and wrote 2190 FailedScheduling Events a minute for it")
+"""The scheduler shim's refusal of a held pod (docs/shim.md): ``gangstate holds gang group
+<group>: <the HoldGang's message>`` (``streams.core.rules.holding.held_message``'s example)."""
 TAINTS = "0/40 nodes are available: " + ", ".join(
     f"1 node(s) had untolerated taint {{t{i}: }}" for i in range(40)) + "."
 CUT_HEAD = (RELEASED + 'GangGroup "team-b/moe" gets rejected due to member Pod "team-b/moe-w-2" '
@@ -52,6 +60,14 @@ SCENARIOS = [
     ("E2 skip schedule deleting pod: no attempt", "FailedScheduling",
      "skip schedule deleting pod: team-b/moe-w-0",
      Outcome("PreFilter", "UnschedulableAndUnresolvable", "PodDeleting", form="E2",
+             attempt=False)),
+    ("G1 gangstate's hold, refused by the shim at BeforePreFilter: no attempt",
+     "FailedScheduling", f"0/8 nodes are available: {HELD}.{PREEMPTION}",
+     Outcome("PreFilter", "UnschedulableAndUnresolvable", "GangHeld", form="G1",
+             attempt=False)),
+    ("G1 unframed, of a gang group of two gangs", "FailedScheduling",
+     "gangstate holds gang group team-b/moe,team-b/moe-2: held",
+     Outcome("PreFilter", "UnschedulableAndUnresolvable", "GangHeld", form="G1",
              attempt=False)),
     ("FIT plain fit error", "FailedScheduling", GPU,
      Outcome("Filter", "Unschedulable", "Insufficient nvidia.com/gpu", culprit=ME, form="FIT",
@@ -243,3 +259,30 @@ def test_the_committed_excerpt_of_each_form_is_read() -> None:
     counts = _classify(items)
     assert set(counts) == set(RECORDING_FORMS)  # the taint and GPU refusals share a key
     assert sum(counts.values()) == len([i for i in items if i["kind"] == "Event"]) == 11
+
+
+def test_gangstates_own_hold_makes_no_cycle_record() -> None:
+    """A FailedScheduling Event, and the PodScheduled condition, of a pod the shim refused
+    because gangstate holds its gang (``G1``): the Event is published as it is, no cycle
+    record is derived from either (the scheduler did not try the pod), and the drop says
+    why (``gangstate-hold``, not ``not-an-attempt``)."""
+    from producers.watch.watching import Drop, GangRouter, Publish
+    from tests.fixtures.builders import kube_pod
+
+    router = GangRouter()
+    router.route("pods", "ADDED", kube_pod(POD, NS, gang="moe", min_available=3), None, 0)
+    message = f"0/8 nodes are available: {HELD}.{PREEMPTION}"
+    actions = router.route("events", "ADDED", {
+        "metadata": {"name": f"{POD}.1", "namespace": NS, "uid": "ev-1"},
+        "involvedObject": {"kind": "Pod", "namespace": NS, "name": POD, "uid": f"uid-{POD}"},
+        "reason": "FailedScheduling", "type": "Warning", "message": message,
+        "reportingComponent": "koord-scheduler"}, None, 1_000_000)
+    assert [a.record["schema"] if isinstance(a, Publish) else a for a in actions] == [
+        "gangstate.kube/v1", Drop("gangstate-hold")]
+    refused = kube_pod(POD, NS, gang="moe", min_available=3, rv="2", conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": message, "lastTransitionTime": "2026-11-02T09:00:01Z"}])
+    actions = router.route("pods", "MODIFIED", refused, None, 2_000_000)
+    assert [a for a in actions if not isinstance(a, Publish)] == [Drop("gangstate-hold")]
+    assert [a.record["schema"] for a in actions if isinstance(a, Publish)] == [
+        "gangstate.kube/v1"]
