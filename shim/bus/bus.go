@@ -42,6 +42,7 @@ var (
 	}, []string{"outcome"})
 )
 
+// Metrics of the round sampling and of the holds (docs/shim.md).
 var (
 	SampledOut = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gangstate_shim_records_sampled_out_total",
@@ -51,12 +52,26 @@ var (
 		Name: "gangstate_shim_rounds_sampled_out_total",
 		Help: "Rounds (gang scheduling contexts) reported only as a count (rounds_skipped).",
 	})
+	Holds = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gangstate_shim_holds",
+		Help: "Gang groups the shim holds out of the scheduling queue (HoldGang applied).",
+	})
+	HoldRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gangstate_shim_hold_refusals_total",
+		Help: "Pods of held gang groups refused, by hook (PreEnqueue, BeforePreFilter).",
+	}, []string{"hook"})
+	HoldsReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gangstate_shim_holds_released_total",
+		Help: "Holds ended, by cause (command: ReleaseGang; ttl: its ttl_seconds lapsed; " +
+			"silence: no command heard for GANGSTATE_SHIM_HOLD_SILENCE; evicted: the gang group " +
+			"left the gang cache).",
+	}, []string{"cause"})
 )
 
 // Collectors lists the metrics above.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Published, Dropped, Buffered, Commands, SampledOut,
-		RoundsSampledOut}
+		RoundsSampledOut, Holds, HoldRefusals, HoldsReleased}
 }
 
 type item struct {

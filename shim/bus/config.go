@@ -27,6 +27,9 @@ import (
 //	GANGSTATE_SHIM_BUFFER          records the bounded buffer holds, default 10000
 //	GANGSTATE_SHIM_COMMANDS        1 (default) or 0 (publish only, no commands consumed)
 //	GANGSTATE_SHIM_ROUND_INTERVAL  Go duration >= 0, default 1s (round sampling, docs/shim.md)
+//	GANGSTATE_SHIM_HOLDS           on (default) or off (every HoldGang refused, docs/shim.md)
+//	GANGSTATE_SHIM_HOLD_SILENCE    Go duration > 0, default 3m: no command heard for that long
+//	                               drops every hold
 type Config struct {
 	Bootstrap     []string
 	Prefix        string
@@ -34,6 +37,8 @@ type Config struct {
 	Buffer        int           // records
 	Commands      bool          // consume the commands topic
 	RoundInterval time.Duration // at most one detailed round per gang group and interval
+	Holds         bool          // HoldGang may be applied (GANGSTATE_SHIM_HOLDS=on)
+	HoldSilence   time.Duration // every hold dropped after this long without a command
 	Security      Security
 	// Deprecated lists the deprecated variable names that were used (for one warning each).
 	Deprecated []string
@@ -88,7 +93,7 @@ func FromEnv() (Config, error) { return Parse(os.LookupEnv) }
 func Parse(env Lookup) (Config, error) {
 	get := func(name string) string { v, _ := env(name); return strings.TrimSpace(v) }
 	c := Config{Prefix: "gangstate.", ShimID: "koord-scheduler", Buffer: 10000, Commands: true,
-		RoundInterval: time.Second}
+		RoundInterval: time.Second, Holds: true, HoldSilence: 3 * time.Minute}
 	bootstrap := get("KAFKA_BOOTSTRAP_SERVERS")
 	if bootstrap == "" {
 		if old := get("GANGSTATE_KAFKA_BOOTSTRAP"); old != "" {
@@ -127,6 +132,20 @@ func Parse(env Lookup) (Config, error) {
 			return c, fmt.Errorf("GANGSTATE_SHIM_ROUND_INTERVAL='%s': not a Go duration >= 0 (1s, 500ms)", v)
 		}
 		c.RoundInterval = d
+	}
+	switch v := strings.ToLower(get("GANGSTATE_SHIM_HOLDS")); v {
+	case "", "on":
+	case "off":
+		c.Holds = false
+	default:
+		return c, fmt.Errorf("GANGSTATE_SHIM_HOLDS='%s': not on or off", v)
+	}
+	if v := get("GANGSTATE_SHIM_HOLD_SILENCE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("GANGSTATE_SHIM_HOLD_SILENCE='%s': not a Go duration > 0 (3m, 90s)", v)
+		}
+		c.HoldSilence = d
 	}
 	sec, err := parseSecurity(env)
 	if err != nil {

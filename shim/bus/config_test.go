@@ -27,7 +27,8 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Prefix: "gangstate.", ShimID: "koord-scheduler", Buffer: 10000, Commands: true,
-		RoundInterval: time.Second, Security: Security{Protocol: "PLAINTEXT", CheckHostname: true}}
+		RoundInterval: time.Second, Holds: true, HoldSilence: 3 * time.Minute,
+		Security: Security{Protocol: "PLAINTEXT", CheckHostname: true}}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults: got %+v, want %+v", c, want)
 	}
@@ -43,13 +44,14 @@ func TestParseNamesOfThePythonSide(t *testing.T) {
 	c, err := Parse(envOf(map[string]string{
 		"KAFKA_BOOTSTRAP_SERVERS": "k-0:9092, k-1:9092", "GANGSTATE_TOPIC_PREFIX": "",
 		"GANGSTATE_SHIM_ID": "shim-a", "GANGSTATE_SHIM_BUFFER": "5", "GANGSTATE_SHIM_COMMANDS": "0",
-		"GANGSTATE_SHIM_ROUND_INTERVAL": "250ms", "GANGSTATE_KAFKA_BOOTSTRAP": "old:1"}))
+		"GANGSTATE_SHIM_ROUND_INTERVAL": "250ms", "GANGSTATE_KAFKA_BOOTSTRAP": "old:1",
+		"GANGSTATE_SHIM_HOLDS": " OFF ", "GANGSTATE_SHIM_HOLD_SILENCE": "90s"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(c.Bootstrap, []string{"k-0:9092", "k-1:9092"}) || c.Prefix != "" ||
 		c.ShimID != "shim-a" || c.Buffer != 5 || c.Commands || c.RoundInterval != 250*time.Millisecond ||
-		len(c.Deprecated) != 0 {
+		c.Holds || c.HoldSilence != 90*time.Second || len(c.Deprecated) != 0 {
 		t.Fatalf("got %+v", c)
 	}
 }
@@ -75,6 +77,9 @@ func TestBadValuesAreOneLineNamingTheVariable(t *testing.T) {
 		{map[string]string{"GANGSTATE_SHIM_BUFFER": "0"}, "GANGSTATE_SHIM_BUFFER='0'"},
 		{map[string]string{"GANGSTATE_SHIM_COMMANDS": "maybe"}, "GANGSTATE_SHIM_COMMANDS='maybe': not 1 or 0"},
 		{map[string]string{"GANGSTATE_SHIM_ROUND_INTERVAL": "-1s"}, "GANGSTATE_SHIM_ROUND_INTERVAL='-1s'"},
+		{map[string]string{"GANGSTATE_SHIM_HOLDS": "maybe"}, "GANGSTATE_SHIM_HOLDS='maybe': not on or off"},
+		{map[string]string{"GANGSTATE_SHIM_HOLD_SILENCE": "3 minutes"}, "GANGSTATE_SHIM_HOLD_SILENCE='3 minutes': not a Go duration > 0 (3m, 90s)"},
+		{map[string]string{"GANGSTATE_SHIM_HOLD_SILENCE": "0s"}, "GANGSTATE_SHIM_HOLD_SILENCE='0s': not a Go duration > 0 (3m, 90s)"},
 		{map[string]string{"KAFKA_SECURITY_PROTOCOL": "TLS"}, "KAFKA_SECURITY_PROTOCOL='TLS': not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"},
 		{map[string]string{"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "GSSAPI"}, "KAFKA_SASL_MECHANISM='GSSAPI': not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"},
 		{map[string]string{"KAFKA_SASL_MECHANISM": "PLAIN"}, "KAFKA_SASL_MECHANISM='PLAIN' needs KAFKA_SECURITY_PROTOCOL SASL_SSL or SASL_PLAINTEXT, not PLAINTEXT"},

@@ -42,6 +42,12 @@ type Command struct {
 	ExpectedRepresentative *string `json:"expected_representative"`
 	IssuedAt               string  `json:"issued_at,omitempty"`
 	Cycle                  *int64  `json:"cycle,omitempty"`
+	// Reason is why gangstate sent it (GangCannotFit, CapacityChanged, RepresentativeGated ...).
+	Reason string `json:"reason"`
+	// TTLSeconds is how long a HoldGang holds the group unless renewed (seconds, >= 1).
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty"`
+	// Message is a HoldGang's why, for the refusal status at PreEnqueue.
+	Message string `json:"message,omitempty"`
 }
 
 // Outcomes of an ack (contracts.md gangstate.ack/v1).
@@ -150,9 +156,14 @@ const Unpublished = ""
 //     expected one; and the new representative must be among candidates when they are given;
 //   - Applied otherwise: the command's representative is the new one.
 //
-// The command id is remembered as answered either way.
+// The command id is remembered as answered either way. A HoldGang or ReleaseGang is decided by
+// DecideHold with no off switch set (the shim decides those at once with its own checks; they
+// are never buffered).
 func (s *State) Decide(c Command, current string, candidates []string,
 	nominated map[string]string) (string, string, string) {
+	if IsHold(c.Type) {
+		return s.DecideHold(c, current, nominated, HoldChecks{})
+	}
 	s.answer(c.GangGroup, c.ID)
 	if c.Epoch <= s.Fences[c.GangGroup] {
 		return Stale, current, fmt.Sprintf("epoch %d is not above the gang group's fence %d",
@@ -187,10 +198,16 @@ func (s *State) Decide(c Command, current string, candidates []string,
 // is nominated itself): "preemption in progress: ns/p-0 nominated to node-a, ns/p-1
 // nominated by this cycle's PostFilter" (members sorted by ns/name).
 func PreemptionRefusal(target string, nominated map[string]string) string {
-	if len(nominated) == 0 {
+	if _, ok := nominated[target]; ok {
 		return ""
 	}
-	if _, ok := nominated[target]; ok {
+	return preemptionText(nominated)
+}
+
+// preemptionText is "preemption in progress: ..." naming every nominated member, sorted by
+// ns/name ("" when none is nominated).
+func preemptionText(nominated map[string]string) string {
+	if len(nominated) == 0 {
 		return ""
 	}
 	keys := make([]string, 0, len(nominated))

@@ -46,9 +46,12 @@ func (s *Shim) commandLoop() {
 	}
 }
 
-// onCommand buffers one command until its group's next apply point. A command whose id was
-// answered before (in this process or, through the recovered acks, before a restart) is not
-// acked again: its offset is committed at once.
+// onCommand buffers one command until its group's next apply point, or decides a HoldGang or
+// ReleaseGang at once (decideHold: a hold has no apply point, it refuses the group's pods from
+// now on). Every valid command counts as heard (fencing.Holds.Heard: gangstate still speaks). A
+// command whose id was answered before (in this process or, through the recovered acks, before
+// a restart) is not acked again: its offset is committed at once. A hold command that arrives
+// before the fences are recovered is left uncommitted (redelivered, decided then).
 func (s *Shim) onCommand(value []byte, commit func()) {
 	var c fencing.Command
 	if err := json.Unmarshal(value, &c); err != nil || c.Schema != "gangstate.command/v1" ||
@@ -58,6 +61,22 @@ func (s *Shim) onCommand(value []byte, commit func()) {
 		return
 	}
 	s.mu.Lock()
+	s.holds.Heard(s.now())
+	if fencing.IsHold(c.Type) {
+		answered, ready := s.state.Answered[c.ID], s.ready
+		s.mu.Unlock()
+		switch {
+		case answered:
+			bus.Commands.WithLabelValues("duplicate").Inc()
+			commit()
+		case !ready:
+			klog.InfoS("gangstate shim: a hold command before the fences are recovered; left "+
+				"for redelivery", "command", c.ID)
+		default:
+			s.decideHold(c, commit)
+		}
+		return
+	}
 	defer s.mu.Unlock()
 	if !s.state.Buffer(c) {
 		bus.Commands.WithLabelValues("duplicate").Inc()
@@ -71,7 +90,7 @@ func (s *Shim) onCommand(value []byte, commit func()) {
 	s.commit[c.ID] = append(s.commit[c.ID], commit)
 }
 
-// sweep runs every second over the groups with buffered commands (sweepOnce).
+// sweep runs every second over the groups with buffered commands (sweepOnce) and the holds.
 func (s *Shim) sweep() {
 	for range time.Tick(time.Second) {
 		s.sweepOnce()
@@ -87,7 +106,10 @@ func (s *Shim) sweep() {
 // framework's own means: the pending pod each command names is activated once
 // (Handle.Activate), which runs its PreEnqueue, the apply point. The memory of activated
 // commands keeps only the commands still buffered.
+//
+// Then the holds whose ttl lapsed, or all of them after a silence, end (sweepHolds).
 func (s *Shim) sweepOnce() {
+	defer s.sweepHolds()
 	s.mu.Lock()
 	groups := s.state.Groups()
 	targets := map[string][]string{}

@@ -16,9 +16,9 @@ func (s *Shim) evictLoop(every time.Duration) {
 // forgetGone drops what the shim remembers of every gang group none of whose gangs is in
 // Koordinator's gang cache any more (the cache drops a gang when its PodGroup is deleted or,
 // for a gang of annotations, with its last pod: K core/gang_cache.go:189-223, 295-323): the
-// representative last published, the round memory (Rounds.Forget) and the command ids answered
-// for it (fencing.State.Forget); and the memory of activated commands keeps only those still
-// buffered. A group with commands still buffered is kept until they are
+// representative last published, the round memory (Rounds.Forget), the command ids answered
+// for it (fencing.State.Forget) and its hold (fencing.Holds.Drop, counted with cause evicted);
+// and the memory of activated commands keeps only those still buffered. A group with commands still buffered is kept until they are
 // answered (the sweep decides them). The fences stay: an epoch must never go back
 // (docs/contracts.md, commands). It returns the groups forgotten, sorted.
 func (s *Shim) forgetGone() []string {
@@ -31,6 +31,9 @@ func (s *Shim) forgetGone() []string {
 		known[g] = true
 	}
 	for _, g := range s.state.AnsweredGroups() {
+		known[g] = true
+	}
+	for _, g := range s.holds.Groups() {
 		known[g] = true
 	}
 	s.mu.Unlock()
@@ -53,5 +56,6 @@ func (s *Shim) forgetGone() []string {
 		s.state.Forget(g)
 		out = append(out, g)
 	}
+	s.forgetHoldsLocked(out)
 	return out
 }

@@ -40,6 +40,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	fwktype "k8s.io/kube-scheduler/framework"
@@ -87,6 +88,9 @@ type Shim struct {
 	commit    map[string][]func()  // command id -> offset commits waiting for its ack
 	activated map[string]bool      // command id -> its target was activated once (sweep)
 	pre       *fencing.Preemptions // members in a preemption (see nominatedLocked)
+	holds     *fencing.Holds       // gang groups held by gangstate (holds.go)
+	// namespaces is the scheduler's namespace lister (the annotation gangstate.io/hold)
+	namespaces corelisters.NamespaceLister
 }
 
 // New builds Koordinator's Coscheduling and wraps it, configured from the environment
@@ -141,10 +145,17 @@ func newShim(cs *coscheduling.Coscheduling, handle fwktype.Handle, cfg bus.Confi
 	if err != nil {
 		return nil, err
 	}
-	return &Shim{Coscheduling: cs, handle: handle, mgr: mgr, pub: pub, cfg: cfg, now: now,
+	s := &Shim{Coscheduling: cs, handle: handle, mgr: mgr, pub: pub, cfg: cfg, now: now,
 		state: fencing.NewState(), reps: map[string]string{},
 		rounds: NewRounds(cfg.RoundInterval, now), commit: map[string][]func(){},
-		activated: map[string]bool{}, pre: fencing.NewPreemptions()}, nil
+		activated: map[string]bool{}, pre: fencing.NewPreemptions(), holds: fencing.NewHolds()}
+	if f := handle.SharedInformerFactory(); f != nil {
+		// asked for while the plugins are built, so the scheduler starts it with the others
+		// (InterPodAffinity reads the same informer; system:kube-scheduler may list and watch
+		// namespaces)
+		s.namespaces = f.Core().V1().Namespaces().Lister()
+	}
+	return s, nil
 }
 
 // managerOf reaches the PodGroupManager Koordinator's plugin keeps in its unexported field
@@ -165,20 +176,32 @@ func managerOf(cs *coscheduling.Coscheduling) (*core.PodGroupManager, error) {
 
 // -- hooks: each runs Koordinator's and hands its outcome on (report.go) ------------------------
 
-// PreEnqueue applies the group's buffered commands (an apply point), runs Koordinator's
-// PreEnqueue (K coscheduling.go:122-128) and reports it.
+// PreEnqueue applies the group's buffered commands (an apply point), then refuses the pod of a
+// gang group gangstate holds (holds.go; Koordinator's PreEnqueue is not run for it), else runs
+// Koordinator's PreEnqueue (K coscheduling.go:122-128); and reports it.
 func (s *Shim) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwktype.Status {
 	m := s.memberOf(pod)
 	s.applyAt(m) // the scheduling queue's lock is held here: pods are activated asynchronously
+	if st := s.heldRefusal(m, "PreEnqueue"); st != nil {
+		s.reportHeld(m, "PreEnqueue", st)
+		return st
+	}
 	st := s.Coscheduling.PreEnqueue(ctx, pod)
 	s.preEnqueued(m, st)
 	return st
 }
 
-// BeforePreFilter runs Koordinator's (K coscheduling.go:148-155) and reports a round opened
-// (the representative passed: core/core.go:318-334) or a refusal.
+// BeforePreFilter refuses the pod of a held gang group (already in the queue when the hold
+// came, or handed out by NextPod) without running Koordinator's, so no round opens; else it
+// runs Koordinator's (K coscheduling.go:148-155) and reports a round opened (the representative
+// passed: core/core.go:318-334) or a refusal.
 func (s *Shim) BeforePreFilter(ctx context.Context, state fwktype.CycleState, pod *v1.Pod) (*v1.Pod, bool, *fwktype.Status) {
 	m := s.memberOf(pod)
+	if st := s.heldRefusal(m, "BeforePreFilter"); st != nil {
+		state.Write(heldInCycle, reached{})
+		s.reportHeld(m, "PreFilter", st)
+		return nil, false, st
+	}
 	wasRep := m.isGang() && s.representative(m.gangs) == m.key
 	p, ok, st := s.Coscheduling.BeforePreFilter(ctx, state, pod)
 	s.beforePreFiltered(m, wasRep, st)
@@ -194,10 +217,14 @@ func (s *Shim) NextPod() *v1.Pod {
 	return pod
 }
 
-// PostFilter reports the member's own fit error (it is the round's culprit) and runs
-// Koordinator's PostFilter (K coscheduling.go:172-174).
+// PostFilter reports the member's own fit error (it is the round's culprit; nothing for a pod
+// the hold refused in this cycle) and runs Koordinator's PostFilter (K coscheduling.go:172-174).
 func (s *Shim) PostFilter(ctx context.Context, state fwktype.CycleState, pod *v1.Pod, m fwktype.NodeToStatusReader) (*fwktype.PostFilterResult, *fwktype.Status) {
-	s.postFiltering(s.memberOf(pod), state, m)
+	if _, err := state.Read(heldInCycle); err == nil {
+		state.Write(postFilterReached, reached{}) // DefaultPreemption nominated nobody
+	} else {
+		s.postFiltering(s.memberOf(pod), state, m)
+	}
 	return s.Coscheduling.PostFilter(ctx, state, pod, m)
 }
 
