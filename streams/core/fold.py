@@ -33,7 +33,8 @@ RECENT_CYCLES = 64
 RECENT_ACKS = 32
 SHIM_PREFERRED_SECONDS = 60
 """While a gang's last record of the scheduler shim is at most this old (event time), records
-derived from scheduler Events are not folded: the shim reports the same attempts from inside
+derived from scheduler Events are not folded (only the room for the short resource they carry,
+``capacity``, is kept): the shim reports the same attempts from inside
 the scheduler, with cycle numbers. Past it (the shim stopped, or the scheduler runs without
 it), Events are folded again."""
 
@@ -264,6 +265,14 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     (docs/contracts.md, ``gangstate.cycle/v1`` "conditions"). Any change is made on a copy."""
     if rec.cycle is None and not rec.shim and state.shim_at is not None \
             and rec.at <= state.shim_at + SHIM_PREFERRED_SECONDS * 1_000_000:
+        # the shim reports the attempt; only the watch producer knows the cluster's room for
+        # the short resource (the shim's records carry no ``capacity``): kept as a capacity
+        # record's would be, or the hold (rule H1) would never see that the gang cannot fit
+        if rec.capacity is not None and state.episode is not None \
+                and state.episode.capacity != rec.capacity:
+            new = state.copy()
+            new.episode = state.episode._replace(capacity=rec.capacity)
+            return new
         return state
     key = cycle_key(rec.scheduler, rec.attempt if rec.cycle is None else rec.cycle, rec.pod,
                     rec.stage, rec.status)

@@ -231,3 +231,26 @@ def test_hold_and_release_commands_keep_the_command_contract() -> None:
         ("HoldGang", "GangCannotFit", 1, 30), ("ReleaseGang", "CapacityChanged", 2, None)]
     assert commands[0].message is not None and commands[0].message.startswith(
         "gangstate holds gang ns/g out of the scheduling queue: it cannot fit")
+
+
+def from_event(t: float, capacity: Capacity = ROOM_2) -> CycleObserved:
+    """The watch producer's record of the same failure, derived from the ``FailedScheduling``
+    Event: no cycle number, not the shim's, with the room its node cache computed."""
+    return CycleObserved(at(t), "koord-scheduler", None, "ns/g-2", "uid-g-2", "ns/g", "ns/g",
+                         "Filter", "Unschedulable", "", FIT_ERROR, None, None, f"ev-{t}",
+                         "ns/g-2", FIT_ERROR, 2, capacity)
+
+
+def test_the_room_comes_from_the_events_while_the_shim_reports_the_rounds() -> None:
+    """On the real scheduler the shim's records carry no ``capacity``, and the Event-derived
+    records that do are set aside while the shim reports (fold.SHIM_PREFERRED_SECONDS): their
+    room is still kept, so the gang is held at t=11 s as when the shim's records carried it."""
+    shim_only = [failed(s, 100 + s, capacity=None) for s in range(1, 12)]
+    assert of(fold_records(gang() + shim_only, settings=ON), "HoldGang") == []
+    both = [r for s in range(1, 12) for r in (failed(s, 100 + s, capacity=None),
+                                              from_event(s + 0.5))]
+    out = fold_records(gang() + both, settings=ON)
+    assert [(o["issued_at"], o["reason"]) for o in of(out, "HoldGang")] == [
+        (t(11), "GangCannotFit")]
+    # the Event-derived records count no round of their own: one GangUnschedulable, at 11 s
+    assert [d["observed_at"] for d in of(out, "GangUnschedulable")] == [t(11)]
