@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwktype "k8s.io/kube-scheduler/framework"
 
@@ -71,7 +72,7 @@ func (s *Shim) decideHold(c fencing.Command, commit func()) {
 	current := s.representative(gangs)
 	_, pods := s.pending(gangs)
 	s.mu.Lock()
-	nominated := s.nominatedLocked(pods)
+	nominated := s.preemptingLocked(pods)
 	outcome, rep, reason := s.state.DecideHold(c, current, nominated, checks)
 	released := false
 	if outcome == fencing.Applied {
@@ -181,3 +182,21 @@ func (s *Shim) reportHeld(m member, stage string, st *fwktype.Status) {
 
 // secondsOf is n seconds as a duration.
 func secondsOf(n int64) time.Duration { return time.Duration(n) * time.Second }
+
+// preemptingLocked lists the group's pending members whose preemption is under way, for a
+// HoldGang: nominated (nominatedLocked) to a node that still has victims terminating by the
+// scheduler's preemption, or nominated by this cycle's PostFilter (fencing.Unpublished). A
+// nominated node alone does not count: kube-scheduler v1.35.2 also leaves
+// status.nominatedNodeName on a gang's members that waited at Permit in a round that failed
+// (seen on the local control plane: every member of a 3 x 1 GPU gang on 2 GPUs nominated while
+// each retry said "No preemption victims found"), and such a gang is exactly the one to hold.
+// Called with s.mu held.
+func (s *Shim) preemptingLocked(pods map[string]*v1.Pod) map[string]string {
+	out := map[string]string{}
+	for member, node := range s.nominatedLocked(pods) {
+		if node == fencing.Unpublished || s.victimsTerminating(node, pods[member]) {
+			out[member] = node
+		}
+	}
+	return out
+}

@@ -264,8 +264,9 @@ func TestHoldCommandsAreFencedByEpochAndAckedOnce(t *testing.T) {
 	}
 }
 
-func TestHoldGangRefusedWhileAMemberIsNominated(t *testing.T) {
-	f, p0, _ := holdFixture(t)
+// nominate sets p0's status.nominatedNodeName to n-1 and waits until the informer has it.
+func nominate(t *testing.T, f *fixture, p0 *corev1.Pod) {
+	t.Helper()
 	ctx := context.Background()
 	live := p0.DeepCopy()
 	live.Status.NominatedNodeName = "n-1"
@@ -273,6 +274,51 @@ func TestHoldGangRefusedWhileAMemberIsNominated(t *testing.T) {
 		t.Fatal(err)
 	}
 	lister := f.shim.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	waitFor(t, "the informer sees p-0 nominated", func() bool {
+		p, err := lister.Pods("ns").Get("p-0")
+		return err == nil && p.Status.NominatedNodeName == "n-1"
+	})
+}
+
+func TestHoldGangAppliedForANominatedMemberWithNoVictimTerminating(t *testing.T) {
+	// a nominated node without victims (kube-scheduler leaves it on members that waited at
+	// Permit in a failed round): no preemption under way, the hold is applied
+	f, p0, _ := holdFixture(t)
+	nominate(t, f, p0)
+	acks, _ := f.command(holdGang("ns/g", 1, 180, "it cannot fit"))
+	oneAck(t, "HoldGang, nominated without victims", acks, "ns/g#1", fencing.Applied, "")
+	if st := f.shim.PreEnqueue(context.Background(), p0); st.IsSuccess() {
+		t.Fatalf("p-0 not held: %v", st)
+	}
+}
+
+func TestHoldGangRefusedWhileAMemberIsNominated(t *testing.T) {
+	f, p0, _ := holdFixture(t)
+	ctx := context.Background()
+	// a victim of lower priority terminating on n-1 by the scheduler's preemption
+	low := int32(-10)
+	now := metav1.Now()
+	victim := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "victim", Namespace: "other", UID: "uid-victim",
+			DeletionTimestamp: &now, Finalizers: []string{"test/keep"}},
+		Spec: corev1.PodSpec{NodeName: "n-1", Priority: &low},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonPreemptionByScheduler}}},
+	}
+	if _, err := f.kube.CoreV1().Pods("other").Create(ctx, victim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lister := f.shim.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	waitFor(t, "the informer sees the victim", func() bool {
+		_, err := lister.Pods("other").Get("victim")
+		return err == nil
+	})
+	live := p0.DeepCopy()
+	live.Status.NominatedNodeName = "n-1"
+	if _, err := f.kube.CoreV1().Pods("ns").UpdateStatus(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the informer sees p-0 nominated", func() bool {
 		p, err := lister.Pods("ns").Get("p-0")
 		return err == nil && p.Status.NominatedNodeName == "n-1"

@@ -30,6 +30,10 @@ def worker_env(settings: Settings, datadir: str | None = None) -> dict[str, str]
         "GANGSTATE_GRACE_SECONDS": str(settings.fold.grace_seconds),
         "GANGSTATE_STRANDED_SECONDS": str(settings.fold.stranded_seconds),
         "GANGSTATE_MAX_SKEW_SECONDS": str(settings.max_skew_seconds),
+        "GANGSTATE_HOLDS": "on" if settings.fold.holds else "off",
+        "GANGSTATE_HOLD_TTL_SECONDS": str(settings.fold.hold_ttl_seconds),
+        "GANGSTATE_HOLD_RENEW_SECONDS": str(settings.fold.hold_renew_seconds),
+        "GANGSTATE_HOLD_MAX_SECONDS": str(settings.fold.hold_max_seconds),
     })
     for name in SECURITY_VARIABLES:  # the settings' own security, not the parent's
         env.pop(name, None)
