@@ -185,16 +185,17 @@ func secondsOf(n int64) time.Duration { return time.Duration(n) * time.Second }
 
 // preemptingLocked lists the group's pending members whose preemption is under way, for a
 // HoldGang: nominated (nominatedLocked) to a node that still has victims terminating by the
-// scheduler's preemption, or nominated by this cycle's PostFilter (fencing.Unpublished). A
-// nominated node alone does not count: kube-scheduler v1.35.2 also leaves
-// status.nominatedNodeName on a gang's members that waited at Permit in a round that failed
-// (seen on the local control plane: every member of a 3 x 1 GPU gang on 2 GPUs nominated while
-// each retry said "No preemption victims found"), and such a gang is exactly the one to hold.
-// Called with s.mu held.
+// scheduler's preemption. Neither a nominated node alone nor a nomination by this cycle's
+// PostFilter (fencing.Unpublished) counts: kube-scheduler v1.35.2 leaves
+// status.nominatedNodeName on a gang's members that waited at Permit in a round that failed,
+// and the mark is set on every cycle whose DefaultPreemption ran before Coscheduling's (both
+// seen on the local control plane for a 3 x 1 GPU gang on 2 GPUs while each retry said "No
+// preemption victims found"), and such a gang is exactly the one to hold; gangstate itself
+// holds no gang whose preemption it sees under way (rule H1). Called with s.mu held.
 func (s *Shim) preemptingLocked(pods map[string]*v1.Pod) map[string]string {
 	out := map[string]string{}
 	for member, node := range s.nominatedLocked(pods) {
-		if node == fencing.Unpublished || s.victimsTerminating(node, pods[member]) {
+		if node != fencing.Unpublished && s.victimsTerminating(node, pods[member]) {
 			out[member] = node
 		}
 	}
