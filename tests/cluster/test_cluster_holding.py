@@ -7,6 +7,8 @@ shim build of koord-scheduler v1.8.0 publishing into its topics. The session's t
 - a gang of 3 x 1 GPU (minMember 3) can never fit: held (``HoldGang`` Applied, ``GangHeld``),
   the scheduler's ``FailedScheduling`` storm stops; a third GPU node joins: released
   (``ReleaseGang`` ``CapacityChanged``, ``GangReleased``) and bound;
+- the same gang next to a high-priority pod it cannot preempt (on a third node): held; the
+  blocker is deleted: released the same way and bound;
 - a high-priority gang of 2 x 1 GPU that fits by preempting two low-priority pods is never held;
 - with gangstate's worker stopped, the shim lets the hold lapse (TTL) and the scheduler tries
   the gang again.
@@ -160,6 +162,46 @@ def test_a_gang_that_cannot_fit_is_held_and_released_when_a_node_joins(
         wait_for(f"GangReleased on {gang}", lambda: told(core_v1, ns, pods, "GangReleased"), 60)
     finally:
         delete_pods(core_v1, ns, pods)
+        try:
+            core_v1.delete_node(node)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+
+def test_a_gang_held_by_a_blocker_is_released_when_the_blocker_goes(
+        local_cluster: Any, hold_chain: Chain, core_v1: client.CoreV1Api,
+        priority_classes: dict[str, int]) -> None:
+    """A third node of 1 GPU joins and a high-priority pod (1000) takes one of the 3 GPUs; a
+    gang of 3 x 1 GPU at priority 0 cannot preempt it (room for 2 even once preemption evicted
+    every pod it may): held; the blocker is deleted: ``ReleaseGang`` ``CapacityChanged`` (the
+    watch producer's capacity record of the freed GPU), ``GangReleased``, and the three members
+    are Running, one on each node."""
+    ns, name = "hold-blocker", "big"
+    gang, pods = f"{ns}/{name}", [f"big-{i}" for i in range(3)]
+    node = "hold-gpu-b"
+    create_namespace(core_v1, ns)
+    local_cluster.add_node(controlplane_module().NodeSpec(name=node, gpu=1))
+    try:
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, "blocker", gpu=1, priority_class=HIGH))
+        wait_for("the blocker Running", lambda: bound(core_v1, ns, ["blocker"]), 60)
+        for p in pods:
+            core_v1.create_namespaced_pod(ns, gang_pod(ns, p, gang=name, min_available=3, gpu=1))
+        event = held(hold_chain, core_v1, ns, gang, pods)
+        assert "even once preemption evicted every pod it may" in event["message"], event
+        assert [c["type"] for c in commands_of(hold_chain, gang)
+                if c["type"] == "ReleaseGang"] == []
+        delete_pods(core_v1, ns, ["blocker"])
+        nodes = wait_for(f"{pods} Running", lambda: bound(core_v1, ns, pods), 90,
+                         describe=lambda: why(hold_chain, core_v1, ns, gang))
+        assert len(set(nodes.values())) == 3, nodes
+        released = [c for c in commands_of(hold_chain, gang) if c["type"] == "ReleaseGang"]
+        assert [c["reason"] for c in released][:1] == ["CapacityChanged"], released
+        gone = wait_for(f"GangReleased on {gang}",
+                        lambda: told(core_v1, ns, pods, "GangReleased"), 60)
+        assert "nvidia.com/gpu changed" in gone[0]["message"], gone
+    finally:
+        delete_pods(core_v1, ns, ["blocker", *pods])
         try:
             core_v1.delete_node(node)
         except ApiException as err:
