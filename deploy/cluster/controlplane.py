@@ -718,6 +718,17 @@ class LocalCluster:
         proc = self._procs.get(component)
         return proc is not None and proc.poll() is None
 
+    def pid(self, component: str) -> int | None:
+        """The process id of ``component`` (``kube-apiserver``, ``koord-scheduler``, ...) while
+        it runs, else ``None`` (for its CPU time in ``/proc/<pid>/stat``)."""
+        proc = self._procs.get(component)
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def get(self, path: str, timeout: float = 10.0) -> Any:
+        """``GET path`` on the API server as the admin: decoded JSON, or the text (``/metrics``).
+        Raises ``ClusterError`` with the server's reason when refused."""
+        return self._request("GET", path, timeout=timeout)
+
     def stop_scheduler(self) -> None:
         """Stop koord-scheduler alone (the API server keeps running)."""
         with self._lock:
