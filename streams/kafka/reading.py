@@ -43,18 +43,30 @@ def read_topic(settings: Settings, topic: str, *, from_beginning: bool = True,
         else:
             consumer.seek_to_end(*tps)
         end = consumer.end_offsets(tps) if not follow else {}
+        # without follow: the partitions not read up to their end offset yet (a busy topic,
+        # e.g. during a scheduler's storm, never leaves the consumer idle: stop at the ends)
+        left = set() if follow else {tp.partition for tp in tps
+                                     if end[tp] > consumer.position(tp)}
+        if not follow and not left:
+            return
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         while True:
             for msg in consumer:
+                if not follow:
+                    if msg.partition not in left:
+                        continue  # past its end offset: read again at the next call
+                    if msg.offset + 1 >= end[TopicPartition(topic, msg.partition)]:
+                        left.discard(msg.partition)
                 key = None if msg.key is None else msg.key.decode("utf-8", "replace")
-                if msg.value is None:  # a tombstone (a gang removed from the table)
-                    yield key, None
-                    continue
-                try:
-                    value: Any = json.loads(msg.value)
-                except ValueError:
-                    value = msg.value.decode("utf-8", "replace")
+                value: Any = None  # a tombstone (a gang removed from the table)
+                if msg.value is not None:
+                    try:
+                        value = json.loads(msg.value)
+                    except ValueError:
+                        value = msg.value.decode("utf-8", "replace")
                 yield key, value
+                if not follow and not left:
+                    return
             if not follow and all(consumer.position(tp) >= end[tp] for tp in tps):
                 return
             if deadline is not None and time.monotonic() > deadline:
