@@ -14,7 +14,7 @@ line, which the CLI prints (exit status 2):
 | ``GANGSTATE_APP_ID`` | ``gangstate`` | Faust application id (consumer group, changelog names) |
 | ``GANGSTATE_GRACE_SECONDS`` | ``10`` | hold-warning grace period, seconds of event time |
 | ``GANGSTATE_STRANDED_SECONDS`` | ``120`` | after a round ran, how long a member refused at PreEnqueue may go unattempted before ``GangMembersStranded``, seconds of event time |
-| ``GANGSTATE_HOLDS`` | ``off`` | ``on``: hold a gang that cannot fit out of the scheduling queue (``HoldGang``, docs/shim.md; off until verified on the real scheduler) |
+| ``GANGSTATE_HOLDS`` | ``on`` | ``on``: hold a gang that cannot fit out of the scheduling queue (``HoldGang``, docs/shim.md; only where the scheduler shim runs); ``off``: never, cluster-wide |
 | ``GANGSTATE_HOLD_TTL_SECONDS`` | ``180`` | how long the scheduler shim keeps a hold gangstate does not renew |
 | ``GANGSTATE_HOLD_RENEW_SECONDS`` | ``60`` | how often gangstate renews a hold (below the TTL) |
 | ``GANGSTATE_HOLD_MAX_SECONDS`` | ``3600`` | the longest gangstate holds a gang before the scheduler tries it again |
@@ -70,9 +70,9 @@ class Environment(BaseSettings):
     app_id: str = Field(default="gangstate", min_length=1)
     grace_seconds: float = Field(default=10.0, ge=0, allow_inf_nan=False)
     stranded_seconds: float = Field(default=120.0, ge=0, allow_inf_nan=False)
-    holds: Literal["on", "off"] = "off"
-    """``GANGSTATE_HOLDS``: ``on`` lets gangstate hold gangs that cannot fit; ``off`` (the
-    default for now) turns its holds off cluster-wide."""
+    holds: Literal["on", "off"] = "on"
+    """``GANGSTATE_HOLDS``: ``on`` (the default) lets gangstate hold gangs that cannot fit
+    where the scheduler shim runs; ``off`` turns its holds off cluster-wide."""
     hold_ttl_seconds: float = Field(default=180.0, ge=1, allow_inf_nan=False)
     hold_renew_seconds: float = Field(default=60.0, ge=1, allow_inf_nan=False)
     hold_max_seconds: float = Field(default=3600.0, ge=1, allow_inf_nan=False)

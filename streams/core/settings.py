@@ -52,8 +52,9 @@ class FoldSettings:
     and not attempted since is told ``GangMembersStranded`` (default 120 s:
     ``STRANDED_SECONDS``).
     ``holds``: whether gangstate holds a gang that cannot fit out of the scheduling queue
-    (``HoldGang``, ``rules.holding``; default off until the cluster tier shows it on the real
-    scheduler, issue 24; applied only where a scheduler shim reports the gang). ``hold_ttl_seconds``: how long the shim keeps a hold that is not renewed (the
+    (``HoldGang``, ``rules.holding``; default on; applied only where a scheduler shim reports
+    the gang, so that without the shim it changes nothing). ``hold_ttl_seconds``: how long the
+    shim keeps a hold that is not renewed (the
     command's ``ttl_seconds``, default 180 s); ``hold_renew_seconds``: how often gangstate
     renews a hold while it holds (default 60 s, below the TTL so that one lost renewal does not
     end it); ``hold_max_seconds``: the longest gangstate holds a gang before it lets the
@@ -66,7 +67,7 @@ class FoldSettings:
     episode_settle_seconds: float = 10.0
     episode_quiet_seconds: float = QUIET_SECONDS
     stranded_seconds: float = STRANDED_SECONDS
-    holds: bool = False
+    holds: bool = True
     hold_ttl_seconds: float = 180.0
     hold_renew_seconds: float = 60.0
     hold_max_seconds: float = 3600.0

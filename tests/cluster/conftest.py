@@ -57,12 +57,15 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def chain(local_cluster: Any, kafka_bootstrap: str,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
-    """gangstate's chain on ``local_cluster``, with its own topics, started once."""
+    """gangstate's chain on ``local_cluster``, with its own topics, started once. Holds off
+    (on by default): the scenarios that run the shim build on it (``test_cluster_shim.py``)
+    watch the scheduler's own rounds of gangs that never fit; holds have their chain in
+    ``test_cluster_holding.py``."""
     run = uuid.uuid4().hex[:8]
     settings = Settings(bootstrap=kafka_bootstrap, topics=Topics(f"cluster-{run}."),
                         partitions=4, app_id=f"gangstate-cluster-{run}",
                         fold=FoldSettings(grace_seconds=GRACE_SECONDS,
-                                          stranded_seconds=STRANDED_SECONDS))
+                                          stranded_seconds=STRANDED_SECONDS, holds=False))
     ensure_topics(settings)
     logdir = tmp_path_factory.mktemp("chain-logs")
     chain = Chain(local_cluster, settings, logdir)

@@ -12,6 +12,7 @@ room_preempting 2). The members ask 3000 milli-GPU, the cluster could free 2000 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 from producers.watch.node_cache import NodeCache
@@ -67,8 +68,9 @@ def of(outputs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def test_a_gang_that_cannot_fit_is_held_once_its_episode_settled() -> None:
-    out = fold_records(gang() + storm())
-    assert of(out, "HoldGang") == []  # holds are off by default
+    assert FoldSettings().holds  # on by default
+    out = fold_records(gang() + storm(), settings=replace(ON, holds=False))
+    assert of(out, "HoldGang") == []
     out = fold_records(gang() + storm(), settings=ON)
     unschedulable = of(out, "GangUnschedulable")
     holds = of(out, "HoldGang")
