@@ -110,6 +110,15 @@ def delete_pods(core: client.CoreV1Api, ns: str, names: list[str]) -> None:
     wait_for(f"{names} of {ns} gone", lambda: not set(names) & set(pods_of(core, ns)), 60)
 
 
+def delete_node(core: client.CoreV1Api, name: str) -> None:
+    """Delete Node ``name`` (gone already is fine)."""
+    try:
+        core.delete_node(name)
+    except ApiException as err:
+        if err.status != 404:
+            raise
+
+
 def why(chain: Chain, core: client.CoreV1Api, ns: str, gang: str) -> str:
     """What a failed wait shows: the pods and their Events, ``describe gang`` and the gang's
     commands so far."""
@@ -162,11 +171,7 @@ def test_a_gang_that_cannot_fit_is_held_and_released_when_a_node_joins(
         wait_for(f"GangReleased on {gang}", lambda: told(core_v1, ns, pods, "GangReleased"), 60)
     finally:
         delete_pods(core_v1, ns, pods)
-        try:
-            core_v1.delete_node(node)
-        except ApiException as err:
-            if err.status != 404:
-                raise
+        delete_node(core_v1, node)
 
 
 def test_a_gang_held_by_a_blocker_is_released_when_the_blocker_goes(
@@ -202,11 +207,7 @@ def test_a_gang_held_by_a_blocker_is_released_when_the_blocker_goes(
         assert "nvidia.com/gpu changed" in gone[0]["message"], gone
     finally:
         delete_pods(core_v1, ns, ["blocker", *pods])
-        try:
-            core_v1.delete_node(node)
-        except ApiException as err:
-            if err.status != 404:
-                raise
+        delete_node(core_v1, node)
 
 
 def test_a_gang_that_fits_by_preempting_is_never_held(
