@@ -79,7 +79,12 @@ def test_kafka_outputs_equal_the_offline_fold(pipeline_run) -> None:
     # selector-no-node-matches and nonstrict-member-does-not-fit; 1 network-topology-
     # unavailable)
     assert len(got[t.diagnostics]) == len(expected.diagnostics) == 56
-    assert sorted(c["gang_group"] for c in got[t.commands]) == ["sh-gated-3/g", "team-g/g"]
+    # the gated representatives' switches, and the hold of the recorded shim case sh-gpu/g
+    # (3 x 1 GPU on 2 GPUs: held once its episode settled, released when its pods were deleted)
+    assert sorted((c["gang_group"], c["type"], c["reason"]) for c in got[t.commands]) == [
+        ("sh-gated-3/g", "SwitchRepresentative", "RepresentativeGated"),
+        ("sh-gpu/g", "HoldGang", "GangCannotFit"), ("sh-gpu/g", "ReleaseGang", "SpecChanged"),
+        ("team-g/g", "SwitchRepresentative", "RepresentativeGated")]
 
 
 def test_gang_table_equals_the_offline_state(pipeline_run) -> None:
