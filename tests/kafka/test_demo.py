@@ -64,4 +64,9 @@ def test_the_demo_tells_the_recorded_story_and_agrees_with_the_offline_fold(
     # the gated representative that gangstate un-sticks, with its command
     assert ("  gangstate command: SwitchRepresentative epoch 1: sh-gated-3/g-0 -> "
             "sh-gated-3/u-1 (RepresentativeGated)") in text
+    # the recorded never-fitting gang with the shim: held (holds are on by default), released
+    # when its pods were deleted
+    assert ("  gangstate command: HoldGang epoch 1: gang group sh-gpu/g (GangCannotFit, ttl "
+            "180 s)\n  gangstate command: ReleaseGang epoch 2: gang group sh-gpu/g "
+            "(SpecChanged)\n") in text
     assert "MemberFailedCycle" not in text and "GangCycleRejected" not in text
