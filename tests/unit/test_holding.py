@@ -18,6 +18,7 @@ from typing import Any
 from producers.watch.node_cache import NodeCache
 from streams.core.records import CapacityObserved, Capacity, CycleObserved
 from streams.core.settings import FoldSettings
+from streams.core.explain import why_pod
 from streams.core.fold import PartitionFold
 from streams.core.records import AckObserved, Tick
 from streams.core.timefmt import format_time
@@ -30,10 +31,13 @@ ROOM_2 = Capacity(GPU, 1000, 2000, 2000, 2, 2, 1000, (), 0, 2)
 
 
 def fold_records(records: list[Any], end: float | None = None,
-                 settings: FoldSettings | None = None) -> list[dict[str, Any]]:
+                 settings: FoldSettings | None = None,
+                 table: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every output of one ``PartitionFold`` fed ``records``, each keyed by its gang (an ack by
-    its gang group, as the shim keys it), then a ``Tick`` at ``end`` seconds."""
-    fold = PartitionFold({}, FoldSettings() if settings is None else settings)
+    its gang group, as the shim keys it), then a ``Tick`` at ``end`` seconds; the gang states
+    end in ``table`` when given."""
+    fold = PartitionFold({} if table is None else table,
+                         FoldSettings() if settings is None else settings)
     out: list[dict[str, Any]] = []
     for rec in records:
         out += fold.feed(rec.gang_group if isinstance(rec, AckObserved) else rec.gang, rec)
@@ -105,6 +109,16 @@ def test_gang_held_is_told_when_the_shim_applies_the_hold() -> None:
     assert facts["events_per_minute"] == 11
     assert told[0]["type"] == "Normal"
     assert [i["name"] for i in told[0]["involved"] if i["kind"] == "Pod"] == ["g-0", "g-1", "g-2"]
+
+
+def test_explain_says_gangstate_holds_the_pod_at_preenqueue() -> None:
+    table: dict[str, Any] = {}
+    fold_records(gang() + storm() + [ack(11.5, 1, "Applied", None)], settings=ON, table=table)
+    why = why_pod(table["ns/g"], "ns/g-0")
+    assert (why["held_at"], why["held_by"]) == (
+        "PreEnqueue", "gangstate's HoldGang, applied by the scheduler shim")
+    assert [r["reason"] for r in why["reasons"]] == ["GangHeld"]
+    assert "annotate a member or the PodGroup gangstate.io/hold=off" in why["unblock"][0]
 
 
 def test_a_node_that_makes_room_releases_the_gang() -> None:

@@ -11,8 +11,9 @@ Timer: ``hold`` (the hold's renewal every ``hold_renew_seconds``, and its end af
 
 Why: koord-scheduler v1.8.0 retries a gang group that cannot fit as fast as its queue lets it,
 for as long as it exists (K = ``koordinator@v1.8.0/pkg/scheduler/plugins/coscheduling/``,
-``core/core.go:150-187,336-339,376-378``): about 1,000 rounds and 2,190 ``FailedScheduling``
-Events a minute for one 3-pod GPU-short gang on the local control plane (docs/shim.md), and
+``core/core.go:150-187,336-339,376-378``): about 2,000 rounds (as the shim counts them) and
+2,100-2,200 ``FailedScheduling`` Events a minute for one 3-pod GPU-short gang on the local
+control plane (docs/shim.md, bench/holds.py), and
 kube-scheduler's DefaultPreemption, which judges one pod at a time, evicts lower-priority pods
 for members of a gang that still cannot fit (KS v1.35.2 ``framework/plugins/defaultpreemption/
 default_preemption.go``; row PR3). Rules:
@@ -354,8 +355,8 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     found = held_finding(state)
     if found is None:
         return None
-    return {"held_at": "PreEnqueue", "held_by": "gangstate (HoldGang, applied by the scheduler "
-                                                "shim)",
+    return {"held_at": "PreEnqueue", "held_by": "gangstate's HoldGang, applied by the scheduler "
+                                                "shim",
             "reasons": [reason_of(found)], "unblock": [HELD.unblock_text(state, found["facts"])]}
 
 
