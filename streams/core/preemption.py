@@ -34,7 +34,7 @@ Rules (KS = kubernetes v1.35.2 ``pkg/scheduler/``, K = koordinator v1.8.0
   preemption victims found for incoming pod`` on every node (KS ``default_preemption.go:
   244-247``) means no lower-priority pod is left on any node: the victims are gone from the
   scheduler's cache (a terminating pod still counts as a possible victim there).
-- PR4: preemption is not gang-aware (PR1): a gang that needs more than the cluster has can
+- PR6: preemption is not gang-aware (PR1): a gang that needs more than the cluster has can
   make the scheduler evict pods it cannot use. Victims all gone, and the gang still failing
   ``GONE_SETTLE_SECONDS`` later (or failing with no victims left, PR3): the preemption was
   wasted, told on the gang's pods and on the victims.
@@ -58,7 +58,7 @@ the scheduler preempts for each member in turn, within about a second (measured)
 preemption is told once, not once per victim."""
 GONE_SETTLE_SECONDS = 5.0
 """How long after its last victim was gone a gang still failing counts as wasted preemption
-(PR4): on the real scheduler a gang whose victims are gone binds in under 1 s."""
+(PR6): on the real scheduler a gang whose victims are gone binds in under 1 s."""
 MAX_VICTIMS = 32
 """Victims a gang keeps (the latest); a message names at most ``rules.preemption.NAMES_SHOWN``
 of them."""
@@ -241,7 +241,7 @@ def preempting_due(p: Preemption | None) -> int | None:
 
 def wasted_due(p: Preemption | None, episode: Episode | None, rec_at: int | None = None
                ) -> int | None:
-    """When ``GangPreemptionWasted`` is due (PR4), not yet told: every victim gone and a failed
+    """When ``GangPreemptionWasted`` is due (PR6), not yet told: every victim gone and a failed
     attempt after that (the episode's last failure, or ``rec_at``, a failed attempt now):
     ``GONE_SETTLE_SECONDS`` after the last was gone, at once when the latest clause said
     ``no-victims`` after it; ``None`` otherwise, and while the preemption is in progress

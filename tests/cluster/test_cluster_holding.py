@@ -145,7 +145,7 @@ def held(chain: Chain, core: client.CoreV1Api, ns: str, gang: str,
 def test_a_gang_that_cannot_fit_is_held_and_released_when_a_node_joins(
         local_cluster: Any, hold_chain: Chain, core_v1: client.CoreV1Api) -> None:
     """3 x 1 GPU, minMember 3, on 2 GPUs: held, the storm stops (fewer than 5 failed attempts
-    in 10 s, against about 170 unheld: about 1,000 rounds a minute, docs/shim.md);
+    in 10 s, against about 500 unheld: about 3,000 a minute, docs/shim.md);
     a node with 1 GPU joins: ``ReleaseGang`` ``CapacityChanged``, ``GangReleased``, and the
     three members are Running, one of them on the new node."""
     ns, name = "hold-node", "big"
