@@ -106,6 +106,24 @@ class Environment(BaseSettings):
         default=True, validation_alias=AliasChoices("KAFKA_SSL_CHECK_HOSTNAME"))
 
 
+def fold_settings(e: Environment | None = None) -> FoldSettings:
+    """The fold's settings from the environment ``e`` (default: read now): grace, stranded
+    time and holds (``GANGSTATE_HOLDS`` and its TTL, renewal and longest hold), so that the
+    worker and an offline fold (``gangstate fold``, ``explain``/``describe --from``) decide
+    alike. Raises ``SettingsError`` (one line) on a bad value, or a renewal not below the
+    TTL."""
+    e = environment() if e is None else e
+    if e.hold_renew_seconds >= e.hold_ttl_seconds:
+        raise SettingsError(
+            f"GANGSTATE_HOLD_RENEW_SECONDS={e.hold_renew_seconds:g}: must be below "
+            f"GANGSTATE_HOLD_TTL_SECONDS={e.hold_ttl_seconds:g} (a hold renewed no sooner "
+            f"than it lapses would lapse)")
+    return FoldSettings(grace_seconds=e.grace_seconds, stranded_seconds=e.stranded_seconds,
+                        holds=e.holds == "on", hold_ttl_seconds=e.hold_ttl_seconds,
+                        hold_renew_seconds=e.hold_renew_seconds,
+                        hold_max_seconds=e.hold_max_seconds)
+
+
 def environment() -> Environment:
     """The environment, validated; raises ``SettingsError`` (one line) on a bad value."""
     try:
@@ -336,21 +354,12 @@ class Settings:
         (one line) on a value that cannot be used, e.g. a non-numeric
         ``GANGSTATE_PARTITIONS``."""
         e = environment()
-        if e.hold_renew_seconds >= e.hold_ttl_seconds:
-            raise SettingsError(
-                f"GANGSTATE_HOLD_RENEW_SECONDS={e.hold_renew_seconds:g}: must be below "
-                f"GANGSTATE_HOLD_TTL_SECONDS={e.hold_ttl_seconds:g} (a hold renewed no sooner "
-                f"than it lapses would lapse)")
         return cls(
             bootstrap=e.kafka_bootstrap_servers or None,
             topics=Topics(e.topic_prefix),
             partitions=e.partitions,
             app_id=e.app_id,
-            fold=FoldSettings(grace_seconds=e.grace_seconds,
-                              stranded_seconds=e.stranded_seconds, holds=e.holds == "on",
-                              hold_ttl_seconds=e.hold_ttl_seconds,
-                              hold_renew_seconds=e.hold_renew_seconds,
-                              hold_max_seconds=e.hold_max_seconds),
+            fold=fold_settings(e),
             max_skew_seconds=e.max_skew_seconds,
             security=security_from(e),
         )

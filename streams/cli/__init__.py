@@ -44,9 +44,10 @@ def cli() -> None:
 @click.argument("trace")
 @output_option("text", "json", "yaml")
 @click.option("--at", default=None, help="event time of the final tick, RFC 3339 (default: now)")
-@click.option("--grace", type=SECONDS, default=10.0, show_default=True,
-              help="grace period in seconds before a hold warning")
-def fold(trace: str, output: str, at: str | None, grace: float) -> int:
+@click.option("--grace", type=SECONDS, default=None,
+              help="grace period in seconds before a PreEnqueue-hold warning (default: "
+                   "GANGSTATE_GRACE_SECONDS, 10)")
+def fold(trace: str, output: str, at: str | None, grace: float | None) -> int:
     """Run the pure fold over a gangstate.*/v1 JSON-lines TRACE, or over a cluster dump
     (`kubectl get nodes,pods,podgroups,events -o json`, gzipped or not) read as the records a
     watch would have published. The clock is the records' observed_at; the fold ends with a
@@ -54,13 +55,17 @@ def fold(trace: str, output: str, at: str | None, grace: float) -> int:
     record more than GANGSTATE_MAX_SKEW_SECONDS (60) ahead of the rest of the trace (the latest
     observed_at after it, or --at) is set aside, not folded, and reported on stderr (and in
     the JSON/YAML output's input.set_aside), as the worker dead-letters a record that far
-    ahead of its Kafka timestamp."""
+    ahead of its Kafka timestamp. The fold's settings are the worker's (GANGSTATE_GRACE_SECONDS,
+    GANGSTATE_STRANDED_SECONDS, GANGSTATE_HOLDS and its GANGSTATE_HOLD_* values)."""
+    from dataclasses import replace
+
     from producers.watch.dump import DumpError, trace_lines
-    from streams.core.fold import FoldSettings
-    from streams.settings import environment
+    from streams.settings import environment, fold_settings
     from streams.wire.traces import fold_lines, format_text
 
-    settings = FoldSettings(grace_seconds=grace)
+    settings = fold_settings()
+    if grace is not None:
+        settings = replace(settings, grace_seconds=grace)
     max_skew = int(environment().max_skew_seconds * 1_000_000)
     try:
         result = fold_lines(list(trace_lines(Path(trace))), _at(at), settings, max_skew)

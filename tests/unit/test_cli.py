@@ -81,3 +81,29 @@ def test_text_output_shows_each_command_under_its_own_gang_only(tmp_path):
     command = next(i for i, line in enumerate(lines) if "Command SwitchRepresentative" in line)
     owner = max(h for h in headers if h < command)
     assert lines[owner].startswith("gang team-g/g  phase=")
+
+
+def test_the_fold_takes_the_worker_s_hold_settings() -> None:
+    """The recorded never-fitting gang with the shim (3 x 1 GPU on 2 GPUs): held and released
+    with holds on (the default), nothing with GANGSTATE_HOLDS=off; a renewal not below the TTL
+    is one line."""
+    import os
+
+    trace = str(CASES / "recorded/shim-gpu-short/trace.jsonl")
+
+    def run(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "streams.cli", "fold", trace, "--output",
+                               "json", "--at", "2026-12-02T13:55:00Z"],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, **env})
+
+    def commands(**env: str) -> list[tuple[str, str]]:
+        return [(c["type"], c["reason"]) for c in json.loads(run(**env).stdout)["commands"]]
+
+    assert commands() == [("HoldGang", "GangCannotFit"), ("ReleaseGang", "SpecChanged")]
+    assert commands(GANGSTATE_HOLDS="off") == []
+    bad = run(GANGSTATE_HOLD_RENEW_SECONDS="200")
+    assert bad.returncode != 0 and bad.stdout == ""
+    assert bad.stderr.splitlines() == [
+        "gangstate: GANGSTATE_HOLD_RENEW_SECONDS=200: must be below "
+        "GANGSTATE_HOLD_TTL_SECONDS=180 (a hold renewed no sooner than it lapses would lapse)"]
