@@ -78,6 +78,11 @@ class FoldSettings:
         return int(self.hold_renew_seconds * 1_000_000)
 
     @property
+    def hold_ttl_micros(self) -> int:
+        """``hold_ttl_seconds`` in microseconds."""
+        return int(self.hold_ttl_seconds * 1_000_000)
+
+    @property
     def hold_max_micros(self) -> int:
         """``hold_max_seconds`` in microseconds."""
         return int(self.hold_max_seconds * 1_000_000)

@@ -169,6 +169,17 @@ def test_the_hold_is_renewed_and_ends_after_its_longest() -> None:
     assert len(of(out, "GangHeld")) == 1  # renewals are not told again
 
 
+def test_a_hold_no_shim_acks_ends_at_its_ttl_and_is_not_issued_again() -> None:
+    # TTL 30 s: issued at 11 s, renewed at 21 s and 31 s, no ack; at 41 s (the renewal due
+    # after 11 + 30 s) it ends with a ReleaseGang, told to nobody (never applied); the storm
+    # goes on and the same facts are not held again
+    out = fold_records(gang() + storm() + storm(60)[11:], end=80, settings=ON)
+    assert [h["issued_at"] for h in of(out, "HoldGang")] == [t(11), t(21), t(31)]
+    release = of(out, "ReleaseGang")
+    assert [(r["issued_at"], r["reason"]) for r in release] == [(t(41), "HoldsOff")]
+    assert of(out, "GangHeld") == of(out, "GangReleased") == []
+
+
 def test_a_refused_hold_is_not_issued_again_for_the_same_facts() -> None:
     out = fold_records(gang() + storm() + [
         ack(11.5, 1, "PreconditionFailed", None,

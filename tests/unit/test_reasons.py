@@ -51,7 +51,7 @@ def test_the_readme_and_the_contract_list_exactly_the_reasons_emitted() -> None:
     of the contract and no other (a retired reason, like ``GangCycleRejected``, leaves all
     three together)."""
     readme = (ROOT / "README.md").read_text()
-    listed = readme[readme.index("- **diagnostics** ("):readme.index("- **commands** (")]
+    listed = readme[readme.index("- **diagnostics** ("):readme.index("- **commands**")]
     assert set(re.findall(r"`(Gang[A-Z][A-Za-z]*)`", listed)) == set(get_args(DiagnosticReason))
     contracts = (ROOT / "docs" / "contracts.md").read_text()
     rows = set(re.findall(r"^\| `(Gang[A-Z][A-Za-z]*)` \| (?:Warning|Normal) \|", contracts,

@@ -33,8 +33,10 @@ default_preemption.go``; row PR3). Rules:
   hold lapse after the command's ``ttl_seconds``: gangstate silent, the gang is scheduled as
   before), and at once when the shim reports a round opened after the hold was applied (a
   restarted shim lost it).
-- H5 refusal: a ``HoldGang`` the shim refuses (``PreconditionFailed``: a member nominated,
-  holds off in its namespace or scheduler) ends the hold; the same facts are not held again.
+- H5 refusal: a ``HoldGang`` the shim refuses (``PreconditionFailed``: a member nominated to
+  a node with victims terminating, holds off in its namespace or scheduler) ends the hold; the
+  same facts are not held again. So does a hold no shim acked within its ``ttl_seconds`` (a
+  shim that applies no commands, ``GANGSTATE_SHIM_COMMANDS=0``): it is not renewed for ever.
 
 Must not: read the clock, do I/O or import infrastructure.
 """
@@ -324,6 +326,12 @@ def fire_hold(state: GangState, at: int, settings: FoldSettings
     out: list[dict[str, Any]] = []
     h = state.holding
     if h.issued_at is None:
+        return state, out
+    if h.applied_at is None and at >= h.issued_at + settings.hold_ttl_micros:
+        # H5: no shim answered the hold within its TTL: nobody applies it; not held again
+        key = _refusal_key(h.facts)
+        state = _release(state, "HoldsOff", "no scheduler shim acked the hold", at, None, out)
+        state.holding = replace(state.holding, refused=(key, "no ack"))
         return state, out
     if at >= h.issued_at + settings.hold_max_micros:
         state = _release(state, "HoldExpired",
