@@ -231,11 +231,13 @@ def report(cases: list[Case], result: FoldResult) -> str:
                     lines.append(f"    {type_} {reason}{times}: {message}")
             group = state.gang_group if state is not None else gang
             for c in result.commands:
-                if c["gang_group"] == group and c["type"] in ("HoldGang", "ReleaseGang"):
+                if c["gang_group"] != group:
+                    continue
+                if c["type"] in ("HoldGang", "ReleaseGang"):
                     ttl = f", ttl {c['ttl_seconds']} s" if c.get("ttl_seconds") else ""
                     lines.append(f"  gangstate command: {c['type']} epoch {c['epoch']}: gang "
                                  f"group {group} ({c['reason']}{ttl})")
-                elif c["gang_group"] == group:
+                else:
                     lines.append(f"  gangstate command: {c['type']} epoch {c['epoch']}: "
                                  f"{c['expected_representative'] or '-'} -> "
                                  f"{c['representative']} ({c['reason']})")

@@ -269,13 +269,21 @@ def _on_ack(state: GangState, rec: AckObserved, out: list[Output]) -> GangState:
                 out.append(diagnostic(state, HELD, {**h.facts, "since": format_time(rec.at)},
                                       rec.at))
         return state
-    refused = (_refusal_key(h.facts), rec.reason or rec.outcome)
+    why = rec.reason or rec.outcome
     if h.applied_at is not None:
-        state = _release(state, "HoldsOff", f"the scheduler shim refused to renew it "
-                                            f"({rec.reason or rec.outcome})", rec.at, None, out)
-    else:
-        state.holding = Holding(released_at=rec.at)
-    state.holding = replace(state.holding, refused=refused)
+        return _refused(state, why, f"the scheduler shim refused to renew it ({why})", rec.at,
+                        out)
+    state.holding = Holding(released_at=rec.at, refused=(_refusal_key(h.facts), why))
+    return state
+
+
+def _refused(state: GangState, why: str, detail: str, at: int,
+             out: list[Output]) -> GangState:
+    """End the hold with ``ReleaseGang`` ``HoldsOff`` (``detail`` for people) and remember
+    its facts as refused for ``why`` (H5: not held again)."""
+    key = _refusal_key(state.holding.facts)
+    state = _release(state, "HoldsOff", detail, at, None, out)
+    state.holding = replace(state.holding, refused=(key, why))
     return state
 
 
@@ -329,10 +337,7 @@ def fire_hold(state: GangState, at: int, settings: FoldSettings
         return state, out
     if h.applied_at is None and at >= h.issued_at + settings.hold_ttl_micros:
         # H5: no shim answered the hold within its TTL: nobody applies it; not held again
-        key = _refusal_key(h.facts)
-        state = _release(state, "HoldsOff", "no scheduler shim acked the hold", at, None, out)
-        state.holding = replace(state.holding, refused=(key, "no ack"))
-        return state, out
+        return _refused(state, "no ack", "no scheduler shim acked the hold", at, out), out
     if at >= h.issued_at + settings.hold_max_micros:
         state = _release(state, "HoldExpired",
                          f"it was held {_duration(settings.hold_max_micros)}, the longest "
