@@ -145,8 +145,9 @@ class GangRouter:
     record with a ``capacity`` did not end in a bind. Each Node or bound-pod change recomputes
     their room and publishes a ``gangstate.capacity/v1`` for each gang whose room changed
     (``_room_changed``): a gang held out of the scheduling queue has no attempts that could
-    tell it. Cost: O(gangs in ``rooms`` x (nodes + bound pods)) per change of what the node
-    cache keeps (none for a status update of a bound pod or a Node's heartbeat); the set stays
+    tell it. Cost: O(gangs in ``rooms`` x nodes) per change of what the node cache keeps (none
+    for a status update of a bound pod or a Node's heartbeat: the cache keeps per-node sums,
+    so a bound pod's change touches one node); the set stays
     small (gangs short of a resource now, forgotten once scheduled, gone, or no longer
     computable).
     """
@@ -473,7 +474,7 @@ class GangRouter:
         the gang was told. A gang whose room cannot be computed any more (its culprit
         deleted or forgotten, no node known, the request gone) leaves ``rooms``, as does one
         whose record the contract refuses (``Drop("capacity-invalid")``, never expected).
-        Cost: one ``_capacity`` per gang in ``rooms``, each O(nodes + bound pods) when its
+        Cost: one ``_capacity`` per gang in ``rooms``, each O(nodes) when its
         key is new since the change (gangs asking the same share the node cache's answer)."""
         actions: list[Action] = []
         for gang in sorted(self.rooms):

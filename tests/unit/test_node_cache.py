@@ -264,3 +264,60 @@ def test_node_and_pod_tell_whether_what_the_cache_keeps_changed() -> None:
     assert cache.node("DELETED", node("zz", "8")) is False
     assert cache.node("DELETED", node("a", "8")) is True
     assert cache.capacity(GPU, 1000) is None
+
+
+def test_the_sums_kept_per_node_agree_with_the_bound_pods_counted_anew() -> None:
+    """The cache keeps each node's requested amounts as sums updated per pod change. After
+    every step of 400 random Node and Pod events (nodes added, resized, cordoned, deleted;
+    pods bound, moved, finished, deleted, at priorities 0, 10 and 1000), every answer equals
+    the one computed from scratch: each node's room from the pods bound to it
+    (``capacity.node_room``), ``shortfall`` and ``room_after_preempting`` over them."""
+    import random
+
+    from streams.core.capacity import node_room, room_after_preempting, shortfall
+
+    rng = random.Random(25)
+    cache = NodeCache()
+    nodes: dict[str, dict] = {}
+    pods: dict[str, dict] = {}
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.15 or not nodes:
+            name = f"n{rng.randrange(12)}"
+            if name in nodes and rng.random() < 0.3:
+                cache.node("DELETED", nodes.pop(name))
+            else:
+                nodes[name] = node(name, str(rng.choice((8, 16))), gpu=str(rng.choice((1, 4, 8))),
+                                   unschedulable=rng.random() < 0.1)
+                cache.node("MODIFIED", nodes[name])
+        else:
+            uid = f"p{rng.randrange(40)}"
+            if uid in pods and rng.random() < 0.2:
+                cache.pod("DELETED", pods.pop(uid))
+                continue
+            pods[uid] = kube_pod(uid, uid=uid, node=rng.choice(sorted(nodes) + [None]),
+                                 gpu=str(rng.choice((0, 1, 2))), cpu="1",
+                                 phase=rng.choice(("Running", "Running", "Succeeded")),
+                                 priority=rng.choice((0, 10, 1000)))
+            cache.pod("MODIFIED", pods[uid])
+        held = {uid: p for uid, p in pods.items()
+                if p["spec"].get("nodeName") and p["status"]["phase"] != "Succeeded"}
+        rooms = sorted((node_room(n, [p["spec"] for p in held.values()
+                                      if p["spec"]["nodeName"] == name])
+                        for name, n in nodes.items()), key=lambda r: r.name)
+        for request, priority in ((1000, 1000), (2000, 10), (8000, 0)):
+            got = cache.capacity(GPU, request, (), priority)
+            if not rooms:
+                assert got is None, step
+                continue
+            s = shortfall(GPU, request, 0, 0, rooms, ())
+            usable = [r for r in rooms if not r.unschedulable]
+            lower = [sum(int(p["spec"]["containers"][0]["resources"]["requests"].get(GPU, 0))
+                         * 1000 for p in held.values()
+                         if p["spec"]["nodeName"] == r.name
+                         and p["spec"].get("priority", 0) < priority) for r in usable]
+            assert got == {"resource": GPU, "request": request, "allocatable": s.allocatable,
+                           "free": s.free, "nodes": s.nodes, "room": s.room,
+                           "largest": s.largest, "priority": priority,
+                           "room_preempting": room_after_preempting(
+                               request, [], [r.free(GPU) for r in usable], lower)}, step
