@@ -30,7 +30,8 @@ cluster's GPUs over :data:`TRACE_GPUS`, times ``compress`` (the time compression
 durations are the trace's divided by ``compress``. **Assumed, not the trace's:** a compressed
 duration is held to at least ``min_duration`` seconds (default 5: a pod must live long enough to
 be bound and seen running; 10 % of the trace's tasks are shorter than 74 s, which a compression
-of 500 makes 0.15 s), and a job still running at the end of the window is deleted there.
+of 500 makes 0.15 s), a job still running at the end of the window is deleted there, and a job of a
+special kind (below; it never runs) lives until the window's end.
 
 **Special kinds** (shares stated by the caller, default 1 % each; the trace has none of them, they
 are the cases gangstate exists for): ``cannot-fit`` a gang of 3 whose members each ask one GPU more
@@ -190,6 +191,8 @@ def make_plan(seed: int, *, nodes: int = 1000, gpus_per_node: int = 8, window_s:
                 kind = k
                 break
         at = round(t, 3)
+        if kind != "normal":  # it never runs: it waits until the window's end, as a user would
+            duration = round(window_s - t, 3)
         if kind == "normal":
             gpus = draw_gpus(rng)
             members = math.ceil(gpus / gpus_per_member)

@@ -101,3 +101,10 @@ def test_bad_arguments_are_one_clear_error() -> None:
         make_plan(1, shares=Shares(0.5, 0.5, 0, 0))
     with pytest.raises(ValueError, match="positive"):
         make_plan(1, nodes=0)
+
+
+def test_special_kinds_wait_until_the_window_ends() -> None:
+    jobs = make_plan(4, nodes=1000, window_s=3000, shares=Shares(0.05, 0.05, 0.05, 0.05))
+    special = [j for j in jobs if j.kind != "normal"]
+    assert special
+    assert all(j.arrival_s + j.duration_s == pytest.approx(3000, abs=2e-3) for j in special)
