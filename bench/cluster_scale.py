@@ -18,7 +18,8 @@ duration; KWOK runs them.
 2. **with gangstate** (``gs``): gangstate's whole chain (``gangstate watch`` -> Kafka -> ``worker``
    -> ``sink``; grace 10 s, stranded wait 30 s, holds on) and the shim build of koord-scheduler
    publishing its round records and applying holds; after the window, the watcher is restarted
-   and its relist timed.
+   and its relist timed, then again once ``--relist-pods`` more pods of 1 GPU are bound (a
+   full cluster's pod count).
 
 Measured in each window (a watch of every core/v1 Event, ``/proc``, the API server's and the
 components' ``/metrics``):
@@ -273,6 +274,9 @@ def table(result: Mapping[str, Any]) -> str:
          f"{g(result, 'relist', 'first_record_s')} / {g(result, 'relist', 'pods_s')} "
          f"({g(result, 'relist', 'pods')} pods) / {g(result, 'relist', 'nodes_s')} "
          f"({g(result, 'relist', 'nodes')} nodes)"),
+        ("  the same with the fill's pods added, s: first record / all pods", "-",
+         f"{g(result, 'relist_full', 'first_record_s')} / {g(result, 'relist_full', 'pods_s')} "
+         f"({g(result, 'relist_full', 'pods')} pods)"),
         ("Kafka lag of the worker group, records (mean / max / last; growing)", "-",
          f"{g(gs, 'kafka_lag', 'mean')} / {g(gs, 'kafka_lag', 'max')} / "
          f"{g(gs, 'kafka_lag', 'last')}; {g(gs, 'kafka_lag', 'growing')}"),
@@ -651,6 +655,28 @@ class Runner:
         return {"pods": pods, "nodes": nodes, "first_record_s": first, "pods_s": all_pods,
                 "nodes_s": all_nodes if watches_nodes else None}
 
+    def fill(self, count: int, timeout: float = 240.0) -> dict[str, Any]:
+        """Create ``count`` pods of 1 GPU (gangs of 1, namespace ``gs-fill``, 8 threads) and
+        wait until they are bound (``timeout`` seconds at most): the cluster a relist at scale
+        lists. Returns the pods, the seconds to create them and to bind them (or ``None``)."""
+        from streams.dev.localcluster import create_namespace, gang_pod
+
+        create_namespace(self.core, "gs-fill")
+        start = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: self.core.create_namespaced_pod(
+                "gs-fill", gang_pod("gs-fill", f"fill-{i}", gang=f"fill-{i}", min_available=1,
+                                    gpu=1)), range(count)))
+        created = round(time.monotonic() - start, 1)
+        bound_s = None
+        while time.monotonic() - start < timeout:
+            pods = self.core.list_namespaced_pod("gs-fill").items
+            if sum(bool(p.spec.node_name) for p in pods) >= count:
+                bound_s = round(time.monotonic() - start, 1)
+                break
+            time.sleep(2)
+        return {"pods": count, "create_s": created, "bound_s": bound_s}
+
     def clean(self, prefix: str) -> None:
         """Delete what is left of the phase's pods and wait until they are gone."""
         from kubernetes.client.exceptions import ApiException
@@ -693,11 +719,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", type=Path, help="replay this plan (JSONL of bench/workload.py)")
     ap.add_argument("--save-plan", type=Path, help="write the plan used here")
     ap.add_argument("--quick", action="store_true", help="100 nodes, a 60 s window")
+    ap.add_argument("--relist-pods", type=int, default=2000,
+                    help="after the windows, pods of 1 GPU to create (and bind) before timing the "
+                         "watcher's relist again, at a full cluster's size (default 2000; 0: skip)")
     ap.add_argument("--json-only", action="store_true", help="print the JSON line alone")
     args = ap.parse_args(argv)
     if args.quick:  # a tenth of the nodes, ten times the compression: the same arrival rate
         args.nodes, args.window = min(args.nodes, 100), min(args.window, 60.0)
         args.compress *= 10
+        args.relist_pods = min(args.relist_pods, 200)
     if args.nodes < 1 or args.gpus_per_node < 1 or args.window <= 0:
         ap.error("--nodes, --gpus-per-node and --window must be positive")
     say = (lambda _: None) if args.json_only else (lambda line: print(line, flush=True))
@@ -748,6 +778,15 @@ def main(argv: list[str] | None = None) -> int:
         say(f"with gangstate: {json.dumps(result['phases']['gs'])}")
         result["relist"] = runner.relist()
         say(f"relist: {json.dumps(result['relist'])}")
+        if args.relist_pods:
+            result["fill"] = runner.fill(args.relist_pods)
+            say(f"filled: {json.dumps(result['fill'])}")
+            time.sleep(10)  # the watcher publishes the fill's changes before it is restarted
+            result["relist_full"] = runner.relist()
+            say(f"relist with the fill: {json.dumps(result['relist_full'])}")
+            for p in runner.core.list_namespaced_pod("gs-fill").items:
+                runner.core.delete_namespaced_pod(p.metadata.name, "gs-fill",
+                                                  grace_period_seconds=0)
         runner.clean("gs")
         result["alive"] = runner.chain.alive()
     finally:
