@@ -42,8 +42,9 @@ components' ``/metrics``):
 
 Prints the table and one JSON line (``{"bench": "cluster-scale", ...}``). ``--quick``: 100 nodes,
 a 60 s window, ten times ``--compress`` (the same arrival rate; a smoke run of about 3
-minutes). Figures in docs/benchmarks.md, "Cluster scale". A run with the defaults took 13 min 20 s on
-2 cores here (230 s of it starting 1,000 nodes; ``bench/profiles/cluster-scale-run-1.txt``).
+minutes). Figures in docs/benchmarks.md, "Cluster scale". A run with the defaults took 16 min 15 s on
+2 cores here (230 s of it starting 1,000 nodes, 3 min the relist with 2,000 more pods;
+``bench/profiles/cluster-scale-run-2.txt``).
 """
 
 from __future__ import annotations
