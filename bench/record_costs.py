@@ -9,8 +9,9 @@ the worker's GC thresholds) the trace (``bench/synthetic.py``, real shape) recor
 timing each call in this process's CPU time, and prints per class (``bench/traffic.py``
 ``record_class``; the shim's records together) the records, the mean decode and fold cost in
 µs, the share of the total, and whether the fold kept the gang's state (the record changed
-nothing) or Event records were dropped at decode. One process, one core; the per-call clock
-reads add about 0.3 µs to each figure.
+nothing) or Event records were dropped at decode. One process, one core. The two clock reads
+per call add a fixed cost to every figure (the totals read 1.2-1.5x ``bench/run.py``'s, which
+times whole waves): compare the classes with each other, not with the run's figures.
 """
 
 from __future__ import annotations
