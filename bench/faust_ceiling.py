@@ -91,7 +91,8 @@ def agent_process() -> None:
                             fold = folds.get(p)
                             if fold is None:
                                 fold = folds[p] = PartitionFold({}, loopback=False)
-                            fold.feed(decoded.key, decoded.record)
+                            if decoded.record is not None:
+                                fold.feed(decoded.key, decoded.record)
                 count(len(messages))
 
     faust.Worker(app, loglevel="warning", quiet=True).execute_from_commandline()

@@ -138,7 +138,7 @@ def native_fold_profile(gangs: int, out_path: str, seconds: float = 8.0) -> dict
             "from streams.core.fold import PartitionFold\n"
             f"dec = [decode_input(v) for _k, v in synthetic.trace({gangs})]\n"
             f"t = time.monotonic()\nwhile time.monotonic() - t < {seconds}:\n"
-            "    f = PartitionFold({})\n    for d in dec: f.feed(d.key, d.record)\n")
+            "    f = PartitionFold({})\n    for d in dec:\n        if d.record is not None:\n            f.feed(d.key, d.record)\n")
     import shutil
 
     spy = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which("py-spy")

@@ -45,14 +45,19 @@ from streams.dev.worker_process import running_worker  # noqa: E402
 
 PROFILES = HERE / "profiles"
 
-FULL = dict(fold_gangs=10_000, mem_gangs=1_000, profile_gangs=1_000, sat_gangs=1_000,
+FULL = dict(fold_gangs=2_560, mem_gangs=1_000, profile_gangs=256, sat_gangs=256,
             lat=((2_000, 10), (10_000, 5)), drain_timeout=240, recovery_gangs=100_000,
-            recovery_timeout=150, scale_gangs=600,
-            profile_worker_gangs=1_000)
-QUICK = dict(fold_gangs=600, mem_gangs=200, profile_gangs=0, sat_gangs=40,
+            recovery_timeout=150, scale_gangs=256, scale_workers=(1, 2, 4),
+            profile_worker_gangs=256)
+"""Sizes of the full run on the real-shaped trace (``bench/synthetic.py``: about 395 records
+a gang, 64 gangs about 25k records): fold 2,560 gangs (about 1M records), saturation and
+scale out 256 gangs (about 100k). ``--trace legacy`` multiplies the gang counts by
+``LEGACY_GANGS`` (the older trace has about 96 records a gang)."""
+QUICK = dict(fold_gangs=128, mem_gangs=200, profile_gangs=0, sat_gangs=16,
              lat=((2_000, 1.5), (10_000, 0.5)), drain_timeout=20, recovery_gangs=3_000,
-             recovery_timeout=40, scale_gangs=60,
+             recovery_timeout=40, scale_gangs=16, scale_workers=(1, 2, 4),
              profile_worker_gangs=0)
+LEGACY_GANGS = 4
 
 
 def say(text: str) -> None:
@@ -140,14 +145,15 @@ def _bench_fold(gangs: int, compiled: bool) -> dict:
         del values, wave
         t, c = perf(), cpu()
         for d in decoded:
-            outputs += len(fold.feed(d.key, d.record))
+            if d.record is not None:  # a kube Event: published, not folded
+                outputs += len(fold.feed(d.key, d.record))
         t_fold += perf() - t
         c_fold += cpu() - c
         del decoded
         peak = max(peak, rss_bytes())
     members = sum(len(s.members) for s in store.values())
     wire = [json.dumps(to_wire(s), separators=(",", ":")) for s in list(store.values())[:2000]]
-    wire_bytes = sum(len(w) for w in wire) / len(wire)
+    wire_bytes = sum(len(w) for w in wire) / max(len(wire), 1)
     return {
         "fold": {"records": records, "gangs": gangs, "outputs": outputs,
                  "compiled": compiled,
@@ -160,7 +166,7 @@ def _bench_fold(gangs: int, compiled: bool) -> dict:
                    "cpu_records_per_s": round(records / max(c_dec, 1e-9))},
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "fold_process_memory": {"members_held": members, "rss_delta_bytes": peak - rss0,
-                                "bytes_per_member_rss_delta": round((peak - rss0) / members),
+                                "bytes_per_member_rss_delta": round((peak - rss0) / max(members, 1)),
                                 "wire_bytes_per_gang": round(wire_bytes),
                                 "wire_bytes_per_member": round(wire_bytes * len(wire) / max(
                                     1, sum(len(s.members) for s in
@@ -171,7 +177,7 @@ def _bench_fold(gangs: int, compiled: bool) -> dict:
 def bench_store_memory(gangs: int) -> dict:
     """Bytes of the core's store (GangState values) per member, by tracemalloc: the fold runs
     under tracemalloc, the records are dropped, the store is kept."""
-    waves = list(synthetic.waves(gangs))
+    waves = list(synthetic.waves(gangs, shape="legacy"))  # gangs that stay: members held
     decoded = [[decode_input(v) for _k, v in w] for w in waves]
     del waves
     gc.collect()
@@ -181,7 +187,8 @@ def bench_store_memory(gangs: int) -> dict:
     base = tracemalloc.get_traced_memory()[0]
     for w in decoded:
         for d in w:
-            fold.feed(d.key, d.record)
+            if d.record is not None:
+                fold.feed(d.key, d.record)
     current, peak = tracemalloc.get_traced_memory()
     del decoded
     gc.collect()
@@ -189,7 +196,7 @@ def bench_store_memory(gangs: int) -> dict:
     tracemalloc.stop()
     members = sum(len(s.members) for s in store.values())
     return {"gangs": gangs, "members_held": members, "store_bytes": held,
-            "store_bytes_per_member": round(held / members)}
+            "store_bytes_per_member": round(held / max(members, 1))}
 
 
 def missing_profilers() -> list[str]:
@@ -232,7 +239,8 @@ def profile_core(gangs: int) -> dict:
         def fold_all() -> None:
             fold = PartitionFold({})
             for d in decoded:
-                fold.feed(d.key, d.record)
+                if d.record is not None:
+                    fold.feed(d.key, d.record)
 
         result["fold"] = profile_call(fold_all, str(PROFILES / "fold.txt"),
                                       f"PartitionFold.feed on {len(decoded)} decoded records")
@@ -278,7 +286,8 @@ def members_after(items: list[tuple[str, bytes]]) -> int:
     fold = PartitionFold(store)
     for _k, v in items:
         d = decode_input(v)
-        fold.feed(d.key, d.record)
+        if d.record is not None:
+            fold.feed(d.key, d.record)
     return sum(len(s.members) for s in store.values())
 
 
@@ -444,9 +453,10 @@ def bench_end_to_end(bootstrap: str, cfg: dict, profile: bool) -> dict:
             faust_rss = result["faust_null_agent"]["peak_rss_bytes"]
             result["worker_memory"] = {
                 "members_held": members, "peak_rss_bytes": mem["VmHWM"],
-                "peak_rss_bytes_per_member": round(mem["VmHWM"] / members),
+                "peak_rss_bytes_per_member": round(mem["VmHWM"] / max(members, 1)),
                 "faust_null_agent_peak_rss_bytes": faust_rss,
-                "rss_over_faust_per_member": round((mem["VmHWM"] - faust_rss) / members)}
+                "rss_over_faust_per_member": round((mem["VmHWM"] - faust_rss)
+                                                   / max(members, 1))}
             sat, null, lim = (result["saturation"], result["faust_null_agent"],
                               result["limit"])
             null["cpu_records_per_s"] = round(null["records"] / max(null["cpu_seconds"], 1e-9))
@@ -638,9 +648,10 @@ def write_changelog(settings: Settings, gangs: int) -> dict:
     # template: the final state of synthetic gang 0 (not deleted), as the worker stores it
     store: dict = {}
     fold = PartitionFold(store, settings.fold)
-    for _k, v in synthetic.trace(1, ns_prefix="rec"):
+    for _k, v in synthetic.trace(1, ns_prefix="rec", shape="legacy"):
         d = decode_input(v)
-        fold.feed(d.key, d.record)
+        if d.record is not None:
+            fold.feed(d.key, d.record)
     (_gang0, state0), = store.items()
     template = encode_state(state0, next_due(state0, settings.fold) is not None).decode()
     ns0, job0 = synthetic.gang_name(0, "rec")
@@ -740,18 +751,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="fold,e2e,scale,recovery,profile",
                     help="comma list of parts: fold, e2e, scale, recovery, profile")
     ap.add_argument("--no-profile", action="store_true", help="skip the profiles")
+    ap.add_argument("--trace", choices=("real", "legacy"), default="real",
+                    help="the synthetic trace's shape: the recorded v1.8 mix (default) or the "
+                    "older one of the figures before 2026-12-03")
+    ap.add_argument("--workers", default=None,
+                    help="scale out: comma list of worker counts (default 1,2,4)")
     args = ap.parse_args(argv)
+    synthetic.DEFAULT_SHAPE = args.trace
 
     def on_term(signum, _frame):  # run the finally blocks: stop workers and the broker
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
-    cfg = QUICK if args.quick else FULL
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.trace == "legacy":
+        for size in ("fold_gangs", "profile_gangs", "sat_gangs", "scale_gangs",
+                     "profile_worker_gangs"):
+            cfg[size] *= LEGACY_GANGS
+    if args.workers:
+        cfg["scale_workers"] = tuple(int(x) for x in args.workers.split(","))
     parts = set(args.only.split(","))
     profile = not args.no_profile and "profile" in parts
     PROFILES.mkdir(exist_ok=True)
     started = time.monotonic()
-    results: dict = {"mode": "quick" if args.quick else "full"}
+    results: dict = {"mode": "quick" if args.quick else "full", "trace": args.trace}
 
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
@@ -800,15 +823,17 @@ def main(argv: list[str] | None = None) -> int:
                     e2e["saturation"]["records_per_s"] / e2e["limit"]["records_per_s"], 3)
                 say(f"  end to end / limit = {results['end_to_end_over_limit']}")
             if "scale" in parts:
-                say(f"scale out: {cfg['scale_gangs']} gangs, one worker, then two ...")
-                one = bench_scale(bootstrap, cfg["scale_gangs"], 1)
-                say(f"  one worker:  {json.dumps(one)}")
-                two = bench_scale(bootstrap, cfg["scale_gangs"], 2)
-                say(f"  two workers: {json.dumps(two)}")
-                results["scale_out"] = {"one": one, "two": two,
-                                        "two_over_one": round(two["records_per_s"]
-                                                              / one["records_per_s"], 2)}
-                say(f"  two workers / one = {results['scale_out']['two_over_one']}")
+                counts = cfg["scale_workers"]
+                say(f"scale out: {cfg['scale_gangs']} gangs, workers {counts} ...")
+                scale: dict = {}
+                for n in counts:
+                    scale[str(n)] = bench_scale(bootstrap, cfg["scale_gangs"], n)
+                    say(f"  {n} worker(s): {json.dumps(scale[str(n)])}")
+                base = scale[str(counts[0])]["records_per_s"]
+                scale["over_first"] = {str(n): round(scale[str(n)]["records_per_s"] / base, 2)
+                                       for n in counts}
+                results["scale_out"] = scale
+                say(f"  rate over {counts[0]} worker(s): {json.dumps(scale['over_first'])}")
             if "recovery" in parts:
                 say(f"recovery: {cfg['recovery_gangs']} gangs in the changelog ...")
                 results["recovery"] = bench_recovery(bootstrap, cfg["recovery_gangs"],

@@ -224,11 +224,370 @@ def _gang_records(i: int, members: int, start: int, rng: random.Random,
     return out
 
 
+# -- the real shape (issue 25): bench/traffic/recorded.jsonl.gz --------------------------------
+
+DEFAULT_SHAPE = "real"
+"""The shape ``waves`` and ``trace`` give when not told (``bench/run.py --trace`` sets it)."""
+STORM_EVERY = 16
+"""One gang in ``STORM_EVERY`` never fits and storms (gangs ``i % STORM_EVERY == 0``)."""
+STORM_PODS = 3
+STORM_SECONDS = 30
+"""A never-fitting gang of ``STORM_PODS`` pods storms for this many seconds of event time."""
+ATTEMPTS_PER_POD_S = 14
+"""Failed attempts a second per pod of a storming gang: 42 a second for 3 pods, as recorded
+(43.3 FailedScheduling Events a second for one 3-pod gang, hold off)."""
+EVENT_REPEAT_SHARE = 0.2
+"""Share of a storm's Events written as a ``MODIFIED`` of the pod's Event (series count + 1)
+rather than a new Event (``ADDED``): 8.45 of 43.5 a second as recorded."""
+CONDITION_SHARE = 0.82
+"""Share of a storm's attempts that change the pod's PodScheduled condition, so a condition
+record is derived: 35.5 of 43.5 a second as recorded."""
+POD_MODIFIED_PER_ATTEMPT = 1.1
+"""Pod ``MODIFIED`` records (resourceVersion, ``nominatedNodeName``) per attempt: 47.6 of 43.5
+a second as recorded."""
+TICK_PARTITIONS = 8
+"""Ticks: one a second of event time per partition of this many (the bench's topic)."""
+NODES = 512
+FIT_ERROR = f"0/{NODES} nodes are available: {NODES} Insufficient nvidia.com/gpu."
+PREEMPTION = (f" no new claims to deallocate, preemption: 0/{NODES} nodes are available: "
+              f"{NODES} No preemption victims found for incoming pod.")
+
+
+@functools.lru_cache(maxsize=None)
+def tick_keys(partitions: int = TICK_PARTITIONS) -> tuple[str, ...]:
+    """One key per partition (``tick/<n>``, the first that ``partition_of`` puts there): a tick
+    is folded by the partition it is in, whatever its key."""
+    from streams.kafka.partitions import partition_of
+
+    keys: list[str | None] = [None] * partitions
+    n = 0
+    while None in keys:
+        key = f"tick/{n}"
+        p = partition_of(key, partitions)
+        if keys[p] is None:
+            keys[p] = key
+        n += 1
+    return tuple(k for k in keys if k is not None)
+
+
+def tick_record(at: int) -> bytes:
+    """One ``gangstate.tick/v1`` (74 B, as recorded)."""
+    return _DUMPS({"schema": "gangstate.tick/v1", "observed_at": format_time(at)}).encode()
+
+
+def slim_pod(at: int, type_: str, ns: str, gang: str, name: str, uid: str, rv: int,
+             members: int, created: str, *, node: str | None = None, phase: str = "Pending",
+             nominated: str | None = None, deleting: str | None = None) -> bytes:
+    """A Pod record as ``gangstate watch`` publishes it (``published``; about 0.5 KiB as
+    recorded)."""
+    meta: dict = {"name": name, "namespace": ns, "uid": uid, "resourceVersion": str(rv),
+                  "creationTimestamp": created}
+    if deleting:
+        meta["deletionTimestamp"] = deleting
+    meta["annotations"] = {PREFIX + "min-available": str(members), PREFIX + "name": gang}
+    spec = {"nodeName": node} if node else {}
+    status: dict = {"phase": phase}
+    if nominated:
+        status["nominatedNodeName"] = nominated
+    return _DUMPS({"schema": "gangstate.kube/v1", "observed_at": format_time(at),
+                   "resource": "pods", "type": type_,
+                   "object": {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                              "spec": spec, "status": status}}).encode()
+
+
+def shim_record(at: int, shim: str, cycle: int, ns: str, pod: str, uid: str, gang: str,
+                stage: str, status: str, *, reason: str = "", message: str = "",
+                representative: str | None = None, node: str | None = None,
+                **extra: object) -> bytes:
+    """A ``gangstate.cycle/v1`` record of the scheduler shim (``shim``, the cycle number;
+    optional fields of ``extra`` in the recorded order)."""
+    rec: dict = {"schema": "gangstate.cycle/v1", "observed_at": format_time(at),
+                 "scheduler": SCHEDULER, "shim": shim, "cycle": cycle,
+                 "pod": {"namespace": ns, "name": pod, "uid": uid}, "gang": gang,
+                 "gang_group": gang, "stage": stage, "status": status, "reason": reason,
+                 "message": message, "representative": representative, "node": node}
+    rec.update(extra)
+    return _DUMPS(rec).encode()
+
+
+def event_record(at: int, type_: str, ns: str, ev_name: str, ev_uid: str, rv: int,
+                 pod: str, pod_uid: str, pod_rv: int, reason: str, message: str,
+                 kind: str, count: int) -> bytes:
+    """A core/v1 Event as the watch producer publishes it (as the API server returned it,
+    ``managedFields`` included: about 1.3 KiB as recorded)."""
+    when = format_time(at)
+    created = when[:19] + "Z"
+    fields = {"f:action": {}, "f:eventTime": {}, "f:note": {}, "f:reason": {},
+              "f:regarding": {}, "f:reportingController": {}, "f:reportingInstance": {}}
+    if count > 1:
+        fields["f:series"] = {".": {}, "f:count": {}, "f:lastObservedTime": {}}
+    fields["f:type"] = {}
+    obj: dict = {"kind": "Event", "apiVersion": "v1",
+                 "metadata": {"name": ev_name, "namespace": ns, "uid": ev_uid,
+                              "resourceVersion": str(rv), "creationTimestamp": created,
+                              "managedFields": [{"manager": SCHEDULER, "operation": "Update",
+                                                 "apiVersion": "events.k8s.io/v1",
+                                                 "time": created, "fieldsType": "FieldsV1",
+                                                 "fieldsV1": fields}]},
+                 "involvedObject": {"kind": "Pod", "namespace": ns, "name": pod,
+                                    "uid": pod_uid, "apiVersion": "v1",
+                                    "resourceVersion": str(pod_rv)},
+                 "reason": reason, "message": message, "source": {}, "firstTimestamp": None,
+                 "lastTimestamp": None, "type": kind, "eventTime": when}
+    if count > 1:
+        obj["series"] = {"count": count, "lastObservedTime": when}
+    obj.update({"action": "Scheduling" if reason == "FailedScheduling" else "Binding",
+                "reportingComponent": SCHEDULER, "reportingInstance": f"{SCHEDULER}-0"})
+    return _DUMPS({"schema": "gangstate.kube/v1", "observed_at": when, "resource": "events",
+                   "type": type_, "object": obj}).encode()
+
+
+def derived_record(at: int, ns: str, pod: str, uid: str, gang: str, stage: str, status: str,
+                   reason: str, message: str, source: dict, **extra: object) -> bytes:
+    """A ``gangstate.cycle/v1`` record the watch producer derives from a scheduler Event or a
+    pod's PodScheduled condition (``cycle`` null, ``source`` naming it)."""
+    rec: dict = {"schema": "gangstate.cycle/v1", "observed_at": format_time(at),
+                 "scheduler": SCHEDULER, "cycle": None,
+                 "pod": {"namespace": ns, "name": pod, "uid": uid}, "gang": gang,
+                 "gang_group": gang, "stage": stage, "status": status, "reason": reason,
+                 "message": message, "representative": None, "node": extra.pop("node", None),
+                 "source": source}
+    rec.update(extra)
+    return _DUMPS(rec).encode()
+
+
+class _Gang:
+    """Per-gang generation state: names, uids, resourceVersions, the records so far."""
+
+    def __init__(self, i: int, members: int, start: int, rng: random.Random,
+                 ns_prefix: str) -> None:
+        self.ns, self.name = gang_name(i, ns_prefix)
+        self.gang = f"{self.ns}/{self.name}"
+        self.members = members
+        self.pods = [f"{self.name}-{m}" for m in range(members)]
+        self.uids = [_uid(rng) for _ in range(members)]
+        self.rv = [10_000 + rng.randrange(1000) + 10 * m for m in range(members)]
+        self.t = start
+        self.created = [""] * members
+        self.out: list[tuple[int, int, str, bytes]] = []
+        self.cycle = 1_000 + 4_096 * i
+        self.shim = "bench-shim"
+
+    def add(self, value: bytes, dt: int = 0) -> None:
+        self.t += dt
+        self.out.append((self.t, len(self.out), self.gang, value))
+
+    def pod(self, type_: str, m: int, dt: int = 0, **kw: object) -> None:
+        self.rv[m] += 1
+        self.t += dt
+        self.add(slim_pod(self.t, type_, self.ns, self.name, self.pods[m], self.uids[m],
+                          self.rv[m], self.members, self.created[m], **kw))  # type: ignore
+
+    def shim_rec(self, m: int, stage: str, status: str, dt: int = 30, **kw: object) -> None:
+        self.t += dt
+        self.add(shim_record(self.t, self.shim, self.cycle, self.ns, self.pods[m],
+                             self.uids[m], self.gang, stage, status, **kw))  # type: ignore
+
+    def arrive(self) -> None:
+        """Pods created; each but the last refused at PreEnqueue (not enough members yet)."""
+        for m in range(self.members):
+            self.t += 50_000
+            self.created[m] = format_time(self.t)[:19] + "Z"
+            self.pod("ADDED", m)
+            if m < self.members - 1:
+                self.shim_rec(m, "PreEnqueue", "UnschedulableAndUnresolvable", 7_000,
+                              reason="GangBasicCheckUnsatisfied",
+                              message=f"gangGroup [{self.gang}] basic check: memberGangs "
+                              f"[{self.gang}] child pod not collect enough, current gang: "
+                              f"{self.gang}, podName: {self.ns}/{self.pods[m]}",
+                              code="UnschedulableAndUnresolvable")
+
+    def open_round(self, rep: int) -> str:
+        """The shim's opening records of a detailed round by representative ``rep``."""
+        self.cycle += 1
+        rep_id = f"{self.ns}/{self.pods[rep]}"
+        self.shim_rec(rep, "PreEnqueue", "Success", representative=rep_id, code="Success")
+        self.shim_rec(rep, "PreEnqueue", "Success", reason="RepresentativeRecorded",
+                      message=f"representative - -> {rep_id} (PreEnqueue)",
+                      representative=rep_id, event="RepresentativeRecorded")
+        self.cycle += 1
+        self.shim_rec(rep, "PreFilter", "Success", reason="RoundOpened",
+                      message="gang scheduling context opened by the representative",
+                      round=self.cycle, event="RoundOpened")
+        self.shim_rec(rep, "PreEnqueue", "Success", reason="RepresentativeCleared",
+                      message=f"representative {rep_id} -> - (gang group enters scheduling)",
+                      event="RepresentativeCleared")
+        return rep_id
+
+
+def _live_gang(i: int, start: int, rng: random.Random, ns_prefix: str
+               ) -> list[tuple[int, int, str, bytes]]:
+    """A gang that fits (2 to 8 pods): created, one shim round (every member waits at Permit,
+    the last is ``Allowed``), bound (the shim's ``Bound`` and the ``Scheduled`` Event with its
+    derived record), Running, deleted 20-60 s after its creation, as the recording's small
+    gangs."""
+    g = _Gang(i, rng.choice((2, 2, 4, 4, 8)), start, rng, ns_prefix)
+    g.arrive()
+    g.open_round(g.members - 1)
+    round_ = g.cycle
+    nodes = [f"gpu-node-{rng.randrange(NODES)}" for _ in range(g.members)]
+    for k, m in enumerate([g.members - 1] + list(range(g.members - 1))):
+        if k:
+            g.shim_rec(m, "PreFilter", "Success", reason="MemberHandedOut",
+                       message="NextPod hands out a pending member of the round",
+                       round=round_, event="MemberHandedOut")
+        if k < g.members - 1:
+            g.shim_rec(m, "Permit", "Wait", 500, reason="Coscheduling", message="wait 10m0s",
+                       node=nodes[m], round=round_)
+        else:
+            g.shim_rec(m, "Permit", "Success", 500, reason="Coscheduling", node=nodes[m],
+                       round=round_, event="Allowed")
+    for m in range(g.members):
+        g.cycle += 1
+        msg = f"Successfully assigned {g.ns}/{g.pods[m]} to {nodes[m]}"
+        g.shim_rec(m, "Bind", "Bound", 20_000, message=msg, node=nodes[m])
+        ev_name, ev_uid = f"{g.pods[m]}.{rng.getrandbits(60):016x}", _uid(rng)
+        g.t += 20_000
+        g.add(event_record(g.t, "ADDED", g.ns, ev_name, ev_uid, g.rv[m] + 5, g.pods[m],
+                           g.uids[m], g.rv[m], "Scheduled", msg, "Normal", 1))
+        g.add(derived_record(g.t, g.ns, g.pods[m], g.uids[m], g.gang, "Bind", "Bound", "", msg,
+                             {"event": f"{g.ns}/{ev_name}", "uid": ev_uid, "count": 1,
+                              "parsed": True, "form": "E1"}, node=nodes[m]))
+    for phase_step in range(4):  # nodeName, container creating, Running, Ready
+        for m in range(g.members):
+            g.pod("MODIFIED", m, 100_000 if phase_step else 5_000, node=nodes[m],
+                  phase="Running" if phase_step >= 2 else "Pending")
+    g.t = start + rng.randrange(20_000_000, 60_000_000)
+    gone = format_time(g.t)[:19] + "Z"
+    for m in range(g.members):
+        g.pod("MODIFIED", m, 1_000, node=nodes[m], phase="Running", deleting=gone)
+    for m in range(g.members):
+        g.pod("DELETED", m, 40_000, node=nodes[m], phase="Running", deleting=gone)
+    return g.out
+
+
+def _storm_gang(i: int, start: int, rng: random.Random, ns_prefix: str
+                ) -> list[tuple[int, int, str, bytes]]:
+    """A gang of ``STORM_PODS`` x 1 GPU that never fits, storming for ``STORM_SECONDS`` of
+    event time, then deleted. Each second: one detailed shim round (as recorded: the
+    representative recorded and cleared, ``RoundOpened``, members handed out, one waiting at
+    Permit, a member failing Filter with ``rounds_skipped``, ``Unreserve`` rejections,
+    ``RoundClosed``, the PreFilter and PreEnqueue refusals of the next rounds), and
+    ``ATTEMPTS_PER_POD_S`` failed attempts per pod, each a ``FailedScheduling`` Event (new, or
+    a repeat of the pod's Event with its series count), the cycle record derived from it, a Pod
+    ``MODIFIED`` (resourceVersion, ``nominatedNodeName``) and, for most, the cycle record
+    derived from the pod's changed PodScheduled condition."""
+    g = _Gang(i, STORM_PODS, start, rng, ns_prefix)
+    g.arrive()
+    capacity = {"resource": "nvidia.com/gpu", "request": 1000, "allocatable": 2000 * NODES,
+                "free": 0, "nodes": NODES, "room": 0, "largest": 1000, "priority": 0,
+                "room_preempting": 0}
+    events: list[tuple[str, str, int] | None] = [None] * g.members  # name, uid, count
+    ltt = [g.created[m] for m in range(g.members)]
+    ev_rv = 50_000 + 4_096 * i
+    per_s = ATTEMPTS_PER_POD_S * g.members
+    t0 = g.t
+    for second in range(STORM_SECONDS):
+        g.t = t0 + second * 1_000_000
+        culprit = rng.randrange(g.members)
+        rep = (culprit + 1) % g.members
+        rep_id = g.open_round(rep)
+        round_ = g.cycle
+        others = [m for m in range(g.members) if m != rep]
+        for m in others:
+            g.shim_rec(m, "PreFilter", "Success", 200, reason="MemberHandedOut",
+                       message="NextPod hands out a pending member of the round",
+                       round=round_, event="MemberHandedOut")
+        g.shim_rec(rep, "Permit", "Wait", 500, reason="Coscheduling", message="wait 10m0s",
+                   node=f"gpu-node-{rng.randrange(NODES)}", round=round_)
+        g.shim_rec(culprit, "Filter", "Unschedulable", 500, reason="Insufficient nvidia.com/gpu",
+                   message=FIT_ERROR, culprit=f"{g.ns}/{g.pods[culprit]}", fit_error=FIT_ERROR,
+                   already_wait_for_bound=1, round=round_, rounds_skipped=rng.randrange(8, 16))
+        g.shim_rec(rep, "Unreserve", "Rejected", reason="GangGroupRejected",
+                   message=f'Gang "{g.gang}" gets rejected due to Pod "{g.pods[rep]}" in '
+                   f'Unreserve', representative=rep_id, node=f"gpu-node-{rng.randrange(NODES)}")
+        g.shim_rec(rep, "PreFilter", "Success", 80_000, reason="RoundClosed",
+                   message="all pending pods is already been attempted",
+                   representative=rep_id, round=round_, event="RoundClosed")
+        g.cycle += 1
+        reject = (f'GangGroup "{g.gang}" gets rejected due to member Pod "{g.ns}/'
+                  f'{g.pods[culprit]}" is unschedulable with reason "{FIT_ERROR}", '
+                  f'alreadyWaitForBound: 0')
+        g.shim_rec(rep, "PreFilter", "UnschedulableAndUnresolvable", 1_000,
+                   reason="GangGroupRejected", message=reject,
+                   culprit=f"{g.ns}/{g.pods[culprit]}", fit_error=FIT_ERROR, round=g.cycle,
+                   code="UnschedulableAndUnresolvable")
+        g.shim_rec(rep, "PreEnqueue", "UnschedulableAndUnresolvable", 1_000,
+                   reason="GangGroupRejected", message=reject,
+                   code="UnschedulableAndUnresolvable")
+        for a in range(per_s):
+            g.t = t0 + second * 1_000_000 + 100_000 + a * (900_000 // per_s)
+            m = a % g.members
+            own = m == culprit
+            if own:
+                message, form = FIT_ERROR + PREEMPTION, "FIT"
+                facts: dict = {"culprit": f"{g.ns}/{g.pods[m]}", "fit_error": FIT_ERROR,
+                               "capacity": capacity, "preemption": "no-victims",
+                               "preemption_text": PREEMPTION.split("preemption: ", 1)[1]}
+                stage, status, reason = "Filter", "Unschedulable", "Insufficient nvidia.com/gpu"
+            else:
+                message, form = (f"0/{NODES} nodes are available: {reject}. not found", "B2")
+                facts = {"culprit": f"{g.ns}/{g.pods[culprit]}", "fit_error": FIT_ERROR,
+                         "already_wait_for_bound": 0, "capacity": capacity}
+                stage, status, reason = ("PreFilter", "UnschedulableAndUnresolvable",
+                                         "GangGroupRejected")
+            ev_rv += 1
+            previous = events[m]
+            if previous is not None and rng.random() < EVENT_REPEAT_SHARE:
+                name, uid, count = previous
+                count += 1
+                type_ = "MODIFIED"
+            else:
+                name, uid, count = f"{g.pods[m]}.{rng.getrandbits(60):016x}", _uid(rng), 1
+                type_ = "ADDED"
+            events[m] = (name, uid, count)
+            g.add(event_record(g.t, type_, g.ns, name, uid, ev_rv, g.pods[m], g.uids[m],
+                               g.rv[m], "FailedScheduling", message, "Warning", count))
+            g.add(derived_record(g.t, g.ns, g.pods[m], g.uids[m], g.gang, stage, status,
+                                 reason, message, {"event": f"{g.ns}/{name}", "uid": uid,
+                                                   "count": count, "parsed": True,
+                                                   "form": form}, **facts))
+            nominated = None if own else f"gpu-node-{rng.randrange(NODES)}"
+            for _ in range(1 + (rng.random() < POD_MODIFIED_PER_ATTEMPT - 1)):
+                g.pod("MODIFIED", m, 2_000, nominated=nominated)
+            if rng.random() < CONDITION_SHARE:
+                digest = f"{rng.getrandbits(64):016x}"
+                g.add(derived_record(g.t, g.ns, g.pods[m], g.uids[m], g.gang, stage, status,
+                                     reason, message,
+                                     {"kind": "condition", "uid": f"cond:{g.uids[m]}:{ltt[m]}:"
+                                      f"{digest}@{g.rv[m]}", "count": 1,
+                                      "last_transition_time": ltt[m], "parsed": True,
+                                      "form": form}, **facts), 1_000)
+    g.t += 1_000_000
+    gone = format_time(g.t)[:19] + "Z"
+    for m in range(g.members):
+        g.pod("DELETED", m, 40_000, deleting=gone)
+    return g.out
+
+
+def _real_gang(i: int, start: int, rng: random.Random, ns_prefix: str
+               ) -> list[tuple[int, int, str, bytes]]:
+    if i % STORM_EVERY == 0:
+        return _storm_gang(i, start, rng, ns_prefix)
+    return _live_gang(i, start, rng, ns_prefix)
+
+
 def waves(gangs: int, members: int = 8, seed: int = 6, ns_prefix: str = "bench",
-          first: int = 0, manifests: bool = False) -> Iterator[list[tuple[str, bytes]]]:
+          first: int = 0, manifests: bool = False,
+          shape: str | None = None) -> Iterator[list[tuple[str, bytes]]]:
     """The trace as lists of ``(key, value)``, one list per wave of ``WAVE`` gangs, in
-    event-time order. ``first`` offsets the gang indexes (a disjoint set of gangs);
-    ``manifests`` publishes whole Pods (see the module's help)."""
+    event-time order. ``first`` offsets the gang indexes (a disjoint set of gangs).
+    ``shape`` ``real`` (the default): the recorded v1.8 mix (module help; ``members`` and
+    ``manifests`` are not used, ticks included); ``legacy``: the older shape of ``members``
+    pods per gang (``manifests``: whole Pods)."""
+    shape = shape or DEFAULT_SHAPE
+    if shape not in ("real", "legacy"):
+        raise ValueError(f"shape must be 'real' or 'legacy', not {shape!r}")
     for w_start in range(first, first + gangs, WAVE):
         w_end = min(w_start + WAVE, first + gangs)
         rng = random.Random(f"{seed}:{ns_prefix}:{w_start}")
@@ -236,18 +595,25 @@ def waves(gangs: int, members: int = 8, seed: int = 6, ns_prefix: str = "bench",
         recs: list[tuple[int, int, int, str, bytes]] = []
         for i in range(w_start, w_end):
             start = base + rng.randrange(30_000_000)
-            recs.extend((at, i, seq, key, value)
-                        for at, seq, key, value in _gang_records(i, members, start, rng,
-                                                                 ns_prefix, manifests))
+            gang = (_real_gang(i, start, rng, ns_prefix) if shape == "real" else
+                    _gang_records(i, members, start, rng, ns_prefix, manifests))
+            recs.extend((at, i, seq, key, value) for at, seq, key, value in gang)
+        if shape == "real" and recs:
+            end = max(r[0] for r in recs)
+            keys = tick_keys()
+            for n, at in enumerate(range(base, end + 1, 1_000_000)):
+                for p, key in enumerate(keys):
+                    recs.append((at, -1, n * len(keys) + p, key, tick_record(at)))
         recs.sort(key=lambda r: (r[0], r[1], r[2]))
         yield [(key, value) for _at, _i, _seq, key, value in recs]
 
 
 def trace(gangs: int, members: int = 8, seed: int = 6, ns_prefix: str = "bench",
-          first: int = 0, manifests: bool = False) -> Iterator[tuple[str, bytes]]:
-    """The whole trace as ``(key, value)`` pairs in event-time order (``manifests``: whole
-    Pods, see the module's help)."""
-    for wave in waves(gangs, members, seed, ns_prefix, first, manifests):
+          first: int = 0, manifests: bool = False,
+          shape: str | None = None) -> Iterator[tuple[str, bytes]]:
+    """The whole trace as ``(key, value)`` pairs in event-time order (``shape``, ``members``
+    and ``manifests`` as for ``waves``)."""
+    for wave in waves(gangs, members, seed, ns_prefix, first, manifests, shape):
         yield from wave
 
 

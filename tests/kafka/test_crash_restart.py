@@ -56,7 +56,7 @@ def _lines() -> list[tuple[str, int, bytes]]:
     gated representative (its one command) merged by time (2026-11-02, 2026-12-01): one log in
     event-time order."""
     synthetic = [("synthetic", n, value) for n, (_key, value)
-                 in enumerate(trace(GANGS, MEMBERS), start=1)]
+                 in enumerate(trace(GANGS, MEMBERS, shape="legacy"), start=1)]
     cases = handed_case_dirs() + [c for c in recorded_case_dirs()
                                   if c.name == "shim-gated-representative"]
     return synthetic + merged_by_time([case / "trace.jsonl" for case in cases])
