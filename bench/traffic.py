@@ -49,6 +49,7 @@ from kafka import KafkaConsumer, TopicPartition  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
+from bench.holds import delete_all  # noqa: E402
 from streams.core.fold import FoldSettings  # noqa: E402
 from streams.dev.localcluster import (Chain, controlplane_module, create_namespace,  # noqa: E402
                                      gang_pod)
@@ -164,19 +165,6 @@ class Live(threading.Thread):
         """Stop creating gangs and wait for the thread."""
         self.halt.set()
         self.join(30)
-
-
-def delete_all(core: client.CoreV1Api, ns: str) -> None:
-    """Delete every pod of ``ns`` at once and wait until they are gone."""
-    for p in core.list_namespaced_pod(ns).items:
-        try:
-            core.delete_namespaced_pod(p.metadata.name, ns, grace_period_seconds=0)
-        except ApiException as err:
-            if err.status != 404:
-                raise
-    deadline = time.monotonic() + 120
-    while core.list_namespaced_pod(ns).items and time.monotonic() < deadline:
-        time.sleep(0.2)
 
 
 def one_mode(cluster: Any, bootstrap: str, mode: str, window: float, logdir: Path,
