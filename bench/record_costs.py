@@ -39,8 +39,11 @@ from streams.worker.app import tune_gc  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     """Measure and print the table; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gangs", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--gangs", type=int, default=128,
+                    help="gangs of the real-shaped synthetic trace (about 395 records each; "
+                         "default 128)")
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="passes over the trace, each with a fresh fold (default 2)")
     args = ap.parse_args(argv)
     tune_gc()
     items = list(synthetic.trace(args.gangs))
