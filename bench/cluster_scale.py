@@ -52,9 +52,9 @@ to 0.
 
 Prints the table and one JSON line (``{"bench": "cluster-scale", ...}``). ``--quick``: 100 nodes,
 a 60 s window, ten times ``--compress`` (the same arrival rate; a smoke run of about 3
-minutes). Figures in docs/benchmarks.md, "Cluster scale". A run with the defaults took 16 min 15 s on
-2 cores here (230 s of it starting 1,000 nodes, 3 min the relist with 2,000 more pods;
-``bench/profiles/cluster-scale-run-2.txt``).
+minutes). Figures in docs/benchmarks.md, "Cluster scale". A run with the defaults took 21 min 8 s on
+2 cores here (231 s of it starting 1,000 nodes, 263 s binding the prefill's 6,400 pods;
+``bench/profiles/cluster-scale-run-3.txt``).
 """
 
 from __future__ import annotations
@@ -210,6 +210,21 @@ def explained_events(seen: Iterable[Mapping[str, Any]],
                    for s in last.values()), key=lambda e: (e["ns"], e["pod"], e["reason"]))
 
 
+def pod_writers(seen: Iterable[Mapping[str, Any]],
+                pods: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    """For each ``(namespace, pod)`` of ``pods``: occurrences by ``writer/reason`` of the Events
+    on it (:func:`occurrences`), keyed ``namespace/pod``: what the scheduler wrote beside
+    gangstate's explanations."""
+    wanted = set(pods)
+    by_pod: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for s in seen:
+        key = (s["ns"], s.get("pod", ""))
+        if key in wanted:
+            by_pod[key].append(s)
+    return {f"{ns}/{pod}": {f"{w}/{r}": n for (w, r), n in sorted(occurrences(xs).items())}
+            for (ns, pod), xs in sorted(by_pod.items())}
+
+
 def phase_figures(phase: Mapping[str, Any]) -> dict[str, Any]:
     """The derived figures of one phase's raw measurements (pure; see :func:`Runner.window`)."""
     secs = phase["window_s"]
@@ -243,6 +258,8 @@ def phase_figures(phase: Mapping[str, Any]) -> dict[str, Any]:
         "noise_ratio": round(mine / theirs, 4) if theirs else None,
         "events_by_reason": {f"{w}/{r}": n for (w, r), n in sorted(occ.items())},
         "gangstate_explained_events": explained_events(seen),
+        "explained_pods": pod_writers(seen, {(e["ns"], e["pod"])
+                                             for e in explained_events(seen)}),
         "cpu_s_per_min": cpu, "peak_rss_mib": phase["peak_rss_mib"],
         "hwm_mib": phase["hwm_mib"],
         "api_writes_per_min": per_minute(writes, secs),

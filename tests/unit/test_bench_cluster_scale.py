@@ -133,3 +133,18 @@ def test_table_shows_the_prefill() -> None:
     out = table(result)
     assert "| 606 / 640 / 640 (0.800); 3.6 / 26.3 |" in out
     assert "chain settled in 12.0 s (640 sink writes)" in out
+
+
+def test_pod_writers_counts_each_writers_events_on_the_pods_asked() -> None:
+    from bench.cluster_scale import pod_writers
+
+    seen = [{"uid": "f1", "ns": "n", "pod": "a-0", "writer": "koord-scheduler",
+             "reason": "FailedScheduling", "count": 1},
+            {"uid": "f1", "ns": "n", "pod": "a-0", "writer": "koord-scheduler",
+             "reason": "FailedScheduling", "count": 4},
+            {"uid": "g1", "ns": "n", "pod": "a-0", "writer": "gangstate",
+             "reason": "GangMembersStranded", "count": 1},
+            {"uid": "f2", "ns": "n", "pod": "b-0", "writer": "koord-scheduler",
+             "reason": "Scheduled", "count": 1}]
+    assert pod_writers(seen, {("n", "a-0")}) == {
+        "n/a-0": {"gangstate/GangMembersStranded": 1, "koord-scheduler/FailedScheduling": 4}}
