@@ -40,11 +40,21 @@ components' ``/metrics``):
   every client) and the sink's writes (``gangstate_sink_events_total`` created + patched) and
   its share of them.
 
+**Prefill** (``--occupancy F``, default :data:`bench.workload.OCCUPANCY` 0.8, assumed: the
+trace's own instants hold 0.64 % of its GPUs, see ``bench/workload.py``): before the first window,
+gangs drawn from the trace's GPUs per task (:func:`bench.workload.prefill_gangs`; a task of G GPUs
+one gang of G members of 1 GPU, as the plan runs a job) are created in namespace ``prefill`` until
+F of the cluster's GPUs are asked for, and waited on until bound; they run through both windows
+(the same for both) and are deleted at the end. After the chain's start, the bench waits until the
+sink's writes are quiet (its Events on the prefill's pods) before the second window. With a
+prefill the watcher's relist is timed at the prefill's pod count, and ``--relist-pods`` defaults
+to 0.
+
 Prints the table and one JSON line (``{"bench": "cluster-scale", ...}``). ``--quick``: 100 nodes,
 a 60 s window, ten times ``--compress`` (the same arrival rate; a smoke run of about 3
-minutes). Figures in docs/benchmarks.md, "Cluster scale". A run with the defaults took 16 min 15 s on
-2 cores here (230 s of it starting 1,000 nodes, 3 min the relist with 2,000 more pods;
-``bench/profiles/cluster-scale-run-2.txt``).
+minutes). Figures in docs/benchmarks.md, "Cluster scale". A run with the defaults took 21 min 8 s on
+2 cores here (231 s of it starting 1,000 nodes, 263 s binding the prefill's 6,400 pods;
+``bench/profiles/cluster-scale-run-3.txt``).
 """
 
 from __future__ import annotations
@@ -67,7 +77,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.workload import Job, Shares, make_plan, read_plan, summary, write_plan  # noqa: E402
+from bench.workload import (OCCUPANCY, Job, Shares, make_plan, prefill_gangs,  # noqa: E402
+                            read_plan, summary, write_plan)
 
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
 GROUPS = "gang.scheduling.koordinator.sh/groups"
@@ -80,6 +91,8 @@ TIMER_REASONS = frozenset({"GangMembersInsufficient", "GangNotInitialized", "Gan
 CLUSTER_COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "koord-scheduler",
                       "kwok")
 CHAIN_COMPONENTS = ("watch", "worker", "sink")
+#: the namespace of the prefill's long-running pods (:meth:`Runner.prefill`)
+PREFILL_NS = "prefill"
 
 
 # -- pure counting and summaries -------------------------------------------------------------
@@ -183,6 +196,35 @@ def pod_names(job: Job) -> list[str]:
     return names
 
 
+def explained_events(seen: Iterable[Mapping[str, Any]],
+                     leave_out: frozenset[str] = frozenset({"GangScheduled"})) -> list[dict[str, Any]]:
+    """gangstate's Events other than ``leave_out``, one entry per Event (its last sighting):
+    ``ns``, ``pod`` (involved object), ``reason``, ``count``, ``message``; sorted by namespace,
+    pod, reason."""
+    last: dict[str, Mapping[str, Any]] = {}
+    for s in seen:
+        if s["writer"] == "gangstate" and s["reason"] not in leave_out:
+            last[s["uid"]] = s
+    return sorted(({"ns": s["ns"], "pod": s.get("pod", ""), "reason": s["reason"],
+                    "count": int(s.get("count") or 1), "message": s.get("message", "")}
+                   for s in last.values()), key=lambda e: (e["ns"], e["pod"], e["reason"]))
+
+
+def pod_writers(seen: Iterable[Mapping[str, Any]],
+                pods: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    """For each ``(namespace, pod)`` of ``pods``: occurrences by ``writer/reason`` of the Events
+    on it (:func:`occurrences`), keyed ``namespace/pod``: what the scheduler wrote beside
+    gangstate's explanations."""
+    wanted = set(pods)
+    by_pod: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for s in seen:
+        key = (s["ns"], s.get("pod", ""))
+        if key in wanted:
+            by_pod[key].append(s)
+    return {f"{ns}/{pod}": {f"{w}/{r}": n for (w, r), n in sorted(occurrences(xs).items())}
+            for (ns, pod), xs in sorted(by_pod.items())}
+
+
 def phase_figures(phase: Mapping[str, Any]) -> dict[str, Any]:
     """The derived figures of one phase's raw measurements (pure; see :func:`Runner.window`)."""
     secs = phase["window_s"]
@@ -215,6 +257,9 @@ def phase_figures(phase: Mapping[str, Any]) -> dict[str, Any]:
         "gangstate_events_per_min": per_minute(mine, secs),
         "noise_ratio": round(mine / theirs, 4) if theirs else None,
         "events_by_reason": {f"{w}/{r}": n for (w, r), n in sorted(occ.items())},
+        "gangstate_explained_events": explained_events(seen),
+        "explained_pods": pod_writers(seen, {(e["ns"], e["pod"])
+                                             for e in explained_events(seen)}),
         "cpu_s_per_min": cpu, "peak_rss_mib": phase["peak_rss_mib"],
         "hwm_mib": phase["hwm_mib"],
         "api_writes_per_min": per_minute(writes, secs),
@@ -254,7 +299,16 @@ def table(result: Mapping[str, Any]) -> str:
             d = d.get(k, "-")
         return "-" if d is None else d
 
-    rows = [
+    pre = result.get("prefill")
+    rows = []
+    if pre:
+        share = pre["gpus"] / (result["nodes"] * result["gpus_per_node"])
+        rows.append(("prefill before both windows: gangs / pods / GPUs (share); create / all "
+                     "bound, s", f"{pre['gangs']} / {pre['pods']} / {pre['gpus']} "
+                     f"({share:.3f}); {pre['create_s']} / {pre['bound_s']}",
+                     f"the same; chain settled in {g(result, 'settle', 'settle_s')} s "
+                     f"({g(result, 'settle', 'sink_writes')} sink writes)"))
+    rows += [
         ("cause -> gangstate Event, s: p50 / p99 / max", "-",
          q(gs.get("cause_to_event_s"))),
         ("  reasons a record causes", "-", q(gs.get("cause_to_event_record_caused_s"))),
@@ -304,7 +358,8 @@ def table(result: Mapping[str, Any]) -> str:
 
 class EventWatch:
     """Every core/v1 Event of the cluster as this process's watch sees it, in a daemon thread:
-    one sighting per ADDED/MODIFIED (``uid``, ``ns``, ``writer``, ``reason``, ``count``, ``seen``
+    one sighting per ADDED/MODIFIED (``uid``, ``ns``, ``writer``, ``reason``, ``count``, ``pod``
+    (the involved object's name), ``message``, ``seen``
     (``time.time()``), ``first`` (its first sighting), ``caused`` (gangstate's annotation, Unix
     s), ``stamped`` (Unix s of ``eventTime`` on a new Event, of the series' ``lastObservedTime``
     on a series update, else ``None``))."""
@@ -364,6 +419,8 @@ class EventWatch:
                         self.seen.append({
                             "uid": uid, "ns": obj.metadata.namespace or "", "writer": writer,
                             "reason": obj.reason or "", "count": count, "seen": now,
+                            "pod": obj.involved_object.name if obj.involved_object else "",
+                            "message": obj.message or "",
                             "first": first, "stamped": stamped,
                             "caused": parse_time(caused) / 1e6 if caused else None})
             except Exception:  # an expired version: go on from now
@@ -656,6 +713,62 @@ class Runner:
         return {"pods": pods, "nodes": nodes, "first_record_s": first, "pods_s": all_pods,
                 "nodes_s": all_nodes if watches_nodes else None}
 
+    def prefill(self, gangs: Sequence[int], timeout: float = 900.0) -> dict[str, Any]:
+        """Fill the cluster before the windows: for each ``g`` of ``gangs`` (:func:`prefill_gangs`)
+        one gang ``prefill-<i>`` of ``g`` members of 1 GPU in namespace ``prefill`` (8 threads),
+        then wait until every member is bound (``timeout`` seconds at most). They run through both
+        windows. Returns the gangs, pods, GPUs, the seconds to create them and until all were
+        bound (``None``: not within ``timeout``; ``unbound`` then counts the rest)."""
+        from streams.dev.localcluster import create_namespace, gang_pod
+
+        create_namespace(self.core, PREFILL_NS)
+        pods = [(f"prefill-{i}", f"prefill-{i}-{k}", g)
+                for i, g in enumerate(gangs) for k in range(g)]
+        start = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda p: self.core.create_namespaced_pod(
+                PREFILL_NS, gang_pod(PREFILL_NS, p[1], gang=p[0], min_available=p[2], gpu=1)),
+                pods))
+        created = round(time.monotonic() - start, 1)
+        bound_s, unbound = None, len(pods)
+        while time.monotonic() - start < timeout:
+            # the pods not yet bound: a short list that shrinks, not the whole namespace
+            unbound = len(self.core.list_namespaced_pod(
+                PREFILL_NS, field_selector="spec.nodeName=").items)
+            if unbound == 0:
+                bound_s = round(time.monotonic() - start, 1)
+                break
+            time.sleep(3)
+        return {"gangs": len(gangs), "pods": len(pods), "gpus": sum(gangs),
+                "create_s": created, "bound_s": bound_s, "unbound": unbound}
+
+    def settle(self, quiet_s: float = 15.0, timeout: float = 600.0) -> dict[str, Any]:
+        """After the chain's start on a filled cluster: wait until the sink's writes have not
+        changed for ``quiet_s`` seconds (its Events on the prefill's pods written), so the window
+        counts the plan's. Returns the seconds waited and the sink's writes meanwhile."""
+        start = time.monotonic()
+        first = last = self.sink_writes()
+        since = start
+        while time.monotonic() - start < timeout:
+            time.sleep(5)
+            now = self.sink_writes()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                break
+        return {"settle_s": round(since - start, 1), "sink_writes": last - first}
+
+    def unfill(self, timeout: float = 300.0) -> float | None:
+        """Delete the prefill's pods (one delete-collection, grace 0); seconds until they are
+        gone (``None``: not within ``timeout``)."""
+        start = time.monotonic()
+        self.core.delete_collection_namespaced_pod(PREFILL_NS, grace_period_seconds=0)
+        while time.monotonic() - start < timeout:
+            if not self.core.list_namespaced_pod(PREFILL_NS, limit=1).items:
+                return round(time.monotonic() - start, 1)
+            time.sleep(3)
+        return None
+
     def fill(self, count: int, timeout: float = 240.0) -> dict[str, Any]:
         """Create ``count`` pods of 1 GPU (gangs of 1, namespace ``gs-fill``, 8 threads) and
         wait until they are bound (``timeout`` seconds at most): the cluster a relist at scale
@@ -720,17 +833,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", type=Path, help="replay this plan (JSONL of bench/workload.py)")
     ap.add_argument("--save-plan", type=Path, help="write the plan used here")
     ap.add_argument("--quick", action="store_true", help="100 nodes, a 60 s window")
-    ap.add_argument("--relist-pods", type=int, default=2000,
+    ap.add_argument("--occupancy", type=float, default=OCCUPANCY,
+                    help="share of the cluster's GPUs held by long-running gangs drawn from the "
+                         f"trace's GPUs per task, bound before both windows (default {OCCUPANCY}: "
+                         "assumed, bench/workload.py OCCUPANCY; 0: an empty cluster)")
+    ap.add_argument("--relist-pods", type=int, default=None,
                     help="after the windows, pods of 1 GPU to create (and bind) before timing the "
-                         "watcher's relist again, at a full cluster's size (default 2000; 0: skip)")
+                         "watcher's relist again (default 2000 with --occupancy 0, else 0: the "
+                         "prefill is the full cluster's pod count; 0: skip)")
     ap.add_argument("--json-only", action="store_true", help="print the JSON line alone")
     args = ap.parse_args(argv)
+    if args.relist_pods is None:
+        args.relist_pods = 0 if args.occupancy > 0 else 2000
     if args.quick:  # a tenth of the nodes, ten times the compression: the same arrival rate
         args.nodes, args.window = min(args.nodes, 100), min(args.window, 60.0)
         args.compress *= 10
         args.relist_pods = min(args.relist_pods, 200)
     if args.nodes < 1 or args.gpus_per_node < 1 or args.window <= 0:
         ap.error("--nodes, --gpus-per-node and --window must be positive")
+    if not 0 <= args.occupancy < 1:
+        ap.error("--occupancy must be in [0, 1)")
     say = (lambda _: None) if args.json_only else (lambda line: print(line, flush=True))
     try:
         jobs = read_plan(args.plan) if args.plan else make_plan(
@@ -748,7 +870,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"bench": "cluster-scale", "nodes": args.nodes,
                               "gpus_per_node": args.gpus_per_node, "window_s": args.window,
                               "compress": args.compress, "seed": args.seed,
-                              "plan": summary(jobs), "phases": {}}
+                              "occupancy": args.occupancy, "plan": summary(jobs), "phases": {}}
+    gangs = prefill_gangs(args.seed, args.nodes * args.gpus_per_node, args.occupancy)
     say(f"plan: {json.dumps(result['plan'])}")
     logdir = Path(tempfile.mkdtemp(prefix="gangstate-bench-scale-"))
     cluster = controlplane_module().LocalCluster(node_specs(args.nodes, args.gpus_per_node),
@@ -764,6 +887,9 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = broker.start(timeout=180)
         runner = Runner(cluster, broker, bootstrap, jobs, logdir, say)
         runner.events.start()
+        if gangs:
+            result["prefill"] = runner.prefill(gangs)
+            say(f"prefilled: {json.dumps(result['prefill'])}")
         base = runner.window("base", args.window, chain=False)
         runner.clean("base")
         time.sleep(5)  # the last scheduler Events of the phase: written late, still counted
@@ -772,6 +898,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"without gangstate: {json.dumps(result['phases']['base'])}")
         runner.start_chain()
         say("chain and shim running")
+        if gangs:  # its first listing holds the prefill's pods: their Events before the window
+            result["settle"] = runner.settle()
+            say(f"chain settled: {json.dumps(result['settle'])}")
         gs = runner.window("gs", args.window, chain=True)
         time.sleep(5)
         gs["events"] = runner.events.of("gs-")
@@ -788,6 +917,8 @@ def main(argv: list[str] | None = None) -> int:
             for p in runner.core.list_namespaced_pod("gs-fill").items:
                 runner.core.delete_namespaced_pod(p.metadata.name, "gs-fill",
                                                   grace_period_seconds=0)
+        if gangs:
+            result["unfill_s"] = runner.unfill()
         runner.clean("gs")
         result["alive"] = runner.chain.alive()
     finally:

@@ -21,7 +21,23 @@ two stored files (git blob of alibaba/clusterdata at commit 7a6c496), not read o
   day 110 to its end at 12,901,761 s; the 17 created earlier are the long-running rest of a
   snapshot): 179.2 tasks a day, which this module takes as a Poisson rate;
 - :data:`DURATION_QUANTILES`: ``deletion_time - creation_time`` of the 7,064 GPU tasks at every
-  5th percentile (plus the 99th and the max), seconds.
+  5th percentile (plus the 99th and the max), seconds;
+- :data:`TRACE_HELD_GPUS`: GPUs held by the trace's tasks at an instant (:func:`held_gpus`: tasks
+  with ``creation_time <= t < deletion_time``, ``num_gpu`` summed), at the 400 midpoints of 400
+  equal steps of the same last 3,397,761 s (:func:`sample_instants`): median 40 (0.64 % of
+  :data:`TRACE_GPUS`), p5 26, p95 54, max 71; 40 just before the trace's end (12,901,760 s).
+  Counting from ``scheduled_time`` instead (the 861 GPU tasks never scheduled left out) gives
+  the same median. ``python bench/workload.py --occupancy-from openb_pod_list_default.csv``
+  recounts it.
+
+**Occupancy: the CSV cannot give it.** 0.64 % is no cluster's occupancy: the 8,152 tasks are a
+list sampled for the authors' scheduling simulator (its README: "trace data for the Kubernetes
+Scheduler Simulator"; the simulator packs the list's tasks onto the nodes, it does not replay
+their times), so their intervals say how long a task lives, not how full the cluster was. (The
+``pod_phase`` column is each task's last phase, not a snapshot: the 4,149 GPU tasks it calls
+``Running`` ask 4,186 GPUs, 67 % of :data:`TRACE_GPUS`, but at no instant are more than 71 GPUs
+held.) :data:`OCCUPANCY` is therefore **assumed, not the trace's**: 0.8 of the GPUs held by
+long-running jobs, "mostly held" as a busy AI cluster is, with room left for the plan's jobs.
 
 **Scaling.** A job is one gang of ``ceil(G / gpus_per_member)`` members of ``gpus_per_member``
 GPUs (default 1: a gang's size is its GPU count, as the brief asks; in the trace a task of G GPUs
@@ -73,6 +89,14 @@ DURATION_QUANTILES: tuple[tuple[float, float], ...] = (
     (0, 0), (5, 43), (10, 74), (15, 105), (20, 138), (25, 175), (30, 208), (35, 249),
     (40, 309), (45, 414), (50, 545), (55, 702), (60, 902), (65, 1130), (70, 1423), (75, 1989),
     (80, 2752), (85, 4006), (90, 6260), (95, 14700), (99, 112967), (100, 12537496))
+
+#: (median, p5, p95, max) GPUs held at the 400 instants of :func:`sample_instants` over the
+#: trace's last 3,397,761 s (:func:`held_gpus` of the 7,064 GPU tasks; counted at 7a6c496)
+TRACE_HELD_GPUS: tuple[int, int, int, int] = (40, 26, 54, 71)
+#: the share of the cluster's GPUs held before the windows (``cluster_scale.py --occupancy``):
+#: assumed (the trace gives 40 / 6,212 = 0.0064 at its median instant: a sampled task list, not
+#: a cluster's load; see the module's docstring)
+OCCUPANCY = 0.8
 
 KINDS = ("normal", "cannot-fit", "held", "gated", "stranded")
 SPECIAL = KINDS[1:]
@@ -143,6 +167,68 @@ def draw_gpus(rng: random.Random) -> int:
     """A job's GPU count drawn from :data:`GPU_TASKS`."""
     sizes = sorted(GPU_TASKS)
     return rng.choices(sizes, weights=[GPU_TASKS[g] for g in sizes])[0]
+
+
+def held_gpus(tasks: Iterable[tuple[float, float, int]], t: float) -> int:
+    """GPUs held at instant ``t`` (s) by ``tasks`` of ``(creation_time, deletion_time, num_gpu)``:
+    the sum of ``num_gpu`` of those with ``creation_time <= t < deletion_time``."""
+    return sum(g for c, d, g in tasks if c <= t < d)
+
+
+def sample_instants(start: float, end: float, n: int) -> list[float]:
+    """``n`` instants in ``[start, end)``: the midpoints of ``n`` equal steps (s)."""
+    step = (end - start) / n
+    return [start + (i + 0.5) * step for i in range(n)]
+
+
+def nearest_rank(values: Iterable[float], q: float) -> float:
+    """The smallest of ``values`` with at least the share ``q`` (0 < q <= 1) at or below it."""
+    v = sorted(values)
+    return v[max(0, math.ceil(round(q * len(v), 9)) - 1)]
+
+
+def trace_occupancy(tasks: list[tuple[float, float, int]], start: float, end: float,
+                    n: int = 400) -> tuple[int, int, int, int]:
+    """``(median, p5, p95, max)`` of :func:`held_gpus` at :func:`sample_instants` of
+    ``[start, end)`` (GPUs; nearest rank)."""
+    held = [held_gpus(tasks, t) for t in sample_instants(start, end, n)]
+    return (int(nearest_rank(held, 0.5)), int(nearest_rank(held, 0.05)),
+            int(nearest_rank(held, 0.95)), max(held))
+
+
+def read_trace_tasks(path: Path) -> list[tuple[float, float, int]]:
+    """``(creation_time, deletion_time, num_gpu)`` of the GPU tasks (``num_gpu`` > 0) of the
+    trace's ``openb_pod_list_default.csv``. Raises ``ValueError`` naming a bad line."""
+    import csv
+
+    out = []
+    with open(path, newline="") as f:
+        for i, row in enumerate(csv.DictReader(f), 2):
+            try:
+                g = int(row["num_gpu"])
+                if g > 0:
+                    out.append((float(row["creation_time"]), float(row["deletion_time"]), g))
+            except (KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"{path}:{i}: not a task row: {err}") from None
+    return out
+
+
+def prefill_gangs(seed: int, cluster_gpus: int, occupancy: float) -> list[int]:
+    """GPUs of each long-running job that fills ``occupancy`` of ``cluster_gpus`` before the
+    windows: drawn from :data:`GPU_TASKS` with ``random.Random(seed)`` (:func:`draw_gpus`) until
+    their sum is ``floor(occupancy * cluster_gpus)``, the last cut to what is left. Each is run
+    as the plan runs a job, one gang of that many members of 1 GPU. Raises ``ValueError`` when
+    ``occupancy`` is not in [0, 1)."""
+    if not 0 <= occupancy < 1:
+        raise ValueError(f"occupancy must be in [0, 1), got {occupancy}")
+    rng = random.Random(seed)
+    left = math.floor(round(occupancy * cluster_gpus, 9))
+    out = []
+    while left > 0:
+        g = min(draw_gpus(rng), left)
+        out.append(g)
+        left -= g
+    return out
 
 
 def trace_duration(u: float) -> float:
@@ -263,8 +349,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus-per-node", type=int, default=8)
     ap.add_argument("--window", type=float, default=240.0, help="seconds of arrivals")
     ap.add_argument("--compress", type=float, default=500.0, help="time compression factor")
+    ap.add_argument("--occupancy-from", type=Path, metavar="CSV",
+                    help="count TRACE_HELD_GPUS from the trace's openb_pod_list_default.csv")
     args = ap.parse_args(argv)
     try:
+        if args.occupancy_from:
+            tasks = read_trace_tasks(args.occupancy_from)
+            end = max(c for c, _, _ in tasks)
+            start = end - ARRIVALS[1]
+            med, p5, p95, top = trace_occupancy(tasks, start, end)
+            print(json.dumps({"gpu_tasks": len(tasks), "from_s": start, "to_s": end,
+                              "held_gpus_median": med, "p5": p5, "p95": p95, "max": top,
+                              "share_median": round(med / TRACE_GPUS, 4),
+                              "held_gpus_at_end": held_gpus(tasks, end - 1)}))
+            return 0
         if args.plan:
             print(json.dumps(summary(read_plan(args.plan))))
             return 0

@@ -106,3 +106,45 @@ def test_phase_figures() -> None:
     assert "| noise ratio (gangstate / scheduler Events) | - | 0.6667 |" in text
     assert "GangMemberGated (timer)" in text
     assert per_minute(5, 0) == 0.0
+
+
+def test_explained_events_one_entry_per_event_its_last_sighting() -> None:
+    from bench.cluster_scale import explained_events
+
+    def s(uid: str, pod: str, reason: str, count: int, writer: str = "gangstate") -> dict[str, Any]:
+        return {"uid": uid, "ns": "gs-team-0", "writer": writer, "reason": reason,
+                "count": count, "pod": pod, "message": f"{reason} {count}"}
+
+    seen = [s("e1", "b-0", "GangMembersStranded", 1), s("e2", "a-0", "GangSpecInvalid", 1),
+            s("e1", "b-0", "GangMembersStranded", 2), s("e3", "a-0", "GangScheduled", 1),
+            s("e4", "a-0", "FailedScheduling", 9, writer="koord-scheduler")]
+    assert explained_events(seen) == [
+        {"ns": "gs-team-0", "pod": "a-0", "reason": "GangSpecInvalid", "count": 1,
+         "message": "GangSpecInvalid 1"},
+        {"ns": "gs-team-0", "pod": "b-0", "reason": "GangMembersStranded", "count": 2,
+         "message": "GangMembersStranded 2"}]
+
+
+def test_table_shows_the_prefill() -> None:
+    result = {"nodes": 100, "gpus_per_node": 8, "phases": {"base": {}, "gs": {}},
+              "prefill": {"gangs": 606, "pods": 640, "gpus": 640, "create_s": 3.6,
+                          "bound_s": 26.3, "unbound": 0},
+              "settle": {"settle_s": 12.0, "sink_writes": 640}}
+    out = table(result)
+    assert "| 606 / 640 / 640 (0.800); 3.6 / 26.3 |" in out
+    assert "chain settled in 12.0 s (640 sink writes)" in out
+
+
+def test_pod_writers_counts_each_writers_events_on_the_pods_asked() -> None:
+    from bench.cluster_scale import pod_writers
+
+    seen = [{"uid": "f1", "ns": "n", "pod": "a-0", "writer": "koord-scheduler",
+             "reason": "FailedScheduling", "count": 1},
+            {"uid": "f1", "ns": "n", "pod": "a-0", "writer": "koord-scheduler",
+             "reason": "FailedScheduling", "count": 4},
+            {"uid": "g1", "ns": "n", "pod": "a-0", "writer": "gangstate",
+             "reason": "GangMembersStranded", "count": 1},
+            {"uid": "f2", "ns": "n", "pod": "b-0", "writer": "koord-scheduler",
+             "reason": "Scheduled", "count": 1}]
+    assert pod_writers(seen, {("n", "a-0")}) == {
+        "n/a-0": {"gangstate/GangMembersStranded": 1, "koord-scheduler/FailedScheduling": 4}}
