@@ -822,8 +822,10 @@ def node_specs(nodes: int, gpus_per_node: int) -> list[Any]:
 def main(argv: list[str] | None = None) -> int:
     """Run the measurement; print the table and a JSON line. Returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--nodes", type=int, default=1000,
+                    help="KWOK nodes of the local control plane (default 1000)")
+    ap.add_argument("--gpus-per-node", type=int, default=8,
+                    help="nvidia.com/gpu per node (default 8; 64 cpu, 512Gi, 110 pods)")
     ap.add_argument("--window", type=float, default=240.0,
                     help="seconds of each replay window (default 240)")
     ap.add_argument("--compress", type=float, default=500.0,

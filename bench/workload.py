@@ -343,10 +343,13 @@ def summary(jobs: list[Job]) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     """Print a plan (JSONL) for ``--seed``, or with ``--plan`` the summary of a plan file."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1, help="the plan's random seed (default 1; "
+                    "bench/cluster_scale.py uses 4)")
     ap.add_argument("--plan", type=Path, help="read this plan and print its summary")
-    ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--nodes", type=int, default=1000,
+                    help="nodes of the cluster the plan is scaled to (default 1000)")
+    ap.add_argument("--gpus-per-node", type=int, default=8,
+                    help="nvidia.com/gpu per node (default 8)")
     ap.add_argument("--window", type=float, default=240.0, help="seconds of arrivals")
     ap.add_argument("--compress", type=float, default=500.0, help="time compression factor")
     ap.add_argument("--occupancy-from", type=Path, metavar="CSV",
