@@ -1,34 +1,50 @@
-"""A real local Kubernetes control plane with koord-scheduler v1.8.0: gangstate's test ground.
+"""A real local Kubernetes control plane, in two flavours: gangstate's test ground.
 
-Where this sits: gangstate explains what Koordinator's Coscheduling plugin does, and the real
-scheduler is the ground truth for it. This module builds and runs, on 127.0.0.1 only, a
-control plane made of the real binaries, on which pods live (run, finish, fail, terminate):
+Where this sits: gangstate explains what a gang scheduler does, and the real scheduler is the
+ground truth for it. This module builds and runs, on 127.0.0.1 only, a control plane made of
+the real binaries, on which pods live (run, finish, fail, terminate). Two flavours
+(:class:`Flavour`) share all of the code; what differs is a parameter:
+
+``koordinator`` (the default, :data:`KOORDINATOR`): Koordinator's Coscheduling
 
 - **etcd** ``go.etcd.io/etcd/server/v3`` (a two-line ``main`` calling ``etcdmain.Main``),
-- **kube-apiserver** and **kube-controller-manager** ``k8s.io/kubernetes/cmd/...`` (the version
-  Koordinator pins),
-- **koord-scheduler** ``github.com/koordinator-sh/koordinator/cmd/koord-scheduler``,
+- **kube-apiserver** and **kube-controller-manager** ``k8s.io/kubernetes/cmd/...`` v1.35.2 (the
+  version Koordinator pins), with Koordinator's CRDs installed,
+- **koord-scheduler** ``github.com/koordinator-sh/koordinator/cmd/koord-scheduler`` v1.8.0,
 - **KWOK** ``sigs.k8s.io/kwok/cmd/kwok``, the nodes' kubelet: it keeps the fake nodes' leases and
-  Ready condition and plays their pods by the Stages of ``kwok-stages.yaml`` beside this file,
+  Ready condition and plays their pods by the Stages of ``kwok-stages.yaml`` beside this file;
 
-all built from the Go module proxy (``go`` must be on PATH) and cached by version under
-``$GANGSTATE_CACHE`` or ``~/.cache/gangstate/controlplane/`` (a cold build took about 10 min on
-2 cores here; later runs reuse the binaries). Nodes are API objects created with their status
-and handed to KWOK; no container runs.
+``native`` (:data:`NATIVE`): Kubernetes' own gang scheduling (KEP-4671) as released in v1.37.2
+
+- the same etcd and KWOK (copied from the koordinator build when it exists),
+- **kube-apiserver**, **kube-controller-manager** and **kube-scheduler** of
+  ``k8s.io/kubernetes`` v1.37.2 with the feature gates :data:`NATIVE_FEATURE_GATES`
+  (GenericWorkload, WorkloadWithJob, CompositePodGroup, TopologyAwareWorkloadScheduling) and
+  ``scheduling.k8s.io/v1beta1`` (Workload, PodGroup) and ``v1alpha3`` (CompositePodGroup)
+  served; kube-scheduler runs as ``default-scheduler`` with its default plugins, GangScheduling
+  among them, as user ``system:kube-scheduler`` with the bootstrap RBAC only; no CRDs.
+
+Everything is built from the Go module proxy (``go`` must be on PATH) and cached by flavour and
+version under ``$GANGSTATE_CACHE`` or ``~/.cache/gangstate/controlplane/`` (cold builds took
+about 10 min on 2 cores here for each flavour, see docs/cluster.md; later runs reuse the
+binaries). Nodes are API objects created with their status and handed to KWOK; no container
+runs.
 
 It is a throwaway for tests, demos and a person with ``kubectl``; never point anything that
 matters at it. As a script (run it with the project's ``.venv/bin/python``)::
 
-    python deploy/cluster/controlplane.py build          # build or reuse the binaries
-    python deploy/cluster/controlplane.py run [--nodes nodes.yaml]
+    python deploy/cluster/controlplane.py build [--native]   # build or reuse the binaries
+    python deploy/cluster/controlplane.py run [--native] [--nodes nodes.yaml]
         # start, print KUBECONFIG=<path> (admin), wait for Ctrl-C, stop and clean up
 
 What it must not do: listen on anything but loopback, download anything but Go modules, or
 leave processes or files behind after :meth:`LocalCluster.stop`.
 
 Public API: :func:`build`, :func:`build_shim`, :func:`shim_binary`, :func:`shim_key`,
-:class:`LocalCluster`, :class:`NodeSpec`, :class:`ClusterError`,
-:func:`terminate`, :func:`free_ports`, :data:`VERSIONS`, :func:`cache_root`.
+:class:`LocalCluster`, :class:`NodeSpec`, :class:`ClusterError`, :class:`Flavour`,
+:data:`KOORDINATOR`, :data:`NATIVE`, :func:`flavour_of`, :func:`scheduler_config`,
+:func:`scheduler_argv`, :func:`token_users`, :func:`terminate`, :func:`free_ports`,
+:data:`VERSIONS`, :data:`NATIVE_VERSIONS`, :func:`cache_root`.
 """
 
 from __future__ import annotations
@@ -75,11 +91,110 @@ PROXY_REFUSED: Mapping[str, tuple[str, str]] = {
 }
 
 KOORD_MODULE = "github.com/koordinator-sh/koordinator"
+KUBE_MODULE = "k8s.io/kubernetes"
 KWOK_MODULE = "sigs.k8s.io/kwok"
 _HOST = "127.0.0.1"
 _BUILD_MARKER = ".gangstate-build-complete"
 #: bump when the build recipe below changes, so cached binaries of an older recipe are rebuilt
 _RECIPE = "2"
+
+# -- the two flavours ----------------------------------------------------------------------------
+
+#: Kubernetes' own gang scheduling (KEP-4671) as released in v1.37.2, served by the Go module
+#: proxy with every staging module at v0.37.2; etcd and KWOK as in :data:`VERSIONS`.
+NATIVE_VERSIONS: Mapping[str, str] = {
+    "etcd": VERSIONS["etcd"],
+    "kubernetes": "v1.37.2",
+    "kwok": VERSIONS["kwok"],
+}
+
+#: The feature gates of the native control plane, on kube-apiserver, kube-controller-manager and
+#: kube-scheduler alike (k8s.io/kubernetes v1.37.2 pkg/features/kube_features.go): GenericWorkload
+#: (beta, off by default: the Workload and PodGroup APIs, pods' ``spec.schedulingGroup``, the
+#: scheduler's GangScheduling plugin, the bootstrap RBAC of scheduling.k8s.io), WorkloadWithJob
+#: (alpha: the Job controller creates a Workload and a PodGroup per Job; needs GenericWorkload),
+#: CompositePodGroup (alpha: trees of groups with a quorum; needs GenericWorkload and
+#: TopologyAwareWorkloadScheduling), TopologyAwareWorkloadScheduling (alpha; needs GenericWorkload).
+NATIVE_FEATURE_GATES: tuple[str, ...] = (
+    "GenericWorkload", "WorkloadWithJob", "CompositePodGroup", "TopologyAwareWorkloadScheduling")
+
+#: The API versions to serve besides the defaults: Workload and PodGroup are served at v1beta1
+#: and CompositePodGroup at v1alpha3 only (pkg/apis/scheduling/install/install.go; beta and
+#: alpha versions are off unless asked for).
+NATIVE_RUNTIME_CONFIG: tuple[str, ...] = ("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha3")
+
+#: bump when the native build recipe changes
+_NATIVE_RECIPE = "1"
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """What differs between the local control planes; everything else is shared.
+
+    ``name`` is what :class:`LocalCluster` and the script take (``koordinator``, ``native``);
+    ``versions`` the pinned versions (``etcd``, ``kubernetes``, ``kwok``, and ``koordinator`` for
+    that flavour); ``scheduler`` the scheduler's binary, which is also its component name
+    (:meth:`LocalCluster.log_path`, :meth:`LocalCluster.pid`); ``scheduler_name`` the profile's
+    ``schedulerName`` pods ask for; ``feature_gates`` gates turned on in kube-apiserver,
+    kube-controller-manager and the scheduler; ``runtime_config`` API versions the API server
+    serves besides its defaults; ``crds`` whether the binaries come with CRDs to install;
+    ``scheduler_verbosity`` the scheduler's ``--v``.
+    """
+
+    name: str
+    versions: Mapping[str, str]
+    scheduler: str
+    scheduler_name: str
+    feature_gates: tuple[str, ...] = ()
+    runtime_config: tuple[str, ...] = ()
+    crds: bool = False
+    scheduler_verbosity: int = 2
+
+    def gate_args(self) -> list[str]:
+        """``--feature-gates=A=true,B=true`` (nothing when the flavour turns no gate on)."""
+        if not self.feature_gates:
+            return []
+        return ["--feature-gates=" + ",".join(f"{g}=true" for g in self.feature_gates)]
+
+    def apiserver_args(self) -> list[str]:
+        """The API server's flavour flags: its gates and ``--runtime-config``."""
+        args = self.gate_args()
+        if self.runtime_config:
+            args.append("--runtime-config=" + ",".join(f"{v}=true" for v in self.runtime_config))
+        return args
+
+    def cache_key(self) -> str:
+        """The cache folder's name; changes with any pinned version or the recipe."""
+        if self.name == "koordinator":
+            return _version_key()
+        v = self.versions
+        return (f"native-kubernetes-{v['kubernetes']}-etcd-{v['etcd']}-kwok-{v['kwok']}"
+                f"-r{_NATIVE_RECIPE}")
+
+
+#: koord-scheduler v1.8.0 on Kubernetes v1.35.2 with Koordinator's CRDs (the default)
+KOORDINATOR = Flavour("koordinator", VERSIONS, scheduler="koord-scheduler",
+                      scheduler_name="koord-scheduler", crds=True, scheduler_verbosity=2)
+#: kube-scheduler v1.37.2 with its own GangScheduling plugin, the gates of
+#: :data:`NATIVE_FEATURE_GATES`; ``--v 4`` so that PreEnqueue refusals are in its log
+#: (pkg/scheduler/backend/queue/scheduling_queue.go logs them at V(4))
+NATIVE = Flavour("native", NATIVE_VERSIONS, scheduler="kube-scheduler",
+                 scheduler_name="default-scheduler", feature_gates=NATIVE_FEATURE_GATES,
+                 runtime_config=NATIVE_RUNTIME_CONFIG, crds=False, scheduler_verbosity=4)
+FLAVOURS: Mapping[str, Flavour] = {f.name: f for f in (KOORDINATOR, NATIVE)}
+
+
+def flavour_of(flavour: "str | Flavour") -> Flavour:
+    """The :class:`Flavour` named ``flavour`` (or ``flavour`` itself); :class:`ClusterError`
+    naming the known ones otherwise."""
+    if isinstance(flavour, Flavour):
+        return flavour
+    try:
+        return FLAVOURS[flavour]
+    except KeyError:
+        raise ClusterError(f"unknown control plane flavour {flavour!r} (known: "
+                           f"{', '.join(FLAVOURS)})") from None
+
 
 # -- the scheduler's configuration --------------------------------------------------------------
 
@@ -94,21 +209,48 @@ _COSCHEDULING_POINTS = ("preEnqueue", "preFilter", "postFilter", "preScore", "re
                         "permit", "preBind", "postBind")
 
 
-def scheduler_config(kubeconfig: Path) -> dict[str, Any]:
-    """Return the ``KubeSchedulerConfiguration`` (a JSON-ready dict) koord-scheduler runs with.
+def scheduler_config(kubeconfig: Path, flavour: "str | Flavour" = "koordinator") -> dict[str, Any]:
+    """Return the ``KubeSchedulerConfiguration`` (a JSON-ready dict) the flavour's scheduler runs
+    with: koord-scheduler's profile enables Coscheduling; kube-scheduler v1.37.2's profile
+    ``default-scheduler`` keeps the default plugins, which include GangScheduling (at every
+    point it implements: PreEnqueue, Permit, PlacementFeasible) whenever GenericWorkload is on
+    (pkg/scheduler/apis/config/v1/default_plugins.go ``applyGangScheduling``), so it needs no
+    plugin list.
 
     Shape: ``kubeconfig`` is the scheduler user's kubeconfig file.
     """
-    plugins: dict[str, Any] = {p: {"enabled": [{"name": "Coscheduling"}]}
-                               for p in _COSCHEDULING_POINTS}
-    plugins["score"] = {"enabled": [{"name": "Coscheduling", "weight": 1}]}
+    fl = flavour_of(flavour)
+    profile: dict[str, Any] = {"schedulerName": fl.scheduler_name}
+    if fl.name == "koordinator":
+        plugins: dict[str, Any] = {p: {"enabled": [{"name": "Coscheduling"}]}
+                                   for p in _COSCHEDULING_POINTS}
+        plugins["score"] = {"enabled": [{"name": "Coscheduling", "weight": 1}]}
+        profile["plugins"] = plugins
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False},
         "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "profiles": [{"schedulerName": SCHEDULER_NAME, "plugins": plugins}],
+        "profiles": [profile],
     }
+
+
+def scheduler_argv(flavour: "str | Flavour", binary: Path, config: Path, kubeconfig: Path,
+                   port: int) -> list[str]:
+    """The scheduler's command line: its configuration file (:func:`scheduler_config`), its
+    secure port on loopback, the kubeconfig that authenticates and authorises its clients, its
+    ``--v`` and the flavour's gates."""
+    fl = flavour_of(flavour)
+    argv = [str(binary), "--config", str(config), "--bind-address", _HOST,
+            "--secure-port", str(port)]
+    if fl.name == "koordinator":
+        # its deprecated plain-HTTP healthz would listen on 0.0.0.0:10251 (Koordinator
+        # v1.8.0 cmd/koord-scheduler/app/options/insecure_serving.go:75-76): off
+        argv += ["--port", "0"]
+    argv += ["--authentication-kubeconfig", str(kubeconfig),
+             "--authorization-kubeconfig", str(kubeconfig),
+             "--v", str(fl.scheduler_verbosity), *fl.gate_args()]
+    return argv
 
 
 # -- errors, cache, lock -------------------------------------------------------------------------
@@ -153,15 +295,23 @@ func main() { etcdmain.Main(os.Args) }
 
 _TOOLS_GO = """//go:build tools
 
-// Built by gangstate's deploy/cluster/controlplane.py: pins the three main packages.
+// Built by gangstate's deploy/cluster/controlplane.py: pins the main packages.
 package tools
 
 import (
-\t_ "github.com/koordinator-sh/koordinator/cmd/koord-scheduler"
-\t_ "k8s.io/kubernetes/cmd/kube-apiserver"
-\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-)
+{imports})
 """
+
+#: the main packages each flavour's wrapper module builds (kwok and etcd have modules of their own)
+_KOORD_MAINS = (f"{KOORD_MODULE}/cmd/koord-scheduler", f"{KUBE_MODULE}/cmd/kube-apiserver",
+                f"{KUBE_MODULE}/cmd/kube-controller-manager")
+_NATIVE_MAINS = (f"{KUBE_MODULE}/cmd/kube-apiserver", f"{KUBE_MODULE}/cmd/kube-controller-manager",
+                 f"{KUBE_MODULE}/cmd/kube-scheduler")
+
+
+def _tools_go(mains: Iterable[str]) -> str:
+    return _TOOLS_GO.format(imports="".join(f"\t_ \"{m}\"\n" for m in sorted(mains)))
+
 
 Progress = Callable[[str], None]
 
@@ -214,23 +364,54 @@ def _module_dir(module: str, version: str, work: Path, log: Path, env: Mapping[s
     return Path(json.loads(out.stdout)["Dir"])
 
 
-def _write_kube_module(work: Path, koord_dir: Path) -> None:
-    """A wrapper module with Koordinator's go.mod/go.sum, so its replace directives apply.
-
-    A dependency's replace directives are ignored by Go; Koordinator v1.8.0 replaces every
-    ``k8s.io/*`` staging module to v0.35.2, so the build runs in a module that copies them.
-    """
-    gomod = (koord_dir / "go.mod").read_text()
+def _write_wrapper_module(work: Path, source_dir: Path, name: str, gomod: str,
+                          require: tuple[str, str], mains: Iterable[str]) -> None:
+    """A wrapper module: ``gomod`` (a dependency's go.mod, edited) with its ``module`` line
+    renamed to ``name`` and ``require`` (module, version) added, the dependency's go.sum, and a
+    tools.go importing ``mains``. Go ignores a dependency's replace directives, so the build
+    runs in a module that carries them as its own."""
     lines = gomod.splitlines()
-    lines[0] = "module gangstate.local/controlplane"
-    text = "\n".join(lines) + "\n"
+    at = next(i for i, line in enumerate(lines) if line.startswith("module "))
+    lines[at] = f"module {name}"
+    text = "\n".join(lines) + f"\n\nrequire {require[0]} {require[1]}\n"
+    (work / "go.mod").write_text(text)
+    shutil.copyfile(source_dir / "go.sum", work / "go.sum")
+    (work / "go.sum").chmod(0o644)
+    (work / "tools.go").write_text(_tools_go(mains))
+
+
+def _write_kube_module(work: Path, koord_dir: Path) -> None:
+    """The koordinator flavour's wrapper module: Koordinator's go.mod/go.sum, so its replace
+    directives apply (Koordinator v1.8.0 replaces every ``k8s.io/*`` staging module to
+    v0.35.2), with the modules of :data:`PROXY_REFUSED` swapped for a served version."""
+    text = (koord_dir / "go.mod").read_text()
     for module, (refused, served) in PROXY_REFUSED.items():
         text = text.replace(f"{module} => {module} {refused}", f"{module} => {module} {served}")
-    text += f"\nrequire {KOORD_MODULE} {VERSIONS['koordinator']}\n"
-    (work / "go.mod").write_text(text)
-    shutil.copyfile(koord_dir / "go.sum", work / "go.sum")
-    (work / "go.sum").chmod(0o644)
-    (work / "tools.go").write_text(_TOOLS_GO)
+    _write_wrapper_module(work, koord_dir, "gangstate.local/controlplane", text,
+                          (KOORD_MODULE, VERSIONS["koordinator"]), _KOORD_MAINS)
+
+
+#: a replace directive of k8s.io/kubernetes' own go.mod pointing into its staging tree
+_STAGING_REPLACE = re.compile(r"=>\s*\./staging/src/(k8s\.io/[A-Za-z0-9._/-]+)")
+
+
+def staging_version(kubernetes: str) -> str:
+    """The version of the ``k8s.io/*`` staging modules released with ``kubernetes``
+    (``v1.37.2`` -> ``v0.37.2``)."""
+    _, minor, patch = kubernetes.lstrip("v").split(".", 2)
+    return f"v0.{minor}.{patch}"
+
+
+def _write_native_module(work: Path, kube_dir: Path) -> None:
+    """The native flavour's wrapper module: k8s.io/kubernetes' own go.mod and go.sum, each
+    ``=> ./staging/src/k8s.io/X`` (a folder of its repository, absent from the module) replaced
+    by ``=> k8s.io/X <staging version>`` as served by the proxy."""
+    version = NATIVE_VERSIONS["kubernetes"]
+    staged = staging_version(version)
+    text = _STAGING_REPLACE.sub(lambda m: f"=> {m.group(1)} {staged}",
+                                (kube_dir / "go.mod").read_text())
+    _write_wrapper_module(work, kube_dir, "gangstate.local/native", text,
+                          (KUBE_MODULE, version), _NATIVE_MAINS)
 
 
 def _write_kwok_module(work: Path) -> None:
@@ -251,88 +432,150 @@ def _write_etcd_module(work: Path) -> None:
     (work / "main.go").write_text(_ETCD_MAIN)
 
 
-def binaries_dir(cache_dir: Path | None = None) -> Path:
-    """Return where the binaries of :data:`VERSIONS` live (built or not).
+def binaries_dir(cache_dir: Path | None = None, flavour: "str | Flavour" = "koordinator") -> Path:
+    """Return where the binaries of ``flavour`` live (built or not).
 
-    Shape: ``<cache>/controlplane/<etcd-vX-kubernetes-vY-koordinator-vZ-rN>/bin``.
+    Shape: ``<cache>/controlplane/<Flavour.cache_key>/bin``, e.g.
+    ``etcd-v3.6.5-kubernetes-v1.35.2-koordinator-v1.8.0-kwok-v0.8.0-r2`` or
+    ``native-kubernetes-v1.37.2-etcd-v3.6.5-kwok-v0.8.0-r1``.
     """
     root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
-    return root / "controlplane" / _version_key() / "bin"
+    return root / "controlplane" / flavour_of(flavour).cache_key() / "bin"
 
 
-def is_built(cache_dir: Path | None = None) -> bool:
-    """True when the binaries of :data:`VERSIONS` are in the cache, complete."""
-    return (binaries_dir(cache_dir).parent / _BUILD_MARKER).exists()
+def is_built(cache_dir: Path | None = None, flavour: "str | Flavour" = "koordinator") -> bool:
+    """True when the binaries of ``flavour`` are in the cache, complete."""
+    return (binaries_dir(cache_dir, flavour).parent / _BUILD_MARKER).exists()
 
 
-def build(cache_dir: Path | None = None, *, progress: Progress = _quiet,
-          timeout: float = 3600.0) -> Path:
-    """Build (or reuse) etcd, kube-apiserver and koord-scheduler; return their folder.
+def kube_ldflags(kubernetes: str) -> str:
+    """``-ldflags`` of kube-apiserver, kube-controller-manager and kube-scheduler: stripped, and
+    linked with their version, or ``kubectl version`` cannot parse the server's."""
+    major, minor = kubernetes.lstrip("v").split(".")[:2]
+    xflags = " ".join(f"-X k8s.io/component-base/version.{k}={v}" for k, v in
+                      (("gitVersion", kubernetes), ("gitMajor", major), ("gitMinor", minor)))
+    return f"-ldflags=-s -w {xflags}"
+
+
+class _Builder:
+    """One cache entry's build: the go commands, logged to ``log``, outputs into ``staging``."""
+
+    def __init__(self, staging: Path, log: Path, env: Mapping[str, str], timeout: float,
+                 progress: Progress, tmp: Path) -> None:
+        self.staging, self.log, self.env, self.timeout = staging, log, env, timeout
+        self.progress, self.tmp, self.go = progress, tmp, _go()
+
+    def workdir(self, name: str) -> Path:
+        work = self.tmp / name
+        work.mkdir()
+        return work
+
+    def run(self, args: Sequence[str], cwd: Path, what: str) -> None:
+        _run_logged([self.go, *args], cwd, self.log, self.env, self.timeout, what)
+
+    def binary(self, out: str, package: str, cwd: Path, ldflags: str = "-ldflags=-s -w") -> None:
+        self.run(["build", "-trimpath", ldflags, "-o", str(self.staging / out), package], cwd,
+                 f"building {out}")
+
+    def etcd(self) -> None:
+        work = self.workdir("etcd")
+        _write_etcd_module(work)
+        self.run(["mod", "tidy"], work, "go mod tidy (etcd)")
+        self.binary("etcd", ".", work)
+
+    def kwok(self) -> None:
+        work = self.workdir("kwok")
+        self.progress(f"building kwok {VERSIONS['kwok']} ...")
+        _write_kwok_module(work)
+        self.run(["mod", "tidy"], work, "go mod tidy (kwok)")
+        self.binary("kwok", f"{KWOK_MODULE}/cmd/kwok", work)
+
+    def reuse_or(self, name: str, other: Path, make: Callable[[], None]) -> None:
+        """Copy binary ``name`` from the built folder ``other`` (the same pinned version), or
+        ``make`` it."""
+        if (other / name).is_file():
+            self.progress(f"reusing {name} from {other}")
+            shutil.copy2(other / name, self.staging / name)
+        else:
+            make()
+
+
+def build(cache_dir: Path | None = None, *, flavour: "str | Flavour" = "koordinator",
+          progress: Progress = _quiet, timeout: float = 3600.0) -> Path:
+    """Build (or reuse) the binaries of ``flavour``; return their folder.
 
     Shapes: ``cache_dir`` is the cache root (default :func:`cache_root`); the result is
-    :func:`binaries_dir` holding ``etcd``, ``kube-apiserver`` and ``koord-scheduler``;
+    :func:`binaries_dir`. The ``koordinator`` flavour holds ``etcd``, ``kube-apiserver``,
+    ``kube-controller-manager``, ``koord-scheduler``, ``kwok`` and Koordinator's ``crds/``; the
+    ``native`` one ``etcd``, ``kube-apiserver``, ``kube-controller-manager``, ``kube-scheduler``
+    (k8s.io/kubernetes v1.37.2) and ``kwok``, its etcd and kwok copied from the koordinator
+    flavour's folder when that is built (the same versions), else built the same way.
     ``progress`` receives one line per step; ``timeout`` bounds each ``go`` command, in seconds.
     Concurrent callers (threads or processes) serialise on a lock file next to the binaries, and
     only one of them builds. A failed build raises :class:`ClusterError` with the tail of the
     build log (kept at ``<version folder>/build.log``) and leaves no half-built cache entry.
-    Cold, on 2 cores here: 6 min 46 s in all (1.8 GiB peak memory); the module cache grows by
-    0.9 GiB and the build cache by 2.7 GiB. A caller that finds another build under way says
-    so through ``progress`` and waits for it.
+    Cold, on 2 cores here (koordinator): 6 min 46 s in all (1.8 GiB peak memory); the module
+    cache grows by 0.9 GiB and the build cache by 2.7 GiB; the native flavour's times are in
+    docs/cluster.md. A caller that finds another build under way says so through ``progress``
+    and waits for it.
     """
-    bindir = binaries_dir(cache_dir)
+    fl = flavour_of(flavour)
+    bindir = binaries_dir(cache_dir, fl)
     base = bindir.parent
-    with _cache_entry(base, bindir, "the control plane", _version_key(), progress) as entry:
+    what = "the control plane" if fl.name == "koordinator" else f"the {fl.name} control plane"
+    with _cache_entry(base, bindir, what, fl.cache_key(), progress) as entry:
         if entry is None:
             return bindir
         log, staging = entry
-        env = _go_env(base)
         with tempfile.TemporaryDirectory(prefix="gangstate-cp-build-") as tmp:
-            etcd_work = Path(tmp) / "etcd"
-            kube_work = Path(tmp) / "kube"
-            etcd_work.mkdir()
-            kube_work.mkdir()
-            go = _go()
-            progress(f"building etcd {VERSIONS['etcd']} (the whole cold build: ~10 min on 2 "
-                     f"cores) ...")
-            _write_etcd_module(etcd_work)
-            _run_logged([go, "mod", "tidy"], etcd_work, log, env, timeout, "go mod tidy (etcd)")
-            _run_logged([go, "build", "-trimpath", "-ldflags=-s -w", "-o",
-                         str(staging / "etcd"), "."], etcd_work, log, env, timeout,
-                        "building etcd")
-            progress(f"fetching Koordinator {VERSIONS['koordinator']} ...")
-            koord_dir = _module_dir(KOORD_MODULE, VERSIONS["koordinator"], kube_work, log, env)
-            _write_kube_module(kube_work, koord_dir)
-            kv = VERSIONS["kubernetes"]
-            major, minor = kv.lstrip("v").split(".")[:2]
-            xflags = " ".join(f"-X k8s.io/component-base/version.{k}={v}" for k, v in
-                              (("gitVersion", kv), ("gitMajor", major), ("gitMinor", minor)))
-            progress(f"building kube-apiserver {kv} ...")
-            _run_logged([go, "build", "-trimpath", f"-ldflags=-s -w {xflags}", "-o",
-                         str(staging / "kube-apiserver"), "k8s.io/kubernetes/cmd/kube-apiserver"],
-                        kube_work, log, env, timeout, "building kube-apiserver")
-            progress(f"building kube-controller-manager {kv} ...")
-            _run_logged([go, "build", "-trimpath", f"-ldflags=-s -w {xflags}", "-o",
-                         str(staging / "kube-controller-manager"),
-                         "k8s.io/kubernetes/cmd/kube-controller-manager"],
-                        kube_work, log, env, timeout, "building kube-controller-manager")
-            progress(f"building koord-scheduler {VERSIONS['koordinator']} ...")
-            _run_logged([go, "build", "-trimpath", "-ldflags=-s -w", "-o",
-                         str(staging / "koord-scheduler"), f"{KOORD_MODULE}/cmd/koord-scheduler"],
-                        kube_work, log, env, timeout, "building koord-scheduler")
-            crds = staging / "crds"
-            crds.mkdir()
-            for crd in sorted((koord_dir / "config" / "crd" / "bases").glob("*.yaml")):
-                shutil.copyfile(crd, crds / crd.name)
-                (crds / crd.name).chmod(0o644)
-            kwok_work = Path(tmp) / "kwok"
-            kwok_work.mkdir()
-            progress(f"building kwok {VERSIONS['kwok']} ...")
-            _write_kwok_module(kwok_work)
-            _run_logged([go, "mod", "tidy"], kwok_work, log, env, timeout, "go mod tidy (kwok)")
-            _run_logged([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging / "kwok"),
-                         f"{KWOK_MODULE}/cmd/kwok"], kwok_work, log, env, timeout,
-                        "building kwok")
+            b = _Builder(staging, log, _go_env(base), timeout, progress, Path(tmp))
+            if fl.name == "koordinator":
+                _build_koordinator(b)
+            else:
+                _build_native(b, binaries_dir(cache_dir, KOORDINATOR) if is_built(
+                    cache_dir, KOORDINATOR) else None)
     return bindir
+
+
+def _build_koordinator(b: _Builder) -> None:
+    b.progress(f"building etcd {VERSIONS['etcd']} (the whole cold build: ~10 min on 2 cores) ...")
+    b.etcd()
+    b.progress(f"fetching Koordinator {VERSIONS['koordinator']} ...")
+    kube_work = b.workdir("kube")
+    koord_dir = _module_dir(KOORD_MODULE, VERSIONS["koordinator"], kube_work, b.log, b.env)
+    _write_kube_module(kube_work, koord_dir)
+    kv = VERSIONS["kubernetes"]
+    for name in ("kube-apiserver", "kube-controller-manager"):
+        b.progress(f"building {name} {kv} ...")
+        b.binary(name, f"{KUBE_MODULE}/cmd/{name}", kube_work, kube_ldflags(kv))
+    b.progress(f"building koord-scheduler {VERSIONS['koordinator']} ...")
+    b.binary("koord-scheduler", f"{KOORD_MODULE}/cmd/koord-scheduler", kube_work)
+    crds = b.staging / "crds"
+    crds.mkdir()
+    for crd in sorted((koord_dir / "config" / "crd" / "bases").glob("*.yaml")):
+        shutil.copyfile(crd, crds / crd.name)
+        (crds / crd.name).chmod(0o644)
+    b.kwok()
+
+
+def _build_native(b: _Builder, koordinator_bin: Path | None) -> None:
+    kv = NATIVE_VERSIONS["kubernetes"]
+    if koordinator_bin is None:
+        b.progress(f"building etcd {VERSIONS['etcd']} ...")
+        b.etcd()
+    else:
+        b.reuse_or("etcd", koordinator_bin, b.etcd)
+    b.progress(f"fetching {KUBE_MODULE} {kv} (the whole cold build: ~15 min on 2 cores) ...")
+    work = b.workdir("native")
+    kube_dir = _module_dir(KUBE_MODULE, kv, work, b.log, b.env)
+    _write_native_module(work, kube_dir)
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        b.progress(f"building {name} {kv} ...")
+        b.binary(name, f"{KUBE_MODULE}/cmd/{name}", work, kube_ldflags(kv))
+    if koordinator_bin is None:
+        b.kwok()
+    else:
+        b.reuse_or("kwok", koordinator_bin, b.kwok)
 
 
 @contextlib.contextmanager
@@ -551,6 +794,20 @@ _TOKEN_USERS = {"admin": ("gangstate-admin", "system:masters"),
                 "controller-manager": ("system:kube-controller-manager", "system:masters"),
                 "kwok": ("kwok", "system:masters")}
 
+
+def token_users(flavour: "str | Flavour" = "koordinator") -> dict[str, tuple[str, str]]:
+    """The token file's users of ``flavour``: {user: (name, groups)}. The native flavour's
+    kube-scheduler is ``system:kube-scheduler`` with no group: it gets exactly the bootstrap
+    RBAC of kube-apiserver v1.37.2 (ClusterRoles ``system:kube-scheduler`` and
+    ``system:volume-scheduler``, which with GenericWorkload and CompositePodGroup on read
+    podgroups and compositepodgroups and patch their status:
+    plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go), so a missing permission
+    shows in its log as it would on a real cluster."""
+    users = dict(_TOKEN_USERS)
+    if flavour_of(flavour).name == "native":
+        users["scheduler"] = ("system:kube-scheduler", "")
+    return users
+
 #: the annotation KWOK manages nodes by (``--manage-nodes-with-annotation-selector``)
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 #: the kubelet KWOK plays: Stages for nodes and pods (the file says what a test can ask)
@@ -561,12 +818,19 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 class LocalCluster:
-    """etcd, kube-apiserver, kube-controller-manager, KWOK and koord-scheduler on 127.0.0.1,
-    with Nodes whose kubelet KWOK plays.
+    """etcd, kube-apiserver, kube-controller-manager, KWOK and a scheduler on 127.0.0.1, with
+    Nodes whose kubelet KWOK plays.
 
     Shapes: ``nodes`` is a sequence of :class:`NodeSpec` (default :data:`DEFAULT_NODES`: two
     nodes of 8 cpu, 32Gi and 1 ``nvidia.com/gpu``); ``workdir`` a scratch folder (default: a new
-    temporary one, removed by :meth:`stop`); ``scheduler`` whether to run koord-scheduler.
+    temporary one, removed by :meth:`stop`); ``scheduler`` whether to run the scheduler;
+    ``flavour`` which control plane (:class:`Flavour` or its name): ``"koordinator"`` (the
+    default: Kubernetes v1.35.2, Koordinator's CRDs, koord-scheduler v1.8.0, pods ask for
+    ``schedulerName: koord-scheduler``) or ``"native"`` (Kubernetes v1.37.2 with the gates of
+    :data:`NATIVE_FEATURE_GATES`, the scheduling.k8s.io v1beta1 and v1alpha3 APIs and
+    kube-scheduler with its GangScheduling plugin as ``default-scheduler``; no CRDs, no shim).
+    :attr:`scheduler_component` is the scheduler's component name (``koord-scheduler`` or
+    ``kube-scheduler``) for :meth:`log_path` and :meth:`pid`.
     After :meth:`start`: :attr:`server` is ``https://127.0.0.1:<port>``, :attr:`ca_file` the
     API server's serving certificate (its own CA), :meth:`kubeconfig` writes a kubeconfig for a
     user, :meth:`token_for_service_account` mints a token for a ServiceAccount. Use it as a
@@ -577,7 +841,14 @@ class LocalCluster:
     def __init__(self, nodes: Sequence[NodeSpec] = DEFAULT_NODES, *,
                  workdir: Path | None = None, scheduler: bool = True,
                  cache_dir: Path | None = None, progress: Progress = _quiet,
-                 shim: Mapping[str, str] | None = None) -> None:
+                 shim: Mapping[str, str] | None = None,
+                 flavour: "str | Flavour" = "koordinator") -> None:
+        self.flavour = flavour_of(flavour)
+        if shim is not None and self.flavour.name != "koordinator":
+            raise ClusterError("the shim wraps koord-scheduler: it runs on the koordinator "
+                               f"flavour only, not {self.flavour.name!r}")
+        #: the scheduler's binary and component name
+        self.scheduler_component = self.flavour.scheduler
         self.nodes = list(nodes)
         #: ``None``: Koordinator's koord-scheduler; a mapping: the shim's build (docs/shim.md),
         #: run with these environment variables (``KAFKA_BOOTSTRAP_SERVERS``, ...)
@@ -603,7 +874,8 @@ class LocalCluster:
         return self.workdir.joinpath(*parts)
 
     def log_path(self, component: str) -> Path:
-        """The log file of ``component`` (``etcd``, ``kube-apiserver``, ``koord-scheduler``)."""
+        """The log file of ``component`` (``etcd``, ``kube-apiserver``,
+        :attr:`scheduler_component`, ...)."""
         return self._path("logs", f"{component}.log")
 
     def kubeconfig(self, user: str = "admin", token: str | None = None) -> Path:
@@ -656,11 +928,11 @@ class LocalCluster:
     # -- lifecycle --
 
     def start(self, timeout: float = 120.0) -> "LocalCluster":
-        """Build or reuse the binaries, then start etcd, kube-apiserver, the CRDs,
-        kube-controller-manager, KWOK, the Nodes (waiting until each is Ready and untainted)
-        and koord-scheduler; return self. Raises :class:`ClusterError` with the failing
+        """Build or reuse the binaries, then start etcd, kube-apiserver, the CRDs (koordinator
+        flavour), kube-controller-manager, KWOK, the Nodes (waiting until each is Ready and
+        untainted) and the scheduler; return self. Raises :class:`ClusterError` with the failing
         component's log tail; on failure everything started is stopped again."""
-        self.bindir = build(self._cache_dir, progress=self._progress)
+        self.bindir = build(self._cache_dir, flavour=self.flavour, progress=self._progress)
         if self.with_scheduler and self.shim is not None:
             build_shim(self._cache_dir, progress=self._progress)
         with self._lock:
@@ -679,7 +951,8 @@ class LocalCluster:
             try:
                 self._start_etcd(deadline)
                 self._start_apiserver(deadline)
-                self._install_crds(deadline)
+                if self.flavour.crds:
+                    self._install_crds(deadline)
                 self._start_controller_manager(deadline)
                 self._start_kwok(deadline)
                 self._create_nodes(deadline)
@@ -697,8 +970,8 @@ class LocalCluster:
             self._stop_locked(timeout)
 
     def _stop_locked(self, timeout: float = 20.0) -> None:
-        for name in ("koord-scheduler", "kwok", "kube-controller-manager", "kube-apiserver",
-                     "etcd"):
+        for name in (self.scheduler_component, "kwok", "kube-controller-manager",
+                     "kube-apiserver", "etcd"):
             proc = self._procs.pop(name, None)
             if proc is not None:
                 terminate(proc, timeout)
@@ -719,8 +992,8 @@ class LocalCluster:
         return proc is not None and proc.poll() is None
 
     def pid(self, component: str) -> int | None:
-        """The process id of ``component`` (``kube-apiserver``, ``koord-scheduler``, ...) while
-        it runs, else ``None`` (for its CPU time in ``/proc/<pid>/stat``)."""
+        """The process id of ``component`` (``kube-apiserver``, :attr:`scheduler_component`, ...)
+        while it runs, else ``None`` (for its CPU time in ``/proc/<pid>/stat``)."""
         proc = self._procs.get(component)
         return proc.pid if proc is not None and proc.poll() is None else None
 
@@ -730,14 +1003,14 @@ class LocalCluster:
         return self._request("GET", path, timeout=timeout)
 
     def stop_scheduler(self) -> None:
-        """Stop koord-scheduler alone (the API server keeps running)."""
+        """Stop the scheduler alone (the API server keeps running)."""
         with self._lock:
-            proc = self._procs.pop("koord-scheduler", None)
+            proc = self._procs.pop(self.scheduler_component, None)
             if proc is not None:
                 terminate(proc, 20.0)
 
     def start_scheduler(self, timeout: float = 60.0) -> None:
-        """(Re)start koord-scheduler against the running API server."""
+        """(Re)start the scheduler against the running API server."""
         with self._lock:
             self._start_scheduler(time.monotonic() + timeout)
 
@@ -746,6 +1019,9 @@ class LocalCluster:
         koord-scheduler) from now on, restarting the scheduler when it runs; the shim is built
         first (cached), so the scheduler is down only for its restart."""
         if shim is not None:
+            if self.flavour.name != "koordinator":
+                raise ClusterError("the shim wraps koord-scheduler: it runs on the koordinator "
+                                   f"flavour only, not {self.flavour.name!r}")
             build_shim(self._cache_dir, progress=self._progress)
         self.stop_scheduler()
         self.shim = None if shim is None else dict(shim)
@@ -769,8 +1045,8 @@ class LocalCluster:
         return proc
 
     def restart(self, component: str, timeout: float = 60.0) -> None:
-        """Stop ``component`` (``kube-apiserver``, ``kube-controller-manager``, ``kwok``;
-        ``koord-scheduler`` has :meth:`start_scheduler`) and start it again with the same
+        """Stop ``component`` (``kube-apiserver``, ``kube-controller-manager``, ``kwok``; the
+        scheduler has :meth:`start_scheduler`) and start it again with the same
         arguments (the same port, certificates and etcd), then wait until it is ready again;
         for tests of what a restart does to the clients. :class:`ClusterError` if it does not
         come back within ``timeout`` seconds."""
@@ -832,10 +1108,10 @@ class LocalCluster:
         _openssl(["genrsa", "-out", str(sa_key), "2048"])
         _openssl(["rsa", "-in", str(sa_key), "-pubout", "-out", str(sa_pub)])
         rows = []
-        for user, (name, groups) in _TOKEN_USERS.items():
+        for user, (name, groups) in token_users(self.flavour).items():
             token = secrets.token_hex(16)
             self._tokens[user] = token
-            rows.append(f'{token},{name},{name},"{groups}"')
+            rows.append(f'{token},{name},{name}' + (f',"{groups}"' if groups else ""))
         tokens = certs / "tokens.csv"
         tokens.write_text("\n".join(rows) + "\n")
         tokens.chmod(0o600)
@@ -851,7 +1127,7 @@ class LocalCluster:
             "--service-account-signing-key-file", str(sa_key),
             "--service-cluster-ip-range", "10.96.0.0/24",
             "--enable-priority-and-fairness=false", "--profiling=false",
-            "--endpoint-reconciler-type", "none"])
+            "--endpoint-reconciler-type", "none", *self.flavour.apiserver_args()])
 
         def ready() -> bool:
             return bool(self.ca_file.exists()
@@ -897,7 +1173,8 @@ class LocalCluster:
             "--root-ca-file", str(self.ca_file), "--use-service-account-credentials=false",
             # a node whose lease stops is NotReady after 20 s (default 50 s), so a test of a
             # lost node does not wait a minute
-            "--node-monitor-grace-period", "20s", "--profiling=false", "--v", "1"])
+            "--node-monitor-grace-period", "20s", "--profiling=false", "--v", "1",
+            *self.flavour.gate_args()])
         self._wait_https("kube-controller-manager", port, deadline)
 
         def default_service_account() -> bool:
@@ -973,19 +1250,13 @@ class LocalCluster:
         (port,) = free_ports(1)
         kubeconfig = self.kubeconfig("scheduler")
         config = self._path("scheduler-config.yaml")
-        config.write_text(json.dumps(scheduler_config(kubeconfig), indent=1))
-        binary = self.bindir / "koord-scheduler" if self.shim is None else \
+        config.write_text(json.dumps(scheduler_config(kubeconfig, self.flavour), indent=1))
+        binary = self.bindir / self.scheduler_component if self.shim is None else \
             build_shim(self._cache_dir, progress=self._progress)
-        self._spawn("koord-scheduler", [
-            str(binary), "--config", str(config),
-            "--bind-address", _HOST, "--secure-port", str(port),
-            # its deprecated plain-HTTP healthz would listen on 0.0.0.0:10251 (Koordinator
-            # v1.8.0 cmd/koord-scheduler/app/options/insecure_serving.go:75-76): off
-            "--port", "0",
-            "--authentication-kubeconfig", str(kubeconfig),
-            "--authorization-kubeconfig", str(kubeconfig), "--v", "2"], env=self.shim)
+        self._spawn(self.scheduler_component,
+                    scheduler_argv(self.flavour, binary, config, kubeconfig, port), env=self.shim)
         self.scheduler_port = port
-        self._wait_https("koord-scheduler", port, deadline)
+        self._wait_https(self.scheduler_component, port, deadline)
 
     # -- users for gangstate's components --
 
@@ -1039,9 +1310,9 @@ def terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``controlplane.py build [--shim]`` | ``controlplane.py run [--nodes FILE]
-    [--no-scheduler] [--workdir DIR] [--shim --kafka HOST:PORT [--topic-prefix P] [--shim-id
-    ID]]``. Exit status 0, 1 on a :class:`ClusterError`, 130 when stopped by SIGINT or
+    """``controlplane.py build [--shim | --native]`` | ``controlplane.py run [--native] [--nodes
+    FILE] [--no-scheduler] [--workdir DIR] [--shim --kafka HOST:PORT [--topic-prefix P]
+    [--shim-id ID]]``. Exit status 0, 1 on a :class:`ClusterError`, 130 when stopped by SIGINT or
     SIGTERM (its last line names which)."""
     parser = argparse.ArgumentParser(
         prog="controlplane.py",
@@ -1050,20 +1321,31 @@ def main(argv: list[str] | None = None) -> int:
                     f"({', '.join(f'{k} {v}' for k, v in VERSIONS.items())}) on 127.0.0.1, "
                     "built with Go from the module proxy and cached by version in "
                     "$GANGSTATE_CACHE/controlplane (default ~/.cache/gangstate); a cold build "
-                    "took ~10 min on 2 cores here.")
+                    "took ~10 min on 2 cores here. With --native: Kubernetes' own gang "
+                    f"scheduling instead (kubernetes {NATIVE_VERSIONS['kubernetes']}: "
+                    "kube-apiserver, kube-controller-manager and kube-scheduler with the gates "
+                    f"{', '.join(NATIVE_FEATURE_GATES)}; no Koordinator).")
     sub = parser.add_subparsers(dest="cmd", required=True)
     build_cmd = sub.add_parser("build", help="build or reuse the binaries; print their folder "
                                              "(with --shim: also the shim's koord-scheduler, "
                                              "printed on a second line)")
     build_cmd.add_argument("--shim", action="store_true",
                            help="also build gangstate's scheduler shim (shim/, docs/shim.md)")
+    build_cmd.add_argument("--native", action="store_true",
+                           help="build the native control plane (kubernetes "
+                                f"{NATIVE_VERSIONS['kubernetes']} with kube-scheduler) instead")
     run = sub.add_parser("run", help="start, print the admin KUBECONFIG, run until Ctrl-C or "
                                      "SIGTERM, then stop everything and clean up")
     run.add_argument("--nodes", type=Path,
                      help="YAML list (or {nodes: [...]}) of fake nodes {name, cpu, memory, gpu, "
                           "pods, taints: [{key, value, effect}], labels} (default: 2 nodes, 8 "
                           "cpu, 32Gi, 1 nvidia.com/gpu each)")
-    run.add_argument("--no-scheduler", action="store_true", help="do not run koord-scheduler")
+    run.add_argument("--native", action="store_true",
+                     help="run the native control plane: kubernetes "
+                          f"{NATIVE_VERSIONS['kubernetes']}, kube-scheduler as default-scheduler "
+                          "with its GangScheduling plugin (pods join a scheduling.k8s.io/v1beta1 "
+                          "PodGroup with spec.schedulingGroup.podGroupName)")
+    run.add_argument("--no-scheduler", action="store_true", help="do not run the scheduler")
     run.add_argument("--shim", action="store_true",
                      help="run gangstate's shim build of koord-scheduler (docs/shim.md)")
     run.add_argument("--kafka", default="",
@@ -1077,6 +1359,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="scratch folder to use and keep (certificates, etcd data, logs of "
                           "each component); default: a temporary one, removed on stop")
     args = parser.parse_args(argv)
+    if args.native and args.shim:
+        parser.error("--shim wraps koord-scheduler: it cannot go with --native")
+    flavour = NATIVE if args.native else KOORDINATOR
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -1093,7 +1378,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, interrupt)
     try:
         if args.cmd == "build":
-            print(build(progress=say))
+            print(build(flavour=flavour, progress=say))
             if args.shim:
                 print(build_shim(progress=say))
             return 0
@@ -1104,7 +1389,7 @@ def main(argv: list[str] | None = None) -> int:
                     "GANGSTATE_TOPIC_PREFIX": args.topic_prefix,
                     "GANGSTATE_SHIM_ID": args.shim_id}
         cluster = LocalCluster(nodes, scheduler=not args.no_scheduler, progress=say,
-                               workdir=args.workdir, shim=shim)
+                               workdir=args.workdir, shim=shim, flavour=flavour)
         with cluster:
             print(f"KUBECONFIG={cluster.kubeconfig('admin')}", flush=True)
             say(f"API server {cluster.server}; logs in {cluster.log_path('etcd').parent}; "
