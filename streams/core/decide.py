@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .records import GangRecord, GangSummarized
-from .rules import DECISIONS
+from .rules import DECISIONS_FOR
 from .rules import message as message
 from .rules.base import COMMAND_SCHEMA as COMMAND_SCHEMA
 from .rules.base import DIAGNOSTIC_SCHEMA as DIAGNOSTIC_SCHEMA
@@ -34,16 +34,17 @@ from .rules.resend import resend_to_joined as resend_to_joined
 from .settings import FoldSettings, Output
 from .state import GangState
 
-_RUNS: tuple[Callable[[GangState, Step, list[Output]], GangState], ...] = tuple(
-    d.run for d in DECISIONS)
-"""``rules.DECISIONS``' functions, unpacked once: ``decide`` runs on every record."""
+_RUNS: dict[str, tuple[Callable[[GangState, Step, list[Output]], GangState], ...]] = {
+    scheduler: tuple(d.run for d in decisions) for scheduler, decisions in DECISIONS_FOR.items()}
+"""``rules.DECISIONS_FOR``' functions per gang scheduler, unpacked once: ``decide`` runs on
+every record."""
 
 
 def decide(state: GangState, rec: GangRecord, settings: FoldSettings,
            before_rep: str | None = None, before: GangState | None = None,
            ) -> tuple[GangState, list[dict[str, Any]]]:
-    """Decide the outputs of the state reached by applying ``rec``: each rule family's
-    decision (``rules.DECISIONS``), in that order.
+    """Decide the outputs of the state reached by applying ``rec``: the decision of each rule
+    family that runs for the gang's scheduler (``rules.DECISIONS_FOR``), in that order.
 
     Order of outputs for one record: spec findings (``GangSpecInvalid``, ``GangSpecConflict``),
     the PreEnqueue hold (``rules.hold``: ``GangNotInitialized``/``GangMembersInsufficient``/
@@ -63,6 +64,6 @@ def decide(state: GangState, rec: GangRecord, settings: FoldSettings,
     # gang's own time then, never before it.
     at = max(rec.at, before.clock) if isinstance(rec, GangSummarized) else rec.at
     step = Step(before, rec, at, settings, before_rep)
-    for decision in _RUNS:
+    for decision in _RUNS[state.scheduler]:
         state = decision(state, step, out)
     return state, out

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 
 from .capacity import (Shortfall, beyond_cluster, format_quantity, lower_min_member,
                        more_text, shortfall_text)
+from .native import gang_text, min_name
 from .records import FAILED_STATUSES, Capacity, CycleObserved
 from .text import listing
 
@@ -271,13 +272,14 @@ def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
     for phrase, names in by_phrase.items():
         clauses.append(f"{listing(names, NAMES_SHOWN)} did not fit ({phrase})")
     fit, min_member = facts["fit"], facts["min_member"]
+    least = min_name(gang)
     if fit == 0:
-        fitting = f"none of minMember {min_member} members fit"
+        fitting = f"none of {least} {min_member} members fit"
     else:
-        fitting = f"at most {fit} of minMember {min_member} members " \
+        fitting = f"at most {fit} of {least} {min_member} members " \
                   f"{'fits' if fit == 1 else 'fit'} at once"
-    text = (f"gang {gang} cannot be scheduled: {'; '.join(clauses)}; {fitting}; the scheduler "
-            f"rejects the whole gang and retries it")
+    text = (f"{gang_text(gang)} cannot be scheduled: {'; '.join(clauses)}; {fitting}; the "
+            f"scheduler rejects the whole gang and retries it")
     short = shortfall_of(facts)
     if short is not None:
         text += f"; it {shortfall_text(short)}"
@@ -325,7 +327,7 @@ def placement_advice(kinds: set[str]) -> str:
     return ", ".join(steps) + "; freeing capacity does not help"
 
 
-def unblock_text(facts: dict[str, Any]) -> str:
+def unblock_text(facts: dict[str, Any], gang: str = "") -> str:
     """What would let a gang with a failure episode be scheduled, for people, of a kind that
     can help: for members that no node may take (node selector/affinity, untolerated taint,
     ``placement_advice``) a label, toleration or matching node; with the cluster's room known
@@ -334,7 +336,8 @@ def unblock_text(facts: dict[str, Any]) -> str:
     some fit, never 0 nor below the members bound (``capacity.lower_min_member``); e.g. ``free
     capacity so that 1 more member fits alongside the 2 that fit (Insufficient
     nvidia.com/gpu on 2 of 2 nodes), or lower minMember to 2; the gang is retried as a
-    whole``. Pure."""
+    whole``; ``minCount`` for a native ``gang`` (``native.min_name``). Pure."""
+    least = min_name(gang)
     phrases = "; ".join(sorted({fit_phrase(f) for f in facts["unfit"].values()}))
     kinds: set[str] = set()
     for fit_error in facts["unfit"].values():
@@ -354,7 +357,7 @@ def unblock_text(facts: dict[str, Any]) -> str:
                     f"with more; the gang is retried as a whole")
         if short.missing_members:
             lower = lower_min_member(short)
-            alternative = "" if lower is None else f", or lower minMember to {lower}"
+            alternative = "" if lower is None else f", or lower {least} to {lower}"
             beyond = beyond_cluster(short)
             if beyond:
                 return (f"add a node with at least {q(beyond)} {short.resource} more: the "
@@ -368,6 +371,6 @@ def unblock_text(facts: dict[str, Any]) -> str:
         more = min_member - fit
         return (f"free capacity so that {more} more {'member fits' if more == 1 else 'members fit'}"
                 f" alongside the {fit} that {'fits' if fit == 1 else 'fit'} ({phrases}), or "
-                f"lower minMember to {fit}; the gang is retried as a whole")
+                f"lower {least} to {fit}; the gang is retried as a whole")
     return (f"free capacity for the members that did not fit ({phrases}); the gang is retried "
             f"as a whole")

@@ -20,7 +20,7 @@ from .timefmt import format_time
 def findings(state: GangState) -> list[dict[str, Any]]:
     """The conditions that hold for the gang now, as ``{"reason", "type", "message", "facts"}``
     (plus ``"since"`` where the condition has a start): what each family finds
-    (``Rule.findings``), in ``rules.FINDINGS`` order: the hold (``GangNotInitialized``,
+    (``Rule.findings``) of the families that run for its scheduler, in ``rules.FINDINGS`` order: the hold (``GangNotInitialized``,
     ``GangMembersInsufficient``, ``GangGroupIncomplete``, ``GangMemberGated``), silent
     fallbacks (``GangSpecInvalid``), disagreements (``GangSpecConflict``),
     ``GangPreempting``/``GangPreemptionWasted``, the open failure episode
@@ -28,7 +28,7 @@ def findings(state: GangState) -> list[dict[str, Any]]:
     lost since the gang was scheduled leave it short, ``streams.core.lost``),
     ``GangMembersStranded`` and ``GangTopologyUnavailable``."""
     out: list[dict[str, Any]] = []
-    for family_findings in rules.FINDINGS:
+    for family_findings in rules.FINDINGS_FOR[state.scheduler]:
         out.extend(family_findings(state))
     return out
 
@@ -143,7 +143,7 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
 
 def _family_why(state: GangState, member: Member) -> dict[str, Any] | None:
     """The first answer of the families' ``why`` (``rules.WHY``) for ``member``."""
-    for family_why in rules.WHY:
+    for family_why in rules.WHY_FOR[state.scheduler]:
         found = family_why(state, member)
         if found is not None:
             return found

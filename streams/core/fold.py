@@ -23,6 +23,7 @@ from .records import (FAILED_STATUSES, GANG_CHECK_REASONS, AckObserved, CycleObs
                       GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick,
                       CapacityObserved)
+from .native import is_native
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
 
@@ -163,7 +164,9 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
 
 def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
     """Fold a PodGroup watch event: every add or update re-initialises the gang from the
-    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``). A delete removes the gang
+    PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``; a native PodGroup's spec by
+    ``native.native_spec``). A delete of a native PodGroup leaves its pods members of the
+    gang, not initialised (N2). A delete of Koordinator's removes the gang
     with all its children (rule M5, Koordinator v1.8.0 ``pkg/scheduler/plugins/coscheduling/
     core/gang_cache.go:295-310``): the pods that remain become ``orphans``, unknown to the gang
     cache until their next event (``apply_pod``), and the gang is deleted (``gang_deleted``).
@@ -177,6 +180,13 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
         new.podgroup = None
         if new.spec_source and new.spec_source.startswith("PodGroup/"):
             new.spec_source = new.spec_settings = None
+        if is_native(state.gang):
+            # N2: kube-scheduler keeps the pods of its pod group state when the PodGroup goes
+            # (podgroupstate.go removePodGroup): they stay the gang's, held at PreEnqueue
+            # until a PodGroup of that name exists again
+            if not new.members:
+                gang_deleted(new, rec.at, f"PodGroup/{rec.name}")
+            return new
         if new.members:
             new.orphans = {**new.orphans, **new.members}
             new.members = {}
@@ -188,7 +198,8 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
         return state
     new = state.copy()
     new.deleted_at = new.deleted_by = None
-    new.podgroup = PodGroupInfo(rec.name, rec.uid, rec.resource_version, rec.settings)
+    new.podgroup = PodGroupInfo(rec.name, rec.uid, rec.resource_version, rec.settings,
+                                rec.conditions)
     source = f"PodGroup/{rec.name}"
     spec, _ = spec_and_fallbacks(state.gang, source, rec.settings)
     if spec is None:

@@ -44,8 +44,13 @@ class PodObserved(NamedTuple):
 
 
 class PodGroupObserved(NamedTuple):
-    """A watch event of a ``scheduling.sigs.k8s.io/v1alpha1`` PodGroup; ``gang`` is its
-    ``ns/name``."""
+    """A watch event of a PodGroup: Koordinator's ``scheduling.sigs.k8s.io/v1alpha1`` (``gang``
+    is its ``ns/name``) or a native ``scheduling.k8s.io`` one (``gang`` is
+    ``ns/name@kube-scheduler``, ``streams.core.native``; ``settings`` from
+    ``native.settings_of_native_podgroup``). ``conditions``: a native PodGroup's
+    ``status.conditions`` as ``Type=Status`` or ``Type=Status/Reason`` strings, in the order
+    written (``PodGroupInitiallyScheduled=True``, ``DisruptionTarget=True/PreemptionByScheduler``).
+    """
 
     at: int
     type: str
@@ -55,6 +60,7 @@ class PodGroupObserved(NamedTuple):
     uid: str
     resource_version: str
     settings: RawSettings
+    conditions: tuple[str, ...] = ()
 
 
 GANG_CHECK_REASONS = frozenset((

@@ -61,6 +61,11 @@ class RawSettings(NamedTuple):
     ``min_available``, ``spec.scheduleTimeoutSeconds`` as ``waiting_time`` (``"<n>s"``) and the
     other fields from the PodGroup's annotations; ``ignored_waiting_time`` keeps a
     ``waiting-time`` annotation written on a PodGroup, which the scheduler ignores.
+
+    For a native PodGroup (``scheduling.k8s.io``, ``streams.core.native``):
+    ``schedulingPolicy.gang.minCount`` as ``min_available``, ``policy`` (``Gang`` or
+    ``Basic``, the ``schedulingPolicy`` set) and ``parent`` (``parentCompositePodGroupName``);
+    the other fields are ``None``.
     """
 
     min_available: str | None = None
@@ -72,6 +77,8 @@ class RawSettings(NamedTuple):
     ignored_waiting_time: str | None = None
     network_topology_spec: str | None = None
     hold: str | None = None
+    policy: str | None = None
+    parent: str | None = None
 
     def as_written(self) -> tuple[tuple[str, str | None], ...]:
         """Pairs of (annotation field name, value as written) in ``SPEC_FIELDS`` order."""

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .episode import Episode, per_minute
 from .preemption import Preemption, Victim
+from .native import gang_name, is_native, native_spec, scheduler_of
 from .records import Capacity, GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
 from .timefmt import format_time
@@ -120,12 +121,15 @@ _BLAKE2B_48 = hashlib.blake2b(digest_size=6)
 
 
 class PodGroupInfo(NamedTuple):
-    """The gang's PodGroup object, when one exists."""
+    """The gang's PodGroup object, when one exists. ``conditions``: a native PodGroup's
+    ``status.conditions`` as ``Type=Status`` or ``Type=Status/Reason`` strings
+    (``PodGroupObserved.conditions``); empty for Koordinator's."""
 
     name: str
     uid: str
     rv: str
     settings: RawSettings
+    conditions: tuple[str, ...] = ()
 
 
 class Peer(NamedTuple):
@@ -607,6 +611,17 @@ class GangState:
         """The gang's namespace (the part of the gang id before ``/``)."""
         return self.gang.partition("/")[0]
 
+    @property
+    def scheduler(self) -> str:
+        """The gang's scheduler, ``koord-scheduler`` or ``kube-scheduler``
+        (``streams.core.native.scheduler_of``: the gang id says which)."""
+        return scheduler_of(self.gang)
+
+    @property
+    def name(self) -> str:
+        """The gang's name: its PodGroup's (the gang id without namespace and scheduler)."""
+        return gang_name(self.gang)
+
     def _parsed(self) -> tuple[GangSpec | None, tuple[Fallback, ...]]:
         if self._parsed_settings is self.spec_settings and self._parsed_source is self.spec_source:
             return self._parsed_spec  # (None, ()) at first: no spec, as spec_and_fallbacks says
@@ -729,7 +744,11 @@ def spec_and_fallbacks(gang: str, source: str | None, settings: RawSettings | No
     hit = _BY_IDENTITY.get(id(settings))
     if hit is not None and hit[0] is settings and hit[1] == source and hit[2] == gang:
         return hit[3]
-    result = _cached_spec(gang, source, settings, source.startswith("PodGroup/"))
+    if is_native(gang):
+        result: tuple[GangSpec | None, tuple[Fallback, ...]] = (
+            native_spec(gang, settings, source), ())
+    else:
+        result = _cached_spec(gang, source, settings, source.startswith("PodGroup/"))
     if len(_BY_IDENTITY) > 65_536:
         _BY_IDENTITY.clear()
     _BY_IDENTITY[id(settings)] = (settings, source, gang, result)
@@ -829,14 +848,16 @@ def own_summary(state: GangState) -> Summary:
 # -- wire form ---------------------------------------------------------------------------------
 
 def _settings_out(s: RawSettings | None) -> list[str | None] | None:
+    """The wire row of settings: the six Koordinator fields always, then the later ones up to
+    the last that is set (``ignored_waiting_time``, ``network_topology_spec``, ``hold``,
+    ``policy``, ``parent``), so rows stored before a field existed decode unchanged."""
     if s is None:
         return None
-    out = [s.min_available, s.total_number, s.mode, s.waiting_time, s.groups, s.match_policy]
-    if s.hold is not None:
-        return out + [s.ignored_waiting_time, s.network_topology_spec, s.hold]
-    if s.network_topology_spec is not None:
-        return out + [s.ignored_waiting_time, s.network_topology_spec]
-    return out if s.ignored_waiting_time is None else out + [s.ignored_waiting_time]
+    row = list(s)
+    end = len(row)
+    while end > 6 and row[end - 1] is None:
+        end -= 1
+    return row[:end]
 
 
 def _settings_in(v: list[str | None] | None) -> RawSettings | None:
@@ -873,7 +894,8 @@ def to_wire(state: GangState) -> dict[str, Any]:
         "st": _settings_out(state.spec_settings),
         "pg": None if state.podgroup is None else [
             state.podgroup.name, state.podgroup.uid, state.podgroup.rv,
-            _settings_out(state.podgroup.settings)],
+            _settings_out(state.podgroup.settings)]
+        + ([list(state.podgroup.conditions)] if state.podgroup.conditions else []),
         "m": [_member_out(uid, m) for uid, m in state.members.items()],
         "t": [[uid, rv, at] for uid, (rv, at) in state.tombstones.items()],
         "cy": state.cycle,
@@ -959,7 +981,8 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         spec_source=data["ss"],
         spec_settings=_settings_in(data["st"]),
         podgroup=None if pg is None else PodGroupInfo(pg[0], pg[1], pg[2], _settings_in(pg[3])
-                                                      or RawSettings()),
+                                                      or RawSettings(),
+                                                      tuple(pg[4]) if len(pg) > 4 else ()),
         members={row[0]: _member_in(row) for row in data["m"]},
         tombstones={uid: (rv, at) for uid, rv, at in data["t"]},
         cycle=data["cy"],

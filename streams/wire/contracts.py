@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 
 # the ids of the records the core writes are the core's own (the core imports nothing from here)
 from streams.core.decide import COMMAND_SCHEMA, DIAGNOSTIC_SCHEMA, SUMMARY_SCHEMA
+from streams.core.native import split_gang
 from streams.core.rules import REASON_NAMES
 from streams.core.timefmt import format_time, parse_time
 
@@ -103,10 +104,11 @@ def _bounded(value: str, what: str, limit: int, rule: str) -> str:
 
 
 def check_gang_id(value: str) -> str:
-    """``value`` when its namespace and name (``namespace/name``, the pattern checked before)
-    are within ``NAMESPACE_MAX_LENGTH`` and ``NAME_MAX_LENGTH``; raises ``ValueError`` with
-    the reason otherwise."""
-    namespace, _, name = value.partition("/")
+    """``value`` when its namespace and name (``namespace/name``, the pattern checked before;
+    a native gang's ``namespace/name@kube-scheduler``, whose name is the part before the
+    suffix) are within ``NAMESPACE_MAX_LENGTH`` and ``NAME_MAX_LENGTH``; raises ``ValueError``
+    with the reason otherwise."""
+    namespace, name, _ = split_gang(value)
     _bounded(namespace, "namespace name", NAMESPACE_MAX_LENGTH, LABEL_RULE)
     _bounded(name, "gang or pod name", NAME_MAX_LENGTH, SUBDOMAIN_RULE)
     return value
@@ -136,7 +138,11 @@ CycleStatus = Literal[
 WatchType = Literal["ADDED", "MODIFIED", "DELETED", "SYNC"]
 """Kubernetes watch event types, plus ``SYNC`` for an object seen in a relist."""
 
-Resource = Literal["pods", "podgroups", "events"]
+Resource = Literal["pods", "podgroups", "events", "compositepodgroups", "workloads"]
+"""What a ``gangstate.kube/v1`` record carries: a Pod, a PodGroup (Koordinator's
+``scheduling.sigs.k8s.io`` or a native ``scheduling.k8s.io`` one: its ``apiVersion`` tells), a
+core/v1 Event, or a native CompositePodGroup or Workload (published for taps and audits; the
+fold skips them)."""
 
 DiagnosticReason = Literal[REASON_NAMES]  # type: ignore[valid-type]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``): every
@@ -567,14 +573,19 @@ class _MetaView(TypedDict, total=False):
 class _SpecView(TypedDict, total=False):
     nodeName: Any  # Pod
     schedulingGates: Any  # Pod
+    schedulerName: Any  # Pod
+    schedulingGroup: Any  # Pod (native gangs)
     minMember: Any  # PodGroup
     scheduleTimeoutSeconds: Any  # PodGroup
+    schedulingPolicy: Any  # native PodGroup
+    parentCompositePodGroupName: Any  # native PodGroup
 
 
 class _StatusView(TypedDict, total=False):
     phase: Any
     reason: Any
     nominatedNodeName: Any
+    conditions: Any  # native PodGroup
 
 
 class _ObjectView(TypedDict, total=False):

@@ -30,9 +30,11 @@ from streams.core.records import (AckObserved, Capacity, CapacityObserved, Cycle
                                   PodGroupObserved, PodObserved, PreemptionObserved, Record,
                                   Tick)
 from streams.core.timefmt import format_time
+from streams.core.native import (KUBE_SCHEDULER, NATIVE_SUFFIX, gang_key, is_native_podgroup, native_gang_of_pod,
+                                 settings_of_native_podgroup)
 from streams.core.spec import (ANNOTATION_NAME, LABEL_MIN_AVAILABLE_DEPRECATED, LABEL_POD_GROUP,
-                               LABEL_POD_GROUP_NAME_DEPRECATED, gang_of_pod, settings_of_pod,
-                               settings_of_podgroup, waits_for_podgroup)
+                               LABEL_POD_GROUP_NAME_DEPRECATED, RawSettings, gang_of_pod,
+                               settings_of_pod, settings_of_podgroup, waits_for_podgroup)
 
 
 class DecodeError(ValueError):
@@ -45,7 +47,8 @@ class Decoded(NamedTuple):
 
     ``key``: the gang id the record belongs to (gang group id for acks; ``None`` for ticks).
     ``record``: the core record, or ``None`` when the record is valid but concerns no gang
-    (then ``skipped`` says why: ``no-gang`` for a pod of no gang, ``events`` for a core/v1 Event,
+    (then ``skipped`` says why: ``no-gang`` for a pod of no gang, ``compositepodgroups`` and
+    ``workloads`` for those native objects (published for taps), ``events`` for a core/v1 Event,
     which the watch producer turns into cycle records).
     """
 
@@ -249,12 +252,27 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
     annotations = meta.get("annotations") or {}
     spec = obj.get("spec") or {}
     if resource == "podgroups":
+        if is_native_podgroup(obj.get("apiVersion") or ""):
+            group = gang_key(namespace, meta["name"], KUBE_SCHEDULER)
+            return Decoded(group, PodGroupObserved(
+                at, rec["type"], group, namespace, meta["name"], meta["uid"],
+                meta.get("resourceVersion", ""), settings_of_native_podgroup(spec),
+                podgroup_conditions((obj.get("status") or {}).get("conditions"))))
         group = f"{namespace}/{meta['name']}"
         return Decoded(group, PodGroupObserved(
             at, rec["type"], group, namespace, meta["name"], meta["uid"],
             meta.get("resourceVersion", ""), settings_of_podgroup(spec, annotations)))
+    if resource in ("compositepodgroups", "workloads"):
+        return Decoded(None, None, resource)
+    native = native_gang_of_pod(namespace, spec)
+    if native is not None:
+        reason = name_too_long(native.partition("/")[2][:-len(NATIVE_SUFFIX)],
+                               "PodGroup name", NAME_MAX_LENGTH, SUBDOMAIN_RULE)
+        if reason is not None:
+            raise DecodeError(f"invalid record: object.spec.schedulingGroup.podGroupName: "
+                              f"{reason}")
     key = (namespace, tuple(labels.items()), tuple(annotations.items()))
-    read = _POD_GANG.get(key)
+    read = _POD_GANG.get(key) if native is None else (native, _NATIVE_SETTINGS, True)
     if read is None:
         check_gang_names(labels, annotations)
         read = (gang_of_pod(namespace, labels, annotations),
@@ -282,6 +300,27 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
         meta.get("resourceVersion", ""), node, phase, meta.get("deletionTimestamp") is not None,
         settings, waits, scheduling_gates(spec.get("schedulingGates")), status_reason,
         nominated_node=nominated))
+
+
+_NATIVE_SETTINGS = RawSettings()
+"""A native gang member's own settings: none (kube-scheduler reads its gang's only from the
+PodGroup, ``streams.core.native``)."""
+
+
+def podgroup_conditions(raw: Any) -> tuple[str, ...]:
+    """A native PodGroup's ``status.conditions`` as ``Type=Status`` or ``Type=Status/Reason``
+    strings, in the order written (``PodGroupObserved.conditions``); ``()`` when absent.
+    Raises ``DecodeError`` when it is not a list of objects with string ``type`` and
+    ``status`` (the API server never sends that)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("type"), str)
+            and isinstance(c.get("status"), str) for c in raw):
+        raise DecodeError("invalid record: object.status.conditions must be a list of objects "
+                          "with a string type and status")
+    return tuple(f"{c['type']}={c['status']}" + (f"/{c['reason']}" if c.get("reason") else "")
+                 for c in raw)
 
 
 GANG_LABELS = (LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, LABEL_MIN_AVAILABLE_DEPRECATED)

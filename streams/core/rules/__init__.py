@@ -10,6 +10,10 @@ of its own so that it is compiled with the rest of the core (``setup.py`` leaves
 from __future__ import annotations
 
 from .registry import DECISIONS as DECISIONS
+from .registry import DECISIONS_FOR as DECISIONS_FOR
+from .registry import FINDINGS_FOR as FINDINGS_FOR
+from .registry import TIMERS_FOR as TIMERS_FOR
+from .registry import WHY_FOR as WHY_FOR
 from .registry import FINDINGS as FINDINGS
 from .registry import REASON_NAMES as REASON_NAMES
 from .registry import REASONS as REASONS

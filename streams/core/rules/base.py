@@ -21,6 +21,7 @@ from dataclasses import replace
 from json.encoder import encode_basestring as _json_string
 from typing import Any, Callable, Literal, NamedTuple
 
+from ..native import KOORDINATOR
 from ..records import GangRecord
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member
@@ -107,7 +108,10 @@ class Rule(NamedTuple):
     member) -> explanation | None``, when given: why that member (``state.Member``, not bound
     to a node) is held by a condition of the family, ``{"held_at", "held_by", "reasons":
     [{"reason", "facts", "message"}], "unblock": [str]}`` (``explain.why_pod`` asks them in
-    ``registry.WHY`` order; the first answer wins)."""
+    ``registry.WHY`` order; the first answer wins). ``schedulers``: the gang schedulers whose
+    gangs the family runs for (``streams.core.native.SCHEDULERS``; Koordinator's only by
+    default): the registry runs its decisions and timers, and asks its findings and why, only
+    for a gang of one of them, so no scheduler's rule reaches the other's gangs."""
 
     family: str
     reasons: tuple[Reason, ...]
@@ -115,6 +119,7 @@ class Rule(NamedTuple):
     decisions: tuple[Decision, ...] = ()
     findings: "Callable[[GangState], list[dict[str, Any]]] | None" = None
     why: "Callable[[GangState, Member], dict[str, Any] | None] | None" = None
+    schedulers: tuple[str, ...] = (KOORDINATOR,)
 
 
 def listed(finding: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..native import PERMIT_TIMEOUT_SECONDS, KOORDINATOR, KUBE_SCHEDULER, counts_for_gang, \
+    is_native, split_gang
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member
 from ..timefmt import format_time
@@ -71,6 +73,13 @@ def gated_text(gated: dict[str, list[str]]) -> str:
 
 
 def _not_initialized_message(gang: str, f: dict[str, Any]) -> str:
+    if is_native(gang):
+        namespace, name, _ = split_gang(gang)
+        return (f"PodGroup {namespace}/{name} (scheduling.k8s.io) does not exist: "
+                f"{f['members']} {plural(f['members'], 'pod names', 'pods name')} it in "
+                f"spec.schedulingGroup; kube-scheduler holds "
+                f"{plural(f['members'], 'it', 'them')} at PreEnqueue (waiting for pods's pod "
+                f"group \"{name}\" to appear in scheduling queue) until it is created")
     if f.get("orphaned"):
         return (f"gang {gang} was removed from the scheduler's gang cache with its PodGroup "
                 f"{f['podgroup_deleted'] or ''}".rstrip() + f"; its {f['orphaned']} remaining "
@@ -83,6 +92,12 @@ def _not_initialized_message(gang: str, f: dict[str, Any]) -> str:
 
 def _insufficient_message(gang: str, f: dict[str, Any]) -> str:
     missing = f["min_member"] - f["members"]
+    if is_native(gang):
+        namespace, name, _ = split_gang(gang)
+        return (f"PodGroup {namespace}/{name} has {f['members']} of minCount "
+                f"{f['min_member']} pods; kube-scheduler holds them at PreEnqueue (waiting "
+                f"for minCount pods from a gang to appear in scheduling queue) until "
+                f"{missing} more {plural(missing, 'exists', 'exist')}")
     if f.get("orphaned"):
         return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods as the "
                 f"scheduler counts them: {f['orphaned']} "
@@ -110,6 +125,14 @@ def _group_incomplete_message(gang: str, f: dict[str, Any]) -> str:
 
 def _gated_message(gang: str, f: dict[str, Any]) -> str:
     missing = f["min_member"] - f["ungated"]
+    if is_native(gang):
+        namespace, name, _ = split_gang(gang)
+        return (f"PodGroup {namespace}/{name} has {f['ungated']} of minCount "
+                f"{f['min_member']} pods free of scheduling gates ({gated_text(f['gated'])}); "
+                f"kube-scheduler lets the others wait at Permit for at most "
+                f"{PERMIT_TIMEOUT_SECONDS // 60} minutes, then rejects them and tries again, "
+                f"until the gates of {missing} more {plural(missing, 'pod', 'pods')} are "
+                f"removed (by the controller that set them)")
     return (f"gang {gang} has {f['ungated']} of minMember {f['min_member']} pods free of "
             f"scheduling gates ({gated_text(f['gated'])}); scheduling is held at "
             f"PreEnqueue until the gates of {missing} more {plural(missing, 'pod', 'pods')}"
@@ -117,11 +140,19 @@ def _gated_message(gang: str, f: dict[str, Any]) -> str:
 
 
 def _satisfied_message(gang: str, f: dict[str, Any]) -> str:
+    if is_native(gang):
+        namespace, name, _ = split_gang(gang)
+        return (f"PodGroup {namespace}/{name} has {f['members']} of minCount "
+                f"{f['min_member']} pods; no longer held at PreEnqueue")
     return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods; "
             f"no longer held at PreEnqueue")
 
 
 def _ungated_message(gang: str, f: dict[str, Any]) -> str:
+    if is_native(gang):
+        namespace, name, _ = split_gang(gang)
+        return (f"PodGroup {namespace}/{name} has {f['ungated']} of minCount "
+                f"{f['min_member']} pods free of scheduling gates; no longer held")
     return (f"gang {gang} has {f['ungated']} of minMember {f['min_member']} pods free of "
             f"scheduling gates; no longer held at PreEnqueue")
 
@@ -131,6 +162,10 @@ def _more(missing: int) -> str:
 
 
 def _not_initialized_unblock(state: GangState, f: dict[str, Any]) -> str:
+    if is_native(state.gang):
+        return (f"create PodGroup {state.namespace}/{state.name} (scheduling.k8s.io/v1beta1) "
+                f"with spec.schedulingPolicy.gang.minCount, or the Workload whose controller "
+                f"creates it")
     if any(m.waits_for_podgroup for m in state.members.values()) and state.podgroup is None:
         return (f"create PodGroup {state.gang} (scheduling.sigs.k8s.io/v1alpha1) with "
                 f"spec.minMember, or remove the pod-group.scheduling.sigs.k8s.io label and "
@@ -140,6 +175,10 @@ def _not_initialized_unblock(state: GangState, f: dict[str, Any]) -> str:
 
 
 def _insufficient_unblock(state: GangState, f: dict[str, Any]) -> str:
+    if is_native(state.gang):
+        return (f"create {_more(f['min_member'] - f['members'])} naming PodGroup "
+                f"{state.namespace}/{state.name} in spec.schedulingGroup, or lower its "
+                f"spec.schedulingPolicy.gang.minCount to {f['members']}")
     return (f"create {_more(f['min_member'] - f['members'])} of gang {state.gang}, "
             f"or lower min-available to {f['members']}")
 
@@ -241,6 +280,8 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
       the API server refuses to bind a gated pod: minMember members can only be bound
       together once minMember of them are free of gates.
     """
+    if is_native(state.gang):
+        return native_hold(state)
     if not state.n_pending and not (state.orphans and orphans_pending(state)):
         return None
     spec = state.spec
@@ -273,6 +314,40 @@ def hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     gated = state.n_gated
     if gated and members - gated < spec.min_member:
         return "GangMemberGated", {"members": members, "ungated": members - gated,
+                                   "min_member": spec.min_member,
+                                   "gated": gated_members(state)}
+    return None
+
+
+def native_hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
+    """Why a native gang's pending pods are held (kube-scheduler's GangScheduling, rule ids of
+    ``docs/native-gang-rules.md``), as ``(reason, facts)``, or ``None``:
+
+    - N2: the PodGroup does not exist (``GangNotInitialized`` [members, podgroup]): PreEnqueue
+      refuses every pod naming it;
+    - N3: a PodGroup without the gang policy (``Basic``) holds nothing;
+    - N4: fewer live pods (not ``Succeeded``/``Failed``; bound or not, gated or not) than
+      ``minCount`` (``GangMembersInsufficient`` [members, min_member, total_number]);
+    - N7: fewer than minCount pods free of scheduling gates (``GangMemberGated`` [members,
+      ungated, min_member, gated]): the ``SchedulingGates`` plugin holds the gated ones at
+      PreEnqueue; the others pass it (they count for N4) and wait at Permit
+      (``waiting for minCount pods from a gang to be scheduled``) for at most
+      ``native.PERMIT_TIMEOUT_SECONDS``, then are rejected and tried again.
+    """
+    if not state.n_pending:
+        return None
+    live = sum(1 for m in state.members.values() if counts_for_gang(m.phase))
+    spec = state.spec
+    if spec is None:
+        if state.podgroup is None:
+            return "GangNotInitialized", {"members": live, "podgroup": state.name}
+        return None
+    if live < spec.min_member:
+        return "GangMembersInsufficient", {"members": live, "min_member": spec.min_member,
+                                           "total_number": spec.total_number}
+    gated = state.n_gated
+    if gated and live - gated < spec.min_member:
+        return "GangMemberGated", {"members": live, "ungated": live - gated,
                                    "min_member": spec.min_member,
                                    "gated": gated_members(state)}
     return None
@@ -314,6 +389,12 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
         return None
     reason, facts = held
     behind = reason == GATED.name and not member.gated
+    if is_native(state.gang):
+        return {"held_at": "Permit" if behind else "PreEnqueue",
+                "held_by": "GangScheduling" if not member.gated else None,
+                "reasons": [{"reason": reason, "facts": facts,
+                             "message": _HELD[reason].message(state.gang, facts)}],
+                "unblock": [_HELD[reason].unblock_text(state, facts)]}
     return {"held_at": "PreEnqueue",
             "held_by": behind_gates(state, facts["gated"]) if behind else None,
             "reasons": [{"reason": reason, "facts": facts,
@@ -397,6 +478,8 @@ def decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
         return state
     spec = state.spec
     members = len(state.members)
+    if is_native(state.gang):
+        members = sum(1 for m in state.members.values() if counts_for_gang(m.phase))
     emitted = state.emitted
     if held.warned and spec is not None and GATED_KEY in emitted \
             and emitted[GATED_KEY] == emitted.get(HOLD_KEY):
@@ -455,4 +538,5 @@ def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
 
 DECISION: Decision = Decision("hold", _decide)
 RULE: Rule = Rule("hold", (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED, SATISFIED,
-                          UNGATED), (GRACE, REFRESH), (DECISION,), finding, why)
+                          UNGATED), (GRACE, REFRESH), (DECISION,), finding, why,
+                  (KOORDINATOR, KUBE_SCHEDULER))

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import lost as losses
+from ..native import KOORDINATOR, KUBE_SCHEDULER, gang_text, is_native, min_name
 from ..settings import FoldSettings, Output
 from ..state import NO_LOSS, GangState
 from ..text import listing
@@ -60,15 +61,45 @@ def lost_message(gang: str, f: dict[str, Any]) -> str:
 def restored_message(gang: str, f: dict[str, Any]) -> str:
     """The message of ``GangMembersRestored``, e.g. ``gang ns/g has 2 of minMember 2 members
     bound again``. Pure."""
-    return (f"gang {gang} has {f['bound']} of minMember {f['min_member']} members bound "
-            f"again")
+    return (f"{gang_text(gang)} has {f['bound']} of {min_name(gang)} {f['min_member']} "
+            f"members bound again")
+
+
+def below_message(gang: str, f: dict[str, Any]) -> str:
+    """The message of ``GangBelowMinCount`` (a native gang, N8), e.g. ``PodGroup ns/g was
+    scheduled and is now below minCount: g-1 deleted; 1 of minCount 2 pods remains bound;
+    its PodGroupInitiallyScheduled condition stays True (it never returns to False) ...``.
+    Pure."""
+    by_cause: dict[str, list[str]] = {}
+    for name in sorted(f["lost"]):
+        by_cause.setdefault(f["lost"][name], []).append(name)
+    clauses = "; ".join(f"{listing(names, NAMES_SHOWN)} {cause}" for cause, names in
+                        sorted(by_cause.items(), key=lambda item: item[1][0]))
+    n = f["remaining"]
+    return (f"{gang_text(gang)} was scheduled and is now below minCount: {clauses}; {n} of "
+            f"minCount {f['min_member']} {plural(n, 'pod remains', 'pods remain')} bound; its "
+            f"PodGroupInitiallyScheduled condition stays True (kube-scheduler never sets it "
+            f"back to False), so the PodGroup looks healthy; kube-scheduler neither evicts the "
+            f"remaining pods nor restarts the gang; a replacement pod created by its controller "
+            f"passes Permit with the bound pods once minCount are scheduled, so it is "
+            f"scheduled as soon as it fits; a pod without a controller is created again by no "
+            f"one")
 
 
 LOST: Reason = Reason("GangMembersLost", "Warning", lost_message)
+BELOW_MIN_COUNT: Reason = Reason("GangBelowMinCount", "Warning", below_message)
+"""A native gang's loss (N8): kube-scheduler's PodGroup says it was scheduled whatever it
+lost, so the loss is a reason of its own."""
 RESTORED: Reason = Reason("GangMembersRestored", "Normal", restored_message)
 LOST_KEY = "GangMembersLost"
 """The ``emitted`` key of ``GangMembersLost``: present while a loss told has not ended (its
 end is ``GangMembersRestored``, or the gang going away)."""
+
+
+def lost_reason(gang: str) -> Reason:
+    """The reason of a loss told: ``GangBelowMinCount`` for a native gang, else
+    ``GangMembersLost``."""
+    return BELOW_MIN_COUNT if is_native(gang) else LOST
 
 
 def told_facts(state: GangState) -> dict[str, Any] | None:
@@ -83,7 +114,9 @@ def finding(state: GangState) -> list[dict[str, Any]]:
     facts = told_facts(state)
     if facts is None:
         return []
-    return [{"reason": LOST.name, "type": LOST.type, "message": lost_message(state.gang, facts),
+    reason = lost_reason(state.gang)
+    return [{"reason": reason.name, "type": reason.type,
+             "message": reason.message(state.gang, facts),
              "facts": facts, "since": format_time(max(t for _, _, t in state.lost.entries))}]
 
 
@@ -94,7 +127,7 @@ def warn_lost(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
     facts = losses.lost_facts(state)
     state.lost = replace(state.lost, told=True)
     if facts is not None:
-        state = emit(state, LOST_KEY, LOST, facts, at, out)
+        state = emit(state, LOST_KEY, lost_reason(state.gang), facts, at, out)
     return state, out
 
 
@@ -130,4 +163,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 TIMER: TimerRule = TimerRule("lost", "members lost, settled", _due, _fire)
 DECISION: Decision = Decision("lost", decide_lost)
-RULE: Rule = Rule("lost", (LOST, RESTORED), (TIMER,), (DECISION,), finding)
+RULE: Rule = Rule("lost", (LOST, RESTORED, BELOW_MIN_COUNT), (TIMER,), (DECISION,), finding,
+                  schedulers=(KOORDINATOR, KUBE_SCHEDULER))

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import preemption as preemptions
 from ..capacity import format_quantity
+from ..native import KOORDINATOR, KUBE_SCHEDULER, gang_text, min_name
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member
 from ..text import listing
@@ -53,12 +54,12 @@ def preempting_message(gang: str, facts: dict[str, Any]) -> str:
     nominated = facts.get("nominated") or {}
     nominated_text = ", ".join(f"{m} on {node}" for m, node in sorted(nominated.items())) \
         or "none known"
-    return (f"gang {gang} is waiting for its preemption: kube-scheduler preempted "
+    return (f"{gang_text(gang)} is waiting for its preemption: kube-scheduler preempted "
             f"{_victims_text(victims, True)} for its members; the gang binds once {who} gone "
             f"({whose}); nominated nodes: {nominated_text}; until then its pods' "
             f"FailedScheduling (preemption: not eligible due to a terminating pod on the "
-            f"nominated node) is expected: no capacity needs to be freed and minMember need "
-            f"not change")
+            f"nominated node) is expected: no capacity needs to be freed and {min_name(gang)} "
+            f"need not change")
 
 
 def wasted_message(gang: str, facts: dict[str, Any]) -> str:
@@ -79,11 +80,11 @@ def wasted_message(gang: str, facts: dict[str, Any]) -> str:
                  f"cluster has {q(short['allocatable'])} allocatable on {short['nodes']} "
                  f"{'node' if short['nodes'] == 1 else 'nodes'}")
     elif fit:
-        needs = f"at most {fit} of minMember {min_member} members fit at once"
+        needs = f"at most {fit} of {min_name(gang)} {min_member} members fit at once"
     else:
-        needs = f"none of minMember {min_member} members fit"
+        needs = f"none of {min_name(gang)} {min_member} members fit"
     them = "the eviction" if len(victims) == 1 else "the evictions"
-    return (f"gang {gang} still cannot be scheduled although kube-scheduler preempted "
+    return (f"{gang_text(gang)} still cannot be scheduled although kube-scheduler preempted "
             f"{_victims_text(victims, False)} for it: {needs}; {them} freed room the gang "
             f"cannot use (kube-scheduler preempts for one pod at a time, not for the whole "
             f"gang)")
@@ -108,10 +109,10 @@ def preempting_finding(p: preemptions.Preemption | None, gang: str,
     if facts["victims"]:
         message = preempting_message(gang, facts)
     else:
-        message = (f"gang {gang} is waiting for its preemption: the scheduler says a pod "
+        message = (f"{gang_text(gang)} is waiting for its preemption: the scheduler says a pod "
                    f"preempted for it is still terminating on its nominated node (no Preempted "
-                   f"Event seen yet); no capacity needs to be freed and minMember need not "
-                   f"change")
+                   f"Event seen yet); no capacity needs to be freed and {min_name(gang)} need "
+                   f"not change")
     return {"reason": PREEMPTING.name, "type": "Normal", "message": message, "facts": facts,
             "since": facts["victims"][0]["preempted_at"] if facts["victims"]
             else (None if p.clause_at is None else format_time(p.clause_at))}
@@ -240,4 +241,5 @@ def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState
 
 TIMER: TimerRule = TimerRule("preemption", "preemption settled", _due, _fire)
 DECISION: Decision = Decision("preemption", decide_preemption)
-RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,), (DECISION,), finding, why)
+RULE: Rule = Rule("preemption", (PREEMPTING, WASTED), (TIMER,), (DECISION,), finding, why,
+                  (KOORDINATOR, KUBE_SCHEDULER))

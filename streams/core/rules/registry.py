@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..native import SCHEDULERS
 from ..settings import FoldSettings
 from ..state import GangState, Member
 from . import (group, hold, holding, lost, permit, preemption, representative, resend,
@@ -55,25 +56,59 @@ TIMERS: tuple[TimerRule, ...] = (
 event time, the earlier one here fires first (answers owed to peers before the hold's own
 warning, so the answer tells of the gang as of the due time)."""
 
+FINDINGS_ORDER: tuple[Rule, ...] = (hold.RULE, holding.RULE, spec.RULE, preemption.RULE,
+                                     unschedulable.RULE, lost.RULE, scheduled.RULE,
+                                     stranded.RULE, topology.RULE)
+"""The families whose ``findings`` (``Rule.findings``) ``explain.findings`` lists, in order:
+the PreEnqueue hold, gangstate's own hold (``holding``), the spec's warnings, the preemption,
+the failure episode, the members lost (or else the gang scheduled), the stranded members, the
+network topology."""
+
+WHY_ORDER: tuple[Rule, ...] = (hold.RULE, holding.RULE, topology.RULE, stranded.RULE,
+                                scheduled.RULE, preemption.RULE, unschedulable.RULE)
+"""The families whose ``why`` (``Rule.why``) ``explain.why_pod`` asks for a member not bound
+to a node, in order (the first answer wins): the gang's PreEnqueue hold, gangstate's own hold
+(the shim refuses the members at PreEnqueue), the network topology, the stranded members, a
+gang that skips the gang checks (``scheduled``: rule P4), the preemption in progress, the
+failure episode. A member with scheduling gates is asked only the hold's (its gates hold it at
+PreEnqueue whatever else holds the gang)."""
+
 FINDINGS: tuple[Callable[[GangState], list[dict[str, Any]]], ...] = tuple(
-    rule.findings for rule in (hold.RULE, holding.RULE, spec.RULE, preemption.RULE,
-                               unschedulable.RULE,
-                               lost.RULE, scheduled.RULE, stranded.RULE, topology.RULE)
-    if rule.findings is not None)
-"""The families' ``findings`` (``Rule.findings``) in the order ``explain.findings`` lists what
-they find: the PreEnqueue hold, gangstate's own hold (``holding``), the spec's warnings, the preemption, the failure episode, the
-members lost (or else the gang scheduled), the stranded members, the network topology."""
+    rule.findings for rule in FINDINGS_ORDER if rule.findings is not None)
+"""Every family's ``findings``, in ``FINDINGS_ORDER`` (all schedulers; ``FINDINGS_FOR`` has
+each scheduler's)."""
 
 WHY: tuple[Callable[[GangState, Member], dict[str, Any] | None], ...] = tuple(
-    rule.why for rule in (hold.RULE, holding.RULE, topology.RULE, stranded.RULE, scheduled.RULE,
-                          preemption.RULE, unschedulable.RULE)
-    if rule.why is not None)
-"""The families' ``why`` (``Rule.why``) in the order ``explain.why_pod`` asks them for a member
-not bound to a node (the first answer wins): the gang's PreEnqueue hold, gangstate's own hold
-(the shim refuses the members at PreEnqueue), the network topology,
-the stranded members, a gang that skips the gang checks (``scheduled``: rule P4), the
-preemption in progress, the failure episode. A member with scheduling gates is asked only the
-hold's (its gates hold it at PreEnqueue whatever else holds the gang)."""
+    rule.why for rule in WHY_ORDER if rule.why is not None)
+"""Every family's ``why``, in ``WHY_ORDER`` (all schedulers; ``WHY_FOR`` has each
+scheduler's)."""
+
+
+def _owner(part: object, field: str) -> Rule:
+    for rule in RULES:
+        if any(p is part for p in getattr(rule, field)):
+            return rule
+    raise LookupError(f"{part!r} is listed in the registry but owned by no family's {field}")
+
+
+DECISIONS_FOR: dict[str, tuple[Decision, ...]] = {
+    s: tuple(d for d in DECISIONS if s in _owner(d, "decisions").schedulers) for s in SCHEDULERS}
+"""Per gang scheduler (``native.SCHEDULERS``): the decisions of the families that run for it,
+in ``DECISIONS`` order (``decide.decide`` runs the gang's own)."""
+
+TIMERS_FOR: dict[str, tuple[TimerRule, ...]] = {
+    s: tuple(t for t in TIMERS if s in _owner(t, "timers").schedulers) for s in SCHEDULERS}
+"""Per gang scheduler: the timers of the families that run for it, in ``TIMERS`` order."""
+
+FINDINGS_FOR: dict[str, tuple[Callable[[GangState], list[dict[str, Any]]], ...]] = {
+    s: tuple(r.findings for r in FINDINGS_ORDER if r.findings is not None and s in r.schedulers)
+    for s in SCHEDULERS}
+"""Per gang scheduler: its families' ``findings``, in ``FINDINGS_ORDER``."""
+
+WHY_FOR: dict[str, tuple[Callable[[GangState, Member], dict[str, Any] | None], ...]] = {
+    s: tuple(r.why for r in WHY_ORDER if r.why is not None and s in r.schedulers)
+    for s in SCHEDULERS}
+"""Per gang scheduler: its families' ``why``, in ``WHY_ORDER``."""
 
 REASONS: dict[str, Reason] = {r.name: r for rule in RULES for r in rule.reasons}
 """Every Event reason the core emits, by name, in ``RULES`` order."""
@@ -102,28 +137,29 @@ def message(gang: str, reason: str, facts: dict[str, Any]) -> str:
     return found.message(gang, facts)
 
 
-_DUES: tuple[Callable[[GangState, FoldSettings], int | None], ...] = tuple(t.due for t in TIMERS)
-_KINDS: tuple[str, ...] = tuple(t.kind for t in TIMERS)
-"""``TIMERS``' due functions and kinds, unpacked once: ``next_timer`` runs on every record."""
+_DUES_FOR: dict[str, tuple[tuple[Callable[[GangState, FoldSettings], int | None], str], ...]] = {
+    s: tuple((t.due, t.kind) for t in TIMERS_FOR[s]) for s in SCHEDULERS}
+"""``TIMERS_FOR``' due functions and kinds, unpacked once: ``next_timer`` runs on every
+record."""
 
 
 def timers(state: GangState, settings: FoldSettings) -> list[Timer]:
-    """The gang's pending timers as values (``Timer(due, kind)``), in ``TIMERS`` order. Timers
-    are not stored: they follow from the state."""
+    """The gang's pending timers as values (``Timer(due, kind)``), in ``TIMERS`` order, of the
+    families that run for its scheduler. Timers are not stored: they follow from the state."""
     out = []
-    for i in range(len(_DUES)):
-        due = _DUES[i](state, settings)
+    for due_of, kind in _DUES_FOR[state.scheduler]:
+        due = due_of(state, settings)
         if due is not None:
-            out.append(Timer(due, _KINDS[i]))
+            out.append(Timer(due, kind))
     return out
 
 
 def next_timer(state: GangState, settings: FoldSettings) -> Timer | None:
     """The gang's earliest pending timer (ties: the first in ``TIMERS``), or ``None``."""
-    best = -1
+    best_kind = ""
     best_due = 0
-    for i in range(len(_DUES)):
-        due = _DUES[i](state, settings)
-        if due is not None and (best < 0 or due < best_due):
-            best, best_due = i, due
-    return None if best < 0 else Timer(best_due, _KINDS[best])
+    for due_of, kind in _DUES_FOR[state.scheduler]:
+        due = due_of(state, settings)
+        if due is not None and (not best_kind or due < best_due):
+            best_kind, best_due = kind, due
+    return Timer(best_due, best_kind) if best_kind else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import GangRecord, PodObserved
+from ..native import KOORDINATOR, KUBE_SCHEDULER
 from ..settings import Output
 from ..state import GangState
 from . import hold as holds
@@ -87,4 +88,4 @@ def resend_to_joined(state: GangState, s: Step, out: list[Output]) -> GangState:
 
 
 DECISION: Decision = Decision("resend", resend_to_joined)
-RULE: Rule = Rule("resend", (), (), (DECISION,))
+RULE: Rule = Rule("resend", (), (), (DECISION,), schedulers=(KOORDINATOR, KUBE_SCHEDULER))

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import episode as episodes
+from ..native import KOORDINATOR, KUBE_SCHEDULER, gang_text, min_name
 from ..records import FAILED_STATUSES, GANG_CHECK_REASONS
 from ..settings import Output
 from ..state import GangState, Member
@@ -29,7 +30,8 @@ from .base import Decision, Reason, Rule, Step, emit, skips_gang_checks
 
 
 def _message(gang: str, f: dict[str, Any]) -> str:
-    return f"gang {gang} is scheduled: {f['bound']} of minMember {f['min_member']} pods bound"
+    return (f"{gang_text(gang)} is scheduled: {f['bound']} of {min_name(gang)} "
+            f"{f['min_member']} pods bound")
 
 
 SCHEDULED: Reason = Reason("GangScheduled", "Normal", _message)
@@ -129,4 +131,4 @@ unschedulable pods before it is retried without any cluster event."""
 
 
 DECISION: Decision = Decision("scheduled", decide_scheduled)
-RULE: Rule = Rule("scheduled", (SCHEDULED,), (), (DECISION,), finding, why)
+RULE: Rule = Rule("scheduled", (SCHEDULED,), (), (DECISION,), finding, why, (KOORDINATOR, KUBE_SCHEDULER))

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import episode as episodes
 from .. import preemption as preemptions
+from ..native import KOORDINATOR, KUBE_SCHEDULER, is_native
 from ..records import CycleObserved
 from ..settings import QUIET_SECONDS, FoldSettings, Output
 from ..state import GangState, Member
@@ -21,7 +22,7 @@ from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, facts_di
                    listed, reason_of, skips_gang_checks)
 
 def _unblock(state: GangState, facts: dict[str, Any]) -> str:
-    return episodes.unblock_text(facts)
+    return episodes.unblock_text(facts, state.gang)
 
 
 UNSCHEDULABLE: Reason = Reason("GangUnschedulable", "Warning", episodes.unschedulable_message,
@@ -150,11 +151,14 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     pre = preemption_rules.preemption_finding(state)
     if pre is not None and pre["reason"] == preemption_rules.WASTED.name:
         reasons.append(reason_of(pre))
-    return {"held_at": "Filter", "held_by": "Coscheduling", "reasons": reasons,
+    return {"held_at": "Filter",
+            "held_by": "GangScheduling" if is_native(state.gang) else "Coscheduling",
+            "reasons": reasons,
             "unblock": [UNSCHEDULABLE.unblock_text(state, episode["facts"])]}
 
 
 TIMER: TimerRule = TimerRule("unschedulable", "failure episode settled", unschedulable_due,
                   warn_unschedulable)
 DECISION: Decision = Decision("unschedulable", decide_unschedulable)
-RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,), (DECISION,), finding, why)
+RULE: Rule = Rule("unschedulable", (UNSCHEDULABLE,), (TIMER,), (DECISION,), finding, why,
+                  (KOORDINATOR, KUBE_SCHEDULER))

@@ -1,0 +1,176 @@
+"""Kubernetes' own gang scheduling (KEP-4671): which scheduler a gang belongs to, gang ids, and
+kube-scheduler's gang membership and spec rules.
+
+Where it sits: the functional core, beside ``streams.core.spec`` (Koordinator's rules).
+gangstate explains two gang schedulers, and the scheduler is a dimension of the gang itself:
+
+- ``koord-scheduler``: Koordinator's Coscheduling plugin; gangs named by the
+  ``pod-group.scheduling.sigs.k8s.io`` label or the ``gang.scheduling.koordinator.sh/name``
+  annotation, PodGroups of ``scheduling.sigs.k8s.io/v1alpha1`` (``streams.core.spec``);
+- ``kube-scheduler``: kube-scheduler's ``GangScheduling`` plugin (Kubernetes v1.37, feature
+  gate ``GenericWorkload``); a pod names its PodGroup in ``spec.schedulingGroup.podGroupName``,
+  PodGroups of ``scheduling.k8s.io/v1beta1`` with ``spec.schedulingPolicy.gang.minCount``.
+
+The gang id says which: ``<namespace>/<name>`` for a Koordinator gang (as before, so stored
+states, traces and topics stay valid) and ``<namespace>/<name>@kube-scheduler`` for a native
+one (``@`` is in no Kubernetes object name), so a Koordinator PodGroup and a native PodGroup of
+the same name in one namespace are two gangs, and no rule of one scheduler sees the other's
+(``rules.registry`` runs each family only for the schedulers it names).
+
+Sources (rule ids N1-N9; file:line in ``docs/native-gang-rules.md``): k8s.io/kubernetes
+v1.37.2 ``pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go``,
+``pkg/scheduler/backend/cache/podgroupstate.go``, ``pkg/scheduler/backend/cache/cache.go``,
+``pkg/apis/scheduling/types.go``.
+
+Must not: import anything outside the standard library and ``streams.core``; read the clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .spec import GangSpec, RawSettings
+
+KOORDINATOR = "koord-scheduler"
+"""The scheduler dimension of a Koordinator gang (Coscheduling, koord-scheduler v1.8.0)."""
+KUBE_SCHEDULER = "kube-scheduler"
+"""The scheduler dimension of a native gang (kube-scheduler's GangScheduling, v1.37.2)."""
+SCHEDULERS: tuple[str, ...] = (KOORDINATOR, KUBE_SCHEDULER)
+"""Every scheduler gangstate explains, in the order lists show them."""
+
+NATIVE_SUFFIX = "@" + KUBE_SCHEDULER
+"""What ends the id of a native gang (``team-a/llm@kube-scheduler``)."""
+
+NATIVE_GROUP = "scheduling.k8s.io"
+"""The API group of native Workloads, PodGroups and CompositePodGroups."""
+NATIVE_PODGROUP_VERSION = "v1beta1"
+"""The PodGroup version gangstate reads (v1beta1 in v1.37, ``pkg/apis/scheduling/install``)."""
+
+PERMIT_TIMEOUT_SECONDS = 300
+"""N5: how long a native gang's members that fit wait at Permit for minCount members to be
+scheduled, seconds; fixed, not configurable (``permitTimeoutDuration``)."""
+
+KOORDINATOR_SCHEDULER_NAME = "koord-scheduler"
+"""N1: the ``schedulerName`` of Koordinator's profile; its pods are never native gang members
+(koord-scheduler v1.8.0 is built on Kubernetes v1.35, which has no ``spec.schedulingGroup``)."""
+
+
+def gang_key(namespace: str, name: str, scheduler: str = KOORDINATOR) -> str:
+    """The gang id of gang ``name`` in ``namespace`` under ``scheduler``:
+    ``team-a/llm`` (Koordinator) or ``team-a/llm@kube-scheduler`` (native)."""
+    return f"{namespace}/{name}" + (NATIVE_SUFFIX if scheduler == KUBE_SCHEDULER else "")
+
+
+def scheduler_of(gang: str) -> str:
+    """The scheduler of a gang id: ``kube-scheduler`` for an id ending ``@kube-scheduler``,
+    else ``koord-scheduler``."""
+    return KUBE_SCHEDULER if gang.endswith(NATIVE_SUFFIX) else KOORDINATOR
+
+
+def is_native(gang: str) -> bool:
+    """True for the id of a native gang (kube-scheduler's)."""
+    return gang.endswith(NATIVE_SUFFIX)
+
+
+def split_gang(gang: str) -> tuple[str, str, str]:
+    """``(namespace, name, scheduler)`` of a gang id: ``team-a/llm@kube-scheduler`` ->
+    ``("team-a", "llm", "kube-scheduler")``; ``team-a/llm`` -> ``("team-a", "llm",
+    "koord-scheduler")``."""
+    namespace, _, name = gang.partition("/")
+    if name.endswith(NATIVE_SUFFIX):
+        return namespace, name[:-len(NATIVE_SUFFIX)], KUBE_SCHEDULER
+    return namespace, name, KOORDINATOR
+
+
+def gang_name(gang: str) -> str:
+    """The PodGroup (or gang) name of a gang id, without namespace and scheduler."""
+    return split_gang(gang)[1]
+
+
+def podgroup_kind(gang: str) -> str:
+    """How people name the gang's PodGroup kind: ``PodGroup (scheduling.k8s.io)`` for a
+    native gang, ``PodGroup (scheduling.sigs.k8s.io)`` for a Koordinator one."""
+    return "PodGroup (scheduling.k8s.io)" if is_native(gang) else \
+        "PodGroup (scheduling.sigs.k8s.io)"
+
+
+def native_gang_of_pod(namespace: str, spec: Mapping[str, Any]) -> str | None:
+    """N1: the native gang id of a pod whose ``spec`` names a PodGroup in
+    ``schedulingGroup.podGroupName``, or ``None``. kube-scheduler's GangScheduling reads that
+    field only (``PreEnqueue``); a pod of Koordinator's profile (``schedulerName``
+    ``koord-scheduler``) is not kube-scheduler's, whatever it names."""
+    group = spec.get("schedulingGroup")
+    if not isinstance(group, Mapping):
+        return None
+    name = group.get("podGroupName")
+    if not isinstance(name, str) or not name:
+        return None
+    if spec.get("schedulerName") == KOORDINATOR_SCHEDULER_NAME:
+        return None
+    return gang_key(namespace, name, KUBE_SCHEDULER)
+
+
+def is_native_podgroup(api_version: str) -> bool:
+    """True for the ``apiVersion`` of a native PodGroup (``scheduling.k8s.io/<version>``)."""
+    return api_version.partition("/")[0] == NATIVE_GROUP
+
+
+def settings_of_native_podgroup(spec: Mapping[str, Any]) -> RawSettings:
+    """A native PodGroup's spec as written (N2): ``min_available`` is
+    ``schedulingPolicy.gang.minCount`` (``"0"`` when the gang policy has none), ``policy``
+    ``Gang`` or ``Basic`` (whichever ``schedulingPolicy`` sets; ``None`` for neither),
+    ``parent`` the ``parentCompositePodGroupName``. The other fields are Koordinator's and
+    stay ``None``."""
+    policy = spec.get("schedulingPolicy")
+    policy = policy if isinstance(policy, Mapping) else {}
+    gang = policy.get("gang")
+    kind: str | None = None
+    min_count: str | None = None
+    if isinstance(gang, Mapping):
+        kind = "Gang"
+        count = gang.get("minCount")
+        min_count = "0" if count is None else str(count)
+    elif isinstance(policy.get("basic"), Mapping):
+        kind = "Basic"
+    parent = spec.get("parentCompositePodGroupName")
+    return RawSettings(min_available=min_count, policy=kind,
+                       parent=parent if isinstance(parent, str) and parent else None)
+
+
+def native_spec(gang: str, settings: RawSettings, source: str) -> GangSpec | None:
+    """The spec kube-scheduler uses for a native PodGroup (N2, N5): ``min_member`` is
+    ``minCount``, the Permit wait is the fixed ``PERMIT_TIMEOUT_SECONDS``, the gang is a group
+    of itself; ``None`` for a PodGroup without the gang policy (a ``Basic`` PodGroup: its pods
+    are scheduled one by one, N3) or with a ``minCount`` that does not parse (the API server
+    validates it, so only hand-made traces carry one). No silent fallbacks exist: the API
+    server rejects an invalid PodGroup."""
+    if settings.policy != "Gang" or settings.min_available is None:
+        return None
+    try:
+        min_count = int(settings.min_available)
+    except ValueError:
+        return None
+    if min_count < 0:
+        return None
+    return GangSpec(source=source, min_member=min_count, total_number=min_count,
+                    mode="Strict", waiting_micros=PERMIT_TIMEOUT_SECONDS * 1_000_000,
+                    groups=(gang,), gang_group=gang, match_policy="")
+
+
+def counts_for_gang(phase: str) -> bool:
+    """N4: whether a pod of this phase counts among the pods kube-scheduler knows for its
+    PodGroup (``AllPodsCount``): its pod informers leave out terminated pods (phase
+    ``Succeeded`` or ``Failed``), so only live pods count, bound or not, gated or not."""
+    return phase not in ("Succeeded", "Failed")
+
+
+def gang_text(gang: str) -> str:
+    """How a message names the gang: ``gang team-a/llm`` (Koordinator) or ``PodGroup
+    team-a/llm`` (native: people know it by its PodGroup)."""
+    namespace, name, scheduler = split_gang(gang)
+    return f"PodGroup {namespace}/{name}" if scheduler == KUBE_SCHEDULER else f"gang {gang}"
+
+
+def min_name(gang: str) -> str:
+    """The name of the gang's minimum in messages: ``minCount`` (native) or ``minMember``."""
+    return "minCount" if is_native(gang) else "minMember"

@@ -1,0 +1,235 @@
+"""Native gangs (kube-scheduler's GangScheduling, Kubernetes v1.37): raw watch records through
+the decoder and the fold, with the outputs worked out by hand from the rules N1-N8
+(docs/native-gang-rules.md). Grace period: the default 10 s."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from streams.core.fold import FoldSettings, PartitionFold
+from streams.core.native import (KOORDINATOR, KUBE_SCHEDULER, gang_key, native_gang_of_pod,
+                                 scheduler_of, settings_of_native_podgroup, split_gang)
+from streams.core.records import Tick
+from streams.core.state import from_wire, to_wire
+from streams.core.timefmt import format_time
+from streams.wire.decoding import DecodeError, decode_input
+from tests.fixtures.builders import at, kube_pod, pod_line
+
+NS = "team-n"
+G = f"{NS}/llm@kube-scheduler"
+
+
+def native_pod(name: str, group: str = "llm", *, rv: str = "1", node: str | None = None,
+               phase: str = "Pending", gates: tuple[str, ...] = (),
+               scheduler: str = "default-scheduler") -> dict[str, Any]:
+    obj = kube_pod(name, NS, rv=rv, scheduler=scheduler, node=node, phase=phase, gates=gates,
+                   gpu="1")
+    obj["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return obj
+
+
+def native_podgroup(name: str = "llm", min_count: int | None = 3, *, rv: str = "1",
+                    basic: bool = False, parent: str | None = None,
+                    conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    policy: dict[str, Any] = {"basic": {}} if basic else {"gang": given_min(min_count)}
+    spec: dict[str, Any] = {"schedulingPolicy": policy}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    obj: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                           "metadata": {"name": name, "namespace": NS, "uid": f"uid-pg-{name}",
+                                        "resourceVersion": rv}, "spec": spec}
+    if conditions:
+        obj["status"] = {"conditions": conditions}
+    return obj
+
+
+def given_min(min_count: int | None) -> dict[str, Any]:
+    return {} if min_count is None else {"minCount": min_count}
+
+
+def line(obj: dict[str, Any], t: float, type_: str = "ADDED", resource: str = "pods") -> bytes:
+    rec = pod_line(obj, format_time(at(t)), type_)
+    rec["resource"] = resource
+    return json.dumps(rec).encode()
+
+
+def pg_line(obj: dict[str, Any], t: float, type_: str = "ADDED") -> bytes:
+    return line(obj, t, type_, "podgroups")
+
+
+def fold(lines: list[bytes], end: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    store: dict[str, Any] = {}
+    folder = PartitionFold(store, FoldSettings())
+    outputs: list[dict[str, Any]] = []
+    for raw in lines:
+        decoded = decode_input(raw)
+        outputs += folder.feed(decoded.key, decoded.record or Tick(at(0)))
+    outputs += folder.feed(None, Tick(at(end)))
+    return outputs, store
+
+
+def diagnostics(outputs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(o["reason"], o["message"]) for o in outputs
+            if o.get("schema") == "gangstate.diagnostic/v1"]
+
+
+# -- ids and membership ---------------------------------------------------------------------
+
+
+def test_gang_ids_keep_the_schedulers_apart() -> None:
+    assert gang_key("team-a", "llm") == "team-a/llm"
+    assert gang_key("team-a", "llm", KUBE_SCHEDULER) == "team-a/llm@kube-scheduler"
+    assert split_gang("team-a/llm@kube-scheduler") == ("team-a", "llm", KUBE_SCHEDULER)
+    assert split_gang("team-a/llm") == ("team-a", "llm", KOORDINATOR)
+    assert scheduler_of("team-a/llm") == KOORDINATOR
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"schedulingGroup": {"podGroupName": "llm"}, "schedulerName": "default-scheduler"},
+     "ns/llm@kube-scheduler"),
+    ({"schedulingGroup": {"podGroupName": "llm"}}, "ns/llm@kube-scheduler"),
+    # N1: Koordinator's profile never runs kube-scheduler's GangScheduling
+    ({"schedulingGroup": {"podGroupName": "llm"}, "schedulerName": "koord-scheduler"}, None),
+    ({"schedulingGroup": {}}, None),
+    ({"schedulerName": "default-scheduler"}, None),
+])
+def test_a_pod_is_a_native_member_by_its_scheduling_group(spec: dict[str, Any],
+                                                          expected: str | None) -> None:
+    assert native_gang_of_pod("ns", spec) == expected
+
+
+def test_native_podgroup_settings() -> None:
+    s = settings_of_native_podgroup({"schedulingPolicy": {"gang": {"minCount": 4}},
+                                     "parentCompositePodGroupName": "job"})
+    assert (s.min_available, s.policy, s.parent) == ("4", "Gang", "job")
+    assert settings_of_native_podgroup({"schedulingPolicy": {"basic": {}}}).policy == "Basic"
+
+
+def test_the_same_name_under_two_schedulers_is_two_gangs() -> None:
+    koord = kube_pod("k-0", NS, labels={"pod-group.scheduling.sigs.k8s.io": "llm"})
+    native = native_pod("n-0")
+    assert decode_input(line(koord, 1)).key == f"{NS}/llm"
+    assert decode_input(line(native, 1)).key == G
+    koord_pg = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": "llm", "namespace": NS, "uid": "u1",
+                             "resourceVersion": "1"}, "spec": {"minMember": 2}}
+    assert decode_input(pg_line(koord_pg, 1)).key == f"{NS}/llm"
+    assert decode_input(pg_line(native_podgroup(), 1)).key == G
+
+
+def test_a_native_podgroup_name_too_long_is_rejected_with_the_reason() -> None:
+    with pytest.raises(DecodeError, match="podGroupName: 254 characters"):
+        decode_input(line(native_pod("p", "x" * 254), 1))
+
+
+def test_composite_groups_and_workloads_are_published_but_not_folded() -> None:
+    cpg = {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+           "metadata": {"name": "job", "namespace": NS, "uid": "u9", "resourceVersion": "1"}}
+    decoded = decode_input(line(cpg, 1, resource="compositepodgroups"))
+    assert (decoded.key, decoded.record, decoded.skipped) == (None, None, "compositepodgroups")
+
+
+# -- the hold at PreEnqueue ----------------------------------------------------------------
+
+
+def test_too_few_pods_is_told_after_the_grace_period_in_kube_schedulers_words() -> None:
+    outputs, store = fold([pg_line(native_podgroup(min_count=3), 0),
+                           line(native_pod("llm-0"), 1), line(native_pod("llm-1"), 2)], end=30)
+    assert diagnostics(outputs) == [(
+        "GangMembersInsufficient",
+        "PodGroup team-n/llm has 2 of minCount 3 pods; kube-scheduler holds them at "
+        "PreEnqueue (waiting for minCount pods from a gang to appear in scheduling queue) "
+        "until 1 more exists")]
+    diag = next(o for o in outputs if o["reason"] == "GangMembersInsufficient")
+    assert diag["gang"] == G
+    assert diag["facts"] == {"members": 2, "min_member": 3, "total_number": 3}
+    assert diag["observed_at"] == format_time(at(11))  # held since the 2nd pod at 1 s
+    assert store[G].phase == "Gathering"
+
+
+def test_a_missing_podgroup_then_created_ends_the_hold() -> None:
+    outputs, _ = fold([line(native_pod("llm-0"), 0), line(native_pod("llm-1"), 0.5),
+                       pg_line(native_podgroup(min_count=2), 20)], end=30)
+    assert diagnostics(outputs) == [
+        ("GangNotInitialized",
+         "PodGroup team-n/llm (scheduling.k8s.io) does not exist: 2 pods name it in "
+         "spec.schedulingGroup; kube-scheduler holds them at PreEnqueue (waiting for pods's "
+         "pod group \"llm\" to appear in scheduling queue) until it is created"),
+        ("GangMembersSatisfied",
+         "PodGroup team-n/llm has 2 of minCount 2 pods; no longer held at PreEnqueue")]
+
+
+def test_terminated_pods_do_not_count_for_min_count() -> None:
+    # N4: kube-scheduler's pod informers leave out Succeeded and Failed pods
+    outputs, _ = fold([pg_line(native_podgroup(min_count=2), 0),
+                       line(native_pod("llm-0"), 1),
+                       line(native_pod("llm-1", phase="Failed"), 1)], end=20)
+    facts = [o["facts"] for o in outputs if o.get("reason") == "GangMembersInsufficient"]
+    assert facts == [{"members": 1, "min_member": 2, "total_number": 2}]
+
+
+def test_a_basic_podgroup_holds_nothing() -> None:
+    outputs, store = fold([pg_line(native_podgroup(basic=True), 0),
+                           line(native_pod("llm-0"), 1)], end=30)
+    assert diagnostics(outputs) == []
+    assert store[G].phase == "NotInitialized"
+
+
+def test_a_gated_member_keeps_the_others_at_permit() -> None:
+    outputs, _ = fold([pg_line(native_podgroup(min_count=3), 0),
+                       line(native_pod("llm-0"), 1), line(native_pod("llm-1"), 1),
+                       line(native_pod("llm-2", gates=("example.com/quota",)), 1)], end=30)
+    assert diagnostics(outputs) == [(
+        "GangMemberGated",
+        "PodGroup team-n/llm has 2 of minCount 3 pods free of scheduling gates (llm-2 waits "
+        "for example.com/quota); kube-scheduler lets the others wait at Permit for at most 5 "
+        "minutes, then rejects them and tries again, until the gates of 1 more pod are "
+        "removed (by the controller that set them)")]
+
+
+def test_a_deleted_podgroup_keeps_its_pods_members() -> None:
+    # N2: the pod group state keeps its pods when the PodGroup goes; they wait for it again
+    _, store = fold([pg_line(native_podgroup(min_count=1), 0),
+                     line(native_pod("llm-0"), 1),
+                     pg_line(native_podgroup(min_count=1, rv="2"), 2, "DELETED")], end=5)
+    state = store[G]
+    assert [m.name for m in state.members.values()] == ["llm-0"]
+    assert state.orphans == {}
+    assert state.spec is None and state.deleted_at is None
+
+
+# -- scheduled, lost ------------------------------------------------------------------------
+
+
+def test_scheduled_then_below_min_count() -> None:
+    scheduled = [{"type": "PodGroupInitiallyScheduled", "status": "True",
+                  "reason": "Scheduled"}]
+    lines = [pg_line(native_podgroup(min_count=2), 0),
+             line(native_pod("llm-0"), 1), line(native_pod("llm-1"), 1),
+             line(native_pod("llm-0", rv="2", node="node-a"), 2, "MODIFIED"),
+             line(native_pod("llm-1", rv="2", node="node-b"), 2, "MODIFIED"),
+             pg_line(native_podgroup(min_count=2, rv="2", conditions=scheduled), 2, "MODIFIED"),
+             line(native_pod("llm-1", rv="3", node="node-b"), 5, "DELETED")]
+    outputs, store = fold(lines, end=60)
+    reasons = [r for r, _ in diagnostics(outputs)]
+    assert reasons == ["GangScheduled", "GangBelowMinCount"]
+    messages = dict(diagnostics(outputs))
+    assert messages["GangScheduled"] == "PodGroup team-n/llm is scheduled: 2 of minCount 2 pods bound"
+    assert messages["GangBelowMinCount"].startswith(
+        "PodGroup team-n/llm was scheduled and is now below minCount: llm-1 deleted; 1 of "
+        "minCount 2 pod remains bound; its PodGroupInitiallyScheduled condition stays True")
+    assert store[G].podgroup.conditions == ("PodGroupInitiallyScheduled=True/Scheduled",)
+    assert from_wire(to_wire(store[G])) == store[G]
+
+
+def test_no_koordinator_rule_reaches_a_native_gang() -> None:
+    # a native PodGroup has no Koordinator spec to find invalid and no gang group of peers:
+    # the spec family (GangSpecInvalid) and the group's summaries never run for it
+    lines = [pg_line(native_podgroup(min_count=2), 0), line(native_pod("llm-0"), 1)]
+    outputs, _ = fold(lines, end=30)
+    schemas = {o["schema"] for o in outputs}
+    assert schemas == {"gangstate.diagnostic/v1"}
+    assert [o["reason"] for o in outputs] == ["GangMembersInsufficient"]
