@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .spec import GangSpec, RawSettings
+from .spec import GangSpec, RawSettings, gang_of_pod
 
 KOORDINATOR = "koord-scheduler"
 """The scheduler dimension of a Koordinator gang (Coscheduling, koord-scheduler v1.8.0)."""
@@ -45,6 +45,8 @@ NATIVE_GROUP = "scheduling.k8s.io"
 """The API group of native Workloads, PodGroups and CompositePodGroups."""
 NATIVE_PODGROUP_VERSION = "v1beta1"
 """The PodGroup version gangstate reads (v1beta1 in v1.37, ``pkg/apis/scheduling/install``)."""
+NATIVE_PODGROUP_API_VERSION = f"{NATIVE_GROUP}/{NATIVE_PODGROUP_VERSION}"
+"""``scheduling.k8s.io/v1beta1``: the ``apiVersion`` of the native PodGroups Events name."""
 
 PERMIT_TIMEOUT_SECONDS = 300
 """N5: how long a native gang's members that fit wait at Permit for minCount members to be
@@ -108,6 +110,15 @@ def native_gang_of_pod(namespace: str, spec: Mapping[str, Any]) -> str | None:
     if spec.get("schedulerName") == KOORDINATOR_SCHEDULER_NAME:
         return None
     return gang_key(namespace, name, KUBE_SCHEDULER)
+
+
+def gang_of_pod_object(namespace: str, labels: Mapping[str, str],
+                       annotations: Mapping[str, str], spec: Mapping[str, Any]) -> str | None:
+    """The gang id of a pod, whichever scheduler's: native first (N1,
+    ``native_gang_of_pod``: kube-scheduler reads ``spec.schedulingGroup``), else Koordinator's
+    (``spec.gang_of_pod``: its labels and annotations); ``None`` for a pod of no gang. The
+    watch producer routes by it and the decoder keys by it, so both agree."""
+    return native_gang_of_pod(namespace, spec) or gang_of_pod(namespace, labels, annotations)
 
 
 def is_native_podgroup(api_version: str) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from json.encoder import encode_basestring as _json_string
 from typing import Any, Callable, Literal, NamedTuple
 
-from ..native import KOORDINATOR
+from ..native import KOORDINATOR, NATIVE_PODGROUP_API_VERSION, is_native
 from ..records import GangRecord
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member
@@ -246,15 +246,19 @@ def _reason_and_facts_digests(reason: str, facts: dict[str, Any]) -> tuple[str, 
 
 def involved(state: GangState) -> list[dict[str, str]]:
     """Every live member Pod (arrival order), then the pods dropped with the gang's PodGroup
-    (``GangState.orphans``), and the PodGroup when one exists."""
+    (``GangState.orphans``), and the PodGroup when one exists (a native one with its
+    ``apiVersion``, ``scheduling.k8s.io/v1beta1``)."""
     ns = state.namespace
     out = [{"kind": "Pod", "namespace": ns, "name": m.name, "uid": uid}
            for uid, m in state.members.items()]
     out.extend({"kind": "Pod", "namespace": ns, "name": m.name, "uid": uid}
                for uid, m in state.orphans.items())
     if state.podgroup is not None:
-        out.append({"kind": "PodGroup", "namespace": ns, "name": state.podgroup.name,
-                    "uid": state.podgroup.uid})
+        pg = {"kind": "PodGroup", "namespace": ns, "name": state.podgroup.name,
+              "uid": state.podgroup.uid}
+        if is_native(state.gang):  # the sink names its API group (Koordinator's by default)
+            pg["apiVersion"] = NATIVE_PODGROUP_API_VERSION
+        out.append(pg)
     return out
 
 
