@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import click
 
+from streams.core.native import KOORDINATOR, KUBE_SCHEDULER, SCHEDULERS, scheduler_of, split_gang
 from streams.kafka.waiting import Unreachable
 from streams.cli.options import (REF, name_options, namespace_options, one_namespace,
                                  output_option, qualified, timeout_option)
@@ -113,14 +114,26 @@ class ServerSource:
                              2 if resp.status_code == 400 else 1)
         return body
 
-    def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
+    def gangs(self, namespace: str | None, phase: str | None,
+              scheduler: str | None = None) -> list[dict[str, Any]]:
         """``GET /gangs``: rows of ``streams.query.answers.gang_row``."""
-        return self._get("/gangs", {"namespace": namespace or "", "phase": phase or ""})["gangs"]
+        return self._get("/gangs", {"namespace": namespace or "", "phase": phase or "",
+                                    "scheduler": scheduler or ""})["gangs"]
 
-    def gang(self, gang: str) -> dict[str, Any]:
-        """``GET /gangs/{ns}/{name}``: ``streams.query.answers.gang_detail``."""
-        ns, name = _split(gang)
-        return self._get(f"/gangs/{quote(ns, safe='')}/{quote(name, safe='')}")
+    def gang(self, gang: str, scheduler: str | None = None) -> dict[str, Any]:
+        """``GET /gangs/{ns}/{name}``: ``streams.query.answers.gang_detail`` of the gang
+        ``gang`` names (``_resolved``: asked for each scheduler's id of that name)."""
+        def one(gang_id: str) -> dict[str, Any] | None:
+            ns, name = _split(gang_id)
+            try:
+                doc: dict[str, Any] = self._get(
+                    f"/gangs/{quote(ns, safe='')}/{quote(name, safe='')}")
+            except QueryError as err:
+                if err.status == 1 and str(err).endswith("not found"):
+                    return None
+                raise
+            return doc
+        return _resolved(gang, scheduler, one)
 
     def why(self, pod: str, gang: str | None) -> dict[str, Any]:
         """``GET /pods/{ns}/{name}/why``: ``streams.core.explain.why_pod``."""
@@ -155,24 +168,26 @@ class TraceSource:
         # stop where it ends, not because the scheduler went quiet
         self.clock = None if read_at_end else result.clock
 
-    def gangs(self, namespace: str | None, phase: str | None) -> list[dict[str, Any]]:
-        """``streams.query.answers.gang_rows`` of the folded gangs; a bad phase is
-        ``QueryError`` 2."""
+    def gangs(self, namespace: str | None, phase: str | None,
+              scheduler: str | None = None) -> list[dict[str, Any]]:
+        """``streams.query.answers.gang_rows`` of the folded gangs; a bad phase or scheduler
+        is ``QueryError`` 2."""
         from streams.query.answers import gang_rows
 
         try:
-            return gang_rows(self.states.values(), namespace, phase)
+            return gang_rows(self.states.values(), namespace, phase, scheduler)
         except ValueError as err:
             raise QueryError(str(err), 2) from None
 
-    def gang(self, gang: str) -> dict[str, Any]:
-        """``streams.query.answers.gang_detail``; an unknown gang is ``QueryError`` 1."""
+    def gang(self, gang: str, scheduler: str | None = None) -> dict[str, Any]:
+        """``streams.query.answers.gang_detail`` of the gang ``gang`` names (``_resolved``);
+        an unknown gang is ``QueryError`` 1."""
         from streams.query.answers import gang_detail
 
-        state = self.states.get(gang)
-        if state is None:
-            raise QueryError(f"gang {gang} not found", 1)
-        return gang_detail(state, self.clock)
+        def one(gang_id: str) -> dict[str, Any] | None:
+            state = self.states.get(gang_id)
+            return None if state is None else gang_detail(state, self.clock)
+        return _resolved(gang, scheduler, one)
 
     def why(self, pod: str, gang: str | None) -> dict[str, Any]:
         """``streams.query.answers.explain_pod``; an unknown gang or pod is ``QueryError`` 1."""
@@ -206,6 +221,27 @@ def _lines_until(paths: list[Path], at: int) -> list[tuple[str, int, bytes]]:
     return [line for line in lines if due(line[2])]
 
 
+def _resolved(gang: str, scheduler: str | None,
+              one: Any) -> dict[str, Any]:
+    """The one document of the gang ``gang`` names: ``one(gang id)`` (``None`` when unknown)
+    for each id it may mean (``streams.query.answers.gang_candidates``: Koordinator's and the
+    native one, unless ``scheduler`` says which). ``QueryError`` 1 when none is known or both
+    are (then ``--scheduler`` must say which), 2 for an unknown scheduler."""
+    from streams.query.answers import gang_candidates
+
+    try:
+        candidates = gang_candidates(gang, scheduler)
+    except ValueError as err:
+        raise QueryError(str(err), 2) from None
+    found = [doc for doc in (one(g) for g in candidates) if doc is not None]
+    if not found:
+        raise QueryError(f"gang {gang} not found", 1)
+    if len(found) > 1:
+        raise QueryError(f"gang {gang} exists for both {found[0]['scheduler']} and "
+                         f"{found[1]['scheduler']}: say which with --scheduler", 1)
+    return found[0]
+
+
 def _split(name: str) -> tuple[str, str]:
     ns, sep, rest = name.partition("/")
     if not sep or not ns or not rest or "/" in rest:
@@ -235,8 +271,15 @@ group's record, K ``core/gang.go:572-586`` ``RecordIfNoRepresentatives``; no Eve
 of the pod says which), so without the shim gangstate does not know it."""
 
 
-def _representative(value: str | None) -> str:
-    return NO_REPRESENTATIVE if value is None else value
+NO_REPRESENTATIVE_NATIVE = "<none: kube-scheduler's GangScheduling has no representative>"
+"""What ``describe gang`` and ``explain pod`` show for a native gang: kube-scheduler v1.37.2
+queues every pod of a PodGroup (its PreEnqueue counts them all, N4)."""
+
+
+def _representative(value: str | None, scheduler: str = KOORDINATOR) -> str:
+    if value is None:
+        return NO_REPRESENTATIVE_NATIVE if scheduler == KUBE_SCHEDULER else NO_REPRESENTATIVE
+    return value
 
 
 def _fields(pairs: Sequence[tuple[str, Any]], indent: str = "") -> str:
@@ -245,28 +288,32 @@ def _fields(pairs: Sequence[tuple[str, Any]], indent: str = "") -> str:
 
 
 def format_gangs(rows: list[dict[str, Any]]) -> str:
-    """``get gangs``: one line per gang, ``MEMBERS`` as ``members/min_member``."""
-    return table(("NAMESPACE", "NAME", "PHASE", "MEMBERS", "BOUND", "WAITING",
+    """``get gangs``: one line per gang, ``SCHEDULER`` (``koord-scheduler`` or
+    ``kube-scheduler``), ``MEMBERS`` as ``members/min_member`` (minMember, or a native gang's
+    minCount)."""
+    return table(("NAMESPACE", "NAME", "SCHEDULER", "PHASE", "MEMBERS", "BOUND", "WAITING",
                   "REPRESENTATIVE"),
-                 ([r["namespace"], r["name"], r["phase"],
+                 ([r["namespace"], r["name"], r.get("scheduler"), r["phase"],
                    f"{r['members']}/{'?' if r['min_member'] is None else r['min_member']}",
                    r["bound"], r["waiting"], r["representative"]] for r in rows))
 
 
 def format_gang(doc: dict[str, Any]) -> str:
     """``describe gang``: the spec and counts, the pods, the open findings, the history."""
-    ns, name = _split(doc["gang"])
+    ns, name, scheduler = split_gang(doc["gang"])
     waiting = doc["waiting_seconds"]
     deleted = [("Deleted", doc["deleted"])] if doc.get("deleted") else []
     out = _fields([
-        ("Name", name), ("Namespace", ns), ("Phase", doc["phase"]), *deleted,
+        ("Name", name), ("Namespace", ns), ("Scheduler", scheduler), ("Phase", doc["phase"]),
+        *deleted,
         ("Gang group", doc["gang_group"]), ("Spec from", doc["spec_source"]),
         ("PodGroup", doc["podgroup"]), ("Min member", doc["min_member"]),
         ("Total number", doc["total_number"]), ("Mode", doc["mode"]),
         ("Waiting time", None if waiting is None else f"{waiting}s"),
         ("Members", f"{doc['members']} ({doc['bound']} bound, {doc['waiting']} waiting at "
                     f"Permit)"),
-        ("Representative", _representative(doc["representative"])), ("Epoch", doc["epoch"]),
+        ("Representative", _representative(doc["representative"], scheduler)),
+        ("Epoch", doc["epoch"]),
         ("Last cycle", doc["last_cycle"]),
         ("Failing", _failing(doc.get("failing"))),
         ("Preemption", _preemption(doc.get("preemption"))),
@@ -339,11 +386,13 @@ def format_why(doc: dict[str, Any]) -> str:
     g = doc["gang_summary"]
     min_member = "?" if g["min_member"] is None else g["min_member"]
     cycle = doc["last_cycle"]
+    scheduler = scheduler_of(doc["gang"])
+    least = "minCount" if scheduler == KUBE_SCHEDULER else "minMember"
     out = _fields([
         ("Pod", doc["pod"]), ("Phase", doc["phase"]), ("Node", doc["node"]),
-        ("Gang", f"{doc['gang']} ({doc['gang_phase']}: {g['members']} of minMember "
+        ("Gang", f"{doc['gang']} ({doc['gang_phase']}: {g['members']} of {least} "
                  f"{min_member} pods, {g['bound']} bound, {g['waiting']} waiting at Permit)"),
-        ("Representative", _representative(g["representative"])),
+        ("Representative", _representative(g["representative"], scheduler)),
         ("Last cycle", _last_cycle(cycle)),
         ("Held at", doc["held_at"] if not doc.get("held_by")
          else f"{doc['held_at']} ({doc['held_by']})"),
@@ -363,9 +412,10 @@ def format_why(doc: dict[str, Any]) -> str:
 
 def format_gangs_wide(rows: list[dict[str, Any]]) -> str:
     """``get gangs -o wide``: minMember and the unbound members in columns of their own."""
-    return table(("NAMESPACE", "NAME", "PHASE", "MEMBERS", "MIN MEMBER", "BOUND", "UNBOUND",
-                  "WAITING", "REPRESENTATIVE"),
-                 ([r["namespace"], r["name"], r["phase"], r["members"], r["min_member"],
+    return table(("NAMESPACE", "NAME", "SCHEDULER", "PHASE", "MEMBERS", "MIN MEMBER", "BOUND",
+                  "UNBOUND", "WAITING", "REPRESENTATIVE"),
+                 ([r["namespace"], r["name"], r.get("scheduler"), r["phase"], r["members"],
+                   r["min_member"],
                    r["bound"], r["members"] - r["bound"], r["waiting"], r["representative"]]
                   for r in rows))
 
@@ -414,6 +464,15 @@ class Source:
         return source
 
 
+def scheduler_option(f: Any) -> Any:
+    """``--scheduler``: ``koord-scheduler`` (Koordinator's Coscheduling) or ``kube-scheduler``
+    (Kubernetes' own GangScheduling); default: either."""
+    return click.option("--scheduler", type=click.Choice(SCHEDULERS), default=None,
+                        help="only gangs of this scheduler: koord-scheduler (Koordinator's "
+                             "Coscheduling) or kube-scheduler (Kubernetes' GangScheduling, "
+                             "PodGroups of scheduling.k8s.io); default: both")(f)
+
+
 def source_options(f: Any) -> Any:
     """``--server``, ``--from TRACE`` (repeatable), ``--at`` and ``--timeout``: which answers,
     and how long to wait for the worker."""
@@ -443,17 +502,19 @@ def get() -> None:
 @click.option("--phase", default=None,
               help="only gangs in this phase (NotInitialized, Gathering, Ready, Scheduling, "
                    "Scheduled, Finished, Deleted)")
+@scheduler_option
 @source_options
 @output_option("text", "json", "yaml", "wide", "name")
 def get_gangs(namespace: str | None, all_namespaces: bool, phase: str | None,
-              server: str | None, traces: tuple[str, ...], at: str | None, output: str,
-              timeout: float) -> int:
-    """One line per gang: phase, members/minMember, bound, waiting at Permit, representative.
+              scheduler: str | None, server: str | None, traces: tuple[str, ...],
+              at: str | None, output: str, timeout: float) -> int:
+    """One line per gang: its scheduler (koord-scheduler or kube-scheduler), phase,
+    members/minMember (a native PodGroup's minCount), bound, waiting at Permit, representative.
     Deleted gangs are left out unless --phase Deleted asks for them."""
     namespace = one_namespace(namespace, all_namespaces)
 
     def run(src: ServerSource | TraceSource) -> None:
-        rows = src.gangs(namespace, phase)
+        rows = src.gangs(namespace, phase, scheduler)
         if not rows and output not in ("json", "yaml"):
             where = f" in namespace {namespace}" if namespace else ""
             print(f"No gangs found{where}.", file=sys.stderr)
@@ -476,16 +537,18 @@ def describe() -> None:
 
 @describe.command("gang", short_help="one gang")
 @name_options("gang")
+@scheduler_option
 @source_options
 @output_option("text", "json", "yaml")
-def describe_gang(name: str, namespace: str | None, server: str | None,
+def describe_gang(name: str, namespace: str | None, scheduler: str | None, server: str | None,
                   traces: tuple[str, ...], at: str | None, output: str, timeout: float) -> int:
     """Show gang NAMESPACE/NAME (or NAME with -n NAMESPACE): spec, counts, pods, open findings,
-    history. Exit 1 when the gang is unknown."""
+    history. NAME is the gang's (its PodGroup's) name under either scheduler; when both have a
+    gang of that name, --scheduler says which. Exit 1 when the gang is unknown."""
     gang = qualified(name, namespace, "gang")
 
     def run(src: ServerSource | TraceSource) -> None:
-        doc = src.gang(gang)
+        doc = src.gang(gang, scheduler)
         _emit(output, doc, format_gang(doc))
     return _run("describe", Source(server, traces, at, timeout), run)
 

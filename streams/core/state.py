@@ -773,7 +773,7 @@ def as_of(state: GangState, now: int | None) -> GangState:
 def summary(state: GangState) -> dict[str, Any]:
     """The ``gangs`` entry of ``gangstate fold --output json`` for one gang.
 
-    Shape: ``{"phase", "members", "bound", "waiting", "representative", "min_member",
+    Shape: ``{"scheduler", "phase", "members", "bound", "waiting", "representative", "min_member",
     "total_number", "mode", "waiting_seconds", "match_policy", "gang_group", "spec_source",
     "epoch", "last_cycle", "deleted_at", "deleted_by", "failing", "failed_attempts_per_minute",
     "once_satisfied", "orphans", "pods": {"ns/name": {...}}}``; counts are integers, pods named ``ns/name`` (each with
@@ -786,11 +786,13 @@ def summary(state: GangState) -> dict[str, Any]:
     dropped with the gang's PodGroup (rule M5), ``ns/name`` sorted; ``preemption`` (only when
     the gang knows of one: ``streams.core.preemption``) its ``victims`` (``pod``, ``uid``,
     ``node``, ``for``, ``preempted_at``, ``grace_seconds``, ``gone_at``), ``nominated``
-    (member name -> node) and ``clause``. Unknown values are ``None``.
+    (member name -> node) and ``clause``. ``scheduler``: ``koord-scheduler`` or
+    ``kube-scheduler`` (``GangState.scheduler``). Unknown values are ``None``.
     """
     spec = state.spec
     ns = state.namespace
     return {
+        "scheduler": state.scheduler,
         "phase": state.phase,
         "members": len(state.members),
         "bound": state.bound,

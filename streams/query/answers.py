@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping
 
 from streams.core.explain import deletion, findings, why_pod
+from streams.core.native import KUBE_SCHEDULER, SCHEDULERS, gang_key, split_gang
 from streams.core.state import GangState, as_of, summary
 from streams.core.timefmt import format_time
 
@@ -24,7 +25,8 @@ HIDDEN_PHASES = ("Deleted",)
 """Phases ``gang_rows`` leaves out unless asked for by name: a deleted gang is not a live gang
 (its tombstone stays in the table; ``describe gang`` explains it)."""
 
-ROW_FIELDS = ("phase", "members", "bound", "waiting", "min_member", "representative")
+ROW_FIELDS = ("scheduler", "phase", "members", "bound", "waiting", "min_member",
+              "representative")
 
 
 class NotFound(LookupError):
@@ -32,27 +34,32 @@ class NotFound(LookupError):
 
 
 def gang_row(state: GangState) -> dict[str, Any]:
-    """One line of the gang list: ``{"gang", "namespace", "name", "phase", "members",
-    "bound", "waiting", "min_member", "representative"}``; counts are pods, ``min_member`` and
+    """One line of the gang list: ``{"gang", "namespace", "name", "scheduler", "phase",
+    "members", "bound", "waiting", "min_member", "representative"}``; ``name`` is the gang's
+    (its PodGroup's) without the scheduler, ``scheduler`` ``koord-scheduler`` or
+    ``kube-scheduler``; counts are pods, ``min_member`` (a native gang's minCount) and
     ``representative`` are ``None`` when unknown."""
     info = summary(state)
-    namespace, _, name = state.gang.partition("/")
-    return {"gang": state.gang, "namespace": namespace, "name": name,
+    return {"gang": state.gang, "namespace": state.namespace, "name": state.name,
             **{k: info[k] for k in ROW_FIELDS}}
 
 
 def gang_rows(states: Iterable[GangState], namespace: str | None = None,
-              phase: str | None = None) -> list[dict[str, Any]]:
-    """``gang_row`` of each state in ``namespace`` and ``phase`` (``None``: any phase but the
-    ``HIDDEN_PHASES``), sorted by gang id. ``phase`` matches case-insensitively (``ready`` =
-    ``Ready``). Raises ``ValueError`` when ``phase`` is not one of ``PHASES``."""
+              phase: str | None = None, scheduler: str | None = None) -> list[dict[str, Any]]:
+    """``gang_row`` of each state in ``namespace``, ``phase`` (``None``: any phase but the
+    ``HIDDEN_PHASES``) and ``scheduler`` (``None``: both), sorted by gang id. ``phase`` matches
+    case-insensitively (``ready`` = ``Ready``). Raises ``ValueError`` when ``phase`` is not one
+    of ``PHASES`` or ``scheduler`` not one of ``SCHEDULERS``."""
     if phase is not None:
         canonical = {p.lower(): p for p in PHASES}.get(phase.lower())
         if canonical is None:
             raise ValueError(f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
         phase = canonical
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {scheduler!r}; one of {', '.join(SCHEDULERS)}")
     rows = [gang_row(s) for s in states
             if (namespace is None or s.namespace == namespace)
+            and (scheduler is None or s.scheduler == scheduler)
             and (s.phase == phase if phase is not None else s.phase not in HIDDEN_PHASES)]
     return sorted(rows, key=lambda r: r["gang"])
 
@@ -73,6 +80,35 @@ def gang_detail(state: GangState, now: int | None = None) -> dict[str, Any]:
     state = as_of(state, now)
     return {"gang": state.gang, **summary(state), "deleted": deletion(state),
             "findings": findings(state), "history": history(state)}
+
+
+def gang_candidates(gang: str, scheduler: str | None = None) -> list[str]:
+    """The gang ids a person's ``NAMESPACE/NAME`` may mean: with ``scheduler`` only that
+    scheduler's; without, Koordinator's then the native one (``ns/name@kube-scheduler``); an id
+    that already names its scheduler means itself. Raises ``ValueError`` for an unknown
+    ``scheduler``."""
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {scheduler!r}; one of {', '.join(SCHEDULERS)}")
+    namespace, name, named = split_gang(gang)
+    if gang.endswith("@" + KUBE_SCHEDULER):
+        return [gang] if scheduler in (None, named) else []
+    if scheduler is not None:
+        return [gang_key(namespace, name, scheduler)]
+    return [gang_key(namespace, name, s) for s in SCHEDULERS]
+
+
+def resolve_gang(states: Mapping[str, GangState], gang: str,
+                 scheduler: str | None = None) -> GangState:
+    """The state ``gang`` (``NAMESPACE/NAME``, ``scheduler`` as in ``gang_candidates``) names.
+    Raises ``NotFound`` when none is known, or when both schedulers have a gang of that name
+    and ``scheduler`` does not say which."""
+    found = [states[g] for g in gang_candidates(gang, scheduler) if g in states]
+    if not found:
+        raise NotFound(f"gang {gang} not found")
+    if len(found) > 1:
+        raise NotFound(f"gang {gang} exists for both {found[0].scheduler} and "
+                       f"{found[1].scheduler}: say which with --scheduler")
+    return found[0]
 
 
 def _knows_pod(state: GangState, pod: str) -> bool:
@@ -97,9 +133,7 @@ def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = No
     that owns the gang; ``None``: the gang's own clock, ``state.as_of``). Raises ``NotFound`` when the gang is unknown or the pod is not one of its
     live members."""
     if gang is not None:
-        state = states.get(gang)
-        if state is None:
-            raise NotFound(f"gang {gang} not found")
+        state = resolve_gang(states, gang)
         if not _knows_pod(state, pod):
             raise NotFound(f"pod {pod} is not a live member of gang {gang}")
     else:

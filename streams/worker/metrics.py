@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from streams.wire.contracts import (ACK_SCHEMA, CAPACITY_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA,
                                     PREEMPTION_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA)
 from streams.core import decide, episode
+from streams.core.native import SCHEDULERS
 from streams.core.records import (AckObserved, CapacityObserved, CycleObserved, GangSummarized,
                                   PodGroupObserved, PodObserved, PreemptionObserved, Tick)
 from streams.core.state import GangState
@@ -70,38 +71,40 @@ class TableCollector(Collector):
         return self._families()
 
     def _families(self) -> list[GaugeMetricFamily]:
-        return [GaugeMetricFamily("gangstate_gangs", "Gangs in this worker's table, by phase",
-                                  labels=["phase"]),
+        return [GaugeMetricFamily("gangstate_gangs",
+                                  "Gangs in this worker's table, by scheduler and phase",
+                                  labels=["scheduler", "phase"]),
                 GaugeMetricFamily("gangstate_pods_held_preenqueue",
-                                  "Pending pods of gangs held at PreEnqueue, by hold reason",
-                                  labels=["reason"]),
+                                  "Pending pods of gangs held at PreEnqueue, by scheduler and "
+                                  "hold reason", labels=["scheduler", "reason"]),
                 GaugeMetricFamily("gangstate_scheduler_failed_events_per_minute",
                                   "FailedScheduling Events of the gang's pods in the last 60 s "
                                   "of event time", labels=["gang"])]
 
     def collect(self) -> Iterator[Metric]:
         """Read every gang once and yield the three gauges."""
-        phases = dict.fromkeys(PHASES, 0)
-        held = dict.fromkeys(decide.HELD_REASONS, 0)
+        phases = dict.fromkeys(((s, p) for s in SCHEDULERS for p in PHASES), 0)
+        held = dict.fromkeys(((s, r) for s in SCHEDULERS for r in decide.HELD_REASONS), 0)
         storms: list[tuple[str, int]] = []
         for key in list(self.states):
             state = self.states.get(key)
             if state is None:
                 continue
-            phases[state.phase] = phases.get(state.phase, 0) + 1
+            scheduler = state.scheduler
+            phases[scheduler, state.phase] = phases.get((scheduler, state.phase), 0) + 1
             found = decide.hold(state)
             if found is not None:
-                held[found[0]] = held.get(found[0], 0) + state.pending
+                held[scheduler, found[0]] = held.get((scheduler, found[0]), 0) + state.pending
             if state.storm:
                 now = None if self.clock is None else self.clock(key)
                 rate = episode.per_minute(state.storm, max(state.clock, now or 0))
                 if rate:
                     storms.append((state.gang, rate))
         gangs, pods, storm = self._families()
-        for phase, n in phases.items():
-            gangs.add_metric([phase], n)
-        for reason, n in held.items():
-            pods.add_metric([reason], n)
+        for (scheduler, phase), n in phases.items():
+            gangs.add_metric([scheduler, phase], n)
+        for (scheduler, reason), n in held.items():
+            pods.add_metric([scheduler, reason], n)
         for gang, rate in sorted(storms):
             storm.add_metric([gang], rate)
         yield gangs

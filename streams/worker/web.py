@@ -6,7 +6,7 @@ the views on Faust's web server (on only with ``gangstate worker --http-port POR
 
 | path | answer |
 |---|---|
-| ``GET /gangs?namespace=NS&phase=PHASE`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs, sorted by gang id; ``Deleted`` gangs only with ``phase=Deleted`` |
+| ``GET /gangs?namespace=NS&phase=PHASE&scheduler=S`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs, sorted by gang id; ``Deleted`` gangs only with ``phase=Deleted``; ``scheduler``: ``koord-scheduler`` or ``kube-scheduler`` (default both) |
 | ``GET /gangs/{namespace}/{name}`` | ``gang_detail``: ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner) |
 | ``GET /pods/{namespace}/{name}/why?gang=NS/NAME`` | ``why_pod`` (routed to the owner of ``gang``; without it, the local gang that has the pod) |
 | ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
@@ -113,13 +113,14 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
 
     @app.page("/gangs", name="gangs")
     class GangList(View):
-        """``GET /gangs?namespace=NS&phase=PHASE``: this worker's gangs, sorted by gang id."""
+        """``GET /gangs?namespace=NS&phase=PHASE&scheduler=S``: this worker's gangs, sorted by
+        gang id."""
 
         async def get(self, request: Request) -> Response:
             query = request.query
             try:
                 rows = gang_rows(local.values(), query.get("namespace") or None,
-                                 query.get("phase") or None)
+                                 query.get("phase") or None, query.get("scheduler") or None)
             except ValueError as err:
                 return self.error(400, str(err))
             return self.json({"gangs": rows})

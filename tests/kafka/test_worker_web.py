@@ -65,9 +65,10 @@ def test_table_collector_counts_gangs_by_phase_and_held_pods(case, at, phase, re
     from prometheus_client import generate_latest
 
     got = samples(generate_latest(metrics.registry).decode())
-    assert got[("gangstate_gangs", (("phase", phase),))] == 1
+    koord = ("scheduler", "koord-scheduler")
+    assert got[("gangstate_gangs", (("phase", phase), koord))] == 1
     assert sum(v for (n, _), v in got.items() if n == "gangstate_gangs") == 1
-    assert got[("gangstate_pods_held_preenqueue", (("reason", reason),))] == held
+    assert got[("gangstate_pods_held_preenqueue", (("reason", reason), koord))] == held
     assert sum(v for (n, _), v in got.items() if n == "gangstate_pods_held_preenqueue") == held
 
 
@@ -269,11 +270,14 @@ def test_metrics_scrape_counts_what_the_worker_folded(served) -> None:
     assert value("gangstate_dead_letters_total", reason="invalid-record") == 1
     assert value("gangstate_fold_seconds_count") == 34
     assert 0 < value("gangstate_fold_seconds_sum") < 34
-    assert value("gangstate_gangs", phase="Ready") == 5
-    assert value("gangstate_gangs", phase="Scheduling") == 1
-    assert value("gangstate_gangs", phase="Gathering") == 0
-    assert value("gangstate_gangs", phase="Deleted") == 0
-    assert value("gangstate_pods_held_preenqueue", reason="GangMembersInsufficient") == 0
+    koord = "koord-scheduler"
+    assert value("gangstate_gangs", phase="Ready", scheduler=koord) == 5
+    assert value("gangstate_gangs", phase="Scheduling", scheduler=koord) == 1
+    assert value("gangstate_gangs", phase="Gathering", scheduler=koord) == 0
+    assert value("gangstate_gangs", phase="Deleted", scheduler=koord) == 0
+    assert value("gangstate_gangs", phase="Ready", scheduler="kube-scheduler") == 0
+    assert value("gangstate_pods_held_preenqueue", reason="GangMembersInsufficient",
+                 scheduler=koord) == 0
 
 
 @pytest.mark.kafka

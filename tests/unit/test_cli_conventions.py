@@ -57,10 +57,10 @@ def test_get_gangs_wide_name_and_yaml(capsys: pytest.CaptureFixture[str]) -> Non
     assert (status, out) == (0, "gang/team-a/llm-pretrain\n")
     status, out, _ = run(capsys, "get", "gangs", "--from", TRACE, "--at", AT, "-o", "wide")
     header, row = out.splitlines()
-    assert header.split() == ["NAMESPACE", "NAME", "PHASE", "MEMBERS", "MIN", "MEMBER", "BOUND",
-                              "UNBOUND", "WAITING", "REPRESENTATIVE"]
-    assert row.split() == ["team-a", "llm-pretrain", "Gathering", "3", "4", "0", "3", "0",
-                           "<none>"]
+    assert header.split() == ["NAMESPACE", "NAME", "SCHEDULER", "PHASE", "MEMBERS", "MIN",
+                              "MEMBER", "BOUND", "UNBOUND", "WAITING", "REPRESENTATIVE"]
+    assert row.split() == ["team-a", "llm-pretrain", "koord-scheduler", "Gathering", "3", "4",
+                           "0", "3", "0", "<none>"]
     status, out, _ = run(capsys, "get", "gangs", "--from", TRACE, "--at", AT, "-o", "yaml")
     assert yaml.safe_load(out)["gangs"][0]["members"] == 3
 

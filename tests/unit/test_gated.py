@@ -314,7 +314,8 @@ def test_the_held_pods_gauge_counts_a_gated_gang_under_its_own_reason() -> None:
     metrics = WorkerMetrics()
     metrics.registry.register(TableCollector(store))
     got = samples(generate_latest(metrics.registry).decode())
-    held = {labels[0][1]: v for (name, labels), v in got.items()
-            if name == "gangstate_pods_held_preenqueue"}
+    held = {dict(labels)["reason"]: v for (name, labels), v in got.items()
+            if name == "gangstate_pods_held_preenqueue"
+            and dict(labels)["scheduler"] == "koord-scheduler"}
     assert held == {"GangNotInitialized": 0, "GangMembersInsufficient": 0,
                     "GangGroupIncomplete": 0, "GangMemberGated": 2}

@@ -233,3 +233,63 @@ def test_no_koordinator_rule_reaches_a_native_gang() -> None:
     schemas = {o["schema"] for o in outputs}
     assert schemas == {"gangstate.diagnostic/v1"}
     assert [o["reason"] for o in outputs] == ["GangMembersInsufficient"]
+
+
+# -- the query side: both schedulers in one table ---------------------------------------------
+
+
+def _both_trace(tmp_path: Any) -> str:
+    """A Koordinator gang and a native gang both named team-n/llm: the Koordinator one (2 of
+    min-available 2 pods, Ready), the native one (2 of minCount 3 pods, held)."""
+    koord = [kube_pod(f"k-{i}", NS, gang="llm", min_available=2) for i in range(2)]
+    lines = [line(p, 0.5) for p in koord]
+    lines += [pg_line(native_podgroup(min_count=3), 0), line(native_pod("llm-0"), 1),
+              line(native_pod("llm-1"), 2)]
+    trace = tmp_path / "both.jsonl"
+    trace.write_bytes(b"\n".join(lines) + b"\n")
+    return str(trace)
+
+
+def test_get_gangs_shows_each_gangs_scheduler(tmp_path: Any,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from streams.cli import main
+
+    trace, end = _both_trace(tmp_path), format_time(at(30))
+    assert main(["get", "gangs", "--from", trace, "--at", end]) == 0
+    header, *rows = [ln.split() for ln in capsys.readouterr().out.splitlines()]
+    assert header[:5] == ["NAMESPACE", "NAME", "SCHEDULER", "PHASE", "MEMBERS"]
+    assert [r[:5] for r in rows] == [["team-n", "llm", "koord-scheduler", "Ready", "2/2"],
+                                     ["team-n", "llm", "kube-scheduler", "Gathering", "2/3"]]
+    assert main(["get", "gangs", "--from", trace, "--at", end,
+                 "--scheduler", "kube-scheduler", "-o", "name"]) == 0
+    assert capsys.readouterr().out == "gang/team-n/llm@kube-scheduler\n"
+
+
+def test_describe_asks_which_scheduler_when_both_have_the_name(
+        tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from streams.cli import main
+
+    trace, end = _both_trace(tmp_path), format_time(at(30))
+    assert main(["describe", "gang", "team-n/llm", "--from", trace, "--at", end]) == 1
+    assert capsys.readouterr().err == (
+        "gangstate describe: gang team-n/llm exists for both koord-scheduler and "
+        "kube-scheduler: say which with --scheduler\n")
+    assert main(["describe", "gang", "team-n/llm", "--scheduler", "kube-scheduler",
+                 "--from", trace, "--at", end]) == 0
+    out = capsys.readouterr().out
+    assert "Name:           llm\n" in out and "Scheduler:      kube-scheduler\n" in out
+    assert ("Representative: <none: kube-scheduler's GangScheduling has no representative>\n"
+            in out)
+    assert "GangMembersInsufficient" in out and "PodGroup team-n/llm has 2 of minCount 3" in out
+
+
+def test_explain_a_native_pod(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from streams.cli import main
+
+    trace, end = _both_trace(tmp_path), format_time(at(30))
+    assert main(["explain", "pod", "team-n/llm-0", "--from", trace, "--at", end]) == 0
+    out = capsys.readouterr().out
+    assert "Gang:           team-n/llm@kube-scheduler (Gathering: 2 of minCount 3 pods" in out
+    assert "Held at:        PreEnqueue (GangScheduling)\n" in out
+    assert ("  - create 1 more pod naming PodGroup team-n/llm in spec.schedulingGroup, or lower "
+            "its spec.schedulingPolicy.gang.minCount to 2\n") in out

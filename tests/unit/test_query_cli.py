@@ -134,9 +134,9 @@ def test_get_gangs(s: Scenario, capsys) -> None:
     status, out, _ = run(capsys, "get", "gangs", "--from", s.trace, "--at", s.at)
     assert status == 0
     header, *rows = [line.split() for line in out.splitlines()]
-    assert header == ["NAMESPACE", "NAME", "PHASE", "MEMBERS", "BOUND", "WAITING",
+    assert header == ["NAMESPACE", "NAME", "SCHEDULER", "PHASE", "MEMBERS", "BOUND", "WAITING",
                       "REPRESENTATIVE"]
-    assert rows == [s.row]
+    assert rows == [s.row[:2] + ["koord-scheduler"] + s.row[2:]]  # the cases are Koordinator's
     # Columns are aligned: every line has its PHASE column at the same offset.
     offsets = {line.index(word) for line, word in zip(out.splitlines(), ["PHASE", *[s.row[2]]])}
     assert len(offsets) == 1
@@ -237,8 +237,8 @@ def test_several_traces_are_merged_and_filtered(capsys, tmp_path) -> None:
     traces += ["--from", str(gated_trace(tmp_path))]
     status, out, _ = run(capsys, "get", "gangs", *traces, "--at", END, "-n", "team-a")
     assert status == 0
-    assert [line.split()[:4] for line in out.splitlines()[1:]] == [
-        ["team-a", "llm-pretrain", "Ready", "4/4"]]
+    assert [line.split()[:5] for line in out.splitlines()[1:]] == [
+        ["team-a", "llm-pretrain", "koord-scheduler", "Ready", "4/4"]]
     status, out, _ = run(capsys, "get", "gangs", *traces, "--at", END, "--phase", "Scheduling")
     assert [line.split()[1] for line in out.splitlines()[1:]] == ["g"]
     status, out, err = run(capsys, "get", "gangs", *traces, "--at", END, "-n", "nobody")
@@ -321,16 +321,17 @@ def test_a_deleted_gang_is_not_listed_and_describe_says_when_and_why(tmp_path, c
     status, out, _ = run(capsys, "get", "gangs", "--from", trace, "--at", DELETED_AT_END,
                          "--phase", "deleted")
     assert [line.split() for line in out.splitlines()[1:]] == [
-        ["nlp", "gpt-distill", "Deleted", "0/?", "0", "0", "<none>"]]
+        ["nlp", "gpt-distill", "koord-scheduler", "Deleted", "0/?", "0", "0", "<none>"]]
     # Before the second deletion the gang still has one pod.
     status, out, _ = run(capsys, "get", "gangs", "--from", trace, "--at",
                          "2026-11-02T09:10:04Z")
-    assert [line.split()[:4] for line in out.splitlines()[1:]] == [
-        ["nlp", "gpt-distill", "Gathering", "1/2"]]
+    assert [line.split()[:5] for line in out.splitlines()[1:]] == [
+        ["nlp", "gpt-distill", "koord-scheduler", "Gathering", "1/2"]]
     status, out, _ = run(capsys, "describe", "gang", "nlp/gpt-distill", "--from", trace,
                          "--at", DELETED_AT_END)
     assert status == 0
-    assert out.splitlines()[2:4] == [
+    assert out.splitlines()[2:5] == [
+        "Scheduler:      koord-scheduler",
         "Phase:          Deleted",
         "Deleted:        2026-11-02T09:10:05.000000Z: its last pod, nlp/gpt-distill-1, was "
         "deleted (a gang without a PodGroup ends with its last pod); a new pod of the gang "
