@@ -57,10 +57,28 @@ KOORDINATOR_SCHEDULER_NAME = "koord-scheduler"
 (koord-scheduler v1.8.0 is built on Kubernetes v1.35, which has no ``spec.schedulingGroup``)."""
 
 
+COMPOSITE_PREFIX = "composite:"
+"""What starts the name part of a native CompositePodGroup's id
+(``team-a/composite:job@kube-scheduler``): ``:`` is in no Kubernetes object name, so a
+CompositePodGroup and a PodGroup of the same name are two ids (N6)."""
+
+
 def gang_key(namespace: str, name: str, scheduler: str = KOORDINATOR) -> str:
     """The gang id of gang ``name`` in ``namespace`` under ``scheduler``:
     ``team-a/llm`` (Koordinator) or ``team-a/llm@kube-scheduler`` (native)."""
     return f"{namespace}/{name}" + (NATIVE_SUFFIX if scheduler == KUBE_SCHEDULER else "")
+
+
+def composite_key(namespace: str, name: str) -> str:
+    """The id of native CompositePodGroup ``name`` in ``namespace``
+    (``team-a/composite:job@kube-scheduler``): the gang that collects its children's
+    summaries and tells them whether the tree meets its quorum (N6)."""
+    return f"{namespace}/{COMPOSITE_PREFIX}{name}{NATIVE_SUFFIX}"
+
+
+def is_composite(gang: str) -> bool:
+    """True for the id of a native CompositePodGroup (``composite_key``)."""
+    return is_native(gang) and gang.partition("/")[2].startswith(COMPOSITE_PREFIX)
 
 
 def scheduler_of(gang: str) -> str:
@@ -77,10 +95,14 @@ def is_native(gang: str) -> bool:
 def split_gang(gang: str) -> tuple[str, str, str]:
     """``(namespace, name, scheduler)`` of a gang id: ``team-a/llm@kube-scheduler`` ->
     ``("team-a", "llm", "kube-scheduler")``; ``team-a/llm`` -> ``("team-a", "llm",
-    "koord-scheduler")``."""
+    "koord-scheduler")``; a CompositePodGroup's ``team-a/composite:job@kube-scheduler`` ->
+    ``("team-a", "job", "kube-scheduler")``."""
     namespace, _, name = gang.partition("/")
     if name.endswith(NATIVE_SUFFIX):
-        return namespace, name[:-len(NATIVE_SUFFIX)], KUBE_SCHEDULER
+        name = name[:-len(NATIVE_SUFFIX)]
+        if name.startswith(COMPOSITE_PREFIX):
+            name = name[len(COMPOSITE_PREFIX):]
+        return namespace, name, KUBE_SCHEDULER
     return namespace, name, KOORDINATOR
 
 
@@ -150,22 +172,57 @@ def settings_of_native_podgroup(spec: Mapping[str, Any]) -> RawSettings:
 
 def native_spec(gang: str, settings: RawSettings, source: str) -> GangSpec | None:
     """The spec kube-scheduler uses for a native PodGroup (N2, N5): ``min_member`` is
-    ``minCount``, the Permit wait is the fixed ``PERMIT_TIMEOUT_SECONDS``, the gang is a group
-    of itself; ``None`` for a PodGroup without the gang policy (a ``Basic`` PodGroup: its pods
-    are scheduled one by one, N3) or with a ``minCount`` that does not parse (the API server
-    validates it, so only hand-made traces carry one). No silent fallbacks exist: the API
-    server rejects an invalid PodGroup."""
-    if settings.policy != "Gang" or settings.min_available is None:
+    ``minCount``, the Permit wait is the fixed ``PERMIT_TIMEOUT_SECONDS``; a PodGroup of no
+    composite is a group of itself, a child of CompositePodGroup ``P`` (``parent``) is in the
+    group ``(itself, P's id)`` whose id is P's (N6: the tree is scheduled together). For a
+    CompositePodGroup (``is_composite``): ``min_member`` is its ``minGroupCount``, the children
+    that must have their pods (a ``Basic`` one: 1, as ``isCPGTreeReady`` counts it). ``None``
+    for a PodGroup without the gang policy (a ``Basic`` PodGroup: its pods are scheduled one
+    by one, N3) or with a count that does not parse (the API server validates it, so only
+    hand-made traces carry one). No silent fallbacks exist: the API server rejects an invalid
+    PodGroup."""
+    composite = is_composite(gang)
+    if composite and settings.policy == "Basic":
+        min_count = 1
+    elif settings.policy != "Gang" or settings.min_available is None:
         return None
-    try:
-        min_count = int(settings.min_available)
-    except ValueError:
-        return None
+    else:
+        try:
+            min_count = int(settings.min_available)
+        except ValueError:
+            return None
     if min_count < 0:
         return None
+    groups: tuple[str, ...] = (gang,)
+    if settings.parent and not composite:
+        parent = composite_key(gang.partition("/")[0], settings.parent)
+        groups = tuple(sorted((gang, parent)))
+        group_id = parent
+    else:
+        group_id = gang
     return GangSpec(source=source, min_member=min_count, total_number=min_count,
                     mode="Strict", waiting_micros=PERMIT_TIMEOUT_SECONDS * 1_000_000,
-                    groups=(gang,), gang_group=gang, match_policy="")
+                    groups=groups, gang_group=group_id, match_policy="")
+
+
+def settings_of_composite(spec: Mapping[str, Any]) -> RawSettings:
+    """A native CompositePodGroup's spec as written (N6): ``min_available`` is
+    ``schedulingPolicy.gang.minGroupCount`` (``"0"`` when the gang policy has none),
+    ``policy`` ``Gang`` or ``Basic``, ``parent`` its own ``parentCompositePodGroupName``."""
+    policy = spec.get("schedulingPolicy")
+    policy = policy if isinstance(policy, Mapping) else {}
+    gang = policy.get("gang")
+    kind: str | None = None
+    count: str | None = None
+    if isinstance(gang, Mapping):
+        kind = "Gang"
+        value = gang.get("minGroupCount")
+        count = "0" if value is None else str(value)
+    elif isinstance(policy.get("basic"), Mapping):
+        kind = "Basic"
+    parent = spec.get("parentCompositePodGroupName")
+    return RawSettings(min_available=count, policy=kind,
+                       parent=parent if isinstance(parent, str) and parent else None)
 
 
 def counts_for_gang(phase: str) -> bool:
@@ -179,7 +236,10 @@ def gang_text(gang: str) -> str:
     """How a message names the gang: ``gang team-a/llm`` (Koordinator) or ``PodGroup
     team-a/llm`` (native: people know it by its PodGroup)."""
     namespace, name, scheduler = split_gang(gang)
-    return f"PodGroup {namespace}/{name}" if scheduler == KUBE_SCHEDULER else f"gang {gang}"
+    if scheduler != KUBE_SCHEDULER:
+        return f"gang {gang}"
+    kind = "CompositePodGroup" if is_composite(gang) else "PodGroup"
+    return f"{kind} {namespace}/{name}"
 
 
 def min_name(gang: str) -> str:

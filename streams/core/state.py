@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .episode import Episode, per_minute
 from .preemption import Preemption, Victim
-from .native import gang_name, is_native, native_spec, scheduler_of
+from .native import counts_for_gang, gang_name, is_composite, is_native, native_spec, scheduler_of
 from .records import Capacity, GangSummarized
 from .spec import DEFAULT_WAITING_SECONDS, Fallback, GangSpec, RawSettings, parse_spec
 from .timefmt import format_time
@@ -685,6 +685,8 @@ class GangState:
             return "Finished"
         if spec is None:
             return "NotInitialized"
+        if is_composite(self.gang):  # N6: its children are the gangs; it counts them ready
+            return "Ready" if ready_children(self) >= spec.min_member else "Gathering"
         if self.n_bound >= max(spec.min_member, 1) and self.members:
             return "Scheduled"
         if len(self.members) < spec.min_member:
@@ -787,14 +789,16 @@ def summary(state: GangState) -> dict[str, Any]:
     the gang knows of one: ``streams.core.preemption``) its ``victims`` (``pod``, ``uid``,
     ``node``, ``for``, ``preempted_at``, ``grace_seconds``, ``gone_at``), ``nominated``
     (member name -> node) and ``clause``. ``scheduler``: ``koord-scheduler`` or
-    ``kube-scheduler`` (``GangState.scheduler``). Unknown values are ``None``.
+    ``kube-scheduler`` (``GangState.scheduler``); for a native CompositePodGroup ``members``
+    counts its child groups that have their minCount pods (``ready_children``) and
+    ``min_member`` is its ``minGroupCount``. Unknown values are ``None``.
     """
     spec = state.spec
     ns = state.namespace
     return {
         "scheduler": state.scheduler,
         "phase": state.phase,
-        "members": len(state.members),
+        "members": ready_children(state) if is_composite(state.gang) else len(state.members),
         "bound": state.bound,
         "waiting": state.waiting,
         "representative": state.commands.representative,
@@ -841,10 +845,33 @@ def summary(state: GangState) -> dict[str, Any]:
 def own_summary(state: GangState) -> Summary:
     """What this gang tells the other gangs of its group: ``(groups, exists, initialized,
     members, min_member, once_satisfied)``; ``groups`` is empty while the gang is not
-    initialised."""
+    initialised. A native PodGroup counts its live members (N4, ``live_members``); a native
+    CompositePodGroup (N6) tells its children how many of them are ready (``ready_children``)
+    as ``members`` and its ``minGroupCount`` as ``min_member``."""
     spec = state.spec
-    return (spec.groups if spec else (), state.exists, spec is not None, len(state.members),
+    if is_composite(state.gang):
+        members = ready_children(state)
+    elif is_native(state.gang):
+        members = live_members(state)
+    else:
+        members = len(state.members)
+    return (spec.groups if spec else (), state.exists, spec is not None, members,
             spec.min_member if spec else None, state.once_satisfied)
+
+
+def live_members(state: GangState) -> int:
+    """N4: the members kube-scheduler counts for a native PodGroup (``AllPodsCount``): those
+    not terminated (``native.counts_for_gang``), bound or not, gated or not."""
+    return sum(1 for m in state.members.values() if counts_for_gang(m.phase))
+
+
+def ready_children(state: GangState) -> int:
+    """N6: how many children of a native CompositePodGroup have their minCount pods: the
+    peers that said they are initialised, name this gang in their group, and have
+    ``members >= min_member`` (``isPGReady``)."""
+    return sum(1 for p in state.group.peers.values()
+               if p.initialized and p.min_member is not None and state.gang in p.groups
+               and p.members >= p.min_member)
 
 
 # -- wire form ---------------------------------------------------------------------------------

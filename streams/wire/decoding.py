@@ -30,8 +30,9 @@ from streams.core.records import (AckObserved, Capacity, CapacityObserved, Cycle
                                   PodGroupObserved, PodObserved, PreemptionObserved, Record,
                                   Tick)
 from streams.core.timefmt import format_time
-from streams.core.native import (KUBE_SCHEDULER, NATIVE_SUFFIX, gang_key, is_native_podgroup, native_gang_of_pod,
-                                 settings_of_native_podgroup)
+from streams.core.native import (KUBE_SCHEDULER, NATIVE_SUFFIX, composite_key, gang_key,
+                                 is_native_podgroup, native_gang_of_pod,
+                                 settings_of_composite, settings_of_native_podgroup)
 from streams.core.spec import (ANNOTATION_NAME, LABEL_MIN_AVAILABLE_DEPRECATED, LABEL_POD_GROUP,
                                LABEL_POD_GROUP_NAME_DEPRECATED, RawSettings, gang_of_pod,
                                settings_of_pod, settings_of_podgroup, waits_for_podgroup)
@@ -47,8 +48,8 @@ class Decoded(NamedTuple):
 
     ``key``: the gang id the record belongs to (gang group id for acks; ``None`` for ticks).
     ``record``: the core record, or ``None`` when the record is valid but concerns no gang
-    (then ``skipped`` says why: ``no-gang`` for a pod of no gang, ``compositepodgroups`` and
-    ``workloads`` for those native objects (published for taps), ``events`` for a core/v1 Event,
+    (then ``skipped`` says why: ``no-gang`` for a pod of no gang, ``workloads`` for a native
+    Workload (published for taps), ``events`` for a core/v1 Event,
     which the watch producer turns into cycle records).
     """
 
@@ -262,7 +263,13 @@ def _kube(rec: dict[str, Any], at: int) -> Decoded:
         return Decoded(group, PodGroupObserved(
             at, rec["type"], group, namespace, meta["name"], meta["uid"],
             meta.get("resourceVersion", ""), settings_of_podgroup(spec, annotations)))
-    if resource in ("compositepodgroups", "workloads"):
+    if resource == "compositepodgroups":
+        group = composite_key(namespace, meta["name"])
+        return Decoded(group, PodGroupObserved(
+            at, rec["type"], group, namespace, meta["name"], meta["uid"],
+            meta.get("resourceVersion", ""), settings_of_composite(spec),
+            podgroup_conditions((obj.get("status") or {}).get("conditions"))))
+    if resource == "workloads":
         return Decoded(None, None, resource)
     native = native_gang_of_pod(namespace, spec)
     if native is not None:

@@ -125,11 +125,12 @@ def test_a_native_podgroup_name_too_long_is_rejected_with_the_reason() -> None:
         decode_input(line(native_pod("p", "x" * 254), 1))
 
 
-def test_composite_groups_and_workloads_are_published_but_not_folded() -> None:
-    cpg = {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
-           "metadata": {"name": "job", "namespace": NS, "uid": "u9", "resourceVersion": "1"}}
-    decoded = decode_input(line(cpg, 1, resource="compositepodgroups"))
-    assert (decoded.key, decoded.record, decoded.skipped) == (None, None, "compositepodgroups")
+def test_workloads_are_published_but_not_folded() -> None:
+    workload = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+                "metadata": {"name": "job", "namespace": NS, "uid": "u9",
+                             "resourceVersion": "1"}}
+    decoded = decode_input(line(workload, 1, resource="workloads"))
+    assert (decoded.key, decoded.record, decoded.skipped) == (None, None, "workloads")
 
 
 # -- the hold at PreEnqueue ----------------------------------------------------------------
@@ -156,8 +157,7 @@ def test_a_missing_podgroup_then_created_ends_the_hold() -> None:
     assert diagnostics(outputs) == [
         ("GangNotInitialized",
          "PodGroup team-n/llm (scheduling.k8s.io) does not exist: 2 pods name it in "
-         "spec.schedulingGroup; kube-scheduler holds them at PreEnqueue (waiting for pods's "
-         "pod group \"llm\" to appear in scheduling queue) until it is created"),
+         "spec.schedulingGroup; kube-scheduler holds them at PreEnqueue until it is created"),
         ("GangMembersSatisfied",
          "PodGroup team-n/llm has 2 of minCount 2 pods; no longer held at PreEnqueue")]
 
@@ -293,3 +293,69 @@ def test_explain_a_native_pod(tmp_path: Any, capsys: pytest.CaptureFixture[str])
     assert "Held at:        PreEnqueue (GangScheduling)\n" in out
     assert ("  - create 1 more pod naming PodGroup team-n/llm in spec.schedulingGroup, or lower "
             "its spec.schedulingPolicy.gang.minCount to 2\n") in out
+
+
+# -- a composite group short of its quorum (N6) ------------------------------------------------
+
+
+def composite(name: str = "job", min_groups: int = 2, rv: str = "1") -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-cpg-{name}",
+                         "resourceVersion": rv},
+            "spec": {"schedulingPolicy": {"gang": {"minGroupCount": min_groups}}}}
+
+
+def test_a_ready_child_of_a_composite_short_of_quorum_is_told_why() -> None:
+    # job needs 2 children with their pods: a has 2 of 2, b 1 of 2, so the tree is held and
+    # a is told of the composite, b of its own shortfall
+    lines = [line(composite(), 0, resource="compositepodgroups"),
+             pg_line(native_podgroup("a", 2, parent="job"), 0),
+             pg_line(native_podgroup("b", 2, parent="job"), 0),
+             line(native_pod("a-0", "a"), 1), line(native_pod("a-1", "a"), 1),
+             line(native_pod("b-0", "b"), 1)]
+    outputs, store = fold(lines, end=30)
+    told = {(o["gang"], o["reason"]): o for o in outputs
+            if o.get("schema") == "gangstate.diagnostic/v1"}
+    assert sorted(told) == [(f"{NS}/a@kube-scheduler", "GangCompositeIncomplete"),
+                            (f"{NS}/b@kube-scheduler", "GangMembersInsufficient")]
+    a = told[(f"{NS}/a@kube-scheduler", "GangCompositeIncomplete")]
+    assert a["facts"] == {"composite": "job", "members": 2, "min_member": 2,
+                          "ready_groups": 1, "min_group_count": 2}
+    assert a["message"] == (
+        "PodGroup team-n/a has 2 of minCount 2 pods, but CompositePodGroup team-n/job has 1 "
+        "of minGroupCount 2 child groups with their minCount pods; kube-scheduler holds the "
+        "whole tree at PreEnqueue (waiting for composite pod group \"job\" tree to meet "
+        "quorum) until 1 more group has its")
+    assert a["gang_group"] == f"{NS}/composite:job@kube-scheduler"
+    job = store[f"{NS}/composite:job@kube-scheduler"]
+    assert (job.phase, job.name, job.scheduler) == ("Gathering", "job", KUBE_SCHEDULER)
+
+
+def test_the_composite_tree_complete_ends_the_hold_of_every_child() -> None:
+    lines = [line(composite(), 0, resource="compositepodgroups"),
+             pg_line(native_podgroup("a", 2, parent="job"), 0),
+             pg_line(native_podgroup("b", 2, parent="job"), 0),
+             line(native_pod("a-0", "a"), 1), line(native_pod("a-1", "a"), 1),
+             line(native_pod("b-0", "b"), 1), line(native_pod("b-1", "b"), 20)]
+    outputs, store = fold(lines, end=40)
+    told = [(o["gang"].split("/")[1], o["reason"]) for o in outputs
+            if o.get("schema") == "gangstate.diagnostic/v1"]
+    # at 11 s both graces end: b warns at once; a first asks job for its count as of 11 s
+    # (its hold depends on the other groups' news), then warns. b-1 at 20 s ends both holds:
+    # the summary b sends job is folded (and job's to a) before b's own outputs are listed
+    assert told == [("b@kube-scheduler", "GangMembersInsufficient"),
+                    ("a@kube-scheduler", "GangCompositeIncomplete"),
+                    ("a@kube-scheduler", "GangMembersSatisfied"),
+                    ("b@kube-scheduler", "GangMembersSatisfied")]
+    at_20 = [o["observed_at"] for o in outputs if o.get("reason") == "GangMembersSatisfied"]
+    assert at_20 == [format_time(at(20))] * 2
+    assert store[f"{NS}/composite:job@kube-scheduler"].phase == "Ready"
+
+
+def test_a_child_whose_composite_does_not_exist() -> None:
+    lines = [pg_line(native_podgroup("a", 1, parent="job"), 0), line(native_pod("a-0", "a"), 1)]
+    outputs, _ = fold(lines, end=30)
+    told = [(o["reason"], o["facts"]) for o in outputs
+            if o.get("schema") == "gangstate.diagnostic/v1"]
+    assert told == [("GangCompositeIncomplete", {"composite": "job", "members": 1,
+                                                 "min_member": 1, "exists": False})]

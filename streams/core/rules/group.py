@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..native import KOORDINATOR, KUBE_SCHEDULER
 from ..records import GangRecord, GangSummarized
 from ..settings import FoldSettings, Output
 from ..state import GangState, Summary, own_summary
@@ -136,4 +137,4 @@ def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
 
 
 DECISION: Decision = Decision("group", _decide)
-RULE: Rule = Rule("group", (), (ANSWERS,), (DECISION,))
+RULE: Rule = Rule("group", (), (ANSWERS,), (DECISION,), schedulers=(KOORDINATOR, KUBE_SCHEDULER))

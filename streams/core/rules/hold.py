@@ -14,17 +14,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..native import PERMIT_TIMEOUT_SECONDS, KOORDINATOR, KUBE_SCHEDULER, counts_for_gang, \
-    is_native, split_gang
+from ..native import PERMIT_TIMEOUT_SECONDS, KOORDINATOR, KUBE_SCHEDULER, gang_name, is_native, \
+    split_gang
 from ..settings import FoldSettings, Output
-from ..state import GangState, Member
+from ..state import GangState, Member, live_members
 from ..timefmt import format_time
 from .base import (Decision, Reason, Rule, Step, TimerRule, emit, emit_digests, plural,
                    skips_gang_checks)
 from .group import awaiting_answers, peers_to_ask, summary_record
 
 HELD_REASONS = ("GangNotInitialized", "GangMembersInsufficient", "GangGroupIncomplete",
-                "GangMemberGated")
+                "GangMemberGated", "GangCompositeIncomplete")
 """The reasons of a PreEnqueue hold (``hold``), e.g. for the held-pods gauge."""
 
 
@@ -78,8 +78,7 @@ def _not_initialized_message(gang: str, f: dict[str, Any]) -> str:
         return (f"PodGroup {namespace}/{name} (scheduling.k8s.io) does not exist: "
                 f"{f['members']} {plural(f['members'], 'pod names', 'pods name')} it in "
                 f"spec.schedulingGroup; kube-scheduler holds "
-                f"{plural(f['members'], 'it', 'them')} at PreEnqueue (waiting for pods's pod "
-                f"group \"{name}\" to appear in scheduling queue) until it is created")
+                f"{plural(f['members'], 'it', 'them')} at PreEnqueue until it is created")
     if f.get("orphaned"):
         return (f"gang {gang} was removed from the scheduler's gang cache with its PodGroup "
                 f"{f['podgroup_deleted'] or ''}".rstrip() + f"; its {f['orphaned']} remaining "
@@ -121,6 +120,35 @@ def _group_incomplete_message(gang: str, f: dict[str, Any]) -> str:
     return (f"gang {gang} is complete, but gang {blocking} of its gang group "
             f"{f['gang_group']} {state_text}; scheduling is held at PreEnqueue until every "
             f"gang of the group has minMember pods")
+
+
+def _composite_message(gang: str, f: dict[str, Any]) -> str:
+    namespace, name, _ = split_gang(gang)
+    composite = f"{namespace}/{f['composite']}"
+    if not f.get("exists", True):
+        return (f"PodGroup {namespace}/{name} has {f['members']} of minCount "
+                f"{f['min_member']} pods, but its parent CompositePodGroup {composite} does "
+                f"not exist; kube-scheduler holds its pods at PreEnqueue (failed to build "
+                f"hierarchy snapshot) until it is created")
+    ready, wanted = f["ready_groups"], f["min_group_count"]
+    return (f"PodGroup {namespace}/{name} has {f['members']} of minCount {f['min_member']} "
+            f"pods, but CompositePodGroup {composite} has {ready} of minGroupCount {wanted} "
+            f"child groups with their minCount pods; kube-scheduler holds the whole tree at "
+            f"PreEnqueue (waiting for composite pod group \"{f['composite']}\" tree to meet "
+            f"quorum) until {wanted - ready} more "
+            f"{plural(wanted - ready, 'group has its', 'groups have theirs')}")
+
+
+def _composite_unblock(state: GangState, f: dict[str, Any]) -> str:
+    composite = f"{state.namespace}/{f['composite']}"
+    if not f.get("exists", True):
+        return (f"create CompositePodGroup {composite} (scheduling.k8s.io/v1alpha3), or remove "
+                f"spec.parentCompositePodGroupName from PodGroup {state.namespace}/{state.name}")
+    missing = f["min_group_count"] - f["ready_groups"]
+    return (f"create the missing pods of {missing} more child "
+            f"{plural(missing, 'PodGroup', 'PodGroups')} of CompositePodGroup {composite} "
+            f"(gangstate describe gang on each tells how many), or lower its "
+            f"spec.schedulingPolicy.gang.minGroupCount to {f['ready_groups']}")
 
 
 def _gated_message(gang: str, f: dict[str, Any]) -> str:
@@ -220,9 +248,17 @@ INSUFFICIENT: Reason = Reason("GangMembersInsufficient", "Warning", _insufficien
 GROUP_INCOMPLETE: Reason = Reason("GangGroupIncomplete", "Warning", _group_incomplete_message,
                                   _group_incomplete_unblock)
 GATED: Reason = Reason("GangMemberGated", "Warning", _gated_message, _gated_unblock)
+COMPOSITE_INCOMPLETE: Reason = Reason("GangCompositeIncomplete", "Warning", _composite_message,
+                                      _composite_unblock)
+"""N6: a native PodGroup whose CompositePodGroup tree does not meet its quorum (or does not
+exist): kube-scheduler's own words for the situation Koordinator's GangGroupIncomplete tells."""
+GROUP_REASONS = ("GangGroupIncomplete", "GangCompositeIncomplete")
+"""Hold reasons that depend on other gangs' news: before it warns, the gang asks them for
+their state as of the warning's time (``peers_to_ask``)."""
 SATISFIED: Reason = Reason("GangMembersSatisfied", "Normal", _satisfied_message)
 UNGATED: Reason = Reason("GangMembersUngated", "Normal", _ungated_message)
-_HELD = {r.name: r for r in (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED)}
+_HELD = {r.name: r for r in (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED,
+                              COMPOSITE_INCOMPLETE)}
 
 
 def emit_hold(state: GangState, reason: str, facts: dict[str, Any], at: int,
@@ -336,7 +372,7 @@ def native_hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     """
     if not state.n_pending:
         return None
-    live = sum(1 for m in state.members.values() if counts_for_gang(m.phase))
+    live = live_members(state)
     spec = state.spec
     if spec is None:
         if state.podgroup is None:
@@ -345,6 +381,16 @@ def native_hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     if live < spec.min_member:
         return "GangMembersInsufficient", {"members": live, "min_member": spec.min_member,
                                            "total_number": spec.total_number}
+    if spec.gang_group != state.gang:  # N6: a child of a CompositePodGroup
+        composite = spec.gang_group
+        peer = state.group.peers.get(composite)
+        facts: dict[str, Any] = {"composite": gang_name(composite), "members": live,
+                                 "min_member": spec.min_member}
+        if peer is None or not peer.exists:
+            return "GangCompositeIncomplete", {**facts, "exists": False}
+        if peer.min_member is not None and peer.members < peer.min_member:
+            return "GangCompositeIncomplete", {**facts, "ready_groups": peer.members,
+                                               "min_group_count": peer.min_member}
     gated = state.n_gated
     if gated and live - gated < spec.min_member:
         return "GangMemberGated", {"members": live, "ungated": live - gated,
@@ -419,7 +465,7 @@ def warn_held(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]
         state.hold = replace(state.hold, held_since=None, warned=False)
         _asked(state, None)
         return state, out
-    if found[0] == "GangGroupIncomplete":
+    if found[0] in GROUP_REASONS:
         stale = peers_to_ask(state, at)
         if stale:
             out = [summary_record(state, g, at, wanted_as_of=at) for g in stale]
@@ -458,7 +504,7 @@ def decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
         if held.warned:
             if held.hold_emitted_at is not None and at < held.hold_emitted_at + refresh_micros:
                 return state  # news within the refresh interval: the refresh timer sends it
-            if found[0] == "GangGroupIncomplete":
+            if found[0] in GROUP_REASONS:
                 wanted = max(at, state.group.asked_as_of or 0)
                 stale = peers_to_ask(state, wanted)
                 if stale:  # news of the group first (see peers_to_ask)
@@ -479,7 +525,7 @@ def decide_hold(state: GangState, at: int, out: list[dict[str, Any]],
     spec = state.spec
     members = len(state.members)
     if is_native(state.gang):
-        members = sum(1 for m in state.members.values() if counts_for_gang(m.phase))
+        members = live_members(state)
     emitted = state.emitted
     if held.warned and spec is not None and GATED_KEY in emitted \
             and emitted[GATED_KEY] == emitted.get(HOLD_KEY):
@@ -538,5 +584,6 @@ def _decide(state: GangState, s: Step, out: list[Output]) -> GangState:
 
 DECISION: Decision = Decision("hold", _decide)
 RULE: Rule = Rule("hold", (NOT_INITIALIZED, INSUFFICIENT, GROUP_INCOMPLETE, GATED, SATISFIED,
-                          UNGATED), (GRACE, REFRESH), (DECISION,), finding, why,
+                          UNGATED, COMPOSITE_INCOMPLETE), (GRACE, REFRESH), (DECISION,),
+                  finding, why,
                   (KOORDINATOR, KUBE_SCHEDULER))
