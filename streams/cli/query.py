@@ -273,7 +273,7 @@ of the pod says which), so without the shim gangstate does not know it."""
 
 NO_REPRESENTATIVE_NATIVE = "<none: kube-scheduler's GangScheduling has no representative>"
 """What ``describe gang`` and ``explain pod`` show for a native gang: kube-scheduler v1.37.2
-queues every pod of a PodGroup (its PreEnqueue counts them all, N4)."""
+queues every pod of a PodGroup (its PreEnqueue counts them all, NG4)."""
 
 
 def _representative(value: str | None, scheduler: str = KOORDINATOR) -> str:

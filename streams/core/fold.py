@@ -166,7 +166,7 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
     """Fold a PodGroup watch event: every add or update re-initialises the gang from the
     PodGroup (Koordinator ``core/gang.go`` ``tryInitByPodGroup``; a native PodGroup's spec by
     ``native.native_spec``). A delete of a native PodGroup leaves its pods members of the
-    gang, not initialised (N2). A delete of Koordinator's removes the gang
+    gang, not initialised (NG2). A delete of Koordinator's removes the gang
     with all its children (rule M5, Koordinator v1.8.0 ``pkg/scheduler/plugins/coscheduling/
     core/gang_cache.go:295-310``): the pods that remain become ``orphans``, unknown to the gang
     cache until their next event (``apply_pod``), and the gang is deleted (``gang_deleted``).
@@ -181,7 +181,7 @@ def apply_podgroup(state: GangState, rec: PodGroupObserved) -> GangState:
         if new.spec_source and new.spec_source.startswith("PodGroup/"):
             new.spec_source = new.spec_settings = None
         if is_native(state.gang):
-            # N2: kube-scheduler keeps the pods of its pod group state when the PodGroup goes
+            # NG2: kube-scheduler keeps the pods of its pod group state when the PodGroup goes
             # (podgroupstate.go removePodGroup): they stay the gang's, held at PreEnqueue
             # until a PodGroup of that name exists again
             if not new.members:

@@ -17,7 +17,7 @@ one (``@`` is in no Kubernetes object name), so a Koordinator PodGroup and a nat
 the same name in one namespace are two gangs, and no rule of one scheduler sees the other's
 (``rules.registry`` runs each family only for the schedulers it names).
 
-Sources (rule ids N1-N9; file:line in ``docs/native-gang-rules.md``): k8s.io/kubernetes
+Sources (rule ids NG1-NG9; file:line in ``docs/native-gang-rules.md``): k8s.io/kubernetes
 v1.37.2 ``pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go``,
 ``pkg/scheduler/backend/cache/podgroupstate.go``, ``pkg/scheduler/backend/cache/cache.go``,
 ``pkg/apis/scheduling/types.go``.
@@ -49,18 +49,18 @@ NATIVE_PODGROUP_API_VERSION = f"{NATIVE_GROUP}/{NATIVE_PODGROUP_VERSION}"
 """``scheduling.k8s.io/v1beta1``: the ``apiVersion`` of the native PodGroups Events name."""
 
 PERMIT_TIMEOUT_SECONDS = 300
-"""N5: how long a native gang's members that fit wait at Permit for minCount members to be
+"""NG5: how long a native gang's members that fit wait at Permit for minCount members to be
 scheduled, seconds; fixed, not configurable (``permitTimeoutDuration``)."""
 
 KOORDINATOR_SCHEDULER_NAME = "koord-scheduler"
-"""N1: the ``schedulerName`` of Koordinator's profile; its pods are never native gang members
+"""NG1: the ``schedulerName`` of Koordinator's profile; its pods are never native gang members
 (koord-scheduler v1.8.0 is built on Kubernetes v1.35, which has no ``spec.schedulingGroup``)."""
 
 
 COMPOSITE_PREFIX = "composite:"
 """What starts the name part of a native CompositePodGroup's id
 (``team-a/composite:job@kube-scheduler``): ``:`` is in no Kubernetes object name, so a
-CompositePodGroup and a PodGroup of the same name are two ids (N6)."""
+CompositePodGroup and a PodGroup of the same name are two ids (NG6)."""
 
 
 def gang_key(namespace: str, name: str, scheduler: str = KOORDINATOR) -> str:
@@ -72,7 +72,7 @@ def gang_key(namespace: str, name: str, scheduler: str = KOORDINATOR) -> str:
 def composite_key(namespace: str, name: str) -> str:
     """The id of native CompositePodGroup ``name`` in ``namespace``
     (``team-a/composite:job@kube-scheduler``): the gang that collects its children's
-    summaries and tells them whether the tree meets its quorum (N6)."""
+    summaries and tells them whether the tree meets its quorum (NG6)."""
     return f"{namespace}/{COMPOSITE_PREFIX}{name}{NATIVE_SUFFIX}"
 
 
@@ -119,7 +119,7 @@ def podgroup_kind(gang: str) -> str:
 
 
 def native_gang_of_pod(namespace: str, spec: Mapping[str, Any]) -> str | None:
-    """N1: the native gang id of a pod whose ``spec`` names a PodGroup in
+    """NG1: the native gang id of a pod whose ``spec`` names a PodGroup in
     ``schedulingGroup.podGroupName``, or ``None``. kube-scheduler's GangScheduling reads that
     field only (``PreEnqueue``); a pod of Koordinator's profile (``schedulerName``
     ``koord-scheduler``) is not kube-scheduler's, whatever it names."""
@@ -136,7 +136,7 @@ def native_gang_of_pod(namespace: str, spec: Mapping[str, Any]) -> str | None:
 
 def gang_of_pod_object(namespace: str, labels: Mapping[str, str],
                        annotations: Mapping[str, str], spec: Mapping[str, Any]) -> str | None:
-    """The gang id of a pod, whichever scheduler's: native first (N1,
+    """The gang id of a pod, whichever scheduler's: native first (NG1,
     ``native_gang_of_pod``: kube-scheduler reads ``spec.schedulingGroup``), else Koordinator's
     (``spec.gang_of_pod``: its labels and annotations); ``None`` for a pod of no gang. The
     watch producer routes by it and the decoder keys by it, so both agree."""
@@ -149,7 +149,7 @@ def is_native_podgroup(api_version: str) -> bool:
 
 
 def settings_of_native_podgroup(spec: Mapping[str, Any]) -> RawSettings:
-    """A native PodGroup's spec as written (N2): ``min_available`` is
+    """A native PodGroup's spec as written (NG2): ``min_available`` is
     ``schedulingPolicy.gang.minCount`` (``"0"`` when the gang policy has none), ``policy``
     ``Gang`` or ``Basic`` (whichever ``schedulingPolicy`` sets; ``None`` for neither),
     ``parent`` the ``parentCompositePodGroupName``. The other fields are Koordinator's and
@@ -171,14 +171,14 @@ def settings_of_native_podgroup(spec: Mapping[str, Any]) -> RawSettings:
 
 
 def native_spec(gang: str, settings: RawSettings, source: str) -> GangSpec | None:
-    """The spec kube-scheduler uses for a native PodGroup (N2, N5): ``min_member`` is
+    """The spec kube-scheduler uses for a native PodGroup (NG2, NG5): ``min_member`` is
     ``minCount``, the Permit wait is the fixed ``PERMIT_TIMEOUT_SECONDS``; a PodGroup of no
     composite is a group of itself, a child of CompositePodGroup ``P`` (``parent``) is in the
-    group ``(itself, P's id)`` whose id is P's (N6: the tree is scheduled together). For a
+    group ``(itself, P's id)`` whose id is P's (NG6: the tree is scheduled together). For a
     CompositePodGroup (``is_composite``): ``min_member`` is its ``minGroupCount``, the children
     that must have their pods (a ``Basic`` one: 1, as ``isCPGTreeReady`` counts it). ``None``
     for a PodGroup without the gang policy (a ``Basic`` PodGroup: its pods are scheduled one
-    by one, N3) or with a count that does not parse (the API server validates it, so only
+    by one, NG3) or with a count that does not parse (the API server validates it, so only
     hand-made traces carry one). No silent fallbacks exist: the API server rejects an invalid
     PodGroup."""
     composite = is_composite(gang)
@@ -206,7 +206,7 @@ def native_spec(gang: str, settings: RawSettings, source: str) -> GangSpec | Non
 
 
 def settings_of_composite(spec: Mapping[str, Any]) -> RawSettings:
-    """A native CompositePodGroup's spec as written (N6): ``min_available`` is
+    """A native CompositePodGroup's spec as written (NG6): ``min_available`` is
     ``schedulingPolicy.gang.minGroupCount`` (``"0"`` when the gang policy has none),
     ``policy`` ``Gang`` or ``Basic``, ``parent`` its own ``parentCompositePodGroupName``."""
     policy = spec.get("schedulingPolicy")
@@ -226,7 +226,7 @@ def settings_of_composite(spec: Mapping[str, Any]) -> RawSettings:
 
 
 def counts_for_gang(phase: str) -> bool:
-    """N4: whether a pod of this phase counts among the pods kube-scheduler knows for its
+    """NG4: whether a pod of this phase counts among the pods kube-scheduler knows for its
     PodGroup (``AllPodsCount``): its pod informers leave out terminated pods (phase
     ``Succeeded`` or ``Failed``), so only live pods count, bound or not, gated or not."""
     return phase not in ("Succeeded", "Failed")

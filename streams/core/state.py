@@ -685,7 +685,7 @@ class GangState:
             return "Finished"
         if spec is None:
             return "NotInitialized"
-        if is_composite(self.gang):  # N6: its children are the gangs; it counts them ready
+        if is_composite(self.gang):  # NG6: its children are the gangs; it counts them ready
             return "Ready" if ready_children(self) >= spec.min_member else "Gathering"
         if self.n_bound >= max(spec.min_member, 1) and self.members:
             return "Scheduled"
@@ -845,8 +845,8 @@ def summary(state: GangState) -> dict[str, Any]:
 def own_summary(state: GangState) -> Summary:
     """What this gang tells the other gangs of its group: ``(groups, exists, initialized,
     members, min_member, once_satisfied)``; ``groups`` is empty while the gang is not
-    initialised. A native PodGroup counts its live members (N4, ``live_members``); a native
-    CompositePodGroup (N6) tells its children how many of them are ready (``ready_children``)
+    initialised. A native PodGroup counts its live members (NG4, ``live_members``); a native
+    CompositePodGroup (NG6) tells its children how many of them are ready (``ready_children``)
     as ``members`` and its ``minGroupCount`` as ``min_member``."""
     spec = state.spec
     if is_composite(state.gang):
@@ -860,13 +860,13 @@ def own_summary(state: GangState) -> Summary:
 
 
 def live_members(state: GangState) -> int:
-    """N4: the members kube-scheduler counts for a native PodGroup (``AllPodsCount``): those
+    """NG4: the members kube-scheduler counts for a native PodGroup (``AllPodsCount``): those
     not terminated (``native.counts_for_gang``), bound or not, gated or not."""
     return sum(1 for m in state.members.values() if counts_for_gang(m.phase))
 
 
 def ready_children(state: GangState) -> int:
-    """N6: how many children of a native CompositePodGroup have their minCount pods: the
+    """NG6: how many children of a native CompositePodGroup have their minCount pods: the
     peers that said they are initialised, name this gang in their group, and have
     ``members >= min_member`` (``isPGReady``)."""
     return sum(1 for p in state.group.peers.values()

@@ -1,5 +1,5 @@
 """Native gangs (kube-scheduler's GangScheduling, Kubernetes v1.37): raw watch records through
-the decoder and the fold, with the outputs worked out by hand from the rules N1-N8
+the decoder and the fold, with the outputs worked out by hand from the rules NG1-NG8
 (docs/native-gang-rules.md). Grace period: the default 10 s."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_gang_ids_keep_the_schedulers_apart() -> None:
     ({"schedulingGroup": {"podGroupName": "llm"}, "schedulerName": "default-scheduler"},
      "ns/llm@kube-scheduler"),
     ({"schedulingGroup": {"podGroupName": "llm"}}, "ns/llm@kube-scheduler"),
-    # N1: Koordinator's profile never runs kube-scheduler's GangScheduling
+    # NG1: Koordinator's profile never runs kube-scheduler's GangScheduling
     ({"schedulingGroup": {"podGroupName": "llm"}, "schedulerName": "koord-scheduler"}, None),
     ({"schedulingGroup": {}}, None),
     ({"schedulerName": "default-scheduler"}, None),
@@ -163,7 +163,7 @@ def test_a_missing_podgroup_then_created_ends_the_hold() -> None:
 
 
 def test_terminated_pods_do_not_count_for_min_count() -> None:
-    # N4: kube-scheduler's pod informers leave out Succeeded and Failed pods
+    # NG4: kube-scheduler's pod informers leave out Succeeded and Failed pods
     outputs, _ = fold([pg_line(native_podgroup(min_count=2), 0),
                        line(native_pod("llm-0"), 1),
                        line(native_pod("llm-1", phase="Failed"), 1)], end=20)
@@ -191,7 +191,7 @@ def test_a_gated_member_keeps_the_others_at_permit() -> None:
 
 
 def test_a_deleted_podgroup_keeps_its_pods_members() -> None:
-    # N2: the pod group state keeps its pods when the PodGroup goes; they wait for it again
+    # NG2: the pod group state keeps its pods when the PodGroup goes; they wait for it again
     _, store = fold([pg_line(native_podgroup(min_count=1), 0),
                      line(native_pod("llm-0"), 1),
                      pg_line(native_podgroup(min_count=1, rv="2"), 2, "DELETED")], end=5)
@@ -295,7 +295,7 @@ def test_explain_a_native_pod(tmp_path: Any, capsys: pytest.CaptureFixture[str])
             "its spec.schedulingPolicy.gang.minCount to 2\n") in out
 
 
-# -- a composite group short of its quorum (N6) ------------------------------------------------
+# -- a composite group short of its quorum (NG6) ------------------------------------------------
 
 
 def composite(name: str = "job", min_groups: int = 2, rv: str = "1") -> dict[str, Any]:

@@ -250,7 +250,7 @@ GROUP_INCOMPLETE: Reason = Reason("GangGroupIncomplete", "Warning", _group_incom
 GATED: Reason = Reason("GangMemberGated", "Warning", _gated_message, _gated_unblock)
 COMPOSITE_INCOMPLETE: Reason = Reason("GangCompositeIncomplete", "Warning", _composite_message,
                                       _composite_unblock)
-"""N6: a native PodGroup whose CompositePodGroup tree does not meet its quorum (or does not
+"""NG6: a native PodGroup whose CompositePodGroup tree does not meet its quorum (or does not
 exist): kube-scheduler's own words for the situation Koordinator's GangGroupIncomplete tells."""
 GROUP_REASONS = ("GangGroupIncomplete", "GangCompositeIncomplete")
 """Hold reasons that depend on other gangs' news: before it warns, the gang asks them for
@@ -359,14 +359,14 @@ def native_hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     """Why a native gang's pending pods are held (kube-scheduler's GangScheduling, rule ids of
     ``docs/native-gang-rules.md``), as ``(reason, facts)``, or ``None``:
 
-    - N2: the PodGroup does not exist (``GangNotInitialized`` [members, podgroup]): PreEnqueue
+    - NG2: the PodGroup does not exist (``GangNotInitialized`` [members, podgroup]): PreEnqueue
       refuses every pod naming it;
-    - N3: a PodGroup without the gang policy (``Basic``) holds nothing;
-    - N4: fewer live pods (not ``Succeeded``/``Failed``; bound or not, gated or not) than
+    - NG3: a PodGroup without the gang policy (``Basic``) holds nothing;
+    - NG4: fewer live pods (not ``Succeeded``/``Failed``; bound or not, gated or not) than
       ``minCount`` (``GangMembersInsufficient`` [members, min_member, total_number]);
-    - N7: fewer than minCount pods free of scheduling gates (``GangMemberGated`` [members,
+    - NG7: fewer than minCount pods free of scheduling gates (``GangMemberGated`` [members,
       ungated, min_member, gated]): the ``SchedulingGates`` plugin holds the gated ones at
-      PreEnqueue; the others pass it (they count for N4) and wait at Permit
+      PreEnqueue; the others pass it (they count for NG4) and wait at Permit
       (``waiting for minCount pods from a gang to be scheduled``) for at most
       ``native.PERMIT_TIMEOUT_SECONDS``, then are rejected and tried again.
     """
@@ -381,7 +381,7 @@ def native_hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     if live < spec.min_member:
         return "GangMembersInsufficient", {"members": live, "min_member": spec.min_member,
                                            "total_number": spec.total_number}
-    if spec.gang_group != state.gang:  # N6: a child of a CompositePodGroup
+    if spec.gang_group != state.gang:  # NG6: a child of a CompositePodGroup
         composite = spec.gang_group
         peer = state.group.peers.get(composite)
         facts: dict[str, Any] = {"composite": gang_name(composite), "members": live,

@@ -66,7 +66,7 @@ def restored_message(gang: str, f: dict[str, Any]) -> str:
 
 
 def below_message(gang: str, f: dict[str, Any]) -> str:
-    """The message of ``GangBelowMinCount`` (a native gang, N8), e.g. ``PodGroup ns/g was
+    """The message of ``GangBelowMinCount`` (a native gang, NG8), e.g. ``PodGroup ns/g was
     scheduled and is now below minCount: g-1 deleted; 1 of minCount 2 pods remains bound;
     its PodGroupInitiallyScheduled condition stays True (it never returns to False) ...``.
     Pure."""
@@ -88,7 +88,7 @@ def below_message(gang: str, f: dict[str, Any]) -> str:
 
 LOST: Reason = Reason("GangMembersLost", "Warning", lost_message)
 BELOW_MIN_COUNT: Reason = Reason("GangBelowMinCount", "Warning", below_message)
-"""A native gang's loss (N8): kube-scheduler's PodGroup says it was scheduled whatever it
+"""A native gang's loss (NG8): kube-scheduler's PodGroup says it was scheduled whatever it
 lost, so the loss is a reason of its own."""
 RESTORED: Reason = Reason("GangMembersRestored", "Normal", restored_message)
 LOST_KEY = "GangMembersLost"
