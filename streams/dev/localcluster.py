@@ -10,7 +10,9 @@ manifests forget is a verb the chain lacks, so the deployment cannot drift from 
 Must not: decide anything about gangs (that is the core's), or touch a cluster it did not start.
 
 Public API: :func:`controlplane_module`, :class:`Chain`, :func:`service_account_of`,
-:func:`pod_events`, :func:`gang_pod`, :func:`create_namespace`.
+:func:`pod_events`, :func:`gang_pod`, :func:`create_namespace`, and for the native control plane
+(kube-scheduler's gang scheduling) :func:`native_pod`, :func:`native_podgroup`,
+:func:`native_composite`, :func:`create_native`.
 """
 
 from __future__ import annotations
@@ -68,6 +70,57 @@ def gang_pod(namespace: str, name: str, *, gang: str | None = None,
     if finalizers:
         meta["finalizers"] = list(finalizers)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def native_pod(namespace: str, name: str, podgroup: str, *, cpu: str = "100m", gpu: int = 0,
+               gates: tuple[str, ...] = (), grace_seconds: int = 0,
+               priority_class: str | None = None) -> dict[str, Any]:
+    """A Pod of kube-scheduler's gang scheduling (Kubernetes v1.37, the native control plane):
+    ``spec.schedulingGroup.podGroupName`` names ``podgroup``; requests, gates, grace period and
+    priority class as ``gang_pod``'s, scheduler ``default-scheduler``."""
+    pod = gang_pod(namespace, name, cpu=cpu, gpu=gpu, gates=gates, grace_seconds=grace_seconds,
+                   priority_class=priority_class)
+    pod["spec"]["schedulerName"] = "default-scheduler"
+    pod["spec"]["schedulingGroup"] = {"podGroupName": podgroup}
+    return pod
+
+
+def native_podgroup(namespace: str, name: str, min_count: int, *,
+                    parent: str | None = None) -> dict[str, Any]:
+    """A native ``scheduling.k8s.io/v1beta1`` PodGroup with the gang policy of ``min_count``
+    (``spec.parentCompositePodGroupName`` ``parent`` when given)."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def native_composite(namespace: str, name: str, min_groups: int) -> dict[str, Any]:
+    """A native ``scheduling.k8s.io/v1alpha3`` CompositePodGroup whose tree meets its quorum
+    when ``min_groups`` children have their pods."""
+    return {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedulingPolicy": {"gang": {"minGroupCount": min_groups}}}}
+
+
+NATIVE_PLURALS = {"PodGroup": "podgroups", "CompositePodGroup": "compositepodgroups",
+                  "Workload": "workloads"}
+"""The resource of each native ``scheduling.k8s.io`` kind, for ``create_native``."""
+
+
+def create_native(cluster: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create a native ``scheduling.k8s.io`` object (``native_podgroup``, ``native_composite``)
+    or a Pod (``native_pod``: the ``kubernetes`` client of this project does not model
+    ``spec.schedulingGroup``) as the admin of ``cluster`` (a ``LocalCluster``); return what the
+    API server made."""
+    ns = obj["metadata"]["namespace"]
+    if obj["kind"] == "Pod":
+        path = f"/api/v1/namespaces/{ns}/pods"
+    else:
+        path = f"/apis/{obj['apiVersion']}/namespaces/{ns}/{NATIVE_PLURALS[obj['kind']]}"
+    created: dict[str, Any] = cluster.request("POST", path, obj)
+    return created
 
 
 def create_namespace(core_v1: Any, name: str, timeout: float = 60.0) -> None:
@@ -158,6 +211,14 @@ class Chain:
     def server(self) -> str:
         """The worker's HTTP address for ``--server``."""
         return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def scheduler_name(self) -> str:
+        """The ``schedulerName`` whose pods the watcher follows: the cluster's scheduler's
+        (``koord-scheduler``, or ``default-scheduler`` on the native control plane)."""
+        flavour = getattr(self.cluster, "flavour", None)
+        return str(getattr(flavour, "scheduler_name", "koord-scheduler"))
+
     def install_rbac(self) -> None:
         """Apply the shipped manifests (``deploy/kubernetes/rbac.yaml``) as the admin, once."""
         from kubernetes.utils import FailToCreateError
@@ -219,7 +280,8 @@ class Chain:
             return ["worker", "--http-port", str(self.web_port)]
         if name == "watch":
             return ["watch", "--kubeconfig", str(self.kubeconfigs["watch"]),
-                    "--scheduler-name", "koord-scheduler", "--http-port", str(self.watch_port)]
+                    "--scheduler-name", self.scheduler_name,
+                    "--http-port", str(self.watch_port)]
         return ["sink", "--kubeconfig", str(self.kubeconfigs["sink"])]
 
     def restart(self, name: str, timeout: float = 20.0) -> None:
