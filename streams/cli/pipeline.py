@@ -52,8 +52,13 @@ def _need_kafka(settings: Settings, command: str) -> bool:
                    "koord-scheduler v1.8.0; built on first use, ~7 min on 2 cores, then "
                    "cached): gang jobs held, unfit and fitting, and what the scheduler and "
                    "gangstate wrote on each pod (about 75 s once built)")
+@click.option("--scheduler", type=click.Choice(("koord-scheduler", "kube-scheduler")),
+              default="koord-scheduler", show_default=True,
+              help="with --cluster: whose gang scheduling to show: Koordinator's koord-scheduler "
+                   "v1.8.0, or Kubernetes' own (kube-scheduler v1.37.2, PodGroups of "
+                   "scheduling.k8s.io; a control plane of its own, built on first use)")
 @kafka_options
-def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
+def demo(trace: tuple[str, ...], cluster: bool, scheduler: str, bootstrap: str | None,
          prefix: str | None, kafka_security: dict[str, Any]) -> int:
     """Start the local single-node Kafka (unless KAFKA_BOOTSTRAP_SERVERS is set) and a worker,
     replay the cases recorded on koord-scheduler v1.8.0 (tests/cases/recorded, or TRACE...),
@@ -71,6 +76,10 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
         print(f"gangstate demo: cannot reach Kafka at {settings.bootstrap} "
               f"(KAFKA_BOOTSTRAP_SERVERS); unset it to use a local one", file=sys.stderr)
         return 1
+    if scheduler != "koord-scheduler" and not cluster:
+        print("gangstate demo: --scheduler goes with --cluster (the bundled recordings are "
+              "koord-scheduler's)", file=sys.stderr)
+        return 2
     try:
         if cluster:
             if traces:
@@ -80,7 +89,7 @@ def demo(trace: tuple[str, ...], cluster: bool, bootstrap: str | None,
             from streams.dev.localcluster import controlplane_module
 
             try:
-                return run_cluster_demo(settings=settings)
+                return run_cluster_demo(settings=settings, scheduler=scheduler)
             except controlplane_module().ClusterError as err:
                 print(f"gangstate demo --cluster: {err}", file=sys.stderr)
                 return 1
