@@ -7,9 +7,13 @@ Where it sits: the watch producer (``producers.watch``) sees core/v1 Events whos
 I/O, no clock, no Kafka or Kubernetes imports.
 
 ``CATALOGUE`` is the one table of every message koord-scheduler v1.8.0 (kube-scheduler v1.35.2
-inside) can write into a scheduling Event, each row with its source (K =
+inside) and kube-scheduler v1.37.2's own gang scheduling (GangScheduling, the ``GS*`` rows) can
+write into a scheduling Event, each row with its source (K =
 ``koordinator@v1.8.0/pkg/scheduler/plugins/coscheduling/``, KS = ``kubernetes@v1.35.2/
-pkg/scheduler/``) and what it means for the pod; ``parse_scheduler_event`` is the one reader.
+pkg/scheduler/``, KS137 = ``kubernetes@v1.37.2/pkg/scheduler/``) and what it means for the pod;
+``parse_scheduler_event`` is the one reader. kube-scheduler writes its Events as its profile,
+``default-scheduler``; the framing below is the same in v1.37.2 (KS137
+``framework/types.go:1470-1520``).
 How kube-scheduler frames a message (KS ``framework/types.go:806-857`` ``FitError.Error``):
 ``0/N nodes are available:`` then, for a PreFilter refusal, `` <status message>.``; else the
 node histogram `` <count> <reason>, ... .`` sorted as strings; then the PostFilter message
@@ -54,6 +58,23 @@ REASON_REPRESENTATIVE = "GangRepresentative"
 REASON_NO_TOPOLOGY = "NoClusterNetworkTopology"
 REASON_PREEMPTED = "GangPreempted"
 REASON_PREEMPTION = "GangPreemption"
+REASON_MIN_COUNT_UNSATISFIABLE = "GangMinCountUnsatisfiable"
+"""A native gang's member refused in a pod-group scheduling cycle because the gang cannot reach
+its ``minCount`` (kube-scheduler v1.37.2 GangScheduling ``PlacementFeasible``: too few members
+fit or are left to try)."""
+REASON_MIN_COUNT_NOT_YET = "GangMinCountNotYetSatisfied"
+"""A native gang's member refused because the pod-group cycle ended with the gang's
+``minCount`` not yet reached (a ``PlacementFeasible`` wait turned into a refusal)."""
+REASON_GANG_WAIT = "GangWaitingForMinCount"
+"""A native gang's member that fits and waits at Permit for ``minCount`` members to be
+scheduled (GangScheduling ``Permit``, at most 5 minutes)."""
+REASON_NATIVE_PREENQUEUE = "GangNotReadyForScheduling"
+"""A native gang's member refused at PreEnqueue (its PodGroup missing, too few pods, a
+CompositePodGroup tree short of its quorum): kube-scheduler writes no Event for it."""
+REASON_PODGROUP_INVALID = "PodGroupValidationFailed"
+"""A native gang's pods refused before the pod-group cycle ran, as a scheduler error, because
+they disagree with each other or with their PodGroup (scheduler name, priority, preemption
+policy: kube-scheduler v1.37.2 ``validatePodGroup``)."""
 REASON_HELD = "GangHeld"
 """gangstate's own hold: the scheduler shim refused the pod because gangstate holds its gang
 group (a ``HoldGang``, streams/core/rules/holding.py); the name of gangstate's reason for it."""
@@ -148,7 +169,10 @@ CATALOGUE: tuple[Form, ...] = (
          "K coscheduling.go:206-207; KS schedule_one.go:302-314",
          "Permit", "Unschedulable", REASON_GANG_NOT_FOUND),
     Form("T4", "0/1 nodes are available: 1 rejected due to timeout after waiting %v at plugin %v.",
-         "KS framework/runtime/waiting_pods_map.go:101-103; KS schedule_one.go:302-314",
+         "KS framework/runtime/waiting_pods_map.go:101-103; KS schedule_one.go:302-314; "
+         "KS137 framework/runtime/waiting_pods_map.go:101-103, schedule_one.go:433-444 "
+         "(native gangs: 5m0s at plugin GangScheduling, "
+         "framework/plugins/gangscheduling/gangscheduling.go:40-42,407)",
          "Permit", "Timeout", REASON_PERMIT_TIMEOUT),
     Form("F7a", "0/1 nodes are available: 1 preempted.", "K core/preemption.go:880-884",
          "Permit", "Rejected", REASON_PREEMPTED),
@@ -182,6 +206,37 @@ CATALOGUE: tuple[Form, ...] = (
     Form("L2", "gang scheduleCycle not valid, gangName: %v, podName: %v",
          "Koordinator before v1.5 (PreFilter)", "PreFilter", "Unschedulable",
          REASON_CYCLE_INVALID),
+    Form("GS1", "[pod group is unschedulable, ]minCount (%d) cannot be satisfied: %d scheduled, "
+                "%d remaining[, <PodGroupPostFilter text>]",
+         "KS137 framework/plugins/gangscheduling/gangscheduling.go:494-497 (PlacementFeasible); "
+         "KS137 schedule_one_podgroup.go:78,596-601,632-637,869-870 (a member that fit: "
+         "errPodGroupUnschedulable before the group's message), 712-730 (a member the cycle "
+         "did not reach: the group's status as it was), 795-801 (the PodGroupPostFilter's "
+         "text appended), schedule_one.go:1180-1181,1252-1253 (Message joins the reasons "
+         "with ', ')",
+         "PostFilter", "Rejected", REASON_MIN_COUNT_UNSATISFIABLE),
+    Form("GS2", "[pod group is unschedulable, ]minCount (%d) is not yet satisfied: %d scheduled, "
+                "%d remaining[, ...]",
+         "KS137 framework/plugins/gangscheduling/gangscheduling.go:499-502; "
+         "schedule_one_podgroup.go:642-644,1370-1372 (a Wait left at the cycle's end)",
+         "PostFilter", "Rejected", REASON_MIN_COUNT_NOT_YET),
+    Form("GS3", "waiting for minCount pods from a gang to be scheduled",
+         "KS137 framework/plugins/gangscheduling/gangscheduling.go:402-407 (Permit Wait: no "
+         "Event while the pod waits; its timeout is T4)",
+         "Permit", "Wait", REASON_GANG_WAIT),
+    Form("GS4", "waiting for pods's pod group %q to appear in scheduling queue / waiting for "
+                "minCount pods from a gang to appear in scheduling queue / waiting for "
+                "composite pod group %q tree to meet quorum",
+         "KS137 framework/plugins/gangscheduling/gangscheduling.go:234,241,261,276,297 "
+         "(PreEnqueue: no Event, kubernetes/kubernetes#141900)",
+         "PreEnqueue", "UnschedulableAndUnresolvable", REASON_NATIVE_PREENQUEUE),
+    Form("GS5", "all pods in a single pod group should have the same .spec.schedulerName set, "
+                "got: %q and %q / ... the same priority as the pod group's priority, got %d and "
+                "%d / ... the same preemption policy[ as the pod group's preemption policy], got "
+                "%v and %v / profile not found for scheduler name %q",
+         "KS137 schedule_one_podgroup.go:107-110,177-191 (FailureHandler with the error: "
+         "SchedulerError), 218-275 (validatePodGroup)",
+         "PreFilter", "Error", REASON_PODGROUP_INVALID),
     Form("FIT", "0/%v nodes are available: <count> <reason>, ... . [no new claims to deallocate, ]"
                 "[preemption: <text>]",
          "KS framework/types.go:806-857; KS schedule_one.go:178-180; "
@@ -234,6 +289,14 @@ _P8 = re.compile(r"representative pod \S+ of gangGroupID \S+ already exists|"
                  r"pod \S+ is not exists in gangCache")
 _L1 = re.compile(r"child pod not collect enough")
 _L2 = re.compile(r"gang scheduleCycle not valid")
+_GS1 = re.compile(r"minCount \((\d+)\) cannot be satisfied: (\d+) scheduled, (\d+) remaining")
+_GS2 = re.compile(r"minCount \((\d+)\) is not yet satisfied: (\d+) scheduled, (\d+) remaining")
+_GS3 = re.compile(r"waiting for minCount pods from a gang to be scheduled")
+_GS4 = re.compile(r"waiting for pods's pod group \"[^\"]*\" to appear in scheduling queue|"
+                  r"waiting for minCount pods from a gang to appear in scheduling queue|"
+                  r"waiting for composite pod group \"[^\"]*\" tree to meet quorum")
+_GS5 = re.compile(r"^all pods in a single pod group should have the same |"
+                  r"^profile not found for scheduler name ")
 _SKIP = re.compile(r"skip schedule deleting pod: ")
 _HELD = re.compile(r"(?:^|nodes are available: )" + re.escape(HOLD_PREFIX) + r"\S+: ")
 _FIT_ERROR = re.compile(r"0/(\d+) nodes are available: (.*?)(?:\.(?:\s|$)|$)", re.S)
@@ -371,6 +434,16 @@ def parse_scheduler_event(event_reason: str, message: str, namespace: str,
                              ("F7a", _F7A), ("F7b", _F7B)):
         if pattern.search(message):
             return _form(form_id, truncated)
+    if not _FIT_HEAD.match(message):
+        # kube-scheduler v1.37's own gangs (GangScheduling): a pod-group cycle refused for the
+        # gang's minCount (also inside "0/N placements are available, first placement status:
+        # ...", KS137 schedule_one_podgroup.go:1041,1141), a Permit wait, a PreEnqueue
+        # refusal, a pod group refused before its cycle; a member's own fit error in that
+        # cycle is row FIT (KS137 schedule_one.go:277-283: no PostFilter text)
+        for form_id, pattern in (("GS1", _GS1), ("GS2", _GS2), ("GS3", _GS3), ("GS4", _GS4),
+                                 ("GS5", _GS5)):
+            if pattern.search(message):
+                return _form(form_id, truncated)
     fit = fit_histogram(message)
     if fit is not None and _FIT_HEAD.match(message):
         return Outcome("Filter", "Unschedulable", dominant_fit_reason(message) or "",

@@ -1,7 +1,8 @@
 """Table of named scenarios for ``producers.watch.scheduler_events``: scheduler Event text -> outcome.
 
 One message per row of the catalogue (``CATALOGUE``), built from the format string the source
-writes (file:line in the catalogue), framed as kube-scheduler v1.35.2 frames it; then every Event
+writes (file:line in the catalogue), framed as kube-scheduler v1.35.2 frames it (v1.37.2 for the
+rows of Kubernetes' own gang scheduling, ``GS*``); then every Event
 of the real recording (the project brief's ``data/koord-v1.8.0/gpu-short.json.gz``) and its committed
 excerpt (``tests/data/``). Expected values are worked out by hand.
 """
@@ -173,6 +174,67 @@ SCENARIOS = [
     ("L2 older release: schedule cycle invalid", "FailedScheduling",
      "gang scheduleCycle not valid, gangName: team-b/moe, podName: team-b/moe-w-0",
      Outcome("PreFilter", "Unschedulable", "GangScheduleCycleInvalid", form="L2")),
+    # kube-scheduler v1.37.2's own gangs (GangScheduling), framed as KS137 frames them: a
+    # member's Event message is its status's reasons joined with ", " (Status.Message); a
+    # member that fit in a refused pod-group cycle gets errPodGroupUnschedulable first, then
+    # the group's status, to which the PodGroupPostFilter's text (DefaultPreemption's,
+    # "pod group preemption: " + its message) was appended (schedule_one_podgroup.go:795-801,
+    # 869-870; defaultpreemption/default_preemption.go:521-525;
+    # preemption/podgrouppreemption.go:217)
+    ("GS1 a member that fit, its gang short of minCount", "FailedScheduling",
+     "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
+     "pod group preemption: No preemption victims found for incoming preemptor",
+     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1")),
+    ("GS1 a member the cycle did not reach (the group's status, cloned)", "FailedScheduling",
+     "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining",
+     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1")),
+    ("GS2 a PlacementFeasible wait left at the cycle's end", "FailedScheduling",
+     "pod group is unschedulable, minCount (4) is not yet satisfied: 2 scheduled, 1 remaining",
+     Outcome("PostFilter", "Rejected", "GangMinCountNotYetSatisfied", form="GS2")),
+    ("GS3 the Permit wait (no Event of its own)", "FailedScheduling",
+     "waiting for minCount pods from a gang to be scheduled",
+     Outcome("Permit", "Wait", "GangWaitingForMinCount", form="GS3")),
+    ("GS4 PreEnqueue: the PodGroup missing (no Event)", "FailedScheduling",
+     'waiting for pods\'s pod group "llm" to appear in scheduling queue',
+     Outcome("PreEnqueue", "UnschedulableAndUnresolvable", "GangNotReadyForScheduling",
+             form="GS4")),
+    ("GS4 PreEnqueue: too few pods (no Event)", "FailedScheduling",
+     "waiting for minCount pods from a gang to appear in scheduling queue",
+     Outcome("PreEnqueue", "UnschedulableAndUnresolvable", "GangNotReadyForScheduling",
+             form="GS4")),
+    ("GS4 PreEnqueue: a CompositePodGroup tree short of its quorum (no Event)",
+     "FailedScheduling", 'waiting for composite pod group "train" tree to meet quorum',
+     Outcome("PreEnqueue", "UnschedulableAndUnresolvable", "GangNotReadyForScheduling",
+             form="GS4")),
+    # the real texts, as kube-scheduler v1.37.2 wrote them on the native control plane
+    # (tests/data/native-v1.37.2/{f-job-workload,h-preemption}/events.json: placements
+    # framing, KS137 schedule_one_podgroup.go:1041,1141; DefaultPreemption's pod-group text)
+    ("GS1 real: a member the cycle did not reach, in the placements frame",
+     "FailedScheduling",
+     "pod group is unschedulable, 0/1 placements are available, first placement status: "
+     "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining",
+     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1")),
+    ("GS1 real: a member that fit while the gang's preemption is under way",
+     "FailedScheduling",
+     "pod group is unschedulable, 0/1 placements are available, first placement status: "
+     "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: "
+     "ongoing preemption on nominated nodes",
+     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1")),
+    ("GS5 real: the pod group refused before its cycle (SchedulerError)", "FailedScheduling",
+     "all pods in a single pod group should have the same priority as the pod group's "
+     "priority, got 1000 and 0",
+     Outcome("PreFilter", "Error", "PodGroupValidationFailed", form="GS5")),
+    ("GS5 members of two schedulers", "FailedScheduling",
+     'all pods in a single pod group should have the same .spec.schedulerName set, got: '
+     '"other" and "default-scheduler"',
+     Outcome("PreFilter", "Error", "PodGroupValidationFailed", form="GS5")),
+    ("T4 kube-scheduler's GangScheduling Permit timeout (5 minutes)", "FailedScheduling",
+     f"{RELEASED}rejected due to timeout after waiting 5m0s at plugin GangScheduling.",
+     Outcome("Permit", "Timeout", "PermitTimeout", form="T4")),
+    ("FIT a native member's own fit error in a pod-group cycle (no PostFilter text)",
+     "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+     Outcome("Filter", "Unschedulable", "Insufficient nvidia.com/gpu", culprit=ME, form="FIT",
+             fit_error="0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")),
     ("unreadable message is kept as Unschedulable", "FailedScheduling",
      "running PreBind plugin \"VolumeBinding\": binding volumes: timed out",
      Outcome("Filter", "Unschedulable", "FailedScheduling", parsed=False)),
@@ -190,7 +252,7 @@ def test_every_catalogue_row_has_a_scenario_and_a_source() -> None:
     assert {form.id for form in CATALOGUE} - covered == {"F4"}  # F4: a cut message of a row
     assert any(s[3].truncated for s in SCENARIOS)
     for form in CATALOGUE:
-        assert form.source.startswith(("K ", "KS ", "Koordinator before")), form.id
+        assert form.source.startswith(("K ", "KS ", "KS137 ", "Koordinator before")), form.id
         assert any(ch.isdigit() for ch in form.source), form.id  # file:line
 
 
@@ -259,6 +321,36 @@ def test_the_committed_excerpt_of_each_form_is_read() -> None:
     counts = _classify(items)
     assert set(counts) == set(RECORDING_FORMS)  # the taint and GPU refusals share a key
     assert sum(counts.values()) == len([i for i in items if i["kind"] == "Event"]) == 11
+
+
+NATIVE_RECORDINGS = Path(__file__).parents[1] / "data" / "native-v1.37.2"
+"""kube-scheduler v1.37.2's Events recorded per scenario on the native control plane
+(``tests/data/native-v1.37.2/<scenario>/events.json``, ``observe.py`` there)."""
+
+
+@pytest.mark.skipif(not list(NATIVE_RECORDINGS.glob("*/events.json")),
+                    reason="the native recordings are not here")
+def test_every_failed_scheduling_of_the_native_recordings_is_read() -> None:
+    """Every FailedScheduling Event kube-scheduler v1.37.2 wrote in the recorded scenarios is
+    read by a row: a member's own fit error (FIT, with its culprit and fit error), a member
+    refused for its gang's minCount (GS1) or its pod group refused before the cycle (GS5)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for path in sorted(NATIVE_RECORDINGS.glob("*/events.json")):
+        doc = json.loads(path.read_text())
+        for event in doc["items"] if isinstance(doc, dict) else doc:
+            if event.get("reason") != "FailedScheduling":
+                continue
+            assert (event.get("reportingComponent") or event["source"]["component"]) == \
+                "default-scheduler"
+            involved = event["involvedObject"]
+            out = parse_scheduler_event("FailedScheduling", event["message"],
+                                        involved["namespace"], involved["name"])
+            assert out.parsed and out.attempt, event["message"]
+            if out.form == "FIT":
+                assert out.culprit == f"{involved['namespace']}/{involved['name']}"
+                assert out.fit_error == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+            counts[out.form] += 1
+    assert set(counts) <= {"FIT", "GS1", "GS5"} and {"FIT", "GS1"} <= set(counts), counts
 
 
 def test_gangstates_own_hold_makes_no_cycle_record() -> None:
