@@ -1,5 +1,8 @@
 """Post-mortems from a cluster dump: ``kubectl get nodes,pods,podgroups,events -o json`` (one
-Kubernetes ``List``, gzipped or not) turned into the records the watch producer would have
+Kubernetes ``List``, gzipped or not; on a cluster with Kubernetes' own gang scheduling name both
+PodGroup APIs and the native objects, ``kubectl get nodes,pods,podgroups.scheduling.k8s.io,
+podgroups.scheduling.sigs.k8s.io,compositepodgroups,workloads,events -o json``: the items'
+``kind`` and ``apiVersion`` tell them apart) turned into the records the watch producer would have
 published, so every command that takes a trace (``gangstate fold``, ``--from`` of ``get``,
 ``describe`` and ``explain``, ``replay``) also explains an incident from a dump of any cluster.
 
@@ -38,9 +41,15 @@ from producers.watch.routing import DeadLetter, Drop, GangRouter, Publish
 from streams.core.timefmt import parse_time
 
 _GZIP_MAGIC = b"\x1f\x8b"
-#: the order of objects that share a timestamp: the gang's spec first, then its pods, then
-#: what the scheduler said about them (its Events, then the pods' own PodScheduled conditions)
-_ORDER = {"PodGroup": 0, "Pod": 1, "Event": 2, "Condition": 3}
+#: the order of objects that share a timestamp: the gang's spec first (a Workload, a
+#: CompositePodGroup, a PodGroup of either API), then its pods, then what the scheduler said
+#: about them (its Events, then the pods' own PodScheduled conditions)
+_ORDER = {"Workload": 0, "CompositePodGroup": 0, "PodGroup": 0, "Pod": 1, "Event": 2,
+          "Condition": 3}
+#: the record resource of each kind a dump's records are made of (a PodGroup of either API:
+#: its apiVersion tells Koordinator's from Kubernetes' own, ``routing.podgroup_key``)
+_RESOURCES = {"Pod": "pods", "PodGroup": "podgroups", "CompositePodGroup": "compositepodgroups",
+              "Workload": "workloads", "Event": "events"}
 
 
 class DumpError(ValueError):
@@ -123,8 +132,9 @@ def _when(obj: dict[str, Any]) -> int | None:
 def records_of_dump(doc: dict[str, Any],
                     scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULERS) -> DumpRecords:
     """The records a watch of the dumped cluster would have published (``gangstate.kube/v1``
-    for gang pods, PodGroups and scheduler Events; ``gangstate.cycle/v1`` derived from each
-    Event), ordered by event time (PodGroups, then Pods, then Events on a tie). Objects with no
+    for gang pods, PodGroups of both APIs, native CompositePodGroups and Workloads, and
+    scheduler Events; ``gangstate.cycle/v1`` derived from each Event), ordered by event time
+    (Workloads, CompositePodGroups and PodGroups, then Pods, then Events on a tie). Objects with no
     usable time are skipped (``no-time``). Shapes: ``doc`` is a ``List`` with ``items``;
     ``scheduler_names`` the schedulers whose pods count, as ``gangstate watch
     --scheduler-name``. Deterministic."""
@@ -142,7 +152,7 @@ def records_of_dump(doc: dict[str, Any],
             continue
         if kind == "Pod" and (item.get("spec") or {}).get("nodeName"):
             bound.append(item)  # holds its requests on its node, whichever its scheduler
-        if kind not in _ORDER:
+        if kind not in _RESOURCES:
             out.skipped["other-kind"] += 1
             continue
         if kind == "Pod" and (item.get("spec") or {}).get("schedulerName") not in scheduler_names:
@@ -155,7 +165,7 @@ def records_of_dump(doc: dict[str, Any],
         if at is None:
             out.skipped["no-time"] += 1
             continue
-        resource = {"Pod": "pods", "PodGroup": "podgroups", "Event": "events"}[kind]
+        resource = _RESOURCES[kind]
         timeline.append((at, _ORDER[kind], index, resource, item))
         condition = failed_condition(item) if kind == "Pod" else None
         if condition is not None:

@@ -15,8 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from producers.watch.scheduler_events import PREEMPTED_REASON
+from producers.watch.shapes import COMPOSITE_API, KINDS, NATIVE_PODGROUP_API, WORKLOAD_API
 
-DEFAULT_SCHEDULERS = ("koord-scheduler",)
+DEFAULT_SCHEDULERS = ("koord-scheduler", "default-scheduler")
+"""The schedulers whose pods are watched by default: Koordinator's (``koord-scheduler``) and
+kube-scheduler's default profile (``default-scheduler``, whose ``GangScheduling`` plugin
+schedules native gangs), so a cluster running both is explained without configuration. Their
+Events are told apart by ``reportingComponent`` (kube-scheduler's is its profile's
+``schedulerName``)."""
 DEFAULT_EVENT_REASONS = ("FailedScheduling", "Scheduled", PREEMPTED_REASON)
 """The Event reasons watched: the scheduler's attempts, and ``Preempted`` on each victim of a
 preemption (kube-scheduler v1.35.2 ``framework/preemption/preemption.go:216``), routed to the
@@ -65,6 +71,7 @@ class WatchConfig:
     scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULERS
     event_reasons: tuple[str, ...] = DEFAULT_EVENT_REASONS
     podgroups: bool = True
+    native: bool = True
     capacity: bool = True
     page_size: int = 500
     watch_timeout: int = 60
@@ -97,21 +104,41 @@ class WatchConfig:
 
 @dataclass(frozen=True)
 class StreamSpec:
-    """One list+watch stream: ``resource`` (``pods``, ``podgroups``, ``events``), a namespace
-    (``None`` = all) and a server-side field selector."""
+    """One list+watch stream: ``resource`` (``pods``, ``podgroups``, ``compositepodgroups``,
+    ``workloads``, ``nodes``, ``boundpods``, ``events``: also the resource of the records it
+    publishes), a namespace (``None`` = all), a server-side field selector, and ``api``, the
+    ``group/version`` serving it when not the resource's default (``shapes.KINDS``: native
+    PodGroups are ``podgroups`` of ``scheduling.k8s.io/v1beta1``, Koordinator's of
+    ``scheduling.sigs.k8s.io/v1alpha1``)."""
 
     resource: str
     namespace: str | None
     field_selector: str
+    api: str = ""
+
+    @property
+    def api_version(self) -> str:
+        """The ``group/version`` (``v1`` for core) the stream lists and watches."""
+        return self.api or KINDS[self.resource][1]
 
     @property
     def name(self) -> str:
-        """A label for logs: ``pods[ns=*,spec.schedulerName=koord-scheduler]``."""
-        return f"{self.resource}[ns={self.namespace or '*'},{self.field_selector}]"
+        """A label for logs: ``pods[ns=*,spec.schedulerName=koord-scheduler]``,
+        ``podgroups.scheduling.k8s.io/v1beta1[ns=*,]`` for a stream of a named API."""
+        api = f".{self.api}" if self.api else ""
+        return f"{self.resource}{api}[ns={self.namespace or '*'},{self.field_selector}]"
+
+
+NATIVE_STREAMS = (("podgroups", NATIVE_PODGROUP_API), ("compositepodgroups", COMPOSITE_API),
+                  ("workloads", WORKLOAD_API))
+"""The native gangs' objects (``scheduling.k8s.io``) watched beside Koordinator's PodGroups:
+``(resource, group/version)``."""
 
 
 def plan_streams(config: WatchConfig) -> list[StreamSpec]:
-    """The streams to run, pods first (Events need the pods' gangs). Field selectors cannot OR
+    """The streams to run, pods first (Events need the pods' gangs), then Koordinator's
+    PodGroups, Kubernetes' own PodGroups, CompositePodGroups and Workloads (``NATIVE_STREAMS``),
+    Nodes and bound pods, and Events. Field selectors cannot OR
     values (Kubernetes ``fields.Selector``), so there is one pod stream per scheduler name and
     one Event stream per reason, each per namespace. Supported selectors: Pod
     ``spec.schedulerName``, Event ``involvedObject.kind`` and ``reason``
@@ -121,6 +148,9 @@ def plan_streams(config: WatchConfig) -> list[StreamSpec]:
                for ns in namespaces for name in config.scheduler_names]
     if config.podgroups:
         streams += [StreamSpec("podgroups", ns, "") for ns in namespaces]
+    if config.native:  # Kubernetes' own gangs (v1.37); each API may be absent
+        streams += [StreamSpec(resource, ns, "", api) for ns in namespaces
+                    for resource, api in NATIVE_STREAMS]
     if config.capacity:  # the room a gang needs is cluster-wide, whatever the namespaces
         streams += [StreamSpec("nodes", None, ""), StreamSpec("boundpods", None,
                                                                "spec.nodeName!=")]
@@ -152,8 +182,8 @@ def retry_delay(attempt: int, rand: float, base: float = 0.2, cap: float = 2.0) 
     0.8-1.6, then 1-2 s with the defaults. Quick at first and capped low, so that the watch is
     back within about 2 s of an API server's return (measured: backoff to a 30 s cap cost 26 s
     of blindness after a restart), never below half the step (the streams of one watcher do
-    not all hit a server that is starting in the same instant); at the cap a watcher's 6
-    streams ask a down server about 4 times a second. Pure."""
+    not all hit a server that is starting in the same instant); at the cap a watcher's 11
+    streams (the defaults, cluster-wide) ask a down server about 7 times a second. Pure."""
     step = min(cap, base * 2.0 ** min(attempt, 30))
     return step / 2 + rand * step / 2
 

@@ -3,14 +3,16 @@ the router's state; no I/O, no clock.
 
 Where it sits: the watch producer's pure core, between the streams that list and watch
 (``producers.watch.watching``) and Kafka: ``GangRouter`` remembers which gang each pod uid belongs
-to, routes Pods, PodGroups and scheduler Events to their gang's key, turns scheduler Events and
+to, routes Pods, PodGroups (Koordinator's and Kubernetes' own), CompositePodGroups, Workloads
+and scheduler Events to their gang's key, turns scheduler Events and
 pod conditions into ``gangstate.cycle/v1`` records (``producers.watch.scheduler_events``,
 ``producers.watch.conditions``) and preemptions into ``gangstate.preemption/v1``, holds an
 Event whose pod is not known yet, and tells a gang short of a resource that the room for it
 changed without an attempt (``gangstate.capacity/v1``, on Node and bound-pod changes).
 ``producers.watch.dump`` routes a dump through the same router.
 
-Must not: decide anything about gangs beyond membership (``streams.core.spec.gang_of_pod``), read
+Must not: decide anything about gangs beyond membership (``streams.core.native.gang_of_pod_object``,
+the decoder's own: native first, then Koordinator's), read
 the wall clock (``at``, event time in microseconds, is given), or drop a record without a
 ``Drop`` that says why.
 """
@@ -33,15 +35,27 @@ from producers.watch.shapes import event_count, kube_record, slim
 from streams.wire.contracts import (CAPACITY_SCHEMA, CYCLE_SCHEMA, PREEMPTION_SCHEMA,
                                     CapacityRecord)
 from streams.core.capacity import pod_requests
-from streams.core.spec import (gang_of_pod, parse_spec, settings_of_pod, settings_of_podgroup,
+from streams.core.native import (KOORDINATOR, KUBE_SCHEDULER, composite_key, gang_key,
+                                 gang_of_pod_object, is_native, is_native_podgroup)
+from streams.core.spec import (parse_spec, settings_of_pod, settings_of_podgroup,
                                waits_for_podgroup)
 from streams.core.timefmt import format_time, parse_time
 
+
 def gang_group_of(gang: str, pod: Mapping[str, Any],
                   podgroup: Mapping[str, Any] | None) -> str:
-    """The gang group id of ``gang`` as the scheduler would compute it from what is known: the
-    PodGroup's ``groups`` annotation for pods that wait for their PodGroup, else the pod's;
-    the gang itself when the spec cannot be initialised (``streams.core.spec.parse_spec``). Pure."""
+    """The gang group id of ``gang`` as the scheduler would compute it from what is known: a
+    native gang (kube-scheduler's, ``streams.core.native``) is a group of itself, or, when its
+    known PodGroup names a ``parentCompositePodGroupName``, that CompositePodGroup's id
+    (``composite_key``: the tree is scheduled together, ``native.native_spec``); no
+    Koordinator setting of a native PodGroup is read. For a Koordinator gang, the PodGroup's
+    ``groups`` annotation for pods that wait for their PodGroup, else the pod's; the gang
+    itself when the spec cannot be initialised (``streams.core.spec.parse_spec``). Pure."""
+    if is_native(gang):
+        parent = ((podgroup or {}).get("spec") or {}).get("parentCompositePodGroupName")
+        if isinstance(parent, str) and parent:
+            return composite_key(gang.partition("/")[0], parent)
+        return gang
     meta = pod.get("metadata") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     if waits_for_podgroup(labels):
@@ -55,6 +69,16 @@ def gang_group_of(gang: str, pod: Mapping[str, Any],
         spec, _ = parse_spec(gang, settings_of_pod(labels, annotations), "Pod")
     return spec.gang_group if spec is not None else gang
 
+
+
+def podgroup_key(podgroup: Mapping[str, Any]) -> str:
+    """The gang id of a PodGroup: ``ns/name`` for Koordinator's (``scheduling.sigs.k8s.io``),
+    ``ns/name@kube-scheduler`` for a native one (``scheduling.k8s.io``: its ``apiVersion``
+    tells), so the two of one name are two gangs. Pure."""
+    meta = podgroup.get("metadata") or {}
+    native = is_native_podgroup(str(podgroup.get("apiVersion") or ""))
+    return gang_key(meta.get("namespace", ""), meta.get("name", ""),
+                    KUBE_SCHEDULER if native else KOORDINATOR)
 
 
 @dataclass(frozen=True)
@@ -158,6 +182,7 @@ class GangRouter:
     remember_deleted: float = 600.0
     pods: dict[str, tuple[str | None, dict[str, Any]]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # "ns/name" -> uid
+    # gang id -> PodGroup: Koordinator's "ns/name", a native one's "ns/name@kube-scheduler"
     podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)  # uid -> forget after (micros)
     held: dict[str, list[_Held]] = field(default_factory=dict)  # "ns/name" -> Events
@@ -180,7 +205,11 @@ class GangRouter:
         ``nodes`` and ``boundpods`` (pods of any scheduler bound to a node) feed the per-node
         cache (``node_cache.NodeCache``) whose room the cycle records of a gang short of a
         resource carry; when what it keeps changed, the ``gangstate.capacity/v1`` of each gang
-        in ``rooms`` whose room changed (``_room_changed``)."""
+        in ``rooms`` whose room changed (``_room_changed``). A PodGroup is published under its
+        gang id (``podgroup_key``: Koordinator's ``ns/name``, a native one's
+        ``ns/name@kube-scheduler``) and kept by it in ``podgroups``, so the two of one name
+        stay apart; a CompositePodGroup under ``composite_key``, a Workload under the gang id
+        of its name."""
         if resource == "nodes":
             return self._room_changed(at) if self.nodes.node(type_, obj) else []
         if resource == "boundpods":
@@ -190,20 +219,29 @@ class GangRouter:
         if resource == "pods":
             return self._pod(type_, obj, prev, at) + self._victim_gone(type_, obj, at)
         if resource == "podgroups":
-            meta = obj["metadata"]
-            key = f"{meta.get('namespace', '')}/{meta['name']}"
+            key = podgroup_key(obj)
             if type_ == "DELETED":
                 self.podgroups.pop(key, None)
             else:
                 self.podgroups[key] = obj
             return [Publish(key, kube_record("podgroups", type_, obj, at))]
+        if resource in ("compositepodgroups", "workloads"):
+            # a CompositePodGroup under its own id (the gang that counts its children: the
+            # decoder's key), a Workload under the gang id of its name (published for taps
+            # and audits; the fold skips it)
+            meta = obj["metadata"]
+            ns = meta.get("namespace", "")
+            key = composite_key(ns, meta["name"]) if resource == "compositepodgroups" \
+                else gang_key(ns, meta["name"], KUBE_SCHEDULER)
+            return [Publish(key, kube_record(resource, type_, obj, at))]
         return self._event(type_, obj, at)
 
     def _pod(self, type_: str, obj: dict[str, Any], prev: dict[str, Any] | None,
              at: int) -> list[Action]:
         meta = obj["metadata"]
         ns, uid = meta.get("namespace", ""), meta["uid"]
-        gang = gang_of_pod(ns, meta.get("labels") or {}, meta.get("annotations") or {})
+        gang = gang_of_pod_object(ns, meta.get("labels") or {}, meta.get("annotations") or {},
+                                  obj.get("spec") or {})
         actions: list[Action] = []
         before = self.pods.get(uid, (None, None))[0]
         if before is not None and before != gang and prev is not None:

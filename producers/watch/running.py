@@ -25,13 +25,15 @@ log = logging.getLogger(__name__)
 class WatchOptions(KubeOptions, ServeOptions, KafkaOptions):
     """``gangstate watch``'s options (``streams.cli.components`` builds them from its flags):
     where the API server is, the HTTP port, the Kafka flags, and ``namespaces`` (empty: all),
-    ``scheduler_names`` (empty: ``DEFAULT_SCHEDULERS``), ``podgroups`` (watch PodGroups),
+    ``scheduler_names`` (empty: ``DEFAULT_SCHEDULERS``), ``podgroups`` (watch Koordinator's
+    PodGroups), ``native`` (watch Kubernetes' own PodGroups, CompositePodGroups and Workloads),
     ``tick_interval`` (seconds; 0: no ticks), ``watch_timeout`` (seconds, the server-side
     ``timeoutSeconds``), ``read_timeout`` (seconds) and ``queue_size`` (watch events)."""
 
     namespaces: tuple[str, ...] = ()
     scheduler_names: tuple[str, ...] = ()
     podgroups: bool = True
+    native: bool = True
     tick_interval: float = 1.0
     watch_timeout: int = 60
     read_timeout: float = 90.0
@@ -69,7 +71,7 @@ def run_watch(options: WatchOptions) -> int:
     component.start_logging()
     try:
         config = WatchConfig(
-            namespaces=options.namespaces, podgroups=options.podgroups,
+            namespaces=options.namespaces, podgroups=options.podgroups, native=options.native,
             scheduler_names=options.scheduler_names or DEFAULT_SCHEDULERS,
             tick_interval=options.tick_interval or None, watch_timeout=options.watch_timeout,
             read_timeout=options.read_timeout, queue_size=options.queue_size)

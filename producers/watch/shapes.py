@@ -1,5 +1,6 @@
-"""Object shapes of the watch: what a published Pod or PodGroup carries, what the watcher keeps
-of what it lists, and the records it builds from them (``gangstate.kube/v1``).
+"""Object shapes of the watch: what a published Pod, PodGroup, CompositePodGroup or Workload
+carries, what the watcher keeps of what it lists, and the records it builds from them
+(``gangstate.kube/v1``).
 
 Where it sits: the watch producer's pure part, below the stream plan, the router
 (``producers.watch.routing``) and the shell (``producers.watch.watching``); ``producers.watch.dump``
@@ -16,16 +17,32 @@ from typing import Any, Mapping
 
 from producers.watch.conditions import pod_scheduled
 from streams.wire.contracts import KUBE_SCHEMA
+from streams.core.native import NATIVE_GROUP, NATIVE_PODGROUP_API_VERSION, is_native_podgroup
 from streams.core.spec import (ANNOTATION_HOLD, ANNOTATION_MATCH_POLICY_ALIAS,
                                LABEL_MIN_AVAILABLE_DEPRECATED,
                                LABEL_POD_GROUP, LABEL_POD_GROUP_NAME_DEPRECATED, PREFIX)
 from streams.core.timefmt import format_time
 
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "podgroups"
+NATIVE_PODGROUP_API = NATIVE_PODGROUP_API_VERSION
+"""``scheduling.k8s.io/v1beta1``: Kubernetes' own PodGroups (v1.37,
+``pkg/apis/scheduling/install``)."""
+COMPOSITE_API = f"{NATIVE_GROUP}/v1alpha3"
+"""``scheduling.k8s.io/v1alpha3``: CompositePodGroups (v1.37, alpha: gate ``CompositePodGroup``)."""
+WORKLOAD_API = f"{NATIVE_GROUP}/v1beta1"
+"""``scheduling.k8s.io/v1beta1``: Workloads (v1.37, beta: gate ``GenericWorkload``)."""
 KINDS = {"pods": ("Pod", "v1"), "events": ("Event", "v1"),
           "podgroups": ("PodGroup", f"{PODGROUP_GROUP}/{PODGROUP_VERSION}"),
+          "compositepodgroups": ("CompositePodGroup", COMPOSITE_API),
+          "workloads": ("Workload", WORKLOAD_API),
           "nodes": ("Node", "v1"), "boundpods": ("Pod", "v1")}
-"""``kind`` and ``apiVersion`` per watched resource (built-in list items carry none)."""
+"""``kind`` and default ``apiVersion`` per watched resource (built-in list items carry none;
+a stream of native PodGroups names its own, ``plan.StreamSpec.api``)."""
+GROUP_RESOURCES = ("podgroups", "compositepodgroups", "workloads")
+"""The resources served by an API that a cluster may lack (Koordinator's PodGroup CRD not
+installed; Kubernetes' own ``scheduling.k8s.io`` APIs without the ``GenericWorkload`` or
+``CompositePodGroup`` feature gate): a 404 is reported once and looked for again
+(``WatchConfig.crd_recheck``), never a failure."""
 CAPACITY_RESOURCES = ("nodes", "boundpods")
 """Streams that only feed the per-node cache (``node_cache.NodeCache``): Nodes, and every
 pod bound to a node (any scheduler's: they hold what the gang's members would need)."""
@@ -48,42 +65,99 @@ def _gang_annotation(key: str) -> bool:
     return key.startswith(PREFIX) or key in (ANNOTATION_MATCH_POLICY_ALIAS, ANNOTATION_HOLD)
 
 
+POD_SPEC = ("nodeName", "schedulingGates", "schedulerName", "schedulingGroup")
+"""The ``spec`` fields of a published Pod: bound or not, its gates, and which scheduler's gang it
+is in (``streams.core.native.gang_of_pod_object``: ``schedulingGroup.podGroupName`` names a
+native PodGroup, unless ``schedulerName`` is ``koord-scheduler``)."""
+NATIVE_SPEC = ("schedulingPolicy", "parentCompositePodGroupName", "workloadRef")
+"""The ``spec`` fields of a published native PodGroup or CompositePodGroup (``minCount`` or
+``minGroupCount`` in ``schedulingPolicy.gang``, its parent in a tree, its Workload)."""
+CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
+"""What a published ``status.conditions`` entry of a native object keeps."""
+
+
+def _conditions(status: Mapping[str, Any]) -> list[Any] | None:
+    """``status.conditions`` with ``CONDITION_FIELDS`` only (``observedGeneration`` and anything
+    else left out); an entry that is no object is kept as it is, for the decoder to refuse;
+    ``None`` when there are none."""
+    raw = status.get("conditions")
+    if not raw or not isinstance(raw, list):
+        return None
+    return [{k: c[k] for k in CONDITION_FIELDS if k in c} if isinstance(c, dict) else c
+            for c in raw]
+
+
+def _native(resource: str, spec: Mapping[str, Any],
+            status: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The published ``spec`` and ``status`` of a native PodGroup, CompositePodGroup or
+    Workload (``published``)."""
+    if resource == "workloads":
+        out: dict[str, Any] = {}
+        if "controllerRef" in spec:
+            out["controllerRef"] = spec["controllerRef"]
+        templates = spec.get("podGroupTemplates")
+        if isinstance(templates, list):
+            out["podGroupTemplates"] = [
+                {k: t[k] for k in ("name", "schedulingPolicy") if k in t}
+                if isinstance(t, dict) else t for t in templates]
+        return out, None
+    conditions = _conditions(status)
+    return ({k: spec[k] for k in NATIVE_SPEC if k in spec},
+            None if conditions is None else {"conditions": conditions})
+
+
 def published(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """The slimmed Pod or PodGroup that a ``gangstate.kube/v1`` record carries: exactly what
+    """The slimmed object that a ``gangstate.kube/v1`` record carries: exactly what
     the fold reads (docs/contracts.md, "The published Pod and PodGroup"), so that container
     env values, commands, images, volumes, other labels and annotations (such as
     ``kubectl.kubernetes.io/last-applied-configuration``, a copy of the whole manifest) never
     reach ``gang-events``:
 
-    - both: ``apiVersion``, ``kind``, ``metadata.{name, namespace, uid, resourceVersion,
-      creationTimestamp, deletionTimestamp}`` (those present) and the gang annotations
+    - every one: ``apiVersion``, ``kind``, ``metadata.{name, namespace, uid, resourceVersion,
+      creationTimestamp, deletionTimestamp}`` (those present);
+    - a Pod and a Koordinator PodGroup: the gang annotations
       (``gang.scheduling.koordinator.sh/*``, ``pod-group.scheduling.sigs.k8s.io/match-policy``,
       ``gangstate.io/hold``);
-    - a Pod: the gang labels (``GANG_LABELS``), ``spec.{nodeName, schedulingGates}`` and
-      ``status.{phase, reason, nominatedNodeName}`` (those set; ``reason``: ``Evicted`` for a pod the kubelet evicted);
-    - a PodGroup: ``spec.{minMember, scheduleTimeoutSeconds}``.
+    - a Pod: the gang labels (``GANG_LABELS``), ``spec.{nodeName, schedulingGates,
+      schedulerName, schedulingGroup}`` and ``status.{phase, reason, nominatedNodeName}``
+      (those set; ``reason``: ``Evicted`` for a pod the kubelet evicted);
+    - a Koordinator PodGroup (``scheduling.sigs.k8s.io``): ``spec.{minMember,
+      scheduleTimeoutSeconds}``;
+    - a native PodGroup (``apiVersion`` ``scheduling.k8s.io/*``) and a CompositePodGroup
+      (resource ``compositepodgroups``): ``spec.{schedulingPolicy,
+      parentCompositePodGroupName, workloadRef}`` and ``status.conditions`` (each with
+      ``type``, ``status``, ``reason``, ``message``, ``lastTransitionTime`` only);
+    - a Workload (resource ``workloads``): ``spec.controllerRef`` and
+      ``spec.podGroupTemplates`` (each with ``name`` and ``schedulingPolicy`` only).
 
     Other resources (core/v1 Events) pass unchanged. Pure."""
-    if resource not in ("pods", "podgroups"):
+    if resource not in ("pods",) + GROUP_RESOURCES:
         return obj
     meta = obj.get("metadata") or {}
     out_meta: dict[str, Any] = {k: meta[k] for k in PUBLISHED_META if k in meta}
+    native = resource != "pods" and (resource != "podgroups"
+                                     or is_native_podgroup(str(obj.get("apiVersion") or "")))
     if resource == "pods":
         labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in GANG_LABELS}
         if labels:
             out_meta["labels"] = labels
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                   if _gang_annotation(k)}
-    if annotations:
-        out_meta["annotations"] = annotations
+    if not native:  # kube-scheduler reads no annotation of a native object
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                       if _gang_annotation(k)}
+        if annotations:
+            out_meta["annotations"] = annotations
     out: dict[str, Any] = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
     out["metadata"] = out_meta
     spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
     if resource == "pods":
-        out["spec"] = {k: spec[k] for k in ("nodeName", "schedulingGates") if k in spec}
-        status = obj.get("status") or {}
+        out["spec"] = {k: spec[k] for k in POD_SPEC if k in spec}
         out["status"] = {k: status[k] for k in ("phase", "reason", "nominatedNodeName")
                          if status.get(k)}
+    elif native:
+        out["spec"], native_status = _native(resource, spec, status)
+        if native_status is not None:
+            out["status"] = native_status
     else:
         out["spec"] = {k: spec[k] for k in ("minMember", "scheduleTimeoutSeconds")
                        if k in spec}
@@ -107,15 +181,15 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
       and init-container requests, overhead, priority and phase), and a bound Pod's grace period
       (``spec.terminationGracePeriodSeconds``, ``metadata.deletionGracePeriodSeconds`` and
       ``deletionTimestamp``) for the records of a preemption (``GangRouter``);
-    - a gang Pod or a PodGroup: its ``published`` shape; a Pod also keeps its containers'
-      requests and overhead, which the capacity facts of its cycle records need
-      (``GangRouter``), with its ``spec.priority`` and ``preemptionPolicy`` (their
-      ``room_preempting``), its ``spec.schedulerName`` and its ``PodScheduled`` condition
+    - a gang Pod, a PodGroup, a CompositePodGroup or a Workload: its ``published`` shape; a
+      Pod also keeps its containers' requests and overhead, which the capacity facts of its
+      cycle records need (``GangRouter``), with its ``spec.priority`` and
+      ``preemptionPolicy`` (their ``room_preempting``) and its ``PodScheduled`` condition
       (``pod_scheduled``: the condition records' source), which ``published`` leaves out of
       ``gang-events``.
 
     core/v1 Events pass unchanged. Pure."""
-    if resource == "podgroups":
+    if resource in GROUP_RESOURCES:
         return published(resource, obj)
     if resource == "pods":
         out = published(resource, obj)
@@ -123,8 +197,6 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         out["spec"] = {**out["spec"], "containers": _requests(spec.get("containers")),
                        "initContainers": _requests(spec.get("initContainers")),
                        **({"overhead": spec["overhead"]} if spec.get("overhead") else {}),
-                       **({"schedulerName": spec["schedulerName"]}
-                          if spec.get("schedulerName") else {}),
                        **{k: spec[k] for k in ("priority", "preemptionPolicy") if k in spec}}
         scheduled = pod_scheduled(obj)
         if scheduled is not None:  # the condition records' source (GangRouter)

@@ -2,11 +2,15 @@
 ``gang-events`` (``gangstate watch``).
 
 Where it sits: the live source at the head of the pipeline. It lists and watches core/v1 Pods
-(server-side field selector ``spec.schedulerName=<name>``), ``scheduling.sigs.k8s.io/v1alpha1``
-PodGroups (when the CRD is installed) and core/v1 Events (``involvedObject.kind=Pod,reason=<r>``
-for ``FailedScheduling`` and ``Scheduled``), and publishes:
-- ``gangstate.kube/v1`` records keyed by gang id (a PodGroup's own ``ns/name``; an Event's key
-  is the gang of its involved pod, known from the pods seen);
+(server-side field selector ``spec.schedulerName=<name>``: ``koord-scheduler`` and
+``default-scheduler`` by default), Koordinator's ``scheduling.sigs.k8s.io/v1alpha1`` PodGroups
+(when the CRD is installed), Kubernetes' own ``scheduling.k8s.io`` PodGroups (v1beta1),
+CompositePodGroups (v1alpha3) and Workloads (v1beta1) (when the cluster serves them: v1.37 with
+the ``GenericWorkload`` gate), and core/v1 Events (``involvedObject.kind=Pod,reason=<r>`` for
+``FailedScheduling``, ``Scheduled`` and ``Preempted``), and publishes:
+- ``gangstate.kube/v1`` records keyed by gang id (a PodGroup's own: ``ns/name`` for
+  Koordinator's, ``ns/name@kube-scheduler`` for a native one; an Event's key is the gang of its
+  involved pod, known from the pods seen);
 - ``gangstate.cycle/v1`` records derived from scheduler Events (``producers.watch.scheduler_events``),
   with ``cycle`` null (Events carry no cycle number) and ``source`` naming the Event: its uid and
   count identify the attempt; and from each change of a gang pod's failed ``PodScheduled``
@@ -41,7 +45,8 @@ seconds ends the watch (``Watcher.failure``). The
 ``kubernetes`` client's own ``watch.Watch.stream`` is not used: it retries a 410 once silently
 and cannot relist.
 
-Must not: decide anything about gangs beyond membership (``streams.core.spec.gang_of_pod``),
+Must not: decide anything about gangs beyond membership
+(``streams.core.native.gang_of_pod_object``),
 drop a record without counting it, or read the wall clock except through the injected clock.
 """
 
@@ -64,8 +69,8 @@ from producers.watch.plan import (DEFAULT_EVENT_REASONS, DEFAULT_SCHEDULERS,
                                   WATCH_TIMEOUT_MARGIN, StreamSpec, WatchConfig, plan_streams,
                                   relist_diff, retry_delay)
 from producers.watch.routing import Action, DeadLetter, Drop, GangRouter, Publish
-from producers.watch.shapes import (KINDS, PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION,
-                                    event_count, kube_record, published, slim)
+from producers.watch.shapes import (GROUP_RESOURCES, KINDS, event_count, kube_record, published,
+                                    slim)
 from streams.settings import Settings
 from streams.kafka.waiting import Backoff  # sends to Kafka; the API server: retry_delay
 from streams.wire.contracts import dead_letter
@@ -135,6 +140,10 @@ class Metrics:
                                  "Watch events waiting to be published", registry=r)
         self.crd_missing = Gauge("gangstate_watch_podgroup_crd_missing",
                                  "1 while the PodGroup CRD is not installed", registry=r)
+        self.api_missing = Gauge("gangstate_watch_api_missing",
+                                 "1 while an API the watch follows is not served (404), by "
+                                 "resource and API group/version", ["resource", "api"],
+                                 registry=r)
 
     def value(self, name: str, **labels: str) -> float:
         """Current value of a sample (``gangstate_watch_relists_total``...), 0 when absent."""
@@ -207,14 +216,14 @@ class _Stream(threading.Thread):
         kwargs["_preload_content"] = False
         if spec.field_selector:
             kwargs["field_selector"] = spec.field_selector
-        if spec.resource == "podgroups":
+        if spec.resource in GROUP_RESOURCES:
             custom = client.CustomObjectsApi(api)
-            args = (PODGROUP_GROUP, PODGROUP_VERSION)
+            group, _, version = spec.api_version.partition("/")
             if spec.namespace:
-                resp = custom.list_namespaced_custom_object(*args, spec.namespace,
-                                                            PODGROUP_PLURAL, **kwargs)
+                resp = custom.list_namespaced_custom_object(group, version, spec.namespace,
+                                                            spec.resource, **kwargs)
             else:
-                resp = custom.list_cluster_custom_object(*args, PODGROUP_PLURAL, **kwargs)
+                resp = custom.list_cluster_custom_object(group, version, spec.resource, **kwargs)
         elif spec.resource == "nodes":
             resp = client.CoreV1Api(api).list_node(**kwargs)
         else:
@@ -238,7 +247,7 @@ class _Stream(threading.Thread):
         self._verb = "list"
         items: list[dict[str, Any]] = []
         token: str | None = None
-        kind, api_version = KINDS[self.spec.resource]
+        kind, api_version = KINDS[self.spec.resource][0], self.spec.api_version
         while True:
             kwargs: dict[str, Any] = {"limit": self.w.config.page_size,
                                       "_request_timeout": self._timeouts()}
@@ -334,9 +343,9 @@ class _Stream(threading.Thread):
                     self.known = {o["metadata"]["uid"]: o for o in items}
                     self.resource_version, need_list, listed_once = rv, False, True
                     if self._crd_reported:
-                        log.info("%s: the PodGroup CRD is installed now", self.spec.name)
+                        log.info("%s: %s is served now", self.spec.name, self._what())
                         self._crd_reported = False
-                        w.metrics.crd_missing.set(0)
+                        self._missing(0)
                     self.synced.set()
                 with contextlib.closing(self._watch()) as events:
                     for event in events:
@@ -381,14 +390,22 @@ class _Stream(threading.Thread):
                     # the server answers again (a restart: it now refuses until it is warm):
                     # the schedule starts afresh
                     self._attempt, self._unreachable = 0, False
-                if err.code == 404 and resource == "podgroups":
+                if err.code == 404 and resource in GROUP_RESOURCES:
+                    # the API is not served: Koordinator's CRD not installed, or a cluster
+                    # without Kubernetes' own gang scheduling (gate GenericWorkload, or
+                    # CompositePodGroup, off; the group version not enabled): one line, a
+                    # gauge, and a look again every crd_recheck seconds
                     if not self._crd_reported:
-                        log.warning("%s: the PodGroup CRD (%s/%s) is not installed; PodGroups "
-                                    "are not watched (looking again every %.0f s)",
-                                    self.spec.name, PODGROUP_GROUP, PODGROUP_VERSION,
-                                    w.config.crd_recheck)
+                        # a WARNING for Koordinator's CRD (koord-scheduler's gangs cannot be
+                        # told without it); INFO for the native APIs, off by default in v1.37
+                        # (beta GenericWorkload): most clusters lack them, and rightly
+                        log.log(logging.WARNING if self._koordinator_crd() else logging.INFO,
+                                "%s: %s is not served (404 %s); %s are not watched (looking "
+                                "again every %.0f s)", self.spec.name, self._what(),
+                                err.reason or "NotFound", KINDS[resource][0] + "s",
+                                w.config.crd_recheck)
                         self._crd_reported = True
-                        w.metrics.crd_missing.set(1)
+                        self._missing(1)
                     self.synced.set()
                     w.stopping.wait(w.config.crd_recheck)
                     continue
@@ -413,11 +430,35 @@ class _Stream(threading.Thread):
                 self._unreachable = True
                 self._failed(err, "connection", unreachable=True)
 
+    def _koordinator_crd(self) -> bool:
+        """True for the stream of Koordinator's PodGroups (its CRD)."""
+        return not self.spec.api and self.spec.resource == "podgroups"
+
+    def _what(self) -> str:
+        """The API of this stream for the one line of a missing one: ``the PodGroup CRD
+        (scheduling.sigs.k8s.io/v1alpha1)`` for Koordinator's, ``the API
+        scheduling.k8s.io/v1beta1 podgroups (Kubernetes' own gang scheduling: ...)`` for a
+        native one."""
+        if self._koordinator_crd():
+            return f"the PodGroup CRD ({self.spec.api_version})"
+        return (f"the API {self.spec.api_version} {self.spec.resource} (Kubernetes' own gang "
+                f"scheduling: feature gate GenericWorkload"
+                f"{', CompositePodGroup' if self.spec.resource == 'compositepodgroups' else ''}"
+                f" and --runtime-config={self.spec.api_version} on kube-apiserver)")
+
+    def _missing(self, value: int) -> None:
+        """Set the gauges of a missing API: ``api_missing`` for every one, and
+        ``podgroup_crd_missing`` (kept as it was) for Koordinator's CRD."""
+        metrics = self.w.metrics
+        metrics.api_missing.labels(self.spec.resource, self.spec.api_version).set(value)
+        if self._koordinator_crd():
+            metrics.crd_missing.set(value)
+
     def _refused(self, err: ApiError) -> str:
         """The one line for 401 or 403 answers to this stream's list (or watch) for
         ``refused_for`` seconds in a row."""
         host = getattr(getattr(self.w.api_client, "configuration", None), "host", "?")
-        group = PODGROUP_GROUP if self.spec.resource == "podgroups" else ""
+        group = self.spec.api_version.rpartition("/")[0]
         resource = "pods" if self.spec.resource == "boundpods" else self.spec.resource
         if err.code == 401:
             return (f"the API server at {host} does not accept the kubeconfig's credentials "

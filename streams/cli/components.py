@@ -27,9 +27,13 @@ READ_TIMEOUT = 90.0
 @click.option("--all-namespaces", "-A", is_flag=True,
               help="watch every namespace (the default without -n)")
 @click.option("--scheduler-name", multiple=True, metavar="NAME",
-              help="publish pods of this scheduler (repeatable; default: koord-scheduler)")
+              help="publish pods of this scheduler (repeatable; default: koord-scheduler and "
+                   "default-scheduler)")
 @click.option("--no-podgroups", is_flag=True,
-              help="do not watch scheduling.sigs.k8s.io/v1alpha1 PodGroups")
+              help="do not watch Koordinator's PodGroups (scheduling.sigs.k8s.io/v1alpha1)")
+@click.option("--no-native-podgroups", is_flag=True,
+              help="do not watch Kubernetes' own PodGroups, CompositePodGroups and Workloads "
+                   "(scheduling.k8s.io)")
 @http_port_option("serve Prometheus metrics on this port (/metrics)")
 @click.option("--tick-interval", type=float, default=1.0, show_default=True, metavar="SECONDS",
               help="seconds between clock ticks to every partition")
@@ -44,7 +48,7 @@ READ_TIMEOUT = 90.0
 @kafka_options
 def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
           namespace: tuple[str, ...], all_namespaces: bool, scheduler_name: tuple[str, ...],
-          no_podgroups: bool, http_port: int | None, http_bind: str,
+          no_podgroups: bool, no_native_podgroups: bool, http_port: int | None, http_bind: str,
           web_port_alias: int | None, metrics_port_alias: int | None, tick_interval: float, watch_timeout: int,
           read_timeout: float, queue_size: int, bootstrap: str | None, prefix: str | None,
           kafka_security: dict[str, Any]) -> int:
@@ -58,6 +62,7 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
     return run_watch(WatchOptions(
         kubeconfig=kubeconfig, context=context, in_cluster=in_cluster,
         namespaces=namespace, scheduler_names=scheduler_name, podgroups=not no_podgroups,
+        native=not no_native_podgroups,
         http_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
         http_bind=http_bind, tick_interval=tick_interval, watch_timeout=watch_timeout,
         read_timeout=read_timeout, queue_size=queue_size, bootstrap=bootstrap, prefix=prefix,

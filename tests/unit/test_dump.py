@@ -36,9 +36,9 @@ def event(name: str, pod_name: str, uid: str, when: str, reason: str = "FailedSc
 
 
 def dump() -> dict:
-    """Two gang pods of koord-scheduler (created 10:00:00 and 10:00:02), one pod of another
-    scheduler, a Node, a FailedScheduling Event of train-1 (10:00:05, listed before the pods),
-    one of a pod that is not in the dump (an earlier train-0, 09:59:00) and a Pulled Event."""
+    """Two gang pods of koord-scheduler (created 10:00:00 and 10:00:02), one pod of a
+    scheduler the watch does not follow (volcano), a Node, a FailedScheduling Event of
+    train-1 (10:00:05, listed before the pods), one of a pod that is not in the dump (an earlier train-0, 09:59:00) and a Pulled Event."""
     return {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n1"}},
         event("e2", "train-1", "uid-1", "2026-12-01T10:00:05Z"),
@@ -47,7 +47,7 @@ def dump() -> dict:
               message="pulled"),
         pod("train-1", "uid-1", "2026-12-01T10:00:02Z"),
         pod("train-0", "uid-0", "2026-12-01T10:00:00Z"),
-        pod("web", "uid-web", "2026-12-01T10:00:01Z", scheduler="default-scheduler"),
+        pod("web", "uid-web", "2026-12-01T10:00:01Z", scheduler="volcano"),
     ]}
 
 
@@ -165,3 +165,102 @@ def test_fold_of_the_recorded_dump_names_the_culprits_and_the_shortage_once(caps
         out = capsys.readouterr().out
         answers.add(out[out.index("Why it is pending:"):])
     assert len(answers) == 1 and f"GangUnschedulable: {text}" in answers.pop()
+
+
+def native_pod(name: str, created: str, node: str | None = None) -> dict:
+    """A member of native gang ml/llm (kube-scheduler's default profile, v1.37): 1 GPU."""
+    obj = kube_pod(name, "ml", uid=f"uid-{name}", rv="10", created=created,
+                   scheduler="default-scheduler", gpu="1", node=node)
+    obj["spec"]["schedulingGroup"] = {"podGroupName": "llm"}
+    return obj
+
+
+def native_dump() -> dict:
+    """``kubectl get nodes,pods,workloads,compositepodgroups,podgroups.scheduling.k8s.io,events
+    -o json`` of a cluster with Kubernetes' own gang scheduling: 2 nodes of 1 GPU, Workload
+    ``llm`` (a Job's), CompositePodGroup ``train``, PodGroup ``llm`` (minCount 3, child of
+    ``train``) and its 3 pods of 1 GPU; kube-scheduler (``default-scheduler``) tried the gang
+    in one pod-group cycle at 10:00:05: llm-2 did not fit, llm-0 and llm-1 fit and were
+    refused for the gang (KS137 texts, tests/unit/test_scheduler_events.py)."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n1"},
+            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "1"}}}
+    refused = ("pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 "
+               "remaining, pod group preemption: No preemption victims found for incoming "
+               "preemptor")
+
+    def native_event(name: str, pod_name: str, message: str) -> dict:
+        return {**event(name, pod_name, f"uid-{pod_name}", "2026-12-01T10:00:05Z",
+                        message=message), "reportingComponent": "default-scheduler"}
+
+    return {"apiVersion": "v1", "kind": "List", "items": [
+        node, {**node, "metadata": {"name": "n2", "uid": "n2"}},
+        native_pod("llm-0", "2026-12-01T10:00:01Z"),
+        native_pod("llm-1", "2026-12-01T10:00:01Z"),
+        native_pod("llm-2", "2026-12-01T10:00:01Z"),
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+         "metadata": {"name": "llm", "namespace": "ml", "uid": "wl", "resourceVersion": "3",
+                      "creationTimestamp": "2026-12-01T10:00:00Z"},
+         "spec": {"controllerRef": {"apiGroup": "batch", "kind": "Job", "name": "llm"},
+                  "podGroupTemplates": [{"name": "workers",
+                                         "schedulingPolicy": {"gang": {"minCount": 3}}}]}},
+        {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+         "metadata": {"name": "train", "namespace": "ml", "uid": "cpg", "resourceVersion": "4",
+                      "creationTimestamp": "2026-12-01T10:00:00Z"},
+         "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 1}}}},
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+         "metadata": {"name": "llm", "namespace": "ml", "uid": "pg", "resourceVersion": "5",
+                      "creationTimestamp": "2026-12-01T10:00:00Z"},
+         "spec": {"schedulingPolicy": {"gang": {"minCount": 3}},
+                  "parentCompositePodGroupName": "train",
+                  "workloadRef": {"workloadName": "llm", "templateName": "workers"}}},
+        native_event("llm-2.1", "llm-2", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
+        native_event("llm-0.1", "llm-0", refused),
+        native_event("llm-1.1", "llm-1", refused),
+    ]}
+
+
+def test_a_dump_of_kubernetes_own_gangs() -> None:
+    """Native PodGroups, CompositePodGroups and Workloads are read by their ``kind`` (the
+    PodGroup's ``apiVersion`` tells it from Koordinator's), published under their ids, the
+    gang's spec first; the pods of ``default-scheduler`` (followed by default) join their
+    PodGroup's gang; kube-scheduler's Events become cycle records: llm-2's own fit error
+    (culprit, fit error, the room of 2 nodes of 1 GPU) and the refusal of the two that fit
+    (GS1: no culprit), whose gang group is the CompositePodGroup's."""
+    out = records_of_dump(native_dump())
+    gang = "ml/llm@kube-scheduler"
+    assert [(r["schema"], r.get("resource") or r["source"]["form"],
+             r["object"]["metadata"]["name"] if "object" in r else r["pod"]["name"])
+            for r in out.records] == [
+        ("gangstate.kube/v1", "workloads", "llm"),
+        ("gangstate.kube/v1", "compositepodgroups", "train"),
+        ("gangstate.kube/v1", "podgroups", "llm"),
+        ("gangstate.kube/v1", "pods", "llm-0"),
+        ("gangstate.kube/v1", "pods", "llm-1"),
+        ("gangstate.kube/v1", "pods", "llm-2"),
+        ("gangstate.kube/v1", "events", "llm-2.1"), ("gangstate.cycle/v1", "FIT", "llm-2"),
+        ("gangstate.kube/v1", "events", "llm-0.1"), ("gangstate.cycle/v1", "GS1", "llm-0"),
+        ("gangstate.kube/v1", "events", "llm-1.1"), ("gangstate.cycle/v1", "GS1", "llm-1")]
+    assert out.records[2]["object"]["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert out.skipped == {} and out.used == {"nodes": 2}
+    cycles = [r for r in out.records if r["schema"] == "gangstate.cycle/v1"]
+    assert {(r["gang"], r["gang_group"], r["scheduler"]) for r in cycles} == {
+        (gang, "ml/composite:train@kube-scheduler", "default-scheduler")}
+    own, refused = cycles[0], cycles[1]
+    assert (own["stage"], own["status"], own["culprit"], own["fit_error"]) == (
+        "Filter", "Unschedulable", "ml/llm-2",
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    assert own["capacity"] == {"resource": "nvidia.com/gpu", "request": 1000,
+                               "allocatable": 2000, "free": 2000, "nodes": 2, "room": 2,
+                               "largest": 1000, "priority": 0, "room_preempting": 2}
+    assert (refused["stage"], refused["status"], refused["reason"]) == (
+        "PostFilter", "Rejected", "GangMinCountUnsatisfiable")
+    assert "culprit" not in refused and "capacity" not in refused
+
+
+def test_fold_takes_a_dump_of_kubernetes_own_gangs(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "native.json"
+    path.write_text(json.dumps(native_dump()))
+    assert main(["fold", str(path), "--at", "2026-12-01T10:01:00Z", "-o", "json"]) == 0
+    folded = json.loads(capsys.readouterr().out)
+    assert folded["gangs"]["ml/llm@kube-scheduler"]["members"] == 3

@@ -85,3 +85,13 @@ def test_the_shipped_args_parse() -> None:
         (container,) = deployment(component)["spec"]["template"]["spec"]["containers"]
         result = CliRunner().invoke(cli, [*container["args"][1:], "--help"])
         assert result.exit_code == 0, (component, result.output)
+
+
+def test_the_watch_follows_both_schedulers() -> None:
+    """Koordinator's pods and those of kube-scheduler's default profile (its own gangs): a
+    cluster running both is explained as shipped."""
+    (container,) = deployment("watch")["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    named = [args[i + 1] for i, arg in enumerate(args) if arg == "--scheduler-name"]
+    assert named == ["koord-scheduler", "default-scheduler"]
+    assert "--no-native-podgroups" not in args and "--no-podgroups" not in args

@@ -24,6 +24,7 @@ from tests.doubles.apiserver import request_attributes as server_request_attribu
 from tests.unit.test_event_sink import diagnostics_of, make_sink
 from producers.watch.watching import WatchConfig
 from tests.unit.test_watch import FAST, MemoryPublisher, SETTINGS, pod, run_watcher
+from tests.unit.test_watch_native import native_kinds  # noqa: F401 - a fixture
 
 #: the watcher as shipped: with the Node and bound-pod streams of the shortfall
 SHIPPED = WatchConfig(**{**FAST.__dict__, "capacity": True})
@@ -94,9 +95,24 @@ def user(component: str) -> str:
 
 
 @pytest.fixture
-def server() -> Iterator[ApiServerDouble]:
+def server(native_kinds: None) -> Iterator[ApiServerDouble]:
+    """The test API server serving Koordinator's PodGroups and Kubernetes' own
+    ``scheduling.k8s.io`` APIs (``test_watch_native.native_kinds``), as a v1.37 cluster with
+    both schedulers does."""
     with ApiServerDouble(bookmark_interval=0.1) as s:
         yield s
+
+
+NATIVE_GRANTS = {("scheduling.k8s.io", resource, verb)
+                 for resource in ("podgroups", "compositepodgroups", "workloads")
+                 for verb in ("list", "watch")}
+"""Kubernetes' own gangs: list and watch of the native PodGroups, CompositePodGroups and
+Workloads (granted whether the cluster serves them or not: a request is authorized before the
+API server finds its API missing)."""
+WATCHES = 11
+"""The shipped watcher's open watches: pods of koord-scheduler and of default-scheduler,
+Koordinator's PodGroups, the 3 native APIs, Nodes, bound pods, 3 Event reasons (Preempted among
+them)."""
 
 
 def test_each_component_has_its_own_least_privilege_service_account() -> None:
@@ -110,7 +126,7 @@ def test_each_component_has_its_own_least_privilege_service_account() -> None:
         ("", "nodes", "list"), ("", "nodes", "watch"),
         ("scheduling.sigs.k8s.io", "podgroups", "list"),
         ("scheduling.sigs.k8s.io", "podgroups", "watch"),
-        ("", "events", "list"), ("", "events", "watch")}
+        ("", "events", "list"), ("", "events", "watch")} | NATIVE_GRANTS
     assert granted(rules_for(*service_account("sink"))) == {
         ("", "events", "get"), ("", "events", "create"), ("", "events", "patch"),
         ("events.k8s.io", "events", "get"), ("events.k8s.io", "events", "create"),
@@ -161,8 +177,7 @@ def test_the_watcher_lists_and_watches_with_the_shipped_rbac(server: ApiServerDo
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, SHIPPED)
     try:
-        # pods, podgroups, nodes, bound pods, 3 Event reasons (Preempted among them)
-        eventually(lambda: server.open_watches() == 7)
+        eventually(lambda: server.open_watches() == WATCHES)
         server.apply(pod("w-1"))
         eventually(lambda: [r["object"]["metadata"]["name"]
                             for _, r in publisher.on(SETTINGS.topics.gang_events)
@@ -174,7 +189,7 @@ def test_the_watcher_lists_and_watches_with_the_shipped_rbac(server: ApiServerDo
             ("", "nodes", "list"), ("", "nodes", "watch"),
                             ("scheduling.sigs.k8s.io", "podgroups", "list"),
                             ("scheduling.sigs.k8s.io", "podgroups", "watch"),
-                            ("", "events", "list"), ("", "events", "watch")}
+                            ("", "events", "list"), ("", "events", "watch")} | NATIVE_GRANTS
 
 
 def test_every_granted_verb_is_used_and_none_is_refused(server: ApiServerDouble) -> None:
@@ -184,7 +199,7 @@ def test_every_granted_verb_is_used_and_none_is_refused(server: ApiServerDouble)
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, SHIPPED)
     try:
-        eventually(lambda: server.open_watches() == 7)
+        eventually(lambda: server.open_watches() == WATCHES)
     finally:
         watcher.stop()
     assert server.forbidden == []
@@ -268,3 +283,48 @@ def test_request_attributes_name_requests_as_rbac_does(method: str, path: str,
 def test_forbidden_is_a_give_up_with_the_403_reason() -> None:
     err = Forbidden("get", "", "events", "ns", "GET /api/v1/namespaces/ns/events/x: no")
     assert err.reason == "api-403" and str(err) == "api-403: GET /api/v1/namespaces/ns/events/x: no"
+
+
+def test_the_shipped_rbac_on_a_cluster_without_the_native_apis() -> None:
+    """Without ``GenericWorkload`` the native APIs are not served: the shipped rules are
+    still asked first (kube-apiserver authorizes before it finds the API missing, as this
+    double does), the 404 is a missing API (no refusal, no failure), and the watch goes on."""
+    with ApiServerDouble(bookmark_interval=0.1) as bare:
+        bare.allow_only(rules_for(*service_account("watch")), user("watch"))
+        bare.apply(pod("w-0"))
+        publisher = MemoryPublisher()
+        watcher = run_watcher(bare, publisher, SHIPPED)
+        try:
+            eventually(lambda: [r["object"]["metadata"]["name"]
+                                for _, r in publisher.on(SETTINGS.topics.gang_events)
+                                if r["schema"] == "gangstate.kube/v1"] == ["w-0"])
+        finally:
+            watcher.stop()
+        assert bare.forbidden == [] and watcher.failure is None
+        assert {("scheduling.k8s.io", resource, "list")
+                for resource in ("podgroups", "compositepodgroups", "workloads")} <= used(bare)
+        assert watcher.metrics.value("gangstate_watch_api_missing", resource="workloads",
+                                     api="scheduling.k8s.io/v1beta1") == 1
+
+
+def test_the_rules_before_the_native_apis_end_the_watch_with_one_line(
+        server: ApiServerDouble) -> None:
+    """The ClusterRole as shipped before Kubernetes' own gangs (no ``scheduling.k8s.io``
+    rule): the native lists are refused, whether the cluster serves them or not, and after
+    ``refused_for`` the watch ends with the one line naming what to grant."""
+    old = [r for r in rules_for(*service_account("watch"))
+           if r["apiGroups"] != ["scheduling.k8s.io"]]
+    server.allow_only(old, user("watch"))
+    from producers.watch.watching import Watcher
+    from tests.unit.test_watch import api_client
+
+    watcher = Watcher(api_client(server), MemoryPublisher(), SETTINGS,
+                      WatchConfig(**{**SHIPPED.__dict__, "refused_for": 0.5})).start()
+    try:  # (never synced: the native streams are refused)
+        eventually(lambda: watcher.failure is not None)
+    finally:
+        watcher.stop()
+    assert {a.group for a in server.forbidden} == {"scheduling.k8s.io"}
+    assert "forbids listing " in watcher.failure
+    assert "(API group 'scheduling.k8s.io') cluster-wide (403 Forbidden); grant the watch's " \
+           "user or ServiceAccount list and watch on it" in watcher.failure

@@ -126,6 +126,13 @@ def test_plan_streams_one_selector_per_scheduler_and_reason() -> None:
         StreamSpec("pods", "b", "spec.schedulerName=koord-scheduler"),
         StreamSpec("pods", "b", "spec.schedulerName=s2"),
         StreamSpec("podgroups", "a", ""), StreamSpec("podgroups", "b", ""),
+        # Kubernetes' own gangs (v1.37): PodGroups, CompositePodGroups, Workloads
+        StreamSpec("podgroups", "a", "", "scheduling.k8s.io/v1beta1"),
+        StreamSpec("compositepodgroups", "a", "", "scheduling.k8s.io/v1alpha3"),
+        StreamSpec("workloads", "a", "", "scheduling.k8s.io/v1beta1"),
+        StreamSpec("podgroups", "b", "", "scheduling.k8s.io/v1beta1"),
+        StreamSpec("compositepodgroups", "b", "", "scheduling.k8s.io/v1alpha3"),
+        StreamSpec("workloads", "b", "", "scheduling.k8s.io/v1beta1"),
         # the room on nodes is cluster-wide, whatever the namespaces
         StreamSpec("nodes", None, ""), StreamSpec("boundpods", None, "spec.nodeName!="),
         StreamSpec("events", "a", "involvedObject.kind=Pod,reason=FailedScheduling"),
@@ -135,8 +142,16 @@ def test_plan_streams_one_selector_per_scheduler_and_reason() -> None:
         StreamSpec("events", "b", "involvedObject.kind=Pod,reason=Scheduled"),
         StreamSpec("events", "b", "involvedObject.kind=Pod,reason=Preempted"),
     ]
-    assert plan_streams(WatchConfig(podgroups=False, capacity=False, event_reasons=())) == [
-        StreamSpec("pods", None, "spec.schedulerName=koord-scheduler")]
+    # by default the pods of koord-scheduler and of kube-scheduler's default profile
+    assert plan_streams(WatchConfig(podgroups=False, native=False, capacity=False,
+                                    event_reasons=())) == [
+        StreamSpec("pods", None, "spec.schedulerName=koord-scheduler"),
+        StreamSpec("pods", None, "spec.schedulerName=default-scheduler")]
+    assert [s.name for s in plan_streams(WatchConfig(podgroups=False, capacity=False,
+                                                     event_reasons=()))][2:] == [
+        "podgroups.scheduling.k8s.io/v1beta1[ns=*,]",
+        "compositepodgroups.scheduling.k8s.io/v1alpha3[ns=*,]",
+        "workloads.scheduling.k8s.io/v1beta1[ns=*,]"]
 
 
 def _obj(uid: str, name: str, rv: str = "1") -> dict[str, Any]:
@@ -192,15 +207,17 @@ def test_router_publishes_gang_pods_keyed_by_gang_and_drops_others() -> None:
         Publish("team-a/train", {"schema": "gangstate.kube/v1",
                                  "observed_at": "2026-11-02T09:00:00.000000Z",
                                  "resource": "pods", "type": "ADDED", "object": {
-                                     # published: the fold's fields only (schedulerName and
-                                     # the containers stay out of gang-events)
+                                     # published: the fold's fields only (the containers
+                                     # stay out of gang-events; schedulerName tells a
+                                     # native gang member from koord-scheduler's)
                                      "apiVersion": "v1", "kind": "Pod",
                                      "metadata": {"name": "w-0", "namespace": "team-a",
                                                   "uid": "u0", "resourceVersion": "10",
                                                   "annotations": {
                                          "gang.scheduling.koordinator.sh/name": "train",
                                          "gang.scheduling.koordinator.sh/min-available": "2"}},
-                                     "spec": {}, "status": {"phase": "Pending"}}})]
+                                     "spec": {"schedulerName": "koord-scheduler"},
+                                     "status": {"phase": "Pending"}}})]
     assert r.route("pods", "ADDED", other, None, T0) == [Drop("no-gang")]
 
 
@@ -286,8 +303,11 @@ def test_router_dead_letters_an_event_without_a_uid() -> None:
 
 
 ROUTED_EVENTS = [
-    ("other scheduler's Event", {"source": {"component": "default-scheduler"}},
+    ("Event of a scheduler not followed", {"source": {"component": "volcano"}},
      [Drop("other-scheduler")]),
+    # kube-scheduler's default profile is followed by default (its own gangs)
+    ("default-scheduler's Event", {"source": {"component": "default-scheduler"}},
+     ["Publish", "Publish"]),
     ("reason not watched", {"reason": "Killing"}, [Drop("event-reason")]),
     ("reportingComponent wins over source", {"reportingComponent": "koord-scheduler",
                                              "source": {"component": "kubelet"}},
@@ -595,7 +615,7 @@ def test_lists_then_watches_with_selectors_and_chunked_lists(server: ApiServerDo
     for i in range(5):
         server.apply(pod(f"w-{i}"))
     server.apply(pod("web-0", gang=None))
-    server.apply(pod("other-0", scheduler="default-scheduler"))
+    server.apply(pod("other-0", scheduler="volcano"))  # a scheduler not followed
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, WatchConfig(**{**FAST.__dict__, "page_size": 2}))
     try:
@@ -604,11 +624,13 @@ def test_lists_then_watches_with_selectors_and_chunked_lists(server: ApiServerDo
         assert published_kube(publisher) == [
             ("team-a/train", "SYNC", "pods", f"w-{i}") for i in range(5)] + [
             ("team-a/train", "ADDED", "pods", "w-5")]
-        pod_lists = [q for m, path, q in server.requests
-                     if path == "/api/v1/pods" and "watch" not in q]
+        pod_lists = [q for m, path, q in server.requests if path == "/api/v1/pods"
+                     and "watch" not in q
+                     and q["fieldSelector"] == "spec.schedulerName=koord-scheduler"]
         assert [q.get("continue", "") != "" for q in pod_lists] == [False, True, True]  # 6 pods, pages of 2
         assert {q["fieldSelector"] for _, path, q in server.requests
-                if path == "/api/v1/pods"} == {"spec.schedulerName=koord-scheduler"}
+                if path == "/api/v1/pods"} == {"spec.schedulerName=koord-scheduler",
+                                               "spec.schedulerName=default-scheduler"}
         assert {q["fieldSelector"] for _, path, q in server.requests
                 if path == "/api/v1/events"} == {
             "involvedObject.kind=Pod,reason=FailedScheduling",
@@ -638,21 +660,21 @@ def test_dropped_connections_and_expired_resource_versions_miss_nothing(
             return watcher.metrics.value("gangstate_watch_relists_total", resource="pods")
 
         # 1. a dropped connection resumes from the last resourceVersion: no relist
-        eventually(lambda: server.open_watches("pods") == 1)
+        eventually(lambda: server.open_watches("pods") == 2)  # koord-, default-scheduler
         assert server.drop_watches() >= 1
         server.apply(pod("b-1", gang="beta"))
         eventually(lambda: ("team-a/beta", "ADDED", "pods", "b-1") in published_kube(publisher))
         assert relists() == 0
 
         # 2. changes the watch never delivers, then an ERROR 410 event: relist
-        eventually(lambda: server.open_watches("pods") == 1)
+        eventually(lambda: server.open_watches("pods") == 2)  # koord-, default-scheduler
         server.pause_watches()
         server.delete("pods", "team-a", "b-0")
         server.apply(pod("a-3", gang="alpha"))
         moved = dict(kept[0], spec={**kept[0]["spec"], "nodeName": "node-1"})
         server.apply(moved)
         server.compact(expire_watches=True)
-        eventually(lambda: relists() == 1)
+        eventually(lambda: relists() == 2)  # each of the two pod streams relists
         server.resume_watches()
         eventually(lambda: ("team-a/beta", "DELETED", "pods", "b-0")
                    in published_kube(publisher))
@@ -664,7 +686,7 @@ def test_dropped_connections_and_expired_resource_versions_miss_nothing(
         server.apply(pod("g-0", gang="gamma"))
         server.compact()
         server.refuse_watches(False)
-        eventually(lambda: relists() == 2)
+        eventually(lambda: relists() == 4)
         server.apply(pod("g-1", gang="gamma"))
         eventually(lambda: ("team-a/gamma", "ADDED", "pods", "g-1")
                    in published_kube(publisher))
@@ -678,7 +700,7 @@ def test_dropped_connections_and_expired_resource_versions_miss_nothing(
     folded = fold_lines(publisher.lines(), None)
     assert folded.states["team-a/alpha"].bound == 1
     assert watcher.metrics.value("gangstate_watch_restarts_total", resource="pods",
-                                 cause="gone") == 2
+                                 cause="gone") == 4  # 2 pod streams x 2
 
 
 def test_bookmarks_let_a_watch_resume_past_compaction(server: ApiServerDouble) -> None:
@@ -686,11 +708,11 @@ def test_bookmarks_let_a_watch_resume_past_compaction(server: ApiServerDouble) -
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher)
     try:
-        eventually(lambda: server.open_watches("pods") == 1)
+        eventually(lambda: server.open_watches("pods") == 2)  # koord-, default-scheduler
         stream = next(s for s in watcher.streams if s.spec.resource == "pods")
-        # changes the pod watch does not select advance the resourceVersion ...
+        # changes the pod watches do not select advance the resourceVersion ...
         for i in range(3):
-            server.apply(pod(f"x-{i}", scheduler="default-scheduler"))
+            server.apply(pod(f"x-{i}", scheduler="volcano"))
         target = str(server.resource_version)
         # ... and reach the watcher through bookmarks only
         eventually(lambda: stream.resource_version == target)
@@ -714,7 +736,10 @@ def test_missing_podgroup_crd_is_reported_once() -> None:
         try:
             eventually(lambda: len(published_kube(publisher)) == 1)
             assert watcher.metrics.value("gangstate_watch_podgroup_crd_missing") == 1
-            pg_requests = [r for r in server.requests if "podgroups" in r[1]]
+            assert watcher.metrics.value("gangstate_watch_api_missing", resource="podgroups",
+                                         api="scheduling.sigs.k8s.io/v1alpha1") == 1
+            pg_requests = [r for r in server.requests
+                           if r[1].startswith("/apis/scheduling.sigs.k8s.io/")]
             assert len(pg_requests) == 1
         finally:
             watcher.stop()
@@ -752,7 +777,7 @@ def test_scheduler_events_become_cycle_records_or_are_dropped(
         ghost["metadata"]["uid"] = "no-such-uid"
         server.apply(event("ghost.fs", ghost, "FailedScheduling", "0/1 nodes are available"))
         server.apply(event("w-0.other", member, "FailedScheduling", "x",
-                           component="default-scheduler"))
+                           component="volcano"))
 
         def cycles() -> list[tuple[str | None, str, str, str, str | None]]:
             return [(k, r["stage"], r["status"], r["reason"], r["node"])
@@ -947,7 +972,7 @@ def test_a_watch_silent_past_the_read_timeout_resumes_at_debug_level(
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, config)
     try:
-        eventually(lambda: server.open_watches("pods") == 1)
+        eventually(lambda: server.open_watches("pods") == 2)  # koord-, default-scheduler
         server.stall_watches(True)
         eventually(lambda: watcher.metrics.value("gangstate_watch_restarts_total",
                                                  resource="pods", cause="read-timeout") >= 1)

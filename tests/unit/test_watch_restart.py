@@ -75,12 +75,12 @@ def test_410_gone_relists_at_once_without_the_retry_schedule(server: ApiServerDo
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, SLOW)
     try:
-        eventually(lambda: server.open_watches("pods") == 1)
+        eventually(lambda: server.open_watches("pods") == 2)  # koord-, default-scheduler
         server.pause_watches()
         server.apply(pod("w-1"))  # the watch never delivers it
         started = time.monotonic()
         server.compact(expire_watches=True)
-        eventually(lambda: _relists(watcher) == 1, timeout=2.0)
+        eventually(lambda: _relists(watcher) == 2, timeout=2.0)  # each pod stream
         server.resume_watches()
         eventually(lambda: ("team-a/train", "SYNC", "pods", "w-1") in published_kube(publisher),
                    timeout=2.0)
@@ -96,7 +96,7 @@ def test_410_gone_relists_at_once_without_the_retry_schedule(server: ApiServerDo
     assert sorted(m.name for m in folded.states["team-a/train"].members.values()) == \
         ["w-0", "w-1", "w-2"]
     assert watcher.metrics.value("gangstate_watch_restarts_total", resource="pods",
-                                 cause="gone") == 1
+                                 cause="gone") == 2  # each of the two pod streams, once
 
 
 def test_a_403_right_after_a_restart_is_retried_quickly(server: ApiServerDouble,
@@ -110,7 +110,7 @@ def test_a_403_right_after_a_restart_is_retried_quickly(server: ApiServerDouble,
     publisher = MemoryPublisher()
     watcher = run_watcher(server, publisher, DEFAULTS, rand=lambda: 0.0)
     try:
-        eventually(lambda: server.open_watches("pods") == 1)
+        eventually(lambda: server.open_watches("pods") == 2)  # koord-, default-scheduler
         with caplog.at_level(logging.WARNING, logger="producers.watch.watching"):
             server.fail_next(403, count=4, method="GET")
             started = time.monotonic()
@@ -144,7 +144,7 @@ def test_a_persistent_403_still_ends_the_watch_with_one_line(server: ApiServerDo
     watcher = run_watcher(server, publisher, WatchConfig(**{**FAST.__dict__,
                                                             "refused_for": 1.0}))
     try:
-        eventually(lambda: server.open_watches("pods") == 1)
+        eventually(lambda: server.open_watches("pods") == 2)  # koord-, default-scheduler
         server.allow_only([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["list"]}])
         started = time.monotonic()
         server.drop_watches()
