@@ -67,6 +67,10 @@ ANNOTATION_GANG = "gangstate.dev/gang"
 
 PODGROUP_API_VERSION = "scheduling.sigs.k8s.io/v1alpha1"
 API_VERSIONS = {"Pod": "v1", "PodGroup": PODGROUP_API_VERSION}
+"""The ``apiVersion`` of an involved object whose diagnostic names none: a Pod's, and
+Koordinator's PodGroup's. A native PodGroup's entry names its own (``scheduling.k8s.io/v1beta1``,
+``streams.core.rules.base.involved``), which the Event carries, so that ``kubectl describe
+podgroup.scheduling.k8s.io`` lists it."""
 
 _HOLD_WARNINGS = frozenset({"GangNotInitialized", "GangMembersInsufficient",
                             "GangGroupIncomplete", "GangMemberGated"})
@@ -75,13 +79,15 @@ SERIES_ENDED_BY: dict[str, frozenset[str]] = {
     "GangMembersUngated": frozenset({"GangMemberGated"}),
     "GangScheduled": _HOLD_WARNINGS | {"GangUnschedulable", "GangPermitTimeout",
                                        "GangPreemptionWasted"},
-    "GangMembersRestored": frozenset({"GangMembersLost"}),
+    "GangMembersRestored": frozenset({"GangMembersLost", "GangBelowMinCount"}),
 }
 """Normal reason -> the warning reasons whose series it ends (contracts.md: the Normal one
 "ends that series"). A warning on the same object no newer than the Normal is dropped.
 ``GangMembersUngated`` follows a ``GangMemberGated`` only, so it ends that one alone, and
 ``GangMembersRestored`` a ``GangMembersLost`` (``streams.core.lost``): every
-ender of a reason costs a lookup when that reason's Event is not cached."""
+ender of a reason costs a lookup when that reason's Event is not cached. A native gang's loss is
+``GangBelowMinCount`` (the facts of ``GangMembersLost``), which ``GangMembersRestored`` ends
+too."""
 
 Api = Literal["core/v1", "events.k8s.io/v1"]
 
@@ -129,11 +135,15 @@ class EventKey:
 def event_name(key: EventKey) -> str:
     """``<involved name>.<16 hex digits of sha256(kind, namespace, name, uid, reason, field)>``,
     at most 253 characters (the name part is cut when needed). Same key, same name, on every
-    sink and after every restart; a recreated pod (new uid) gets new Events."""
+    sink and after every restart; a recreated pod (new uid) gets new Events. An object of
+    another apiVersion than its kind's default (``API_VERSIONS``: a native PodGroup) adds it
+    to the digest, so a Koordinator PodGroup and a native one of one name never share an Event
+    (the names of every other Event are as before)."""
     ref = key.involved
-    digest = hashlib.sha256("\x00".join(
-        (ref.kind, ref.namespace, ref.name, ref.uid, key.reason, key.field)).encode()
-    ).hexdigest()[:16]
+    parts: tuple[str, ...] = (ref.kind, ref.namespace, ref.name, ref.uid, key.reason, key.field)
+    if ref.api_version != API_VERSIONS.get(ref.kind, "v1"):
+        parts += (ref.api_version,)
+    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
     return f"{ref.name[:NAME_LIMIT - 17]}.{digest}"
 
 
@@ -170,7 +180,9 @@ class Occurrence:
 
 
 def occurrences(diagnostic: Mapping[str, Any], component: str = COMPONENT) -> list[Occurrence]:
-    """One ``Occurrence`` per entry of ``involved`` (Pods and the PodGroup), in order.
+    """One ``Occurrence`` per entry of ``involved`` (Pods and the PodGroup), in order; an
+    entry's ``apiVersion`` when it names one (a native PodGroup), else its kind's
+    (``API_VERSIONS``).
 
     ``diagnostic`` is a ``gangstate.diagnostic/v1`` dict; its ``message`` is truncated to
     ``MESSAGE_LIMIT``. Raises ``KeyError``/``ValueError`` on a diagnostic without ``id``,
@@ -181,7 +193,7 @@ def occurrences(diagnostic: Mapping[str, Any], component: str = COMPONENT) -> li
     out = []
     for inv in diagnostic["involved"]:
         ref = ObjectRef(inv["kind"], inv["namespace"], inv["name"], inv.get("uid", ""),
-                        API_VERSIONS.get(inv["kind"], "v1"))
+                        inv.get("apiVersion") or API_VERSIONS.get(inv["kind"], "v1"))
         key = EventKey(ref, diagnostic["type"], diagnostic["reason"], str(field), component)
         out.append(Occurrence(key, diagnostic["id"], at, message, diagnostic.get("gang", "")))
     return out

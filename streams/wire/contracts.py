@@ -734,13 +734,21 @@ VIEWS: dict[type[BaseModel], Any] = {
 
 
 class InvolvedObject(BaseModel):
-    """An object a diagnostic is about: a member Pod or the gang's PodGroup."""
+    """An object a diagnostic is about: a member Pod or the gang's PodGroup. ``apiVersion``
+    (optional): the object's API group and version when not the kind's default (``v1`` for a
+    Pod, Koordinator's ``scheduling.sigs.k8s.io/v1alpha1`` for a PodGroup): a native PodGroup
+    is ``scheduling.k8s.io/v1beta1``; the Event sink writes its ``involvedObject`` with it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
     kind: Literal["Pod", "PodGroup"]
     namespace: str
     name: str
     uid: str = ""
+    api_version: str | None = Field(
+        default=None, alias="apiVersion",
+        description="the object's apiVersion when not the kind's default (v1 for a Pod, "
+        "scheduling.sigs.k8s.io/v1alpha1 for a PodGroup): scheduling.k8s.io/v1beta1 for a "
+        "native PodGroup")
 
 
 class Diagnostic(_Record):

@@ -130,6 +130,9 @@ def test_ids_kept_per_instant_are_bounded() -> None:
     ("GangMemberGated", ["GangMembersSatisfied", "GangMembersUngated", "GangScheduled"]),
     ("GangUnschedulable", ["GangScheduled"]),
     ("GangPermitTimeout", ["GangScheduled"]),
+    ("GangMembersLost", ["GangMembersRestored"]),
+    # a native gang's loss (its PodGroupInitiallyScheduled stays True): the same ender
+    ("GangBelowMinCount", ["GangMembersRestored"]),
     ("GangSpecInvalid", []),
     ("GangSpecConflict", []),
     ("GangMembersSatisfied", []),
@@ -334,3 +337,58 @@ def test_an_event_without_annotations_is_read_from_its_fields() -> None:
     assert written_from_event(foreign) == Written(
         "e", "ns", 7, parse_time("2026-11-02T09:00:00Z"), parse_time("2026-11-02T09:05:00Z"),
         (), "m", "")
+
+
+# -- a native PodGroup (Kubernetes' own gang scheduling, scheduling.k8s.io) --------------------
+
+NATIVE_DIAGNOSTIC = {
+    "schema": "gangstate.diagnostic/v1", "id": "ml/llm@kube-scheduler#GangUnschedulable#abc",
+    "observed_at": "2026-12-01T10:00:15Z", "gang": "ml/llm@kube-scheduler",
+    "gang_group": "ml/llm@kube-scheduler", "type": "Warning", "reason": "GangUnschedulable",
+    "message": "PodGroup ml/llm cannot be scheduled",
+    "involved": [{"kind": "Pod", "namespace": "ml", "name": "llm-0", "uid": "uid-llm-0"},
+                 {"kind": "PodGroup", "namespace": "ml", "name": "llm", "uid": "pg",
+                  "apiVersion": "scheduling.k8s.io/v1beta1"}],
+    "facts": {},
+}
+"""A diagnostic of a native gang as the core writes it (``streams.core.rules.base.involved``:
+the PodGroup entry names its apiVersion)."""
+
+
+def test_a_native_podgroup_is_written_with_its_api_version() -> None:
+    """``kubectl describe podgroup.scheduling.k8s.io llm`` lists the Events whose
+    involvedObject is that PodGroup: its apiVersion must be the native one, in both APIs."""
+    pod, group = occurrences(NATIVE_DIAGNOSTIC)
+    assert (pod.key.involved.api_version, group.key.involved.api_version) == (
+        "v1", "scheduling.k8s.io/v1beta1")
+    created = correlate(group, None)
+    assert isinstance(created, Create)
+    assert core_v1_event(group.key, created.state, "s")["involvedObject"] == {
+        "kind": "PodGroup", "apiVersion": "scheduling.k8s.io/v1beta1", "namespace": "ml",
+        "name": "llm", "uid": "pg"}
+    assert events_v1_event(group.key, created.state, "s")["regarding"]["apiVersion"] == \
+        "scheduling.k8s.io/v1beta1"
+    # an entry whose apiVersion is null (a diagnostic through the contract model) is the kind's
+    through_model = {**NATIVE_DIAGNOSTIC, "involved": [
+        {**NATIVE_DIAGNOSTIC["involved"][0], "apiVersion": None}]}
+    assert occurrences(through_model)[0].key.involved.api_version == "v1"
+
+
+def test_event_names_stay_and_a_native_podgroups_differ() -> None:
+    """The names of the Events of Pods and Koordinator PodGroups are as before (the digest of
+    kind, namespace, name, uid, reason, field: worked out here with hashlib); a native
+    PodGroup's digest also holds its apiVersion, so a Koordinator PodGroup and a native one of
+    one name and uid (a hand-made trace) never share an Event."""
+    import hashlib
+
+    def digest(*parts: str) -> str:
+        return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+    koord = ObjectRef("PodGroup", "ml", "llm", "pg", "scheduling.sigs.k8s.io/v1alpha1")
+    native = ObjectRef("PodGroup", "ml", "llm", "pg", "scheduling.k8s.io/v1beta1")
+    assert event_name(WARN) == "llm-0." + digest("Pod", "team-a", "llm-0", "uid-0",
+                                                 "GangMembersInsufficient", "")
+    assert event_name(EventKey(koord, "Warning", "GangUnschedulable")) == "llm." + digest(
+        "PodGroup", "ml", "llm", "pg", "GangUnschedulable", "")
+    assert event_name(EventKey(native, "Warning", "GangUnschedulable")) == "llm." + digest(
+        "PodGroup", "ml", "llm", "pg", "GangUnschedulable", "", "scheduling.k8s.io/v1beta1")

@@ -364,3 +364,20 @@ def test_wasted_preemption_events_reach_victims_gone_or_in_other_namespaces(
         ("ns", "g-1", "GangPreemptionWasted", "Warning"),
         ("ns", "g-2", "GangPreemptionWasted", "Warning")]
     assert all(e["message"] == wasted["message"] for e in events)
+
+
+@pytest.mark.parametrize("api,store,ref", [("core/v1", "events", "involvedObject"),
+                                           ("events.k8s.io/v1", "events.k8s.io", "regarding")])
+def test_a_native_podgroups_event_names_its_api_version(server: ApiServerDouble, api: str,
+                                                        store: str, ref: str) -> None:
+    """A diagnostic of a native gang from Kafka (through the contract model, which keeps the
+    optional ``apiVersion`` of an involved object): the PodGroup's Event names
+    ``scheduling.k8s.io/v1beta1`` (``kubectl describe podgroup.scheduling.k8s.io`` lists it),
+    the Pod's ``v1``; in the gang's namespace, as every Event (no other RBAC)."""
+    from tests.unit.test_event_recorder import NATIVE_DIAGNOSTIC
+
+    sink = make_sink(server, api=api)
+    sink.write_raw(json.dumps(NATIVE_DIAGNOSTIC))
+    assert sorted((e[ref]["kind"], e[ref]["apiVersion"], e["metadata"]["namespace"])
+                  for e in server.objects(store)) == [
+        ("Pod", "v1", "ml"), ("PodGroup", "scheduling.k8s.io/v1beta1", "ml")]
