@@ -343,3 +343,17 @@ def test_the_watch_command_follows_both_schedulers_and_both_podgroup_apis(
     assert (options.scheduler_names, options.native, options.podgroups) == ((), native,
                                                                           podgroups)
     assert DEFAULT_SCHEDULERS == ("koord-scheduler", "default-scheduler")
+
+
+def test_a_pod_group_preemptions_preempted_event_is_dropped_and_counted() -> None:
+    """kube-scheduler v1.37.2's pod-group preemption names a PodGroup as the preemptor
+    (``Preempted by podgroup <uid> on node cluster``, recorded in
+    tests/data/native-v1.37.2/h-preemption): no ``gangstate.preemption/v1`` is made of it yet
+    (its preemptor is no pod); it is dropped and counted, never a dead letter."""
+    r = GangRouter()
+    victim = native_pod("low-0", "low")
+    r.route("pods", "ADDED", victim, None, T0)
+    event = {**scheduler_event("low-0.p", victim,
+                               "Preempted by podgroup d9bfa356-b464-4e43-88f0-6f99d7d5ff9b on "
+                               "node cluster", reason="Preempted"), "type": "Normal"}
+    assert r.route("events", "ADDED", event, None, T0) == [Drop("preempted-unreadable")]
