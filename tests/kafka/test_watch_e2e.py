@@ -117,7 +117,8 @@ def test_test_apiserver_to_kafka_to_worker_diagnostics(kafka_settings: Settings)
     published = read_all(kafka_settings, [topic])[topic]
     pods = [r for r in published if r.get("resource") == "pods"]
     assert len(pods) == 2
-    assert all(set(r["object"]["spec"]) == set() for r in pods)
+    # a pod's spec carries only what the fold reads: its scheduler (NG1), no containers
+    assert all(set(r["object"]["spec"]) == {"schedulerName"} for r in pods)
     assert not [r for r in published if SECRET in json.dumps(r)]
 
 
@@ -141,7 +142,7 @@ def test_a_watch_forbidden_to_list_pods_exits_1_with_one_line(kafka_settings: Se
     with ApiServerDouble() as server:
         server.allow_only([{"apiGroups": [""], "resources": ["events", "nodes"],
                             "verbs": ["list", "watch"]}])
-        run = gangstate("watch", "--no-podgroups", "--kubeconfig",
+        run = gangstate("watch", "--no-podgroups", "--no-native-podgroups", "--kubeconfig",
                         _kubeconfig(tmp_path, server.url), **_env(kafka_settings))
     assert "Traceback" not in run.stdout + run.stderr
     assert run.returncode == 1

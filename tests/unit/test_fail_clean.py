@@ -460,8 +460,8 @@ def test_a_watch_forbidden_to_list_pods_gives_up_with_the_rule_it_needs() -> Non
         from kubernetes import client
 
         watcher = Watcher(client.ApiClient(server.configuration()), _Sink(),  # type: ignore[arg-type]
-                          Settings(), WatchConfig(podgroups=False, tick_interval=None,
-                                                  refused_for=0.5))
+                          Settings(), WatchConfig(podgroups=False, native=False,
+                                                  tick_interval=None, refused_for=0.5))
         runner = threading.Thread(target=watcher.run, daemon=True)
         runner.start()
         runner.join(DEADLINE)
