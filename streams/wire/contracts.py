@@ -141,8 +141,9 @@ WatchType = Literal["ADDED", "MODIFIED", "DELETED", "SYNC"]
 Resource = Literal["pods", "podgroups", "events", "compositepodgroups", "workloads"]
 """What a ``gangstate.kube/v1`` record carries: a Pod, a PodGroup (Koordinator's
 ``scheduling.sigs.k8s.io`` or a native ``scheduling.k8s.io`` one: its ``apiVersion`` tells), a
-core/v1 Event, or a native CompositePodGroup or Workload (published for taps and audits; the
-fold skips them)."""
+core/v1 Event, a native CompositePodGroup (folded as the gang that counts its children, NG6 of
+docs/native-gang-rules.md) or a native Workload (published for taps and audits; the fold skips
+it)."""
 
 DiagnosticReason = Literal[REASON_NAMES]  # type: ignore[valid-type]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``): every
