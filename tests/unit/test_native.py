@@ -178,16 +178,23 @@ def test_a_basic_podgroup_holds_nothing() -> None:
     assert store[G].phase == "NotInitialized"
 
 
-def test_a_gated_member_keeps_the_others_at_permit() -> None:
-    outputs, _ = fold([pg_line(native_podgroup(min_count=3), 0),
+def test_a_gated_member_holds_the_whole_podgroup() -> None:
+    # NG7: kube-scheduler queues the PodGroup's pods as one entity, gated as soon as one pod
+    # is: held although 2 ungated pods are enough for minCount 2; lifting the gate ends it
+    gated = native_pod("llm-2", gates=("example.com/quota",))
+    lifted = native_pod("llm-2", rv="2")
+    outputs, _ = fold([pg_line(native_podgroup(min_count=2), 0),
                        line(native_pod("llm-0"), 1), line(native_pod("llm-1"), 1),
-                       line(native_pod("llm-2", gates=("example.com/quota",)), 1)], end=30)
-    assert diagnostics(outputs) == [(
-        "GangMemberGated",
-        "PodGroup team-n/llm has 2 of minCount 3 pods free of scheduling gates (llm-2 waits "
-        "for example.com/quota); kube-scheduler lets the others wait at Permit for at most 5 "
-        "minutes, then rejects them and tries again, until the gates of 1 more pod are "
-        "removed (by the controller that set them)")]
+                       line(gated, 1), line(lifted, 20, "MODIFIED")], end=30)
+    assert diagnostics(outputs) == [
+        ("GangMemberGated",
+         "PodGroup team-n/llm has 3 pods (minCount 2), 1 with scheduling gates (llm-2 waits for "
+         "example.com/quota); kube-scheduler queues the PodGroup's pods as one and holds all "
+         "of them at PreEnqueue until the gates of that pod are removed (by the controller "
+         "that set them)"),
+        ("GangMembersUngated",
+         "PodGroup team-n/llm has 3 pods, none with scheduling gates (minCount 2); no longer "
+         "held at PreEnqueue")]
 
 
 def test_a_deleted_podgroup_keeps_its_pods_members() -> None:

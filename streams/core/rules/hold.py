@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..native import PERMIT_TIMEOUT_SECONDS, KOORDINATOR, KUBE_SCHEDULER, gang_name, is_native, \
-    split_gang
+from ..native import KOORDINATOR, KUBE_SCHEDULER, gang_name, is_native, split_gang
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member, live_members
 from ..timefmt import format_time
@@ -155,12 +154,12 @@ def _gated_message(gang: str, f: dict[str, Any]) -> str:
     missing = f["min_member"] - f["ungated"]
     if is_native(gang):
         namespace, name, _ = split_gang(gang)
-        return (f"PodGroup {namespace}/{name} has {f['ungated']} of minCount "
-                f"{f['min_member']} pods free of scheduling gates ({gated_text(f['gated'])}); "
-                f"kube-scheduler lets the others wait at Permit for at most "
-                f"{PERMIT_TIMEOUT_SECONDS // 60} minutes, then rejects them and tries again, "
-                f"until the gates of {missing} more {plural(missing, 'pod', 'pods')} are "
-                f"removed (by the controller that set them)")
+        gated = len(f["gated"])
+        return (f"PodGroup {namespace}/{name} has {f['members']} pods (minCount "
+                f"{f['min_member']}), {gated} with scheduling gates ({gated_text(f['gated'])}); "
+                f"kube-scheduler queues the PodGroup's pods as one and holds all of them at "
+                f"PreEnqueue until the gates of {plural(gated, 'that pod are', 'those pods are')}"
+                f" removed (by the controller that set them)")
     return (f"gang {gang} has {f['ungated']} of minMember {f['min_member']} pods free of "
             f"scheduling gates ({gated_text(f['gated'])}); scheduling is held at "
             f"PreEnqueue until the gates of {missing} more {plural(missing, 'pod', 'pods')}"
@@ -179,8 +178,8 @@ def _satisfied_message(gang: str, f: dict[str, Any]) -> str:
 def _ungated_message(gang: str, f: dict[str, Any]) -> str:
     if is_native(gang):
         namespace, name, _ = split_gang(gang)
-        return (f"PodGroup {namespace}/{name} has {f['ungated']} of minCount "
-                f"{f['min_member']} pods free of scheduling gates; no longer held")
+        return (f"PodGroup {namespace}/{name} has {f['ungated']} pods, none with scheduling "
+                f"gates (minCount {f['min_member']}); no longer held at PreEnqueue")
     return (f"gang {gang} has {f['ungated']} of minMember {f['min_member']} pods free of "
             f"scheduling gates; no longer held at PreEnqueue")
 
@@ -238,6 +237,8 @@ def unblock_gates(state: GangState, gated: dict[str, list[str]], missing: int) -
 
 
 def _gated_unblock(state: GangState, f: dict[str, Any]) -> str:
+    if is_native(state.gang):  # NG7: every gate, whatever minCount
+        return unblock_gates(state, f["gated"], len(f["gated"]))
     return unblock_gates(state, f["gated"], f["min_member"] - f["ungated"])
 
 
@@ -364,11 +365,11 @@ def native_hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     - NG3: a PodGroup without the gang policy (``Basic``) holds nothing;
     - NG4: fewer live pods (not ``Succeeded``/``Failed``; bound or not, gated or not) than
       ``minCount`` (``GangMembersInsufficient`` [members, min_member, total_number]);
-    - NG7: fewer than minCount pods free of scheduling gates (``GangMemberGated`` [members,
-      ungated, min_member, gated]): the ``SchedulingGates`` plugin holds the gated ones at
-      PreEnqueue; the others pass it (they count for NG4) and wait at Permit
-      (``waiting for minCount pods from a gang to be scheduled``) for at most
-      ``native.PERMIT_TIMEOUT_SECONDS``, then are rejected and tried again.
+    - NG7: a pending member with scheduling gates (``GangMemberGated`` [members, ungated,
+      min_member, gated]), however many are free of gates: kube-scheduler queues a PodGroup's
+      pods as one entity, and when any of them is gated the whole entity is (the
+      ``SchedulingGates`` PreEnqueue plugin on that pod), so none is tried until every gate is
+      removed (measured: 30 s without an attempt, Event or condition on the ungated members).
     """
     if not state.n_pending:
         return None
@@ -392,7 +393,7 @@ def native_hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
             return "GangCompositeIncomplete", {**facts, "ready_groups": peer.members,
                                                "min_group_count": peer.min_member}
     gated = state.n_gated
-    if gated and live - gated < spec.min_member:
+    if gated:
         return "GangMemberGated", {"members": live, "ungated": live - gated,
                                    "min_member": spec.min_member,
                                    "gated": gated_members(state)}
@@ -436,8 +437,9 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     reason, facts = held
     behind = reason == GATED.name and not member.gated
     if is_native(state.gang):
-        return {"held_at": "Permit" if behind else "PreEnqueue",
-                "held_by": "GangScheduling" if not member.gated else None,
+        return {"held_at": "PreEnqueue",
+                "held_by": ("SchedulingGates, on the PodGroup's gated pods" if behind
+                            else None if member.gated else "GangScheduling"),
                 "reasons": [{"reason": reason, "facts": facts,
                              "message": _HELD[reason].message(state.gang, facts)}],
                 "unblock": [_HELD[reason].unblock_text(state, facts)]}
