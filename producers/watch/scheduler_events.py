@@ -440,8 +440,14 @@ def parse_scheduler_event(event_reason: str, message: str, namespace: str,
         # ...", KS137 schedule_one_podgroup.go:1041,1141), a Permit wait, a PreEnqueue
         # refusal, a pod group refused before its cycle; a member's own fit error in that
         # cycle is row FIT (KS137 schedule_one.go:277-283: no PostFilter text)
-        for form_id, pattern in (("GS1", _GS1), ("GS2", _GS2), ("GS3", _GS3), ("GS4", _GS4),
-                                 ("GS5", _GS5)):
+        for form_id, pattern in (("GS1", _GS1), ("GS2", _GS2)):
+            found = pattern.search(message)
+            if found:
+                # "S scheduled": the members placed in that pod-group cycle before it ended,
+                # read as the members that fit at once (the episode's ``fit``, as Koordinator's
+                # alreadyWaitForBound)
+                return _form(form_id, truncated, already_wait_for_bound=int(found.group(2)))
+        for form_id, pattern in (("GS3", _GS3), ("GS4", _GS4), ("GS5", _GS5)):
             if pattern.search(message):
                 return _form(form_id, truncated)
     fit = fit_histogram(message)

@@ -184,13 +184,16 @@ SCENARIOS = [
     ("GS1 a member that fit, its gang short of minCount", "FailedScheduling",
      "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
      "pod group preemption: No preemption victims found for incoming preemptor",
-     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1")),
+     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1",
+             already_wait_for_bound=2)),
     ("GS1 a member the cycle did not reach (the group's status, cloned)", "FailedScheduling",
      "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining",
-     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1")),
+     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1",
+             already_wait_for_bound=0)),
     ("GS2 a PlacementFeasible wait left at the cycle's end", "FailedScheduling",
      "pod group is unschedulable, minCount (4) is not yet satisfied: 2 scheduled, 1 remaining",
-     Outcome("PostFilter", "Rejected", "GangMinCountNotYetSatisfied", form="GS2")),
+     Outcome("PostFilter", "Rejected", "GangMinCountNotYetSatisfied", form="GS2",
+             already_wait_for_bound=2)),
     ("GS3 the Permit wait (no Event of its own)", "FailedScheduling",
      "waiting for minCount pods from a gang to be scheduled",
      Outcome("Permit", "Wait", "GangWaitingForMinCount", form="GS3")),
@@ -213,13 +216,15 @@ SCENARIOS = [
      "FailedScheduling",
      "pod group is unschedulable, 0/1 placements are available, first placement status: "
      "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining",
-     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1")),
+     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1",
+             already_wait_for_bound=0)),
     ("GS1 real: a member that fit while the gang's preemption is under way",
      "FailedScheduling",
      "pod group is unschedulable, 0/1 placements are available, first placement status: "
      "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: "
      "ongoing preemption on nominated nodes",
-     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1")),
+     Outcome("PostFilter", "Rejected", "GangMinCountUnsatisfiable", form="GS1",
+             already_wait_for_bound=1)),
     ("GS5 real: the pod group refused before its cycle (SchedulerError)", "FailedScheduling",
      "all pods in a single pod group should have the same priority as the pod group's "
      "priority, got 1000 and 0",
