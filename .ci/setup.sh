@@ -8,9 +8,12 @@
 #   - with --cluster: the local control plane (etcd, kube-apiserver, kube-controller-manager,
 #     KWOK, koord-scheduler v1.8.0) built
 #     with Go from the Go module proxy, cached by version in ~/.cache/gangstate/controlplane
-#     (~10 min the first time on 2 cores here; under a second once cached), and gangstate's
+#     (~10 min the first time on 2 cores here; under a second once cached), gangstate's
 #     scheduler shim (shim/, cached by version and a hash of its sources; ~40 s with the Go
-#     build cache warm from that build). The tests need them.
+#     build cache warm from that build) and the native control plane (kube-apiserver,
+#     kube-controller-manager and kube-scheduler of Kubernetes v1.37.2 with its own gang
+#     scheduling; etcd and KWOK copied from the first; ~12 min more the first time, under a
+#     second once cached; docs/cluster.md). The tests need them.
 # Used by both README commands and by .ci/run. Re-running it is fast: each step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,4 +88,5 @@ if [ "$cluster" = 1 ]; then
     exit 1
   fi
   .venv/bin/python deploy/cluster/controlplane.py build --shim >/dev/null
+  .venv/bin/python deploy/cluster/controlplane.py build --native >/dev/null
 fi

@@ -1002,6 +1002,15 @@ class LocalCluster:
         Raises ``ClusterError`` with the server's reason when refused."""
         return self._request("GET", path, timeout=timeout)
 
+    def request(self, method: str, path: str, body: Any = None, *, timeout: float = 10.0,
+                content_type: str = "application/json") -> Any:
+        """One request to the API server as the admin, with the standard library: decoded JSON
+        (or the text); :class:`ClusterError` with the server's reason when refused. For
+        objects the ``kubernetes`` client does not model (the native flavour's
+        scheduling.k8s.io PodGroups, a pod's ``spec.schedulingGroup``); ``content_type``
+        ``application/merge-patch+json`` for a PATCH."""
+        return self._request(method, path, body, timeout=timeout, content_type=content_type)
+
     def stop_scheduler(self) -> None:
         """Stop the scheduler alone (the API server keeps running)."""
         with self._lock:

@@ -2,7 +2,8 @@
 v1.35.2, KWOK v0.8.0 as the kubelets, koord-scheduler v1.8.0;
 ``deploy/cluster/controlplane.py``) and one gangstate chain (``gangstate watch`` → Kafka →
 ``gangstate worker`` → ``gangstate sink``, real processes with the shipped RBAC) for the whole
-test session. Every test of this folder is marked ``cluster``; run the tier alone with
+test session; the tests of Kubernetes' own gang scheduling ask for a second control plane,
+``native_cluster`` (v1.37.2 with kube-scheduler, started only for them). Every test of this folder is marked ``cluster``; run the tier alone with
 ``.venv/bin/python -m pytest -m cluster`` (or skip it with ``-m 'not cluster'``).
 
 The binaries are built on first use (a cold build takes ~5-20 min on 2 cores, see
@@ -38,8 +39,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mine = [item for item in items if here in Path(str(item.fspath)).parents]
     for item in mine:
         item.add_marker(pytest.mark.cluster)
-    if mine and not controlplane_module().is_built():
-        mine[0].add_marker(pytest.mark.timeout(3600))
+    cp = controlplane_module()
+    koordinator = [i for i in mine if "native_cluster" not in getattr(i, "fixturenames", ())]
+    native = [i for i in mine if "native_cluster" in getattr(i, "fixturenames", ())]
+    if koordinator and not cp.is_built():
+        koordinator[0].add_marker(pytest.mark.timeout(3600))
+    if native and not cp.is_built(flavour="native"):
+        native[0].add_marker(pytest.mark.timeout(3600))
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +53,22 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A started ``LocalCluster`` (two fake nodes: 8 cpu, 32Gi, 1 ``nvidia.com/gpu`` each)."""
     cp = controlplane_module()
     cluster = cp.LocalCluster(progress=lambda line: print(line, flush=True))
+    cluster.start(timeout=180)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def native_cluster() -> Iterator[Any]:
+    """A started native ``LocalCluster``: k8s.io/kubernetes v1.37.2 with Kubernetes' own gang
+    scheduling (kube-scheduler as ``default-scheduler`` with GangScheduling; the
+    scheduling.k8s.io v1beta1 PodGroup and v1alpha3 CompositePodGroup APIs; docs/cluster.md)
+    on the same two fake nodes. Started only when a test asks for it (its cold build is its
+    own, ``bash .ci/setup.sh --cluster`` makes it), stopped at the end of the session."""
+    cp = controlplane_module()
+    cluster = cp.LocalCluster(progress=lambda line: print(line, flush=True), flavour="native")
     cluster.start(timeout=180)
     try:
         yield cluster
