@@ -86,22 +86,43 @@ def native_pod(namespace: str, name: str, podgroup: str, *, cpu: str = "100m", g
 
 
 def native_podgroup(namespace: str, name: str, min_count: int, *,
-                    parent: str | None = None) -> dict[str, Any]:
+                    parent: str | None = None,
+                    workload: tuple[str, str] | None = None) -> dict[str, Any]:
     """A native ``scheduling.k8s.io/v1beta1`` PodGroup with the gang policy of ``min_count``
-    (``spec.parentCompositePodGroupName`` ``parent`` when given)."""
+    (``spec.parentCompositePodGroupName`` ``parent`` and ``spec.workloadRef`` ``(workload,
+    template)`` when given)."""
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
     if parent:
         spec["parentCompositePodGroupName"] = parent
+    if workload:
+        spec["workloadRef"] = {"workloadName": workload[0], "templateName": workload[1]}
     return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
-def native_composite(namespace: str, name: str, min_groups: int) -> dict[str, Any]:
-    """A native ``scheduling.k8s.io/v1alpha3`` CompositePodGroup whose tree meets its quorum
-    when ``min_groups`` children have their pods."""
-    return {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"schedulingPolicy": {"gang": {"minGroupCount": min_groups}}}}
+def native_composite(namespace: str, workload: str, name: str, min_groups: int,
+                     children: dict[str, int]) -> list[dict[str, Any]]:
+    """A native composite gang as kube-apiserver v1.37.2 takes it: the Workload ``workload``
+    (``scheduling.k8s.io/v1beta1``) with one CompositePodGroup template ``name`` of
+    ``minGroupCount`` ``min_groups`` over PodGroup templates ``children`` (name -> minCount),
+    then the CompositePodGroup (``v1alpha3``; its ``spec.workloadRef`` is required) and its
+    child PodGroups, in the order to create them."""
+    templates = [{"name": child, "schedulingPolicy": {"gang": {"minCount": count}}}
+                 for child, count in children.items()]
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+         "metadata": {"name": workload, "namespace": namespace},
+         "spec": {"podGroupTemplates": [], "compositePodGroupTemplates": [{
+             "name": name, "schedulingPolicy": {"gang": {"minGroupCount": min_groups}},
+             "podGroupTemplates": templates}]}},
+        {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+         "metadata": {"name": name, "namespace": namespace},
+         "spec": {"workloadRef": {"workloadName": workload, "templateName": name},
+                  "schedulingPolicy": {"gang": {"minGroupCount": min_groups}}}}]
+    objects += [native_podgroup(namespace, child, count, parent=name,
+                                workload=(workload, child))
+                for child, count in children.items()]
+    return objects
 
 
 NATIVE_PLURALS = {"PodGroup": "podgroups", "CompositePodGroup": "compositepodgroups",
