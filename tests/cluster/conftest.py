@@ -3,8 +3,9 @@ v1.35.2, KWOK v0.8.0 as the kubelets, koord-scheduler v1.8.0;
 ``deploy/cluster/controlplane.py``) and one gangstate chain (``gangstate watch`` → Kafka →
 ``gangstate worker`` → ``gangstate sink``, real processes with the shipped RBAC) for the whole
 test session; the tests of Kubernetes' own gang scheduling ask for a second control plane,
-``native_cluster`` (v1.37.2 with kube-scheduler, started only for them). Every test of this folder is marked ``cluster``; run the tier alone with
-``.venv/bin/python -m pytest -m cluster`` (or skip it with ``-m 'not cluster'``).
+``native_cluster`` (v1.37.2 with kube-scheduler, started only for them). Every test of this
+folder is marked ``cluster``; run the tier alone with ``.venv/bin/python -m pytest -m cluster``
+(or skip it with ``-m 'not cluster'``).
 
 The binaries are built on first use (a cold build takes ~5-20 min on 2 cores, see
 ``docs/cluster.md``) and cached under ``~/.cache/gangstate/controlplane/``. Each scenario works

@@ -228,7 +228,8 @@ class Scenario:
                          [:140] for line in mine)
         head = mine if len(mine) <= limit else mine[:limit // 2] + [
             f"... {len(mine) - limit} lines left out ..."] + mine[-limit // 2:]
-        out = [f"# kube-scheduler --v {VERBOSITY} log lines naming namespace {self.ns}: {len(mine)} in all",
+        out = [f"# kube-scheduler --v {VERBOSITY} log lines naming namespace {self.ns}: "
+               f"{len(mine)} in all",
                "# message counts:"] + [f"#   {n:6d}  {m}" for m, n in counts.most_common(40)]
         (self.dir / "scheduler-log-excerpt.txt").write_text("\n".join(out + head) + "\n")
 
