@@ -12,7 +12,7 @@
 #     scheduler shim (shim/, cached by version and a hash of its sources; ~40 s with the Go
 #     build cache warm from that build) and the native control plane (kube-apiserver,
 #     kube-controller-manager and kube-scheduler of Kubernetes v1.37.2 with its own gang
-#     scheduling; etcd and KWOK copied from the first; ~12 min more the first time, under a
+#     scheduling; etcd and KWOK copied from the first; ~10 min more the first time, under a
 #     second once cached; docs/cluster.md). The tests need them.
 # Used by both README commands and by .ci/run. Re-running it is fast: each step checks first.
 set -euo pipefail
