@@ -331,7 +331,7 @@ def cannot_fit(s: Shortfall) -> bool:
     return not s.requests and room is not None and room < len(s.to_place)
 
 
-def shortfall_text(s: Shortfall) -> str:
+def shortfall_text(s: Shortfall, least: str = "min-available") -> str:
     """One sentence for people, e.g. ``needs 3 x 1 nvidia.com/gpu (3 members to place); the
     cluster has 4 allocatable on 4 nodes, room for 2 members now: 1 nvidia.com/gpu more must
     free up (1 member's worth, each on one node), or min-available would have to drop to 2``.
@@ -339,7 +339,8 @@ def shortfall_text(s: Shortfall) -> str:
     of scattered free amounts misleads. The advice is of the kind that can help: when the
     members ask more than the cluster could ever free for them (``beyond_cluster``), only a
     new node does; a smaller min-available is offered only as ``lower_min_member`` allows
-    (never 0, never below the members bound)."""
+    (never 0, never below the members bound). ``least`` names the gang's minimum as its
+    scheduler does (``minCount`` for a native gang)."""
     def q(milli: int) -> str:
         return format_quantity(s.resource, milli)
 
@@ -352,7 +353,7 @@ def shortfall_text(s: Shortfall) -> str:
     if s.missing_members == 0:
         return f"{head}, room for {s.room} now: enough"
     lower = lower_min_member(s)
-    alternative = "" if lower is None else f", or min-available would have to drop to {lower}"
+    alternative = "" if lower is None else f", or {least} would have to drop to {lower}"
     room = f"room for {_members(s.room)} now"
     beyond = beyond_cluster(s)
     if beyond:

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 from .capacity import (Shortfall, beyond_cluster, format_quantity, lower_min_member,
                        more_text, shortfall_text)
-from .native import gang_text, min_name
+from .native import gang_text, is_native, min_name
 from .records import FAILED_STATUSES, Capacity, CycleObserved
 from .text import listing
 
@@ -168,6 +168,12 @@ def fold_attempt(ep: Episode | None, rec: CycleObserved, quiet: int) -> Episode 
     if ep is not None and rec.reason == ROUND_ENDED and rec.at <= ep.last_at + quiet \
             and not rec.from_condition:
         return count_round(ep, rec)
+    if ep is not None and rec.culprit is None and rec.already_wait_for_bound is not None \
+            and rec.at <= ep.last_at + quiet:
+        # a member refused for its gang with no culprit named, but with the members placed
+        # at once (kube-scheduler v1.37's pod-group cycle: "minCount (3) cannot be satisfied:
+        # 2 scheduled, 0 remaining", forms GS1/GS2): the open episode's fit, nothing else
+        return _seen_fit(ep, rec)
     return ep
 
 
@@ -282,7 +288,7 @@ def unschedulable_message(gang: str, facts: dict[str, Any]) -> str:
             f"scheduler rejects the whole gang and retries it")
     short = shortfall_of(facts)
     if short is not None:
-        text += f"; it {shortfall_text(short)}"
+        text += f"; it {shortfall_text(short, 'minCount' if is_native(gang) else 'min-available')}"
     return text
 
 

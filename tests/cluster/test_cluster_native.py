@@ -168,7 +168,8 @@ def test_too_few_pods_is_told_on_every_pod_and_the_podgroup(held: Chain,
 def test_a_missing_podgroup_then_created(held: Chain, native_cluster: Any,
                                          core: client.CoreV1Api) -> None:
     text = ("PodGroup nat-missing/job (scheduling.k8s.io) does not exist: 2 pods name it in "
-            "spec.schedulingGroup; kube-scheduler holds them at PreEnqueue until it is created")
+            "spec.schedulingGroup; kube-scheduler keeps them out of its scheduling queue until it "
+            "is created")
     for pod in ("job-0", "job-1"):
         events = wait_told(core, held, "nat-missing", pod, "GangNotInitialized")
         assert messages(events, "GangNotInitialized") == [text]

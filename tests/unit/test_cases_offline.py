@@ -12,8 +12,9 @@ import pytest
 from streams.wire.traces import fold_trace
 from tests.fixtures.casecheck import case_dirs, handed_case_dirs, problems, recorded_case_dirs
 
-AT = "2026-12-02T13:55:00Z"
-"""After every case, the recorded ones (the last record at 2026-12-02T13:50) included, with
+AT = "2026-12-04T19:05:00Z"
+"""After every case, the recorded ones (the last record, of the native cases, at
+2026-12-04T18:59) included, with
 their timers (stranded: 120 s) due; not ahead of the wall clock, as the worker sets aside a tick
 more than 60 s ahead of its Kafka timestamp."""
 

@@ -318,4 +318,5 @@ def test_the_held_pods_gauge_counts_a_gated_gang_under_its_own_reason() -> None:
             if name == "gangstate_pods_held_preenqueue"
             and dict(labels)["scheduler"] == "koord-scheduler"}
     assert held == {"GangNotInitialized": 0, "GangMembersInsufficient": 0,
-                    "GangGroupIncomplete": 0, "GangMemberGated": 2}
+                    "GangGroupIncomplete": 0, "GangMemberGated": 2,
+                    "GangCompositeIncomplete": 0}

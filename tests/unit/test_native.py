@@ -157,7 +157,8 @@ def test_a_missing_podgroup_then_created_ends_the_hold() -> None:
     assert diagnostics(outputs) == [
         ("GangNotInitialized",
          "PodGroup team-n/llm (scheduling.k8s.io) does not exist: 2 pods name it in "
-         "spec.schedulingGroup; kube-scheduler holds them at PreEnqueue until it is created"),
+         "spec.schedulingGroup; kube-scheduler keeps them out of its scheduling queue until it "
+         "is created"),
         ("GangMembersSatisfied",
          "PodGroup team-n/llm has 2 of minCount 2 pods; no longer held at PreEnqueue")]
 

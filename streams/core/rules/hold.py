@@ -76,8 +76,9 @@ def _not_initialized_message(gang: str, f: dict[str, Any]) -> str:
         namespace, name, _ = split_gang(gang)
         return (f"PodGroup {namespace}/{name} (scheduling.k8s.io) does not exist: "
                 f"{f['members']} {plural(f['members'], 'pod names', 'pods name')} it in "
-                f"spec.schedulingGroup; kube-scheduler holds "
-                f"{plural(f['members'], 'it', 'them')} at PreEnqueue until it is created")
+                f"spec.schedulingGroup; kube-scheduler keeps "
+                f"{plural(f['members'], 'it', 'them')} out of its scheduling queue until it is "
+                f"created")
     if f.get("orphaned"):
         return (f"gang {gang} was removed from the scheduler's gang cache with its PodGroup "
                 f"{f['podgroup_deleted'] or ''}".rstrip() + f"; its {f['orphaned']} remaining "
@@ -437,9 +438,13 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     reason, facts = held
     behind = reason == GATED.name and not member.gated
     if is_native(state.gang):
-        return {"held_at": "PreEnqueue",
-                "held_by": ("SchedulingGates, on the PodGroup's gated pods" if behind
-                            else None if member.gated else "GangScheduling"),
+        if reason == NOT_INITIALIZED.name:  # NG2: the queue keeps it until the PodGroup exists
+            where, by = "SchedulingQueue", "kube-scheduler's incomplete pod-group pods"
+        else:
+            where = "PreEnqueue"
+            by = ("SchedulingGates, on the PodGroup's gated pods" if behind
+                  else None if member.gated else "GangScheduling")
+        return {"held_at": where, "held_by": by,
                 "reasons": [{"reason": reason, "facts": facts,
                              "message": _HELD[reason].message(state.gang, facts)}],
                 "unblock": [_HELD[reason].unblock_text(state, facts)]}
