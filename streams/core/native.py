@@ -154,19 +154,26 @@ def settings_of_native_podgroup(spec: Mapping[str, Any]) -> RawSettings:
     ``Gang`` or ``Basic`` (whichever ``schedulingPolicy`` sets; ``None`` for neither),
     ``parent`` the ``parentCompositePodGroupName``. The other fields are Koordinator's and
     stay ``None``."""
+    return _policy_settings(spec, "minCount")
+
+
+def _policy_settings(spec: Mapping[str, Any], count_field: str) -> RawSettings:
+    """``RawSettings`` of a native PodGroup's or CompositePodGroup's ``spec``: the gang
+    policy's ``count_field`` (``minCount``, ``minGroupCount``) as ``min_available``, the
+    policy set, the parent composite."""
     policy = spec.get("schedulingPolicy")
     policy = policy if isinstance(policy, Mapping) else {}
     gang = policy.get("gang")
     kind: str | None = None
-    min_count: str | None = None
+    count: str | None = None
     if isinstance(gang, Mapping):
         kind = "Gang"
-        count = gang.get("minCount")
-        min_count = "0" if count is None else str(count)
+        value = gang.get(count_field)
+        count = "0" if value is None else str(value)
     elif isinstance(policy.get("basic"), Mapping):
         kind = "Basic"
     parent = spec.get("parentCompositePodGroupName")
-    return RawSettings(min_available=min_count, policy=kind,
+    return RawSettings(min_available=count, policy=kind,
                        parent=parent if isinstance(parent, str) and parent else None)
 
 
@@ -209,20 +216,7 @@ def settings_of_composite(spec: Mapping[str, Any]) -> RawSettings:
     """A native CompositePodGroup's spec as written (NG6): ``min_available`` is
     ``schedulingPolicy.gang.minGroupCount`` (``"0"`` when the gang policy has none),
     ``policy`` ``Gang`` or ``Basic``, ``parent`` its own ``parentCompositePodGroupName``."""
-    policy = spec.get("schedulingPolicy")
-    policy = policy if isinstance(policy, Mapping) else {}
-    gang = policy.get("gang")
-    kind: str | None = None
-    count: str | None = None
-    if isinstance(gang, Mapping):
-        kind = "Gang"
-        value = gang.get("minGroupCount")
-        count = "0" if value is None else str(value)
-    elif isinstance(policy.get("basic"), Mapping):
-        kind = "Basic"
-    parent = spec.get("parentCompositePodGroupName")
-    return RawSettings(min_available=count, policy=kind,
-                       parent=parent if isinstance(parent, str) and parent else None)
+    return _policy_settings(spec, "minGroupCount")
 
 
 def counts_for_gang(phase: str) -> bool:

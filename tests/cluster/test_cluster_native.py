@@ -26,6 +26,7 @@ from streams.kafka.publishing import ensure_topics
 from streams.settings import Settings, Topics
 from tests.cluster.conftest import GRACE_SECONDS, STRANDED_SECONDS
 from tests.cluster.kube import gangstate_events, record_scenario, wait_for
+from tests.cluster.test_cluster_scenarios import explain, messages
 
 SCHEDULER = "default-scheduler"
 #: how long a scenario may take to show its Events: grace (10 s) + ticks + Kafka + sink
@@ -101,16 +102,6 @@ def _describe(core: client.CoreV1Api, chain: Chain, namespace: str) -> str:
     lines.append(f"--- kube-scheduler log lines of {namespace} (latest 10)")
     lines += [ln[:300] for ln in text.splitlines() if f"{namespace}/" in ln][-10:]
     return "\n".join(lines)
-
-
-def messages(events: list[dict[str, Any]], reason: str) -> list[str]:
-    return [e["message"] for e in events if e["reason"] == reason]
-
-
-def explain(chain: Chain, ref: str) -> str:
-    out = chain.gangstate("explain", "pod", ref, "--server", chain.server)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 # -- the scenarios held at PreEnqueue, created at once ----------------------------------------

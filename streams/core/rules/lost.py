@@ -39,17 +39,24 @@ def replacement_text(match_policy: str) -> str:
             "without waiting for minMember")
 
 
+def lost_clauses(f: dict[str, Any]) -> str:
+    """Who was lost and how, for a message: members lost the same way share a clause (at most
+    ``NAMES_SHOWN`` names each), clauses ordered by their first name, e.g. ``g-1 deleted;
+    g-2 failed (Evicted)``. Pure."""
+    by_cause: dict[str, list[str]] = {}
+    for name in sorted(f["lost"]):
+        by_cause.setdefault(f["lost"][name], []).append(name)
+    return "; ".join(f"{listing(names, NAMES_SHOWN)} {cause}" for cause, names in
+                     sorted(by_cause.items(), key=lambda item: item[1][0]))
+
+
 def lost_message(gang: str, f: dict[str, Any]) -> str:
     """The message of ``GangMembersLost``, e.g. ``gang ns/g lost members after it was
     scheduled: g-1 deleted; 1 member of minMember 2 remains bound; koord-scheduler neither
     evicts the remaining members nor restarts the gang; a replacement pod ...; a pod without a
     controller is created again by no one``. Lost members with the same cause share a
     clause. Pure."""
-    by_cause: dict[str, list[str]] = {}
-    for name in sorted(f["lost"]):
-        by_cause.setdefault(f["lost"][name], []).append(name)
-    clauses = "; ".join(f"{listing(names, NAMES_SHOWN)} {cause}" for cause, names in
-                        sorted(by_cause.items(), key=lambda item: item[1][0]))
+    clauses = lost_clauses(f)
     n = f["remaining"]
     return (f"gang {gang} lost members after it was scheduled: {clauses}; {n} "
             f"{plural(n, 'member', 'members')} of minMember {f['min_member']} "
@@ -70,11 +77,7 @@ def below_message(gang: str, f: dict[str, Any]) -> str:
     scheduled and is now below minCount: g-1 deleted; 1 of minCount 2 pods remains bound;
     its PodGroupInitiallyScheduled condition stays True (it never returns to False) ...``.
     Pure."""
-    by_cause: dict[str, list[str]] = {}
-    for name in sorted(f["lost"]):
-        by_cause.setdefault(f["lost"][name], []).append(name)
-    clauses = "; ".join(f"{listing(names, NAMES_SHOWN)} {cause}" for cause, names in
-                        sorted(by_cause.items(), key=lambda item: item[1][0]))
+    clauses = lost_clauses(f)
     n = f["remaining"]
     return (f"{gang_text(gang)} was scheduled and is now below minCount: {clauses}; {n} of "
             f"minCount {f['min_member']} {plural(n, 'pod remains', 'pods remain')} bound; its "
