@@ -438,6 +438,7 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     reason, facts = held
     behind = reason == GATED.name and not member.gated
     if is_native(state.gang):
+        by: str | None
         if reason == NOT_INITIALIZED.name:  # NG2: the queue keeps it until the PodGroup exists
             where, by = "SchedulingQueue", "kube-scheduler's incomplete pod-group pods"
         else:
