@@ -49,8 +49,9 @@ def cli() -> None:
                    "GANGSTATE_GRACE_SECONDS, 10)")
 def fold(trace: str, output: str, at: str | None, grace: float | None) -> int:
     """Run the pure fold over a gangstate.*/v1 JSON-lines TRACE, or over a cluster dump
-    (`kubectl get nodes,pods,podgroups,events -o json`, gzipped or not) read as the records a
-    watch would have published. The clock is the records' observed_at; the fold ends with a
+    (`kubectl get nodes,pods,podgroups,events -o json`, gzipped or not; on a cluster with
+    Kubernetes' own gangs also podgroups.scheduling.k8s.io, compositepodgroups.scheduling.k8s.io
+    and workloads.scheduling.k8s.io) read as the records a watch would have published. The clock is the records' observed_at; the fold ends with a
     tick at --at. Malformed lines are reported on stderr with their line number and skipped. A
     record more than GANGSTATE_MAX_SKEW_SECONDS (60) ahead of the rest of the trace (the latest
     observed_at after it, or --at) is set aside, not folded, and reported on stderr (and in

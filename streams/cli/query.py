@@ -484,7 +484,9 @@ def source_options(f: Any) -> Any:
                      help="answer from the offline fold of this trace instead of a worker "
                           "(repeatable: traces are merged by observed_at); a `kubectl get "
                           "nodes,pods,podgroups,events -o json` dump (gzipped or not) works "
-                          "too")(f)
+                          "too (on a cluster with Kubernetes' own gangs, name "
+                          "podgroups.scheduling.k8s.io, compositepodgroups.scheduling.k8s.io "
+                          "and workloads.scheduling.k8s.io: docs/query.md)")(f)
     f = timeout_option("the worker (unreachable, or 503: not ready yet)")(f)
     f = click.option("--server", default=None,
                      help=f"URL of a worker's views (`gangstate worker --http-port PORT`); "

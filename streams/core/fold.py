@@ -23,7 +23,7 @@ from .records import (FAILED_STATUSES, GANG_CHECK_REASONS, AckObserved, CycleObs
                       GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick,
                       CapacityObserved)
-from .native import is_native
+from .native import is_native, quiet_micros
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
 
@@ -331,7 +331,8 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         if not decide.skips_gang_checks(new):
             if rec.cycle is not None and not rec.shim:
                 rec = episode.own_failure(rec, new.n_waiting)
-            new.episode = episode.fold_attempt(state.episode, rec, settings.quiet_micros)
+            new.episode = episode.fold_attempt(state.episode, rec,
+                                               quiet_micros(state.gang, settings.quiet_micros))
             new.preemption = preemption.note_attempt(state.preemption, rec)
     latest = state.cycle
     if rec.cycle is None or latest is None or rec.cycle > latest:

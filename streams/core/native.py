@@ -17,7 +17,7 @@ one (``@`` is in no Kubernetes object name), so a Koordinator PodGroup and a nat
 the same name in one namespace are two gangs, and no rule of one scheduler sees the other's
 (``rules.registry`` runs each family only for the schedulers it names).
 
-Sources (rule ids NG1-NG9; file:line in ``docs/native-gang-rules.md``): k8s.io/kubernetes
+Sources (rule ids NG1-NG10; file:line in ``docs/native-gang-rules.md``): k8s.io/kubernetes
 v1.37.2 ``pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go``,
 ``pkg/scheduler/backend/cache/podgroupstate.go``, ``pkg/scheduler/backend/cache/cache.go``,
 ``pkg/apis/scheduling/types.go``.
@@ -51,6 +51,26 @@ NATIVE_PODGROUP_API_VERSION = f"{NATIVE_GROUP}/{NATIVE_PODGROUP_VERSION}"
 PERMIT_TIMEOUT_SECONDS = 300
 """NG5: how long a native gang's members that fit wait at Permit for minCount members to be
 scheduled, seconds; fixed, not configurable (``permitTimeoutDuration``)."""
+
+SERIES_REFRESH_SECONDS = 30 * 60
+"""NG10: how long kube-scheduler's Event recorder leaves a running series unwritten: the
+``events.k8s.io`` broadcaster patches a series' count every 30 minutes (client-go v0.37.2
+``tools/events/event_broadcaster.go:51,397``), and the pods' ``PodScheduled=False`` condition
+does not change while the message stays the same, so a native gang retried with backoff every
+18 s shows no new record for up to 30 minutes."""
+
+NATIVE_QUIET_SECONDS = SERIES_REFRESH_SECONDS + 60
+"""How long a native gang's failure episode stays open after its last failure seen, seconds:
+one series refresh and a minute, so the episode of a gang kube-scheduler keeps failing does
+not close between two refreshes (``quiet_micros``)."""
+
+
+def quiet_micros(gang: str, quiet: int) -> int:
+    """The quiet time (microseconds) that closes a gang's failure episode: ``quiet`` (the
+    fold's ``episode_quiet_seconds``) for a Koordinator gang, at least ``NATIVE_QUIET_SECONDS``
+    for a native one (NG10)."""
+    return max(quiet, NATIVE_QUIET_SECONDS * 1_000_000) if is_native(gang) else quiet
+
 
 KOORDINATOR_SCHEDULER_NAME = "koord-scheduler"
 """NG1: the ``schedulerName`` of Koordinator's profile; its pods are never native gang members
@@ -149,7 +169,7 @@ def is_native_podgroup(api_version: str) -> bool:
 
 
 def settings_of_native_podgroup(spec: Mapping[str, Any]) -> RawSettings:
-    """A native PodGroup's spec as written (NG2): ``min_available`` is
+    """A native PodGroup's spec as written (NG3, NG4): ``min_available`` is
     ``schedulingPolicy.gang.minCount`` (``"0"`` when the gang policy has none), ``policy``
     ``Gang`` or ``Basic`` (whichever ``schedulingPolicy`` sets; ``None`` for neither),
     ``parent`` the ``parentCompositePodGroupName``. The other fields are Koordinator's and

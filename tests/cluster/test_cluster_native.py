@@ -169,7 +169,7 @@ def test_a_missing_podgroup_then_created(held: Chain, native_cluster: Any,
     for pod in ("job-0", "job-1"):
         events = wait_told(core, held, "nat-missing", pod, "GangScheduled")
         assert messages(events, "GangMembersSatisfied") == [
-            "PodGroup nat-missing/job has 2 of minCount 2 pods; no longer held at PreEnqueue"]
+            "PodGroup nat-missing/job has 2 of minCount 2 pods; no longer held"]
         assert messages(events, "GangScheduled") == [
             "PodGroup nat-missing/job is scheduled: 2 of minCount 2 pods bound"]
     record_scenario(core, "nat-missing", held)
@@ -179,7 +179,7 @@ def test_a_composite_group_short_of_its_quorum(held: Chain, core: client.CoreV1A
     text = ("PodGroup nat-composite/a has 2 of minCount 2 pods, but CompositePodGroup "
             "nat-composite/job has 1 of minGroupCount 2 child groups with their minCount pods; "
             "kube-scheduler holds the whole tree at PreEnqueue (waiting for composite pod group "
-            "\"job\" tree to meet quorum) until 1 more group has its")
+            "\"job\" tree to meet quorum) until 1 more group has its minCount pods")
     for pod in ("a-0", "a-1"):
         events = wait_told(core, held, "nat-composite", pod, "GangCompositeIncomplete")
         assert messages(events, "GangCompositeIncomplete") == [text]
@@ -207,8 +207,8 @@ def test_a_gated_member_holds_the_whole_podgroup(held: Chain, core: client.CoreV
         events = wait_told(core, held, "nat-gated", pod, "GangMemberGated")
         assert messages(events, "GangMemberGated") == [text]
         assert kube_scheduler_events(core, "nat-gated", pod) == []
-    assert ("Held at:        PreEnqueue (SchedulingGates, on the PodGroup's gated pods)"
-            in explain(held, "nat-gated/g-0"))
+    assert ("Held at:        SchedulingQueue (the PodGroup, gated as one entity by "
+            "SchedulingGates)") in explain(held, "nat-gated/g-0")
     record_scenario(core, "nat-gated", held)
 
 
@@ -236,7 +236,8 @@ def test_never_fits_names_the_shortfall(native_chain: Chain, native_cluster: Any
     assert any(e["reason"] == "FailedScheduling"
                for pod in told for e in kube_scheduler_events(core, ns, pod))
     out = explain(native_chain, f"{ns}/big-0")
-    assert "Held at:        Filter (GangScheduling)" in out
+    assert ("Held at:        PlacementFeasible (GangScheduling: minCount cannot be "
+            "satisfied)") in out
     assert "add a node with at least 1 nvidia.com/gpu more" in out, out
     record_scenario(core, ns, native_chain)
     for i in range(3):

@@ -160,7 +160,7 @@ def test_a_missing_podgroup_then_created_ends_the_hold() -> None:
          "spec.schedulingGroup; kube-scheduler keeps them out of its scheduling queue until it "
          "is created"),
         ("GangMembersSatisfied",
-         "PodGroup team-n/llm has 2 of minCount 2 pods; no longer held at PreEnqueue")]
+         "PodGroup team-n/llm has 2 of minCount 2 pods; no longer held")]
 
 
 def test_terminated_pods_do_not_count_for_min_count() -> None:
@@ -333,7 +333,7 @@ def test_a_ready_child_of_a_composite_short_of_quorum_is_told_why() -> None:
         "PodGroup team-n/a has 2 of minCount 2 pods, but CompositePodGroup team-n/job has 1 "
         "of minGroupCount 2 child groups with their minCount pods; kube-scheduler holds the "
         "whole tree at PreEnqueue (waiting for composite pod group \"job\" tree to meet "
-        "quorum) until 1 more group has its")
+        "quorum) until 1 more group has its minCount pods")
     assert a["gang_group"] == f"{NS}/composite:job@kube-scheduler"
     job = store[f"{NS}/composite:job@kube-scheduler"]
     assert (job.phase, job.name, job.scheduler) == ("Gathering", "job", KUBE_SCHEDULER)
@@ -367,3 +367,28 @@ def test_a_child_whose_composite_does_not_exist() -> None:
             if o.get("schema") == "gangstate.diagnostic/v1"]
     assert told == [("GangCompositeIncomplete", {"composite": "job", "members": 1,
                                                  "min_member": 1, "exists": False})]
+
+
+def test_a_native_failure_episode_outlives_kube_schedulers_silent_retries() -> None:
+    # NG10: kube-scheduler retries a pod group every 18 s but writes its Event series once in
+    # 30 minutes; 20 minutes after the last failure seen the episode is still open (a
+    # Koordinator gang's would have closed after 600 s), 32 minutes after it is not
+    from streams.core.explain import findings
+    from streams.core.state import as_of
+
+    big = f"{NS}/big@kube-scheduler"
+    fit_error = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    # the cycle record the watch producer derives from big-2's FailedScheduling Event
+    cycle = {"schema": "gangstate.cycle/v1", "observed_at": format_time(at(1)),
+             "scheduler": "default-scheduler", "cycle": None,
+             "pod": {"namespace": NS, "name": "big-2", "uid": "uid-big-2"}, "gang": big,
+             "gang_group": big, "stage": "Filter", "status": "Unschedulable",
+             "reason": "Insufficient nvidia.com/gpu", "message": fit_error,
+             "culprit": f"{NS}/big-2", "fit_error": fit_error,
+             "source": {"event": f"{NS}/e1", "uid": "ev-1", "count": 1}}
+    lines = [pg_line(native_podgroup("big", 3), 0)]
+    lines += [line(native_pod(f"big-{i}", "big"), 0.5) for i in range(3)]
+    lines.append(json.dumps(cycle).encode())
+    _, store = fold(lines, end=20 * 60)
+    assert [f["reason"] for f in findings(store[big])] == ["GangUnschedulable"]
+    assert [f["reason"] for f in findings(as_of(store[big], at(32 * 60)))] == []

@@ -128,27 +128,33 @@ def _composite_message(gang: str, f: dict[str, Any]) -> str:
     if not f.get("exists", True):
         return (f"PodGroup {namespace}/{name} has {f['members']} of minCount "
                 f"{f['min_member']} pods, but its parent CompositePodGroup {composite} does "
-                f"not exist; kube-scheduler holds its pods at PreEnqueue (failed to build "
-                f"hierarchy snapshot) until it is created")
+                f"not exist; kube-scheduler keeps its pods out of its scheduling queue until "
+                f"it is created")
     ready, wanted = f["ready_groups"], f["min_group_count"]
     return (f"PodGroup {namespace}/{name} has {f['members']} of minCount {f['min_member']} "
             f"pods, but CompositePodGroup {composite} has {ready} of minGroupCount {wanted} "
             f"child groups with their minCount pods; kube-scheduler holds the whole tree at "
             f"PreEnqueue (waiting for composite pod group \"{f['composite']}\" tree to meet "
             f"quorum) until {wanted - ready} more "
-            f"{plural(wanted - ready, 'group has its', 'groups have theirs')}")
+            f"{plural(wanted - ready, 'group has its', 'groups have their')} minCount pods")
 
 
 def _composite_unblock(state: GangState, f: dict[str, Any]) -> str:
     composite = f"{state.namespace}/{f['composite']}"
     if not f.get("exists", True):
-        return (f"create CompositePodGroup {composite} (scheduling.k8s.io/v1alpha3), or remove "
-                f"spec.parentCompositePodGroupName from PodGroup {state.namespace}/{state.name}")
+        return (f"create CompositePodGroup {composite} (scheduling.k8s.io/v1alpha3, with the "
+                f"Workload its spec.workloadRef names), or delete PodGroup "
+                f"{state.namespace}/{state.name} and create it again without "
+                f"spec.parentCompositePodGroupName (the field is immutable)")
     missing = f["min_group_count"] - f["ready_groups"]
-    return (f"create the missing pods of {missing} more child "
+    text = (f"create the missing pods of {missing} more child "
             f"{plural(missing, 'PodGroup', 'PodGroups')} of CompositePodGroup {composite} "
-            f"(gangstate describe gang on each tells how many), or lower its "
-            f"spec.schedulingPolicy.gang.minGroupCount to {f['ready_groups']}")
+            f"(gangstate describe gang on each tells how many)")
+    if f["ready_groups"] >= 1:  # minGroupCount is at least 1 (API validation)
+        text += (f", or lower its spec.schedulingPolicy.gang.minGroupCount to "
+                 f"{f['ready_groups']} (kube-scheduler tries the held pods again at its next "
+                 f"retry, not at once: it registers no event for that change)")
+    return text
 
 
 def _gated_message(gang: str, f: dict[str, Any]) -> str:
@@ -171,7 +177,7 @@ def _satisfied_message(gang: str, f: dict[str, Any]) -> str:
     if is_native(gang):
         namespace, name, _ = split_gang(gang)
         return (f"PodGroup {namespace}/{name} has {f['members']} of minCount "
-                f"{f['min_member']} pods; no longer held at PreEnqueue")
+                f"{f['min_member']} pods; no longer held")
     return (f"gang {gang} has {f['members']} of minMember {f['min_member']} pods; "
             f"no longer held at PreEnqueue")
 
@@ -192,8 +198,7 @@ def _more(missing: int) -> str:
 def _not_initialized_unblock(state: GangState, f: dict[str, Any]) -> str:
     if is_native(state.gang):
         return (f"create PodGroup {state.namespace}/{state.name} (scheduling.k8s.io/v1beta1) "
-                f"with spec.schedulingPolicy.gang.minCount, or the Workload whose controller "
-                f"creates it")
+                f"with spec.schedulingPolicy.gang.minCount")
     if any(m.waits_for_podgroup for m in state.members.values()) and state.podgroup is None:
         return (f"create PodGroup {state.gang} (scheduling.sigs.k8s.io/v1alpha1) with "
                 f"spec.minMember, or remove the pod-group.scheduling.sigs.k8s.io label and "
@@ -361,8 +366,8 @@ def native_hold(state: GangState) -> tuple[str, dict[str, Any]] | None:
     """Why a native gang's pending pods are held (kube-scheduler's GangScheduling, rule ids of
     ``docs/native-gang-rules.md``), as ``(reason, facts)``, or ``None``:
 
-    - NG2: the PodGroup does not exist (``GangNotInitialized`` [members, podgroup]): PreEnqueue
-      refuses every pod naming it;
+    - NG2: the PodGroup does not exist (``GangNotInitialized`` [members, podgroup]): the
+      scheduling queue keeps every pod naming it out of scheduling until it does;
     - NG3: a PodGroup without the gang policy (``Basic``) holds nothing;
     - NG4: fewer live pods (not ``Succeeded``/``Failed``; bound or not, gated or not) than
       ``minCount`` (``GangMembersInsufficient`` [members, min_member, total_number]);
@@ -439,12 +444,14 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     behind = reason == GATED.name and not member.gated
     if is_native(state.gang):
         by: str | None
-        if reason == NOT_INITIALIZED.name:  # NG2: the queue keeps it until the PodGroup exists
+        if reason == NOT_INITIALIZED.name or (reason == COMPOSITE_INCOMPLETE.name
+                                              and not facts.get("exists", True)):
+            # NG2, NG6: the queue keeps it until the PodGroup (CompositePodGroup) exists
             where, by = "SchedulingQueue", "kube-scheduler's incomplete pod-group pods"
+        elif behind:  # NG7: the pod group is queued as one entity, gated with its gated pods
+            where, by = "SchedulingQueue", "the PodGroup, gated as one entity by SchedulingGates"
         else:
-            where = "PreEnqueue"
-            by = ("SchedulingGates, on the PodGroup's gated pods" if behind
-                  else None if member.gated else "GangScheduling")
+            where, by = "PreEnqueue", None if member.gated else "GangScheduling"
         return {"held_at": where, "held_by": by,
                 "reasons": [{"reason": reason, "facts": facts,
                              "message": _HELD[reason].message(state.gang, facts)}],

@@ -79,14 +79,15 @@ def below_message(gang: str, f: dict[str, Any]) -> str:
     Pure."""
     clauses = lost_clauses(f)
     n = f["remaining"]
+    missing = max(1, f["min_member"] - n)
     return (f"{gang_text(gang)} was scheduled and is now below minCount: {clauses}; {n} of "
             f"minCount {f['min_member']} {plural(n, 'pod remains', 'pods remain')} bound; its "
             f"PodGroupInitiallyScheduled condition stays True (kube-scheduler never sets it "
             f"back to False), so the PodGroup looks healthy; kube-scheduler neither evicts the "
-            f"remaining pods nor restarts the gang; a replacement pod created by its controller "
-            f"passes Permit with the bound pods once minCount are scheduled, so it is "
-            f"scheduled as soon as it fits; a pod without a controller is created again by no "
-            f"one")
+            f"remaining pods nor restarts the gang; replacement pods created by its controller "
+            f"pass PreEnqueue once the live pods reach minCount again ({missing} more "
+            f"{plural(missing, 'pod', 'pods')}) and are then scheduled as soon as they fit; a "
+            f"pod without a controller is created again by no one")
 
 
 LOST: Reason = Reason("GangMembersLost", "Warning", lost_message)

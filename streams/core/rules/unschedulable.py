@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import episode as episodes
 from .. import preemption as preemptions
-from ..native import KOORDINATOR, KUBE_SCHEDULER, is_native
+from ..native import KOORDINATOR, KUBE_SCHEDULER, is_native, quiet_micros
 from ..records import CycleObserved
 from ..settings import QUIET_SECONDS, FoldSettings, Output
 from ..state import GangState, Member
@@ -116,13 +116,15 @@ def episode_finding(state: GangState) -> dict[str, Any] | None:
     facts of its diagnostic (``unschedulable_facts``, ``since`` as RFC 3339) with the live
     figures ``rounds``, ``attempts_per_minute`` (``episode.per_minute`` at the gang's clock)
     and ``last_failed_at``. Open means: a member named as not fitting, the last failure at
-    most ``settings.QUIET_SECONDS`` before the gang's clock, the gang not scheduled, and no
+    most ``settings.QUIET_SECONDS`` before the gang's clock (``native.quiet_micros``: longer
+    for a native gang, NG10), the gang not scheduled, and no
     preemption for it in progress (``rules.preemption.preemption_finding`` then). The same for
     every member of the gang."""
     facts = unschedulable_facts(state)
     ep = state.episode
     if facts is None or ep is None \
-            or not episodes.is_open(ep, state.clock, int(QUIET_SECONDS * 1_000_000)) \
+            or not episodes.is_open(ep, state.clock, quiet_micros(
+                state.gang, int(QUIET_SECONDS * 1_000_000))) \
             or preemptions.in_progress(state.preemption):
         return None
     shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
@@ -151,8 +153,11 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     pre = preemption_rules.preemption_finding(state)
     if pre is not None and pre["reason"] == preemption_rules.WASTED.name:
         reasons.append(reason_of(pre))
-    return {"held_at": "Filter",
-            "held_by": "GangScheduling" if is_native(state.gang) else "Coscheduling",
+    if is_native(state.gang):  # NG10: kube-scheduler's pod-group cycle could not place it
+        where, by = "PlacementFeasible", "GangScheduling: minCount cannot be satisfied"
+    else:
+        where, by = "Filter", "Coscheduling"
+    return {"held_at": where, "held_by": by,
             "reasons": reasons,
             "unblock": [UNSCHEDULABLE.unblock_text(state, episode["facts"])]}
 
