@@ -19,7 +19,8 @@ from typing import Iterable, Mapping, MutableMapping
 
 from . import decide, episode, preemption, retention, rules
 from .settings import FoldSettings as FoldSettings, Output as Output
-from .records import (FAILED_STATUSES, GANG_CHECK_REASONS, AckObserved, CycleObserved,
+from .records import (FAILED_STATUSES, GANG_CHECK_REASONS, HELD_BY_GANGSTATE, AckObserved,
+                      CycleObserved,
                       GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick,
                       CapacityObserved)
@@ -311,7 +312,10 @@ def apply_cycle(state: GangState, rec: CycleObserved,
             rec.cycle is None and rec.reason in GANG_CHECK_REASONS
             and decide.skips_gang_checks(state))
         if not stale and (m.cycle is None or rec.cycle is None or rec.cycle >= m.cycle):
-            refused = rec.stage == "PreEnqueue" and rec.status != "Success"
+            # a refusal by gangstate's own hold is not Coscheduling's: the shim activates the
+            # pods when the hold ends, nothing strands them (HELD_BY_GANGSTATE)
+            refused = rec.stage == "PreEnqueue" and rec.status != "Success" \
+                and rec.reason != HELD_BY_GANGSTATE
             new.put_member(uid, new_member(m.name, m.rv, m.node, m.phase, m.terminating,
                                            m.settings, m.waits_for_podgroup, rec.stage,
                                            rec.status, rec.reason, rec.cycle, m.gates,

@@ -72,6 +72,13 @@ basic check, a gang group rejected for another member, the Permit timeout and it
 Unreserve). A group that skips the gang checks (rule P4) gets none of them (rule M6)."""
 
 
+HELD_BY_GANGSTATE = "GangHeld"
+"""The reason of the scheduler shim's records of a pod it refuses because gangstate holds its
+gang (``HoldGang``; shim ``gangshim/holds.go`` ``reportHeld``): gangstate's own refusal, which
+the shim undoes itself (it activates the pods when the hold ends), not Coscheduling's, which
+nothing retries (rule ST1): such a record never makes a member refused (``fold.apply_cycle``)."""
+
+
 class Capacity(NamedTuple):
     """What the cluster had for the culprit's short resource when the attempt failed (from
     the watcher's per-node cache; milli-units): ``resource`` (``nvidia.com/gpu``), ``request``

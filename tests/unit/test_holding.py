@@ -281,3 +281,31 @@ def test_the_room_comes_from_the_events_while_the_shim_reports_the_rounds() -> N
         (t(11), "GangCannotFit")]
     # the Event-derived records count no round of their own: one GangUnschedulable, at 11 s
     assert [d["observed_at"] for d in of(out, "GangUnschedulable")] == [t(11)]
+
+
+def shim_record(t: float, cycle: int, member: str, stage: str, status: str,
+                reason: str) -> CycleObserved:
+    """The shim's record of ``member``'s outcome in cycle ``cycle`` (no culprit)."""
+    return CycleObserved(at(t), "koord-scheduler", cycle, f"ns/{member}", f"uid-{member}",
+                         "ns/g", "ns/g", stage, status, reason, "", None, None, "", None, None,
+                         None, None, "koord-scheduler", cycle)
+
+
+def test_a_gang_gangstate_holds_is_never_told_its_members_are_stranded() -> None:
+    # the bug seen on the cluster-scale bench (stop 35): the pods came one by one, so the gang
+    # was briefly held at PreEnqueue by Koordinator (too few), its rounds then failed, gangstate
+    # held it, and the shim refused its members at PreEnqueue with reason GangHeld; those
+    # refusals are gangstate's own hold (the shim activates the pods when it ends), not
+    # Koordinator's, whose stranded members nothing retries: no GangMembersStranded
+    settings = replace(ON, stranded_seconds=20, hold_max_seconds=3600)
+    rounds = []
+    for second in range(1, 12):
+        rounds += [shim_record(second, 100 + second, f"g-{i}", "Permit", "Wait", "")
+                   for i in range(2)] + [failed(second, 100 + second)]
+    refusals = [shim_record(12 + 2 * k + 0.1 * i, 200 + k, f"g-{i}", "PreEnqueue",
+                            "UnschedulableAndUnresolvable", "GangHeld")
+                for k in range(10) for i in range(3)]
+    out = fold_records(gang() + rounds + [ack(11.5, 1, "Applied", None)] + refusals, end=60,
+                       settings=settings)
+    assert len(of(out, "GangHeld")) == 1
+    assert of(out, "GangMembersStranded") == []
