@@ -227,7 +227,7 @@ def _resolved(gang: str, scheduler: str | None,
     for each id it may mean (``streams.query.answers.gang_candidates``: Koordinator's and the
     native one, unless ``scheduler`` says which). ``QueryError`` 1 when none is known or both
     are (then ``--scheduler`` must say which), 2 for an unknown scheduler."""
-    from streams.query.answers import gang_candidates
+    from streams.query.answers import ambiguous, gang_candidates
 
     try:
         candidates = gang_candidates(gang, scheduler)
@@ -237,8 +237,7 @@ def _resolved(gang: str, scheduler: str | None,
     if not found:
         raise QueryError(f"gang {gang} not found", 1)
     if len(found) > 1:
-        raise QueryError(f"gang {gang} exists for both {found[0]['scheduler']} and "
-                         f"{found[1]['scheduler']}: say which with --scheduler", 1)
+        raise QueryError(ambiguous(gang, [doc["gang"] for doc in found]), 1)
     return found[0]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping
 
 from streams.core.explain import deletion, findings, why_pod
-from streams.core.native import KUBE_SCHEDULER, SCHEDULERS, gang_key, split_gang
+from streams.core.native import KUBE_SCHEDULER, SCHEDULERS, composite_key, gang_key, split_gang
 from streams.core.state import GangState, as_of, summary
 from streams.core.timefmt import format_time
 
@@ -84,17 +84,19 @@ def gang_detail(state: GangState, now: int | None = None) -> dict[str, Any]:
 
 def gang_candidates(gang: str, scheduler: str | None = None) -> list[str]:
     """The gang ids a person's ``NAMESPACE/NAME`` may mean: with ``scheduler`` only that
-    scheduler's; without, Koordinator's then the native one (``ns/name@kube-scheduler``); an id
-    that already names its scheduler means itself. Raises ``ValueError`` for an unknown
+    scheduler's; without, Koordinator's, then the native PodGroup's (``ns/name@kube-scheduler``)
+    and the native CompositePodGroup's (``ns/composite:name@kube-scheduler``); an id that
+    already names its scheduler means itself. Raises ``ValueError`` for an unknown
     ``scheduler``."""
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; one of {', '.join(SCHEDULERS)}")
     namespace, name, named = split_gang(gang)
     if gang.endswith("@" + KUBE_SCHEDULER):
         return [gang] if scheduler in (None, named) else []
-    if scheduler is not None:
-        return [gang_key(namespace, name, scheduler)]
-    return [gang_key(namespace, name, s) for s in SCHEDULERS]
+    out = [] if scheduler == KUBE_SCHEDULER else [gang_key(namespace, name)]
+    if scheduler in (None, KUBE_SCHEDULER):
+        out += [gang_key(namespace, name, KUBE_SCHEDULER), composite_key(namespace, name)]
+    return out
 
 
 def resolve_gang(states: Mapping[str, GangState], gang: str,
@@ -106,9 +108,15 @@ def resolve_gang(states: Mapping[str, GangState], gang: str,
     if not found:
         raise NotFound(f"gang {gang} not found")
     if len(found) > 1:
-        raise NotFound(f"gang {gang} exists for both {found[0].scheduler} and "
-                       f"{found[1].scheduler}: say which with --scheduler")
+        raise NotFound(ambiguous(gang, [s.gang for s in found]))
     return found[0]
+
+
+def ambiguous(gang: str, ids: list[str]) -> str:
+    """What to say when ``NAMESPACE/NAME`` ``gang`` names several gangs (``ids``): which, and
+    how to pick one (``--scheduler``, or the id itself)."""
+    return (f"gang {gang} names {len(ids)} gangs: {', '.join(ids)}; say which with "
+            f"--scheduler, or give the id")
 
 
 def _knows_pod(state: GangState, pod: str) -> bool:

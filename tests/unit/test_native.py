@@ -280,8 +280,8 @@ def test_describe_asks_which_scheduler_when_both_have_the_name(
     trace, end = _both_trace(tmp_path), format_time(at(30))
     assert main(["describe", "gang", "team-n/llm", "--from", trace, "--at", end]) == 1
     assert capsys.readouterr().err == (
-        "gangstate describe: gang team-n/llm exists for both koord-scheduler and "
-        "kube-scheduler: say which with --scheduler\n")
+        "gangstate describe: gang team-n/llm names 2 gangs: team-n/llm, "
+        "team-n/llm@kube-scheduler; say which with --scheduler, or give the id\n")
     assert main(["describe", "gang", "team-n/llm", "--scheduler", "kube-scheduler",
                  "--from", trace, "--at", end]) == 0
     out = capsys.readouterr().out
@@ -392,3 +392,20 @@ def test_a_native_failure_episode_outlives_kube_schedulers_silent_retries() -> N
     _, store = fold(lines, end=20 * 60)
     assert [f["reason"] for f in findings(store[big])] == ["GangUnschedulable"]
     assert [f["reason"] for f in findings(as_of(store[big], at(32 * 60)))] == []
+
+
+def test_describe_finds_a_composite_pod_group_by_its_name(tmp_path: Any,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    from streams.cli import main
+
+    lines = [line(composite(), 0, resource="compositepodgroups"),
+             pg_line(native_podgroup("a", 2, parent="job"), 0),
+             line(native_pod("a-0", "a"), 1)]
+    trace = tmp_path / "composite.jsonl"
+    trace.write_bytes(b"\n".join(lines) + b"\n")
+    assert main(["describe", "gang", "team-n/job", "--from", str(trace),
+                 "--at", format_time(at(30)), "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["gang"], doc["phase"], doc["members"], doc["min_member"]) == (
+        "team-n/composite:job@kube-scheduler", "Gathering", 0, 2)
