@@ -298,26 +298,44 @@ def format_gangs(rows: list[dict[str, Any]]) -> str:
 
 
 def format_gang(doc: dict[str, Any]) -> str:
-    """``describe gang``: the spec and counts, the pods, the open findings, the history."""
+    """``describe gang``: the spec and counts, the pods, the open findings, the history. A
+    native gang (kube-scheduler's) shows its spec in kube-scheduler's terms: its PodGroup (or
+    CompositePodGroup) and minCount (minGroupCount), the fixed Permit wait; no gang group,
+    total number, mode, representative, epoch or storm (Koordinator's)."""
     ns, name, scheduler = split_gang(doc["gang"])
     waiting = doc["waiting_seconds"]
     deleted = [("Deleted", doc["deleted"])] if doc.get("deleted") else []
+    native = scheduler == KUBE_SCHEDULER
+    if native:
+        composite = doc["gang"].partition("/")[2].startswith("composite:")
+        spec: list[tuple[str, Any]] = [
+            ("CompositePodGroup" if composite else "PodGroup", doc["podgroup"]),
+            ("Min group count" if composite else "Min count", doc["min_member"]),
+            ("Permit wait", None if waiting is None else f"{waiting}s (fixed)")]
+        if doc["gang_group"] != doc["gang"]:
+            spec.append(("Composite", doc["gang_group"]))
+        members = (f"{doc['members']} child groups with their minCount pods" if composite else
+                   f"{doc['members']} ({doc['bound']} bound)")
+        extra: list[tuple[str, Any]] = []
+    else:
+        spec = [("Gang group", doc["gang_group"]), ("Spec from", doc["spec_source"]),
+                ("PodGroup", doc["podgroup"]), ("Min member", doc["min_member"]),
+                ("Total number", doc["total_number"]), ("Mode", doc["mode"]),
+                ("Waiting time", None if waiting is None else f"{waiting}s")]
+        members = (f"{doc['members']} ({doc['bound']} bound, {doc['waiting']} waiting at "
+                   f"Permit)")
+        extra = [("Representative", _representative(doc["representative"], scheduler)),
+                 ("Epoch", doc["epoch"])]
+    storm = [] if native else [
+        ("Storm", f"{doc.get('failed_attempts_per_minute', 0)} FailedScheduling "
+                  f"Events per minute (the last 60 s of event time)")]
     out = _fields([
         ("Name", name), ("Namespace", ns), ("Scheduler", scheduler), ("Phase", doc["phase"]),
-        *deleted,
-        ("Gang group", doc["gang_group"]), ("Spec from", doc["spec_source"]),
-        ("PodGroup", doc["podgroup"]), ("Min member", doc["min_member"]),
-        ("Total number", doc["total_number"]), ("Mode", doc["mode"]),
-        ("Waiting time", None if waiting is None else f"{waiting}s"),
-        ("Members", f"{doc['members']} ({doc['bound']} bound, {doc['waiting']} waiting at "
-                    f"Permit)"),
-        ("Representative", _representative(doc["representative"], scheduler)),
-        ("Epoch", doc["epoch"]),
+        *deleted, *spec, ("Members", members), *extra,
         ("Last cycle", doc["last_cycle"]),
-        ("Failing", _failing(doc.get("failing"))),
+        ("Failing", _failing(doc.get("failing"), "failed cycles" if native else "rounds")),
         ("Preemption", _preemption(doc.get("preemption"))),
-        ("Storm", f"{doc.get('failed_attempts_per_minute', 0)} FailedScheduling "
-                  f"Events per minute (the last 60 s of event time)"),
+        *storm,
     ])
     out += "Pods:\n"
     pods = doc["pods"]
@@ -338,14 +356,15 @@ def format_gang(doc: dict[str, Any]) -> str:
     return out
 
 
-def _failing(failing: dict[str, Any] | None) -> str | None:
+def _failing(failing: dict[str, Any] | None, unit: str = "rounds") -> str | None:
     """The gang's last failure episode in one line: ``since 2026-12-01T03:41:27.291286Z, 16
-    rounds, last failure 2026-12-01T03:41:28.355863Z``; ``None`` without one."""
+    rounds, last failure 2026-12-01T03:41:28.355863Z`` (``unit``: ``rounds`` of Koordinator,
+    ``failed cycles`` of kube-scheduler's pod-group cycle); ``None`` without one."""
     if failing is None:
         return None
-    return (f"since {failing['since']}, {failing['rounds']} "
-            f"{'round' if failing['rounds'] == 1 else 'rounds'}, last failure "
-            f"{failing['last_failed_at']}")
+    n = failing["rounds"]
+    return f"since {failing['since']}, {n} {unit if n != 1 else unit[:-1]}, last failure " \
+           f"{failing['last_failed_at']}"
 
 
 def _preemption(pre: dict[str, Any] | None) -> str | None:

@@ -12,6 +12,7 @@ grace period (10 s) is waited for once for all of them.
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -272,7 +273,7 @@ def test_a_job_created_gang(native_chain: Chain, native_cluster: Any,
     out = native_chain.gangstate("describe", "gang", f"{ns}/{podgroup}", "--server",
                                  native_chain.server)
     assert out.returncode == 0, out.stderr
-    assert "Scheduler:      kube-scheduler" in out.stdout
+    assert re.search(r"^Scheduler:\s+kube-scheduler$", out.stdout, re.M), out.stdout
     record_scenario(core, ns, native_chain)
 
 
