@@ -171,10 +171,17 @@ def test_list_view_lists_every_gang_sorted_with_phase_and_counts(served) -> None
         "team-g/g", "vision/resnet-ddp"]
     gated = body["gangs"][4]
     assert gated == {"gang": "team-g/g", "namespace": "team-g", "name": "g",
-                     "phase": "Scheduling", "members": 3, "bound": 0, "waiting": 0,
-                     "min_member": 2, "representative": "team-g/g-0"}
+                     "scheduler": "koord-scheduler", "phase": "Scheduling", "members": 3,
+                     "bound": 0, "waiting": 0, "min_member": 2,
+                     "representative": "team-g/g-0"}
     only = requests.get(base + "/gangs", params={"phase": "Scheduling"}, timeout=10).json()
     assert [r["gang"] for r in only["gangs"]] == ["team-g/g"]
+    # the handed cases are all Koordinator's: none is kube-scheduler's
+    native = requests.get(base + "/gangs", params={"scheduler": "kube-scheduler"},
+                          timeout=10).json()
+    assert native == {"gangs": []}
+    bad = requests.get(base + "/gangs", params={"scheduler": "volcano"}, timeout=10)
+    assert bad.status_code == 400 and "unknown scheduler 'volcano'" in bad.json()["error"]
     ns = requests.get(base + "/gangs", params={"namespace": "team-c"}, timeout=10).json()
     assert [(r["gang"], r["members"], r["min_member"]) for r in ns["gangs"]] == [
         ("team-c/bert-large", 4, 4)]
