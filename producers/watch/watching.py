@@ -400,8 +400,8 @@ class _Stream(threading.Thread):
                         # told without it); INFO for the native APIs, off by default in v1.37
                         # (beta GenericWorkload): most clusters lack them, and rightly
                         log.log(logging.WARNING if self._koordinator_crd() else logging.INFO,
-                                "%s: %s is not served (404 %s); %s are not watched (looking "
-                                "again every %.0f s)", self.spec.name, self._what(),
+                                "%s: %s is not served (404 %s); %s of that API are not "
+                                "watched (looking again every %.0f s)", self.spec.name, self._what(),
                                 err.reason or "NotFound", KINDS[resource][0] + "s",
                                 w.config.crd_recheck)
                         self._crd_reported = True
