@@ -36,9 +36,11 @@ MATCH_POLICY = "gang.scheduling.koordinator.sh/match-policy"
 GROUPS = "gang.scheduling.koordinator.sh/groups"
 PODGROUPS = ("scheduling.sigs.k8s.io", "v1alpha1")
 RACE_REFUSALS = ("err=\"can't find gang, gangName: v18-groups/a, podName: v18-groups/a-0\"",
+                 "err=\"gang has not init, gangName: v18-groups/a, podName: v18-groups/a-0\"",
                  "err=\"pod v18-groups/a-0 is not exists in gangCache\"")
-"""The refusals of a pod whose PreEnqueue ran before the scheduler's gang cache saw it (K
-core/core.go:202-206, core/gang.go:572-579): the scheduling queue's handler and the gang
+"""The refusals of a pod whose PreEnqueue ran before the scheduler's gang cache saw it, or saw
+it but had not yet initialised its gang from it (K core/core.go:202-211, core/gang_cache.go:
+137-141, core/gang.go:572-579): the scheduling queue's handler and the gang
 cache's handler of a Pod add run concurrently. A pod refused so is never retried unless its
 gang is worth a requeue when it is added (docs/cluster.md)."""
 
