@@ -24,6 +24,7 @@ from .records import (FAILED_STATUSES, GANG_CHECK_REASONS, HELD_BY_GANGSTATE, Ac
                       GangRecord, GangSummarized,
                       PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick,
                       CapacityObserved)
+from .cluster import DEFAULT_CLUSTER, key_of, split_key
 from .native import is_native, quiet_micros
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
                     spec_and_fallbacks)
@@ -53,10 +54,12 @@ def rv_newer(new: str, old: str) -> bool:
     return new != old
 
 
-def new_state(gang: str) -> GangState:
-    """The state of a gang nothing is known about yet (Koordinator: a new gang before init is
-    Strict, once-satisfied, a group of itself, not initialised)."""
-    return GangState(gang=gang)
+def new_state(key: str) -> GangState:
+    """The state of the gang of ``key`` (its id, or ``<cluster>:<id>``: ``cluster.split_key``)
+    nothing is known about yet (Koordinator: a new gang before init is Strict,
+    once-satisfied, a group of itself, not initialised)."""
+    cluster, gang = split_key(key)
+    return GangState(gang=gang, cluster=cluster)
 
 
 # -- apply: one function per record kind -----------------------------------------------------
@@ -779,11 +782,12 @@ class PartitionFold:
                 done.append(out)
                 continue
             rec = summary_from_output(out)
-            state = self.store.get(rec.to)
-            new, emitted = step(state, rec, rec.to, self.settings)
+            to = key_of(out.get("cluster", DEFAULT_CLUSTER), rec.to)  # within its cluster
+            state = self.store.get(to)
+            new, emitted = step(state, rec, to, self.settings)
             if new is not state:
-                self.store[rec.to] = new
-                self._schedule(rec.to, new)
+                self.store[to] = new
+                self._schedule(to, new)
             queue.extend(emitted)
             queue.extend(self.advance(self.clock))
         return done

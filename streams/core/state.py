@@ -20,6 +20,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
+from .cluster import DEFAULT_CLUSTER, key_of
 from .episode import Episode, per_minute
 from .preemption import Preemption, Victim
 from .native import counts_for_gang, gang_name, is_composite, is_native, native_spec, scheduler_of
@@ -443,7 +444,9 @@ class GangState:
     ``group`` what the gang knows of and told the other gangs of its gang group (``Group``), and
     ``holding`` gangstate's own hold of the gang out of the scheduling queue (``Holding``).
 
-    The other fields: ``gang`` is the gang id (``namespace/name``); ``clock`` the latest event
+    The other fields: ``gang`` is the gang id within its cluster (``namespace/name``,
+    ``streams.core.native``), ``cluster`` the cluster's id (``streams.core.cluster``: never
+    read by a rule; the gang's key is ``key``); ``clock`` the latest event
     time of the records that changed the gang (``fold.apply``). ``members`` maps uid to
     ``Member`` in arrival order; ``tombstones`` maps a deleted uid to ``(rv, deleted_at)``. ``spec_source``/``spec_settings`` name the object whose
     settings initialised the gang (``spec`` is derived from them); ``podgroup`` is its PodGroup,
@@ -500,6 +503,7 @@ class GangState:
     preemption: Preemption | None = None
     lost: Lost = NO_LOSS
     holding: Holding = NO_HOLDING
+    cluster: str = DEFAULT_CLUSTER
     # Derived from ``members`` (not on the wire, not compared): kept up to date by
     # ``put_member``/``drop_member`` so that counts cost O(1) per record, not O(members).
     n_bound: int = field(default=0, compare=False, repr=False)
@@ -562,6 +566,7 @@ class GangState:
         containers."""
         new = GangState.__new__(GangState)
         new.gang = self.gang
+        new.cluster = self.cluster
         new.clock = self.clock
         new.spec_source = self.spec_source
         new.spec_settings = self.spec_settings
@@ -605,6 +610,12 @@ class GangState:
         """True while the gang has a live member pod or a PodGroup (what Koordinator's gang
         cache holds a gang for; ``own_summary``'s ``exists``)."""
         return bool(self.members) or self.podgroup is not None
+
+    @property
+    def key(self) -> str:
+        """The gang's key in the fold, the table and Kafka: its id, prefixed with its cluster
+        outside the ``default`` cluster (``eu-1:team-a/llm``, ``cluster.key_of``)."""
+        return key_of(self.cluster, self.gang)
 
     @property
     def namespace(self) -> str:
@@ -942,6 +953,7 @@ def to_wire(state: GangState) -> dict[str, Any]:
                                                 for uid, m in state.orphans.items()]}),
         **({} if state.shim_at is None else {"sh": state.shim_at}),
         **({} if state.preemption is None else {"pe": _preemption_out(state.preemption)}),
+        **({} if state.cluster == DEFAULT_CLUSTER else {"cl": state.cluster}),
     }
     for name, _ in PARTS:
         getattr(state, name).to_wire(out)
@@ -994,7 +1006,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
     """Decode the dict made by ``to_wire``; each part (``PARTS``) decodes its own keys, and
     its ``from_wire`` says which are optional. The state's own keys added to the wire form
     after its first release (``h``, ``da``, ``db``, ``ep``, ``sw``, ``os``, ``or``, ``sh``,
-    ``pe``) are optional, so values stored before them still decode (a gang stored before
+    ``pe``, ``cl``) are optional, so values stored before them still decode (a gang stored before
     ``da`` is not deleted); so are a member row's 13th value (its scheduling gates: a row of 12
     is a member without gates) and 14th (``refused_at``). Keys of retired fields are ignored:
     ``cc`` (the cycle of the last command) and ``sk`` (the count of consecutive switches),
@@ -1029,6 +1041,7 @@ def from_wire(data: Mapping[str, Any]) -> GangState:
         orphans={row[0]: _member_in(row) for row in data.get("or", [])},
         shim_at=data.get("sh"),
         preemption=_preemption_in(data.get("pe")),
+        cluster=data.get("cl", DEFAULT_CLUSTER),
     )
     for name, decode in PARTS:
         setattr(state, name, decode(data))

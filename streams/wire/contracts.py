@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import NotRequired, Required, TypedDict
@@ -26,6 +27,8 @@ from typing_extensions import NotRequired, Required, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 # the ids of the records the core writes are the core's own (the core imports nothing from here)
+from streams.core.cluster import (CLUSTER_MAX_LENGTH, DEFAULT_CLUSTER, key_of,
+                                  split_key)
 from streams.core.decide import COMMAND_SCHEMA, DIAGNOSTIC_SCHEMA, SUMMARY_SCHEMA
 from streams.core.native import split_gang
 from streams.core.rules import REASON_NAMES
@@ -198,8 +201,41 @@ def event_time(text: str) -> int:
     return parse_time(text)
 
 
+CLUSTER_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A cluster id: a DNS-1123 label (``streams.core.cluster``)."""
+
+
+def _cluster_field() -> Any:
+    return Field(default=DEFAULT_CLUSTER, pattern=CLUSTER_PATTERN, max_length=CLUSTER_MAX_LENGTH,
+                 description="the cluster the record is of (a DNS-1123 label, docs/fleet.md); "
+                 "absent means \"default\", the single cluster of a gangstate without fleet")
+
+
+def output_key(out: dict[str, Any], field: str) -> bytes:
+    """The Kafka key of a fold output: its ``field`` (``gang``, ``gang_group`` or ``to``)
+    within its ``cluster`` (``cluster.key_of``: ``eu-1:team-a/llm``; the bare id in the
+    ``default`` cluster), UTF-8."""
+    return key_of(out.get("cluster", DEFAULT_CLUSTER), out[field]).encode("utf-8")
+
+
+def cluster_of_raw_key(key: bytes | None) -> str:
+    """The cluster a raw Kafka key names (``eu-1:team-a/llm`` -> ``eu-1``; ``default`` for a
+    bare id, no key or a key that is not UTF-8): what a dead letter says of its record's
+    cluster when the record itself cannot be read."""
+    if not key:
+        return DEFAULT_CLUSTER
+    try:
+        return split_key(key.decode("utf-8"))[0]
+    except UnicodeDecodeError:
+        return DEFAULT_CLUSTER
+
+
+_CLUSTER_RE = re.compile(CLUSTER_PATTERN)
+
+
 class _Timed(_Record):
     observed_at: str = Field(description="RFC 3339 UTC event time with microseconds")
+    cluster: str = _cluster_field()
 
     @field_validator("observed_at")
     @classmethod
@@ -603,6 +639,7 @@ class _InputView(TypedDict):
     (pydantic looks the discriminator up by field name, then by alias); the decoder leaves such
     a record to the models."""
     observed_at: str
+    cluster: NotRequired[str]
 
 
 class KubeView(_InputView):
@@ -757,6 +794,7 @@ class Diagnostic(_Record):
 
     schema_: Literal["gangstate.diagnostic/v1"] = Field(alias="schema", default=DIAGNOSTIC_SCHEMA)
     id: str
+    cluster: str = _cluster_field()
     observed_at: str
     gang: str
     gang_group: str
@@ -772,6 +810,7 @@ class Command(_Record):
 
     schema_: Literal["gangstate.command/v1"] = Field(alias="schema", default=COMMAND_SCHEMA)
     id: str
+    cluster: str = _cluster_field()
     issued_at: str
     type: CommandType
     gang_group: str
@@ -838,6 +877,9 @@ class DeadLetter(_Record):
                                   description="value holds only the head of the raw value")
     error: str = Field(description="why the record could not be folded, at most 2048 bytes as "
                                    "written (JSON-escaped)")
+    cluster: str = Field(default=DEFAULT_CLUSTER, max_length=CLUSTER_MAX_LENGTH,
+                         description="the cluster the record's key names (cluster_of_raw_key); "
+                         "absent means \"default\"")
 
 
 _SHORT_ESCAPES = frozenset("\b\f\n\r\t\"\\")
@@ -886,9 +928,14 @@ def dead_letter(observed_at: str, topic: str, partition: int | None, offset: int
     not be folded because of ``error``: the head of the value, its size and sha256, the head
     of the key, the reason, each cut so that it is at most its bound as written
     (``DEAD_LETTER_HEAD_BYTES``, ``DEAD_LETTER_KEY_BYTES``, ``DEAD_LETTER_ERROR_BYTES``:
-    bytes of the JSON-escaped string). ``observed_at`` is the caller's (the worker's wall
-    clock). Its compact JSON is at most ``DEAD_LETTER_MAX_BYTES`` (8,192) bytes."""
+    bytes of the JSON-escaped string). ``cluster`` is the cluster the key names
+    (``cluster_of_raw_key``), written outside ``default``. ``observed_at`` is the caller's (the
+    worker's wall clock). Its compact JSON is at most ``DEAD_LETTER_MAX_BYTES`` (8,192) bytes."""
     raw = value or b""
+    cluster = cluster_of_raw_key(key)
+    if cluster != DEFAULT_CLUSTER and (len(cluster) > CLUSTER_MAX_LENGTH
+                                       or not _CLUSTER_RE.match(cluster)):
+        cluster = DEFAULT_CLUSTER  # a key that only looks qualified: its text stays in ``key``
     text, utf8 = _utf8_head(raw, DEAD_LETTER_HEAD_BYTES)
     if utf8:
         encoding = "utf-8"
@@ -912,6 +959,7 @@ def dead_letter(observed_at: str, topic: str, partition: int | None, offset: int
         "value": text, "value_encoding": encoding, "value_size": len(raw),
         "value_sha256": hashlib.sha256(raw).hexdigest(), "value_truncated": truncated,
         "error": cut,
+        **({} if cluster == DEFAULT_CLUSTER else {"cluster": cluster}),
     }
 
 

@@ -29,6 +29,7 @@ from streams.core.records import (AckObserved, Capacity, CapacityObserved, Cycle
                                   GangSummarized,
                                   PodGroupObserved, PodObserved, PreemptionObserved, Record,
                                   Tick)
+from streams.core.cluster import DEFAULT_CLUSTER, cluster_problem, key_of
 from streams.core.timefmt import format_time
 from streams.core.native import (KUBE_SCHEDULER, NATIVE_SUFFIX, composite_key, gang_key,
                                  is_native_podgroup, native_gang_of_pod,
@@ -46,7 +47,9 @@ class Decoded(NamedTuple):
     """A decoded input record (a named tuple: built once per input record, it is the cheapest
     immutable record Python has).
 
-    ``key``: the gang id the record belongs to (gang group id for acks; ``None`` for ticks).
+    ``key``: the key of the gang the record belongs to (gang group for acks; ``None`` for
+    ticks): its id, prefixed with the record's ``cluster`` outside ``default``
+    (``eu-1:team-a/llm``, ``streams.core.cluster.key_of``).
     ``record``: the core record, or ``None`` when the record is valid but concerns no gang
     (then ``skipped`` says why: ``no-gang`` for a pod of no gang, ``workloads`` for a native
     Workload (published for taps), ``events`` for a core/v1 Event,
@@ -125,11 +128,13 @@ def decode_input(raw: bytes | str | None, reference: int | None = None,
     except (ValidationError, ValueError):
         decoded = _by_contract(raw)
     else:
-        if "schema_" in rec:
+        cluster = rec.get("cluster")
+        if "schema_" in rec or (cluster is not None and cluster not in _CLUSTERS
+                                and not _known_cluster(cluster)):
             decoded = _by_contract(raw)
         else:
             try:
-                decoded = _FROM_VIEW[rec["schema"]](rec, at)
+                decoded = _in_cluster(cluster, _FROM_VIEW[rec["schema"]](rec, at))
             except _ByContract:
                 decoded = _by_contract(raw)
     if reference is not None and decoded.record is not None:
@@ -144,9 +149,36 @@ def _by_contract(raw: bytes | str) -> Decoded:
         raise DecodeError(f"invalid record: {_short(err)}") from None
     rec = model.model_dump(by_alias=True)
     try:
-        return _FROM_VIEW[rec["schema"]](rec, event_time(rec["observed_at"]))
+        return _in_cluster(rec.get("cluster"),
+                           _FROM_VIEW[rec["schema"]](rec, event_time(rec["observed_at"])))
     except _ByContract:  # pragma: no cover - the models accepted it: the view's checks pass
         raise DecodeError("invalid record: rejected by the decoder") from None
+
+
+_CLUSTERS: set[str] = set()
+"""Cluster ids the decoder has checked (``_known_cluster``); a fleet has few."""
+CLUSTER_CACHE = 1024
+"""Checked cluster ids kept at most (then the set starts over)."""
+
+
+def _known_cluster(cluster: Any) -> bool:
+    """True when ``cluster`` (a record's ``cluster`` field) is a valid cluster id
+    (``cluster.cluster_problem``), remembered; a bad one goes to the models for the reason."""
+    if cluster_problem(cluster) is not None:
+        return False
+    if len(_CLUSTERS) >= CLUSTER_CACHE:
+        _CLUSTERS.clear()
+    _CLUSTERS.add(cluster)
+    return True
+
+
+def _in_cluster(cluster: str | None, decoded: Decoded) -> Decoded:
+    """``decoded`` with its key within ``cluster`` (``cluster.key_of``: ``eu-1:team-a/llm``);
+    as it is for no cluster or ``default``. The record itself keeps the names its cluster
+    uses: only the key (the fold's, the table's, Kafka's) says which cluster."""
+    if cluster is None or cluster == DEFAULT_CLUSTER or decoded.key is None:
+        return decoded
+    return decoded._replace(key=key_of(cluster, decoded.key))
 
 
 def _tick(rec: dict[str, Any], at: int) -> Decoded:

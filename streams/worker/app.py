@@ -46,7 +46,7 @@ from streams.core.fold import Output, PartitionFold
 from streams.kafka.partitions import partition_of
 from streams.settings import KafkaSecurity, Settings, environment
 from streams.wire import contracts
-from streams.wire.contracts import COMMAND_SCHEMA, SUMMARY_SCHEMA
+from streams.wire.contracts import COMMAND_SCHEMA, SUMMARY_SCHEMA, output_key
 from streams.wire.decoding import DecodeError, decode_input
 from streams.worker.faust_patches import PatchedApp, RateLimitedWorker
 from streams.worker.metrics import WorkerMetrics
@@ -297,11 +297,11 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                             message, f"its {out['schema']} output of {len(data)} bytes is "
                                      f"over the {MAX_OUTPUT_BYTES}-byte bound: not sent"))
                     elif out["schema"] == COMMAND_SCHEMA:
-                        pending.append((commands, out["gang_group"].encode(), data))
+                        pending.append((commands, output_key(out, "gang_group"), data))
                     elif out["schema"] == SUMMARY_SCHEMA:
-                        pending.append((gang_events, out["to"].encode(), data))
+                        pending.append((gang_events, output_key(out, "to"), data))
                     else:
-                        pending.append((diagnostics, out["gang"].encode(), data))
+                        pending.append((diagnostics, output_key(out, "gang"), data))
             # No await from here to the end of the batch: a shutdown cannot cut it in half.
             # Everything goes to Faust's producer buffer, which is flushed before the batch's
             # offsets are committed, so a committed record always has its outputs delivered;

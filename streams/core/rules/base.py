@@ -21,6 +21,7 @@ from dataclasses import replace
 from json.encoder import encode_basestring as _json_string
 from typing import Any, Callable, Literal, NamedTuple
 
+from ..cluster import DEFAULT_CLUSTER
 from ..native import KOORDINATOR, NATIVE_PODGROUP_API_VERSION, is_native
 from ..records import GangRecord
 from ..settings import FoldSettings, Output
@@ -267,6 +268,14 @@ def plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
+def in_cluster(state: GangState) -> dict[str, str]:
+    """The ``cluster`` field of every record made for ``state``'s gang (diagnostics, commands,
+    summaries): ``{"cluster": "eu-1"}``, nothing in the ``default`` cluster (absent means
+    ``default`` on the wire, so single-cluster outputs are as before; ``streams.core.cluster``).
+    """
+    return {} if state.cluster == DEFAULT_CLUSTER else {"cluster": state.cluster}
+
+
 def diagnostic(state: GangState, reason: Reason, facts: dict[str, Any], at: int,
                pods: tuple[str, ...] = (), facts_id: str | None = None,
                also: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:
@@ -279,6 +288,9 @@ def diagnostic(state: GangState, reason: Reason, facts: dict[str, Any], at: int,
     ``pods`` (member uids), the diagnostic is one sent again to those members only
     (``resend_to_joined``): ``involved`` names just them and the id digests
     ``{"facts": facts, "pods": [uids]}``, so each re-send has its own id and a replay the same.
+    The id starts with the gang's key (``GangState.key``: its cluster outside ``default``), so
+    two clusters' gangs of one name never share an id; ``cluster`` names the cluster
+    (``in_cluster``).
     ``also`` names more objects after those (the victims of a ``GangPreemptionWasted``, which
     may be in other namespaces and gone already).
     """
@@ -293,7 +305,8 @@ def diagnostic(state: GangState, reason: Reason, facts: dict[str, Any], at: int,
         named = involved(state)
     return {
         "schema": DIAGNOSTIC_SCHEMA,
-        "id": f"{gang}#{reason.name}#{digest}",
+        "id": f"{state.key}#{reason.name}#{digest}",
+        **in_cluster(state),
         "observed_at": format_time(at),
         "gang": gang,
         "gang_group": state.gang_group,
@@ -355,6 +368,7 @@ def command(state: GangState, type_: str, expected: str | None, representative: 
     cmd = {
         "schema": COMMAND_SCHEMA,
         "id": f"{group}#{epoch}",
+        **in_cluster(state),
         "issued_at": format_time(at),
         "type": type_,
         "gang_group": group,

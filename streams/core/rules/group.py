@@ -18,7 +18,7 @@ from ..records import GangRecord, GangSummarized
 from ..settings import FoldSettings, Output
 from ..state import GangState, Summary, own_summary
 from ..timefmt import format_time
-from .base import Decision, Rule, SUMMARY_SCHEMA, Step, TimerRule
+from .base import Decision, Rule, SUMMARY_SCHEMA, Step, TimerRule, in_cluster
 
 def peers_to_ask(state: GangState, as_of: int) -> list[str]:
     """The other gangs of the group whose last summary is older than ``as_of`` (or missing).
@@ -77,7 +77,7 @@ def summary_record(state: GangState, to: str, at: int, wanted_as_of: int | None 
     its own summary as of that time."""
     groups, exists, initialized, members, min_member, once = summary or own_summary(state)
     record = {"schema": SUMMARY_SCHEMA, "observed_at": format_time(at), "gang": state.gang,
-              "to": to, "gang_group": state.gang_group, "groups": list(groups),
+              **in_cluster(state), "to": to, "gang_group": state.gang_group, "groups": list(groups),
               "exists": exists, "initialized": initialized, "members": members,
               "min_member": min_member}
     if once:
