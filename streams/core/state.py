@@ -800,13 +800,15 @@ def summary(state: GangState) -> dict[str, Any]:
     the gang knows of one: ``streams.core.preemption``) its ``victims`` (``pod``, ``uid``,
     ``node``, ``for``, ``preempted_at``, ``grace_seconds``, ``gone_at``), ``nominated``
     (member name -> node) and ``clause``. ``scheduler``: ``koord-scheduler`` or
-    ``kube-scheduler`` (``GangState.scheduler``); for a native CompositePodGroup ``members``
+    ``kube-scheduler`` (``GangState.scheduler``); ``cluster`` (first, outside the ``default``
+    cluster only) the gang's cluster; for a native CompositePodGroup ``members``
     counts its child groups that have their minCount pods (``ready_children``) and
     ``min_member`` is its ``minGroupCount``. Unknown values are ``None``.
     """
     spec = state.spec
     ns = state.namespace
     return {
+        **({} if state.cluster == DEFAULT_CLUSTER else {"cluster": state.cluster}),
         "scheduler": state.scheduler,
         "phase": state.phase,
         "members": ready_children(state) if is_composite(state.gang) else len(state.members),

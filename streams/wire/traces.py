@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
+from streams.core.cluster import DEFAULT_CLUSTER, key_of
 from streams.core.fold import FoldSettings, Output, PartitionFold
 from streams.core.records import Tick
 from streams.core.state import GangState, as_of, summary
@@ -193,7 +194,7 @@ def format_text(result: Any) -> str:
     lines: list[str] = []
     by_gang: dict[str, list[dict[str, Any]]] = {}
     for d in result.diagnostics:
-        by_gang.setdefault(d["gang"], []).append(d)
+        by_gang.setdefault(key_of(d.get("cluster", DEFAULT_CLUSTER), d["gang"]), []).append(d)
     for gang, state in sorted(result.states.items()):
         s = summary(as_of(state, getattr(result, "clock", None)))
         lines.append(f"gang {gang}  phase={s['phase']}  members={s['members']}"
@@ -203,7 +204,8 @@ def format_text(result: Any) -> str:
         for d in by_gang.get(gang, []):
             lines.append(f"  {d['observed_at']}  {d['type']:<7} {d['reason']}: {d['message']}")
         for c in result.commands:
-            if c["gang_group"] != s["gang_group"]:
+            if c["gang_group"] != s["gang_group"] \
+                    or c.get("cluster", DEFAULT_CLUSTER) != state.cluster:
                 continue
             cycle = f", cycle {c['cycle']}" if c.get("cycle") is not None else ""
             lines.append(f"  {c['issued_at']}  Command {c['type']} epoch {c['epoch']}: "
