@@ -44,9 +44,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from streams.core.cluster import DEFAULT_CLUSTER, cluster_problem
 from streams.core.settings import FoldSettings
 from streams.wire.decoding import MAX_SKEW_SECONDS
 
@@ -76,8 +77,21 @@ class Environment(BaseSettings):
     hold_ttl_seconds: float = Field(default=180.0, ge=1, allow_inf_nan=False)
     hold_renew_seconds: float = Field(default=60.0, ge=1, allow_inf_nan=False)
     hold_max_seconds: float = Field(default=3600.0, ge=1, allow_inf_nan=False)
+    cluster: str = DEFAULT_CLUSTER
+    """``GANGSTATE_CLUSTER``: the cluster this component serves (a DNS-1123 label,
+    docs/fleet.md): the watch producer stamps it on every record, the Event sink writes only
+    its diagnostics, the query commands show its gangs; ``default`` (the default) is the single
+    cluster of a gangstate without fleet. Workers serve every cluster and ignore it."""
     server: str | None = None
     """``GANGSTATE_SERVER``: the worker whose views the query commands ask."""
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster_id(cls, value: str) -> str:
+        problem = cluster_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
     data_dir: str | None = None
     """``GANGSTATE_DATA_DIR``: the worker's Faust data folder."""
     max_skew_seconds: float = Field(default=MAX_SKEW_SECONDS, gt=0, allow_inf_nan=False)
@@ -312,6 +326,8 @@ class Settings:
     partitions: int = 8
     app_id: str = "gangstate"
     fold: FoldSettings = field(default_factory=FoldSettings)
+    cluster: str = DEFAULT_CLUSTER
+    """The cluster this component serves (``GANGSTATE_CLUSTER``, ``streams.core.cluster``)."""
     max_skew_seconds: float = MAX_SKEW_SECONDS
     """How far a record's ``observed_at`` may be ahead of its Kafka timestamp, seconds."""
 
@@ -360,6 +376,7 @@ class Settings:
             partitions=e.partitions,
             app_id=e.app_id,
             fold=fold_settings(e),
+            cluster=e.cluster,
             max_skew_seconds=e.max_skew_seconds,
             security=security_from(e),
         )
