@@ -19,6 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from streams.core.cluster import cluster_problem
 from streams.settings import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from streams.wire.contracts import parse_time
 
@@ -196,6 +197,31 @@ def output_option(*choices: str, default: str = "text") -> Callable[[F], F]:
     """``-o/--output`` with these formats."""
     return click.option("--output", "-o", type=click.Choice(choices), default=default,
                         show_default=True, help="output format")
+
+
+class ClusterId(click.ParamType):
+    """A cluster id (``streams.core.cluster``: a DNS-1123 label such as ``eu-1``); a bad one
+    is a usage error with the reason."""
+
+    name = "CLUSTER"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        problem = cluster_problem(value)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return str(value)
+
+
+CLUSTER = ClusterId()
+
+
+def cluster_option(what: str) -> Callable[[F], F]:
+    """``--cluster CLUSTER``: the cluster ``what`` serves or reads (default
+    ``$GANGSTATE_CLUSTER``, else ``default``; docs/fleet.md); the command receives ``cluster``
+    (``None`` when not given)."""
+    return click.option("--cluster", "cluster", type=CLUSTER, default=None, metavar="CLUSTER",
+                        help=f"{what} (a DNS-1123 label; default $GANGSTATE_CLUSTER, else "
+                        f"'default')")
 
 
 def namespace_options(f: F) -> F:
