@@ -28,11 +28,14 @@ from typing import Any
 
 import yaml
 
+from streams.core.cluster import DEFAULT_CLUSTER
 from streams.settings import Settings
 from streams.dev.localkafka import repo_root
 from streams.dev.worker_process import worker_env
 
 MANIFESTS = ("rbac.yaml",)
+COMPONENTS = ("worker", "watch", "sink")
+"""The processes of a whole chain, in the order they start."""
 GANG_PREFIX = "gang.scheduling.koordinator.sh/"
 
 
@@ -214,14 +217,20 @@ class Chain:
     (``gangstate watch --http-port``; default: a free one). :meth:`start` applies the shipped RBAC, mints one
     token per component from the ServiceAccount its Deployment names, writes its kubeconfig,
     and starts the three processes; :meth:`stop` ends them. The worker has no Kubernetes
-    credentials at all.
+    credentials at all. ``cluster_id`` is the fleet's name of ``cluster`` (``GANGSTATE_CLUSTER``
+    of the watcher and the sink, docs/fleet.md); ``components`` which of ``worker``, ``watch``
+    and ``sink`` this chain runs (a fleet runs one worker for every cluster's watch and sink).
     """
 
     def __init__(self, cluster: Any, settings: Settings, logdir: Path,
-                 web_port: int | None = None, watch_port: int | None = None) -> None:
+                 web_port: int | None = None, watch_port: int | None = None, *,
+                 cluster_id: str = DEFAULT_CLUSTER,
+                 components: tuple[str, ...] = COMPONENTS) -> None:
         self.cluster = cluster
         self.settings = settings
         self.logdir = Path(logdir)
+        self.cluster_id = cluster_id
+        self.components = components
         free = controlplane_module().free_ports(2)
         self.web_port = web_port or free[0]
         self.watch_port = watch_port or free[1]
@@ -274,16 +283,18 @@ class Chain:
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.install_rbac()
         ensure_topics(self.settings)
-        for name in ("worker", "watch", "sink"):
+        for name in self.components:
             self._spawn(name)
         deadline = time.monotonic() + ready_timeout
+        ready = f"{self.server}/gangs" if "worker" in self.components \
+            else f"http://127.0.0.1:{self.watch_port}/metrics"
         while True:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"gangstate {name} exited with {proc.returncode}; "
                                        f"log tail:\n{self.log_tail(name)}")
             with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.server}/gangs", timeout=2) as resp:
+                with urllib.request.urlopen(ready, timeout=2) as resp:
                     if resp.status == 200:
                         return self
             if time.monotonic() > deadline:
@@ -294,6 +305,7 @@ class Chain:
     def _env(self) -> dict[str, str]:
         env = worker_env(self.settings)
         env.pop("KUBECONFIG", None)
+        env["GANGSTATE_CLUSTER"] = self.cluster_id
         return env
 
     def _args(self, name: str) -> list[str]:

@@ -839,9 +839,9 @@ DEAD_LETTER_ERROR_BYTES = 2048
 a cut reason ends with ``…``)."""
 DEAD_LETTER_MAX_BYTES = 8192
 """The largest dead letter, bytes, as the worker writes it (compact UTF-8 JSON). The three
-bounds above make 7,168 bytes and the rest at most 598 (the field names, a topic name of 249
-characters, Kafka's longest, which needs no escaping, and 64-bit partition, offset and size):
-7,766 in all."""
+bounds above make 7,168 bytes and the rest at most 675 (the field names, a topic name of 249
+characters, Kafka's longest, which needs no escaping, 64-bit partition, offset and size, and a
+``cluster`` of 63 characters): 7,843 in all."""
 
 
 class DeadLetter(_Record):

@@ -21,6 +21,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kubernetes import client
 
+from streams.core.cluster import DEFAULT_CLUSTER, key_of
 from streams.core.decide import SUMMARY_SCHEMA
 from streams.core.timefmt import parse_time
 from streams.dev.localcluster import Chain, pod_events
@@ -265,16 +266,19 @@ Said = dict[ObjectKey, list[tuple[str, str, str]]]
 """Per involved object, the sorted ``(type, reason, latest message)`` of each Event on it."""
 
 
-def namespace_records(settings: Settings, namespace: str) -> list[tuple[int, bytes]]:
+def namespace_records(settings: Settings, namespace: str,
+                      cluster: str = DEFAULT_CLUSTER) -> list[tuple[int, bytes]]:
     """The ``gang-events`` records of the gangs of ``namespace`` (key ``<namespace>/...``:
     Pod, PodGroup and cycle records; acks keyed by a gang group of it) and every tick, read
     from the beginning up to the end offsets at the time of the call, as numbered raw lines for
     ``fold_lines``. The ``gangstate.gang-summary/v1`` records the worker sent back into the
     topic are left out: the offline fold makes its own (loopback). Partitions are merged by
-    the records' Kafka timestamps; each partition's order, hence each gang's, is kept."""
+    the records' Kafka timestamps; each partition's order, hence each gang's, is kept. With
+    ``cluster``, the namespace of that cluster of a fleet (keys ``<cluster>:<namespace>/...``,
+    ``streams.core.cluster.key_of``)."""
     assert settings.bootstrap
     topic = settings.topics.gang_events
-    prefix = (namespace + "/").encode()
+    prefix = key_of(cluster, namespace + "/").encode()
     consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False,
                              group_id=None, consumer_timeout_ms=2000)
     try:
@@ -332,25 +336,29 @@ def events_said(core: client.CoreV1Api, namespace: str) -> Said:
     return {obj: sorted(rows) for obj, rows in said.items()}
 
 
-def fold_of_namespace(settings: Settings, namespace: str) -> Said:
+def fold_of_namespace(settings: Settings, namespace: str,
+                      cluster: str = DEFAULT_CLUSTER) -> Said:
     """Fold the namespace's records offline (``fold_lines``, no final tick: the ticks read
-    back carry the clock) and say what the sink would have written for its gangs."""
-    result = fold_lines(namespace_records(settings, namespace), None, settings.fold)
+    back carry the clock) and say what the sink of ``cluster`` would have written for its
+    gangs."""
+    result = fold_lines(namespace_records(settings, namespace, cluster), None, settings.fold)
     assert not result.errors, result.errors[:3]
     return fold_said(d for d in result.diagnostics
-                     if d["gang"].startswith(namespace + "/"))
+                     if d["gang"].startswith(namespace + "/")
+                     and d.get("cluster", DEFAULT_CLUSTER) == cluster)
 
 
 def assert_events_agree_with_fold(core: client.CoreV1Api, chain: Chain, namespace: str,
                                   timeout: float = 45.0) -> Said:
     """Wait until the Events gangstate wrote on the objects of ``namespace`` (per Pod uid and
     PodGroup: each Event's type, reason and latest message) are exactly what the offline fold
-    of the records the watcher published for that namespace says the sink writes; fail with
+    of the records the watcher published for that namespace (of the chain's cluster, in a
+    fleet) says the sink writes; fail with
     the difference after ``timeout`` seconds. Returns the agreed Events."""
     last: dict[str, Said] = {}
 
     def agree() -> Said | None:
-        offline = fold_of_namespace(chain.settings, namespace)
+        offline = fold_of_namespace(chain.settings, namespace, chain.cluster_id)
         live = events_said(core, namespace)
         last.update(offline=offline, live=live)
         return live if offline == live and live else None

@@ -138,3 +138,16 @@ def test_a_head_of_control_characters_holds_682_of_them():
     assert d["value"] == "\x01" * 682  # 682 x 6 = 4,092 bytes; one more would be 4,098
     assert d["value_truncated"] and d["value_size"] == 5000
     assert letter(b'a\tb"c\\')["value"] == 'a\tb"c\\'  # a short value stays whole
+
+
+def test_the_bound_holds_with_the_longest_cluster():
+    """A key naming a cluster of 63 characters adds ``"cluster":"<63>"`` (77 bytes) to the
+    worst dead letter: 7,843 bytes at most, still under 8,192."""
+    from streams.worker.app import _json
+
+    value = b"\x01" * 10_000
+    key = b"c" * 63 + b":" + value[:5000]
+    d = dead_letter(AT, "t" * 249, 2**31 - 1, 2**63 - 1, key, value, "\x01" * 5000)
+    DeadLetter.model_validate(d)
+    assert d["cluster"] == "c" * 63
+    assert len(_json(d)) <= DEAD_LETTER_MAX_BYTES
