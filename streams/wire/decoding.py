@@ -29,7 +29,7 @@ from streams.core.records import (AckObserved, Capacity, CapacityObserved, Cycle
                                   GangSummarized,
                                   PodGroupObserved, PodObserved, PreemptionObserved, Record,
                                   Tick)
-from streams.core.cluster import DEFAULT_CLUSTER, cluster_problem, key_of
+from streams.core.cluster import DEFAULT_CLUSTER, cluster_problem
 from streams.core.timefmt import format_time
 from streams.core.native import (KUBE_SCHEDULER, NATIVE_SUFFIX, composite_key, gang_key,
                                  is_native_podgroup, native_gang_of_pod,
@@ -178,7 +178,7 @@ def _in_cluster(cluster: str | None, decoded: Decoded) -> Decoded:
     uses: only the key (the fold's, the table's, Kafka's) says which cluster."""
     if cluster is None or cluster == DEFAULT_CLUSTER or decoded.key is None:
         return decoded
-    return decoded._replace(key=key_of(cluster, decoded.key))
+    return Decoded(f"{cluster}:{decoded.key}", decoded.record, decoded.skipped)  # key_of
 
 
 def _tick(rec: dict[str, Any], at: int) -> Decoded:
