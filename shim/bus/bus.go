@@ -38,7 +38,8 @@ var (
 	Commands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gangstate_shim_commands_total",
 		Help: "Commands the shim answered, by outcome (Applied, Stale, PreconditionFailed), " +
-			"plus duplicate (an id already answered, not acked again).",
+			"plus duplicate (an id already answered, not acked again) and other_cluster (a " +
+			"command of another cluster than GANGSTATE_CLUSTER, skipped: neither applied nor acked).",
 	}, []string{"outcome"})
 )
 
@@ -91,7 +92,7 @@ type Publisher struct {
 // NewPublisher connects (lazily: franz-go dials on first use) with acks=all and idempotence
 // (franz-go's defaults, set explicitly) and starts the delivery goroutine.
 func NewPublisher(cfg Config) (*Publisher, error) {
-	opts, err := cfg.clientOpts("gangstate-shim-" + cfg.ShimID)
+	opts, err := cfg.clientOpts(cfg.ConsumerGroup()) // the client id: gangstate-shim-<id>
 	if err != nil {
 		return nil, err
 	}
@@ -171,10 +172,11 @@ func (p *Publisher) Close(timeout time.Duration) {
 	p.client.Close()
 }
 
-// ReadAcks reads every gangstate.ack/v1 of shimID on gang-events from the start up to the end
-// offsets at call time (no consumer group) and returns them in partition order.
+// ReadAcks reads every gangstate.ack/v1 of shimID and of the shim's cluster (an ack without
+// "cluster" is of the default cluster) on gang-events from the start up to the end offsets at
+// call time (no consumer group) and returns them in partition order.
 func ReadAcks(ctx context.Context, cfg Config) ([]Ack, error) {
-	opts, err := cfg.clientOpts("gangstate-shim-recovery-" + cfg.ShimID)
+	opts, err := cfg.clientOpts("gangstate-shim-recovery-" + cfg.Key(cfg.ShimID))
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +218,7 @@ func ReadAcks(ctx context.Context, cfg Config) ([]Ack, error) {
 			}
 			var a Ack
 			if json.Unmarshal(r.Value, &a) == nil && a.Schema == fencing.AckSchema &&
-				(a.Shim == cfg.ShimID) {
+				a.Shim == cfg.ShimID && fencing.ClusterOf(a.Cluster) == fencing.ClusterOf(cfg.Cluster) {
 				out = append(out, a)
 			}
 		})
@@ -251,16 +253,18 @@ func listEnds(ctx context.Context, client *kgo.Client, topic string) (map[int32]
 // commands and a crash redelivers the unanswered ones.
 type CommandHandler func(value []byte, commit func())
 
-// ConsumeCommands joins the consumer group gangstate-shim-<shimID> on the commands topic
-// (auto commit off) and hands each record to handle, in partition order, until ctx ends.
+// ConsumeCommands joins the consumer group cfg.ConsumerGroup() (gangstate-shim-<shimID>, with
+// the cluster outside default: gangstate-shim-eu-1:<shimID>) on the commands topic (auto commit
+// off) and hands each record to handle, in partition order, until ctx ends. Every cluster's
+// commands are on the one topic: the handler skips those of other clusters (and commits them).
 // Offsets are committed up to the lowest record not yet committed-by-handler per partition.
 func ConsumeCommands(ctx context.Context, cfg Config, handle CommandHandler) error {
-	opts, err := cfg.clientOpts("gangstate-shim-" + cfg.ShimID)
+	opts, err := cfg.clientOpts(cfg.ConsumerGroup())
 	if err != nil {
 		return err
 	}
 	client, err := kgo.NewClient(append(opts,
-		kgo.ConsumerGroup("gangstate-shim-"+cfg.ShimID),
+		kgo.ConsumerGroup(cfg.ConsumerGroup()),
 		kgo.ConsumeTopics(cfg.CommandsTopic()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),

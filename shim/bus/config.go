@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"gangstate.local/shim/fencing"
 )
 
 // Config is every setting of the shim, read from the environment in one place (Parse). The
@@ -23,6 +26,9 @@ import (
 //	                               consumes nothing (deprecated alias: GANGSTATE_KAFKA_BOOTSTRAP)
 //	KAFKA_SECURITY_PROTOCOL ...    see Security
 //	GANGSTATE_TOPIC_PREFIX         topic prefix, default "gangstate."
+//	GANGSTATE_CLUSTER              the cluster this scheduler is of (a DNS-1123 label, at most 63
+//	                               characters), default "default": stamped on every record and
+//	                               ack outside default, commands of other clusters skipped
 //	GANGSTATE_SHIM_ID              the shim's id, default "koord-scheduler" (keep it across restarts)
 //	GANGSTATE_SHIM_BUFFER          records the bounded buffer holds, default 10000
 //	GANGSTATE_SHIM_COMMANDS        1 (default) or 0 (publish only, no commands consumed)
@@ -33,6 +39,7 @@ import (
 type Config struct {
 	Bootstrap     []string
 	Prefix        string
+	Cluster       string // the cluster this scheduler is of (DefaultCluster when not set)
 	ShimID        string
 	Buffer        int           // records
 	Commands      bool          // consume the commands topic
@@ -92,7 +99,7 @@ func FromEnv() (Config, error) { return Parse(os.LookupEnv) }
 // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512").
 func Parse(env Lookup) (Config, error) {
 	get := func(name string) string { v, _ := env(name); return strings.TrimSpace(v) }
-	c := Config{Prefix: "gangstate.", ShimID: "koord-scheduler", Buffer: 10000, Commands: true,
+	c := Config{Prefix: "gangstate.", Cluster: DefaultCluster, ShimID: "koord-scheduler", Buffer: 10000, Commands: true,
 		RoundInterval: time.Second, Holds: true, HoldSilence: 3 * time.Minute}
 	bootstrap := get("KAFKA_BOOTSTRAP_SERVERS")
 	if bootstrap == "" {
@@ -108,6 +115,14 @@ func Parse(env Lookup) (Config, error) {
 	}
 	if v, ok := env("GANGSTATE_TOPIC_PREFIX"); ok {
 		c.Prefix = v
+	}
+	if v := get("GANGSTATE_CLUSTER"); v != "" {
+		if !IsClusterID(v) {
+			return c, fmt.Errorf("GANGSTATE_CLUSTER='%s': not a DNS-1123 label (lowercase "+
+				"letters, digits and '-', starting and ending with a letter or digit, at most %d "+
+				"characters)", v, ClusterMaxLength)
+		}
+		c.Cluster = v
 	}
 	if v := get("GANGSTATE_SHIM_ID"); v != "" {
 		c.ShimID = v
@@ -227,6 +242,45 @@ func reasonOf(err error) string {
 	}
 	return err.Error()
 }
+
+// DefaultCluster is the cluster of a gangstate without fleet (fencing.DefaultCluster: a record
+// without a "cluster" field is of it); ClusterMaxLength bounds a cluster id (a DNS-1123 label).
+const (
+	DefaultCluster   = fencing.DefaultCluster
+	ClusterMaxLength = 63
+)
+
+var clusterLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// IsClusterID tells whether v may be a cluster id: a DNS-1123 label of at most 63 characters
+// (eu-1, gpu-h100-a), as gangstate's streams/core/cluster.py checks it.
+func IsClusterID(v string) bool { return len(v) <= ClusterMaxLength && clusterLabel.MatchString(v) }
+
+// Key is the Kafka key of a gang id or gang group id (ns/name, ns/a,ns/b) of this shim's
+// cluster: "<cluster>:<id>" (eu-1:team-a/llm) outside the default cluster, the bare id in it
+// (streams/core/cluster.py key_of).
+func (c Config) Key(id string) string {
+	if c.Cluster == "" || c.Cluster == DefaultCluster {
+		return id
+	}
+	return c.Cluster + ":" + id
+}
+
+// WireCluster is the "cluster" field of the records the shim writes: the cluster id outside
+// the default cluster, "" in it (the field omitted: absent means default, so a shim without
+// fleet writes its records byte for byte as before).
+func (c Config) WireCluster() string {
+	if c.Cluster == "" || c.Cluster == DefaultCluster {
+		return ""
+	}
+	return c.Cluster
+}
+
+// ConsumerGroup is the Kafka consumer group of the commands consumer: gangstate-shim-<shim
+// id> in the default cluster, gangstate-shim-<cluster>:<shim id> outside it, so that the shims
+// of two clusters with the same GANGSTATE_SHIM_ID (koord-scheduler by default) are two groups,
+// each reading every partition of the commands topic, not two members splitting them.
+func (c Config) ConsumerGroup() string { return "gangstate-shim-" + c.Key(c.ShimID) }
 
 // GangEvents and CommandsTopic are the full topic names.
 func (c Config) GangEvents() string    { return c.Prefix + "gang-events" }

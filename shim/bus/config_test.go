@@ -26,7 +26,7 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Prefix: "gangstate.", ShimID: "koord-scheduler", Buffer: 10000, Commands: true,
+	want := Config{Prefix: "gangstate.", Cluster: "default", ShimID: "koord-scheduler", Buffer: 10000, Commands: true,
 		RoundInterval: time.Second, Holds: true, HoldSilence: 3 * time.Minute,
 		Security: Security{Protocol: "PLAINTEXT", CheckHostname: true}}
 	if !reflect.DeepEqual(c, want) {
@@ -37,6 +37,37 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if got := c.GangEvents() + " " + c.CommandsTopic(); got != "gangstate.gang-events gangstate.commands" {
 		t.Fatalf("topics: %s", got)
+	}
+	// the default cluster: bare keys, no "cluster" field, the consumer group as before fleets
+	if c.Key("ns/g") != "ns/g" || c.Key("ns/a,ns/b") != "ns/a,ns/b" || c.WireCluster() != "" ||
+		c.ConsumerGroup() != "gangstate-shim-koord-scheduler" {
+		t.Fatalf("default cluster: %q %q %q", c.Key("ns/g"), c.WireCluster(), c.ConsumerGroup())
+	}
+}
+
+func TestGangstateClusterQualifiesKeysAndTheConsumerGroup(t *testing.T) {
+	for _, id := range []string{"eu-1", "a", "0", "gpu-h100-a", strings.Repeat("x", 63)} {
+		c, err := Parse(envOf(map[string]string{"GANGSTATE_CLUSTER": " " + id + " "}))
+		if err != nil || c.Cluster != id {
+			t.Fatalf("GANGSTATE_CLUSTER=%q: %+v %v", id, c.Cluster, err)
+		}
+	}
+	c, err := Parse(envOf(map[string]string{"GANGSTATE_CLUSTER": "eu-1", "GANGSTATE_SHIM_ID": "ks"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Key("team-a/llm") != "eu-1:team-a/llm" || c.Key("ns/a,ns/b") != "eu-1:ns/a,ns/b" ||
+		c.WireCluster() != "eu-1" || c.ConsumerGroup() != "gangstate-shim-eu-1:ks" {
+		t.Fatalf("eu-1: %q %q %q %q", c.Key("team-a/llm"), c.Key("ns/a,ns/b"), c.WireCluster(),
+			c.ConsumerGroup())
+	}
+	// named explicitly, the default cluster is the default cluster; empty is not set
+	for _, v := range []string{"default", ""} {
+		c, err := Parse(envOf(map[string]string{"GANGSTATE_CLUSTER": v}))
+		if err != nil || c.Cluster != DefaultCluster || c.Key("ns/g") != "ns/g" || c.WireCluster() != "" ||
+			c.ConsumerGroup() != "gangstate-shim-koord-scheduler" {
+			t.Fatalf("GANGSTATE_CLUSTER=%q: %+v %v", v, c, err)
+		}
 	}
 }
 
@@ -73,6 +104,13 @@ func TestBadValuesAreOneLineNamingTheVariable(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
+		{map[string]string{"GANGSTATE_CLUSTER": "EU-1"}, "GANGSTATE_CLUSTER='EU-1': not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"},
+		{map[string]string{"GANGSTATE_CLUSTER": "eu_1"}, "GANGSTATE_CLUSTER='eu_1': not a DNS-1123 label"},
+		{map[string]string{"GANGSTATE_CLUSTER": "-eu"}, "GANGSTATE_CLUSTER='-eu': not a DNS-1123 label"},
+		{map[string]string{"GANGSTATE_CLUSTER": "eu-"}, "GANGSTATE_CLUSTER='eu-': not a DNS-1123 label"},
+		{map[string]string{"GANGSTATE_CLUSTER": "eu:1"}, "GANGSTATE_CLUSTER='eu:1': not a DNS-1123 label"},
+		{map[string]string{"GANGSTATE_CLUSTER": "eu.west"}, "GANGSTATE_CLUSTER='eu.west': not a DNS-1123 label"},
+		{map[string]string{"GANGSTATE_CLUSTER": strings.Repeat("x", 64)}, "GANGSTATE_CLUSTER='" + strings.Repeat("x", 64) + "': not a DNS-1123 label"},
 		{map[string]string{"GANGSTATE_SHIM_BUFFER": "lots"}, "GANGSTATE_SHIM_BUFFER='lots': not a positive number of records"},
 		{map[string]string{"GANGSTATE_SHIM_BUFFER": "0"}, "GANGSTATE_SHIM_BUFFER='0'"},
 		{map[string]string{"GANGSTATE_SHIM_COMMANDS": "maybe"}, "GANGSTATE_SHIM_COMMANDS='maybe': not 1 or 0"},

@@ -30,11 +30,35 @@ import (
 	"strings"
 )
 
-// Command is a gangstate.command/v1 record (the fields the shim reads).
+// DefaultCluster is the cluster of a record without a "cluster" field: the single cluster of
+// a gangstate without fleet (streams/core/cluster.py).
+const DefaultCluster = "default"
+
+// ClusterOf is the cluster a record's "cluster" field names ("" = absent = DefaultCluster).
+func ClusterOf(field string) string {
+	if field == "" {
+		return DefaultCluster
+	}
+	return field
+}
+
+// wireCluster is the "cluster" field written for cluster: omitted ("") in DefaultCluster.
+func wireCluster(cluster string) string {
+	if cluster == DefaultCluster {
+		return ""
+	}
+	return cluster
+}
+
+// Command is a gangstate.command/v1 record (the fields the shim reads). GangGroup names the
+// group as its own cluster does (ns/a,ns/b); Cluster is that cluster ("" = DefaultCluster). A
+// shim decides only the commands of its own cluster (the caller skips the others before
+// anything here sees them), so nothing in a State is keyed by cluster.
 type Command struct {
 	Schema                 string  `json:"schema"`
 	ID                     string  `json:"id"`
 	Type                   string  `json:"type"`
+	Cluster                string  `json:"cluster,omitempty"`
 	GangGroup              string  `json:"gang_group"`
 	Gang                   string  `json:"gang,omitempty"`
 	Epoch                  int64   `json:"epoch"`
@@ -61,7 +85,7 @@ const (
 
 // Ack is a gangstate.ack/v1 record. Representative is the group's representative after the
 // decision ("" is written as null); Shim names the shim that answered (so a restarted shim finds
-// its own acks).
+// its own acks); Cluster is the cluster of the command answered, omitted in DefaultCluster.
 type Ack struct {
 	Schema         string  `json:"schema"`
 	ObservedAt     string  `json:"observed_at"`
@@ -71,6 +95,7 @@ type Ack struct {
 	Outcome        string  `json:"outcome"`
 	Representative *string `json:"representative"`
 	Shim           string  `json:"shim,omitempty"`
+	Cluster        string  `json:"cluster,omitempty"`
 	// Reason says why a command was not applied (Stale, PreconditionFailed); omitted when Applied.
 	Reason string `json:"reason,omitempty"`
 }
@@ -268,7 +293,9 @@ func (s *State) ApplyPending(group, current string, candidates []string,
 	return rep, out
 }
 
-// MakeAck builds the ack record of a decision; at is the RFC 3339 observed_at.
+// MakeAck builds the ack record of a decision; at is the RFC 3339 observed_at. The ack is of
+// the command's cluster ("cluster" omitted in DefaultCluster, whether the command named it or
+// not).
 func MakeAck(d Decision, at, shimID string) Ack {
 	var rep *string
 	if d.Representative != "" {
@@ -277,17 +304,23 @@ func MakeAck(d Decision, at, shimID string) Ack {
 	}
 	return Ack{Schema: AckSchema, ObservedAt: at, CommandID: d.Command.ID,
 		GangGroup: d.Command.GangGroup, Epoch: d.Command.Epoch, Outcome: d.Outcome,
-		Representative: rep, Shim: shimID, Reason: d.Reason}
+		Representative: rep, Shim: shimID, Cluster: wireCluster(ClusterOf(d.Command.Cluster)),
+		Reason: d.Reason}
 }
 
 // Recover rebuilds a State from acks read back from gang-events after a restart: only acks of
-// shimID count (a shim trusts only its own answers; "" = every ack); each group's fence becomes
-// the highest epoch among its Applied/PreconditionFailed acks, and every acked command id is
-// answered (never acked again).
-func Recover(acks []Ack, shimID string) *State {
+// shimID (a shim trusts only its own answers; "" = every shim's) and of cluster ("" =
+// DefaultCluster; an ack without "cluster" is of DefaultCluster) count: the shims of two
+// clusters may share an id (koord-scheduler by default) and name their gang groups alike, and
+// one's fences must never move the other's. Each group's fence becomes the highest epoch among
+// its Applied/PreconditionFailed acks, and every acked command id is answered (never acked
+// again).
+func Recover(acks []Ack, shimID, cluster string) *State {
 	s := NewState()
+	cluster = ClusterOf(cluster)
 	for _, a := range acks {
-		if a.Schema != AckSchema || (shimID != "" && a.Shim != shimID) || a.GangGroup == "" {
+		if a.Schema != AckSchema || (shimID != "" && a.Shim != shimID) || a.GangGroup == "" ||
+			ClusterOf(a.Cluster) != cluster {
 			continue
 		}
 		s.answer(a.GangGroup, a.CommandID)

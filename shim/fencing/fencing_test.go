@@ -1,6 +1,7 @@
 package fencing
 
 import (
+	"encoding/json"
 	"reflect"
 	"strconv"
 	"testing"
@@ -114,7 +115,7 @@ func TestRecoverAcrossRestart(t *testing.T) {
 	}
 	foreign := Ack{Schema: AckSchema, CommandID: "ns/g#9", GangGroup: "ns/g", Epoch: 9,
 		Outcome: Applied, Shim: "other"}
-	after := Recover(append(acks, foreign), "shim-1")
+	after := Recover(append(acks, foreign), "shim-1", "")
 	if after.Fence("ns/g") != 2 {
 		t.Fatalf("recovered fence %d, want 2 (the other shim's ack does not count)", after.Fence("ns/g"))
 	}
@@ -130,7 +131,7 @@ func TestRecoverAcrossRestart(t *testing.T) {
 	}
 	// a Stale ack does not move the fence but its id is answered
 	st := Recover([]Ack{{Schema: AckSchema, CommandID: "ns/g#1", GangGroup: "ns/g", Epoch: 1,
-		Outcome: Stale, Shim: "shim-1"}}, "shim-1")
+		Outcome: Stale, Shim: "shim-1"}}, "shim-1", "")
 	if st.Fence("ns/g") != 0 || !st.Answered["ns/g#1"] {
 		t.Fatalf("stale ack: fence %d answered %v", st.Fence("ns/g"), st.Answered)
 	}
@@ -291,7 +292,7 @@ func TestNamedRecovery(t *testing.T) {
 			}
 			// a record of another schema read back from gang-events counts for nothing
 			records = append(records, Ack{Schema: "gangstate.cycle/v1", GangGroup: seqG, Epoch: 99, Outcome: Applied})
-			if got := Recover(records, c.shim).Fences; !reflect.DeepEqual(got, c.fences) {
+			if got := Recover(records, c.shim, "").Fences; !reflect.DeepEqual(got, c.fences) {
 				t.Fatalf("fences %v, want %v", got, c.fences)
 			}
 		})
@@ -304,7 +305,7 @@ func TestRestartNeverAppliesTwice(t *testing.T) {
 	s := NewState()
 	out, rep, _ := s.Decide(swG(4, w0, w3), w0, nil, nil)
 	restarted := Recover([]Ack{MakeAck(Decision{Command: swG(4, w0, w3), Outcome: out, Representative: rep},
-		"2026-11-02T09:00:04.000000Z", "s1")}, "s1")
+		"2026-11-02T09:00:04.000000Z", "s1")}, "s1", "")
 	if again, _, _ := restarted.Decide(swG(4, w0, w3), w0, nil, nil); again != Stale {
 		t.Fatalf("redelivered after restart: %s, want Stale", again)
 	}
@@ -398,7 +399,7 @@ func TestApplyPendingPreemptionAck(t *testing.T) {
 
 func TestForgetDropsTheAnsweredIdsOfAGroupButKeepsItsFence(t *testing.T) {
 	s := Recover([]Ack{{Schema: AckSchema, CommandID: "ns/a#2", GangGroup: "ns/a", Epoch: 2,
-		Outcome: Applied, Shim: "x"}}, "x")
+		Outcome: Applied, Shim: "x"}}, "x", "")
 	c := Command{Schema: "gangstate.command/v1", ID: "ns/a#3", GangGroup: "ns/a", Epoch: 3,
 		Representative: "ns/p-1"}
 	s.Decide(c, "", nil, nil)
@@ -414,5 +415,60 @@ func TestForgetDropsTheAnsweredIdsOfAGroupButKeepsItsFence(t *testing.T) {
 	// delivered again: not applied, the fence holds
 	if outcome, _, _ := s.Decide(c, "", nil, nil); outcome != Stale {
 		t.Fatalf("a command of a forgotten group delivered again: %s", outcome)
+	}
+}
+
+// Fleets: the shims of two clusters may share an id and name their gang groups alike; a shim
+// recovers its fences only from the acks of its own cluster (absent "cluster" = default).
+func TestRecoverCountsOnlyTheAcksOfItsOwnCluster(t *testing.T) {
+	acks := []Ack{
+		{Schema: AckSchema, CommandID: "ns/g#2", GangGroup: "ns/g", Epoch: 2, Outcome: Applied, Shim: "ks"},
+		{Schema: AckSchema, CommandID: "eu-1:ns/g#9", GangGroup: "ns/g", Epoch: 9, Outcome: Applied,
+			Shim: "ks", Cluster: "eu-1"},
+		{Schema: AckSchema, CommandID: "us-2:ns/g#5", GangGroup: "ns/g", Epoch: 5,
+			Outcome: PreconditionFailed, Shim: "ks", Cluster: "us-2"},
+	}
+	for _, tc := range []struct {
+		cluster  string
+		fence    int64
+		answered string
+	}{{"", 2, "ns/g#2"}, {DefaultCluster, 2, "ns/g#2"}, {"eu-1", 9, "eu-1:ns/g#9"},
+		{"us-2", 5, "us-2:ns/g#5"}, {"ap-3", 0, ""}} {
+		s := Recover(acks, "ks", tc.cluster)
+		want := map[string]bool{}
+		if tc.answered != "" {
+			want[tc.answered] = true
+		}
+		if s.Fence("ns/g") != tc.fence || !reflect.DeepEqual(s.Answered, want) {
+			t.Errorf("cluster %q: fence %d answered %v, want %d %v", tc.cluster, s.Fence("ns/g"),
+				s.Answered, tc.fence, want)
+		}
+	}
+}
+
+func TestAnAckIsOfItsCommandsCluster(t *testing.T) {
+	d := Decision{Command: sw("eu-1:ns/g#1", 1, "ns/a", "ns/b"), Outcome: Applied, Representative: "ns/b"}
+	d.Command.Cluster = "eu-1"
+	raw, _ := json.Marshal(MakeAck(d, "t", "s"))
+	want := `{"schema":"gangstate.ack/v1","observed_at":"t","command_id":"eu-1:ns/g#1",` +
+		`"gang_group":"ns/g","epoch":1,"outcome":"Applied","representative":"ns/b","shim":"s",` +
+		`"cluster":"eu-1"}`
+	if string(raw) != want {
+		t.Fatalf("ack outside default:\n got  %s\n want %s", raw, want)
+	}
+	// in default, named or not, the ack is as before: no "cluster"
+	for _, named := range []string{"", DefaultCluster} {
+		d.Command.ID, d.Command.Cluster = "ns/g#1", named
+		raw, _ = json.Marshal(MakeAck(d, "t", "s"))
+		want = `{"schema":"gangstate.ack/v1","observed_at":"t","command_id":"ns/g#1",` +
+			`"gang_group":"ns/g","epoch":1,"outcome":"Applied","representative":"ns/b","shim":"s"}`
+		if string(raw) != want {
+			t.Fatalf("ack in default (command's cluster %q):\n got  %s\n want %s", named, raw, want)
+		}
+	}
+	var c Command
+	if err := json.Unmarshal([]byte(`{"schema":"gangstate.command/v1","id":"x","cluster":"eu-1"}`), &c); err != nil ||
+		c.Cluster != "eu-1" || ClusterOf(c.Cluster) != "eu-1" || ClusterOf("") != DefaultCluster {
+		t.Fatalf("a command's cluster: %+v %v", c, err)
 	}
 }

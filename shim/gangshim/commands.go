@@ -28,7 +28,7 @@ func (s *Shim) commandLoop() {
 		cancel()
 		if err == nil {
 			s.mu.Lock()
-			s.state = fencing.Recover(acks, s.cfg.ShimID)
+			s.state = fencing.Recover(acks, s.cfg.ShimID, s.cfg.Cluster)
 			s.ready = true
 			s.mu.Unlock()
 			klog.InfoS("gangstate shim: fences recovered", "acks", len(acks),
