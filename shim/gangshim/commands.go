@@ -17,6 +17,10 @@ import (
 	"gangstate.local/shim/fencing"
 )
 
+// OtherCluster is the outcome label of a command of another cluster, skipped
+// (gangstate_shim_commands_total).
+const OtherCluster = "other_cluster"
+
 // commandLoop recovers the fences from this shim's own acks on gang-events (fencing.Recover),
 // then consumes the commands topic for as long as the process lives. Until the fences are
 // recovered no command is decided.
@@ -48,7 +52,12 @@ func (s *Shim) commandLoop() {
 
 // onCommand buffers one command until its group's next apply point, or decides a HoldGang or
 // ReleaseGang at once (decideHold: a hold has no apply point, it refuses the group's pods from
-// now on). Every valid command counts as heard (fencing.Holds.Heard: gangstate still speaks). A
+// now on). A command of another cluster (its "cluster", absent = default, is not this shim's
+// GANGSTATE_CLUSTER) is skipped first: counted (gangstate_shim_commands_total{outcome=
+// "other_cluster"}), its offset committed, never acked, never buffered or decided, not heard;
+// nothing of the fences or the holds is touched (its gang group is named as its own cluster
+// names it and may match one of this cluster's). Every valid command of this cluster counts as
+// heard (fencing.Holds.Heard: gangstate still speaks). A
 // command whose id was answered before (in this process or, through the recovered acks, before
 // a restart) is not acked again: its offset is committed at once. A hold command that arrives
 // before the fences are recovered is left uncommitted (redelivered, decided then).
@@ -57,6 +66,13 @@ func (s *Shim) onCommand(value []byte, commit func()) {
 	if err := json.Unmarshal(value, &c); err != nil || c.Schema != "gangstate.command/v1" ||
 		c.ID == "" || c.GangGroup == "" || c.Epoch < 1 {
 		klog.InfoS("gangstate shim: skipping an invalid command", "err", err)
+		commit()
+		return
+	}
+	if fencing.ClusterOf(c.Cluster) != fencing.ClusterOf(s.cfg.Cluster) {
+		bus.Commands.WithLabelValues(OtherCluster).Inc()
+		klog.V(5).InfoS("gangstate shim: skipping a command of another cluster",
+			"command", c.ID, "cluster", fencing.ClusterOf(c.Cluster))
 		commit()
 		return
 	}
@@ -172,7 +188,8 @@ func (s *Shim) applyAt(m member) {
 // representative current with the gang cache's own methods (GangGroupInfo.DeleteIfRepresentative
 // and RecordIfNoRepresentatives, K core/ganggroup.go:144-167), activates the new representative
 // through the framework (Handle.Activate: kube-scheduler moves it to activeQ, where PreEnqueue
-// lets it pass), and acks every command on gang-events keyed by the gang group id. The offset
+// lets it pass), and acks every command on gang-events keyed by the gang group id (within the
+// cluster: bus.Config.Key). The offset
 // of a command is committed once its ack is delivered.
 func (s *Shim) applyPoint(groupID string, group []string) {
 	s.mu.Lock()
@@ -203,7 +220,7 @@ func (s *Shim) applyPoint(groupID string, group []string) {
 		klog.InfoS("gangstate shim: command answered", "command", d.Command.ID,
 			"outcome", d.Outcome, "representative", d.Representative, "was", current,
 			"reason", d.Reason, "nominated", nominated)
-		s.pub.Publish(groupID, fencing.AckSchema, ack, func(err error) {
+		s.pub.Publish(s.cfg.Key(groupID), fencing.AckSchema, ack, func(err error) {
 			if err != nil {
 				return // not committed: redelivered after a restart, decided then
 			}

@@ -64,7 +64,8 @@ func (s *Shim) heldRefusal(m member, hook string) *fwktype.Status {
 // fence, the off switches (the shim's GANGSTATE_SHIM_HOLDS, the namespaces' annotation) and the
 // group's nominated members (nominatedLocked) as fencing.State.DecideHold takes them; an Applied
 // HoldGang holds the group from now for its ttl_seconds, an Applied ReleaseGang ends the hold
-// and activates the group's pending members. The ack is published keyed by the gang group and
+// and activates the group's pending members. The ack is published keyed by the gang group
+// (within the cluster: bus.Config.Key) and
 // the command's offset committed once it is delivered.
 func (s *Shim) decideHold(c fencing.Command, commit func()) {
 	gangs := splitGroup(c.GangGroup)
@@ -89,7 +90,7 @@ func (s *Shim) decideHold(c fencing.Command, commit func()) {
 	bus.Commands.WithLabelValues(outcome).Inc()
 	klog.InfoS("gangstate shim: command answered", "command", c.ID, "type", c.Type,
 		"outcome", outcome, "reason", reason, "representative", rep, "nominated", nominated)
-	s.pub.Publish(c.GangGroup, fencing.AckSchema, fencing.MakeAck(d, s.stamp(), s.cfg.ShimID),
+	s.pub.Publish(s.cfg.Key(c.GangGroup), fencing.AckSchema, fencing.MakeAck(d, s.stamp(), s.cfg.ShimID),
 		func(err error) {
 			if err == nil {
 				commit()

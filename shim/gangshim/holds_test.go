@@ -70,8 +70,8 @@ func (f *fixture) acks() []fencing.Ack {
 		if err := json.Unmarshal([]byte(raw), &a); err != nil {
 			f.t.Fatal(err)
 		}
-		if f.rec.keys[i] != a.GangGroup {
-			f.t.Fatalf("the ack is keyed by its gang group: %q", f.rec.keys[i])
+		if f.rec.keys[i] != f.shim.cfg.Key(a.GangGroup) {
+			f.t.Fatalf("the ack is keyed by its gang group within the cluster: %q", f.rec.keys[i])
 		}
 		out = append(out, a)
 	}

@@ -130,7 +130,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwktype.Handle) (fwktyp
 		return nil, err
 	}
 	klog.InfoS("gangstate shim: publishing", "topic", cfg.GangEvents(), "shim", cfg.ShimID,
-		"commands", cfg.Commands, "security", cfg.Security.Protocol)
+		"cluster", cfg.Cluster, "commands", cfg.Commands, "consumerGroup", cfg.ConsumerGroup(), "security", cfg.Security.Protocol)
 	go s.evictLoop(EvictEvery)
 	if cfg.Commands {
 		go s.commandLoop()

@@ -16,12 +16,14 @@ import (
 
 // Record is a gangstate.cycle/v1 record as the shim writes it (contracts.md): the optional
 // fields shim (the shim's id, on every record it writes), round, rounds_skipped, event and code
-// are the shim's.
+// are the shim's; cluster is GANGSTATE_CLUSTER outside the default cluster (omitted in it).
+// Gang, gang group and pods are named as the scheduler's own cluster names them.
 type Record struct {
 	Schema              string  `json:"schema"`
 	ObservedAt          string  `json:"observed_at"`
 	Scheduler           string  `json:"scheduler"`
 	Shim                string  `json:"shim"`
+	Cluster             string  `json:"cluster,omitempty"`
 	Cycle               int64   `json:"cycle"`
 	Pod                 PodRef  `json:"pod"`
 	Gang                string  `json:"gang"`
@@ -73,7 +75,8 @@ func (s *Shim) roundOf(group string) (*int64, Round) {
 }
 
 // publish sends one record about pod, a member of m's gang group, unless the group's current
-// round is sampled out (Rounds.Quiet; always: publish anyway). It never blocks (bus.Publisher).
+// round is sampled out (Rounds.Quiet; always: publish anyway), keyed by the gang id within the
+// cluster (bus.Config.Key: eu-1:ns/g outside default). It never blocks (bus.Publisher).
 func (s *Shim) publish(always bool, m member, stage, status, reason, message string,
 	fill func(*Record)) {
 	if !always {
@@ -87,13 +90,13 @@ func (s *Shim) publish(always bool, m member, stage, status, reason, message str
 	}
 	pod := m.pod
 	rec := &Record{Schema: CycleSchema, ObservedAt: s.stamp(), Scheduler: SchedulerName,
-		Shim: s.cfg.ShimID, Cycle: s.cycle(), Pod: PodRef{pod.Namespace, pod.Name, string(pod.UID)},
+		Shim: s.cfg.ShimID, Cluster: s.cfg.WireCluster(), Cycle: s.cycle(), Pod: PodRef{pod.Namespace, pod.Name, string(pod.UID)},
 		Gang: m.gang, GangGroup: m.group, Stage: stage, Status: status, Reason: reason,
 		Message: message, Representative: strp(s.representative(m.gangs))}
 	if fill != nil {
 		fill(rec)
 	}
-	s.pub.Publish(m.gang, CycleSchema, rec, nil)
+	s.pub.Publish(s.cfg.Key(m.gang), CycleSchema, rec, nil)
 }
 
 // noteRepresentative publishes a record when the group's representative changed since the last
