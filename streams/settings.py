@@ -19,6 +19,9 @@ line, which the CLI prints (exit status 2):
 | ``GANGSTATE_HOLD_RENEW_SECONDS`` | ``60`` | how often gangstate renews a hold (below the TTL) |
 | ``GANGSTATE_HOLD_MAX_SECONDS`` | ``3600`` | the longest gangstate holds a gang before the scheduler tries it again |
 | ``GANGSTATE_SERVER`` | ``http://127.0.0.1:6066`` | the worker the query commands ask |
+| ``GANGSTATE_CLUSTER`` | ``default`` | the cluster a watch producer, sink or query serves (a DNS-1123 label such as ``eu-1``) |
+| ``GANGSTATE_CLUSTER_CONTEXTS`` | unset | kubeconfig contexts of the fleet's clusters, ``CONTEXT=CLUSTER[,CONTEXT=CLUSTER...]`` (``kind-eu=eu-1,prod-us=us-2``): the query commands' ``--context CONTEXT`` reads that cluster |
+| ``GANGSTATE_METRICS_MAX_CLUSTERS`` | ``20`` | clusters a worker's gang gauges label by name (the first in cluster id order); the others are summed under ``cluster="other"`` |
 | ``GANGSTATE_DATA_DIR`` | ``~/.cache/gangstate/worker`` | the worker's Faust data folder |
 | ``GANGSTATE_MAX_SKEW_SECONDS`` | ``60`` | how far a record's ``observed_at`` may be ahead of its Kafka timestamp |
 | ``POD_IP`` | unset | the address a worker advertises for its views (Kubernetes downward API) |
@@ -84,6 +87,14 @@ class Environment(BaseSettings):
     cluster of a gangstate without fleet. Workers serve every cluster and ignore it."""
     server: str | None = None
     """``GANGSTATE_SERVER``: the worker whose views the query commands ask."""
+    cluster_contexts: str = ""
+    """``GANGSTATE_CLUSTER_CONTEXTS``: ``CONTEXT=CLUSTER`` pairs separated by commas
+    (``kind-eu=eu-1,prod-us=us-2``), the cluster id of each kubeconfig context of the fleet:
+    ``--context CONTEXT`` of the query commands reads that cluster (``cluster_contexts``)."""
+    metrics_max_clusters: int = Field(default=20, ge=1)
+    """``GANGSTATE_METRICS_MAX_CLUSTERS``: how many clusters the worker's gang gauges name in
+    their ``cluster`` label (``streams.worker.metrics.TableCollector``); the others are counted
+    under ``cluster="other"``."""
 
     @field_validator("cluster")
     @classmethod
@@ -91,6 +102,12 @@ class Environment(BaseSettings):
         problem = cluster_problem(value)
         if problem is not None:
             raise ValueError(problem)
+        return value
+
+    @field_validator("cluster_contexts")
+    @classmethod
+    def _context_map(cls, value: str) -> str:
+        parse_cluster_contexts(value)
         return value
     data_dir: str | None = None
     """``GANGSTATE_DATA_DIR``: the worker's Faust data folder."""
@@ -118,6 +135,37 @@ class Environment(BaseSettings):
         default=None, validation_alias=AliasChoices("KAFKA_SSL_KEYFILE"))
     kafka_ssl_check_hostname: bool = Field(
         default=True, validation_alias=AliasChoices("KAFKA_SSL_CHECK_HOSTNAME"))
+
+
+def parse_cluster_contexts(text: str) -> dict[str, str]:
+    """``CONTEXT=CLUSTER[,CONTEXT=CLUSTER...]`` (``GANGSTATE_CLUSTER_CONTEXTS``) -> ``{context:
+    cluster id}``; blanks around names and empty entries are ignored (``""`` is no context).
+    A context name is any text without ``,`` and ``=`` (``kind-eu``,
+    ``arn:aws:eks:eu-west-1:1234:cluster/prod``); a cluster id a DNS-1123 label
+    (``streams.core.cluster``). Raises ``ValueError`` (one line) on an entry without ``=``, an
+    empty context, a bad cluster id or a context given two clusters."""
+    out: dict[str, str] = {}
+    for entry in text.split(","):
+        if not entry.strip():
+            continue
+        context, sep, cluster = (part.strip() for part in entry.partition("="))
+        if not sep or not context:
+            raise ValueError(f"{entry.strip()!r} is not CONTEXT=CLUSTER (e.g. kind-eu=eu-1)")
+        problem = cluster_problem(cluster)
+        if problem is not None:
+            raise ValueError(f"context {context!r}: {problem}")
+        if out.get(context, cluster) != cluster:
+            raise ValueError(f"context {context!r} is given two clusters, {out[context]!r} and "
+                             f"{cluster!r}")
+        out[context] = cluster
+    return out
+
+
+def cluster_contexts(e: Environment | None = None) -> dict[str, str]:
+    """The kubeconfig contexts of ``GANGSTATE_CLUSTER_CONTEXTS`` and their cluster ids
+    (``parse_cluster_contexts``) from the environment ``e`` (default: read now); raises
+    ``SettingsError`` (one line) on a bad value."""
+    return parse_cluster_contexts((environment() if e is None else e).cluster_contexts)
 
 
 def fold_settings(e: Environment | None = None) -> FoldSettings:
