@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from streams.wire.contracts import (ACK_SCHEMA, CAPACITY_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA,
                                     PREEMPTION_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA)
 from streams.core import decide, episode
+from streams.core.cluster import DEFAULT_CLUSTER, split_key
 from streams.core.native import SCHEDULERS
 from streams.core.records import (AckObserved, CapacityObserved, CycleObserved, GangSummarized,
                                   PodGroupObserved, PodObserved, PreemptionObserved, Tick)
@@ -47,23 +48,48 @@ def schema_of(decoded: Decoded) -> str:
     return _SCHEMAS[type(decoded.record)]
 
 
-class TableCollector(Collector):
-    """Scrape-time gauges over a ``gang id -> GangState`` mapping (the worker's gangs).
+OTHER_CLUSTER = "other"
+"""The ``cluster`` label value of the gangs of every cluster past ``max_clusters``."""
+MAX_CLUSTERS = 20
+"""How many clusters the gang gauges name by default (``GANGSTATE_METRICS_MAX_CLUSTERS``)."""
 
-    ``gangstate_gangs{phase}``: gangs per phase (every phase, zero included).
-    ``gangstate_pods_held_preenqueue{reason}``: pending members of gangs that
-    ``streams.core.decide.hold`` holds, by hold reason (every reason, zero included).
-    ``gangstate_scheduler_failed_events_per_minute{gang}``: the scheduler's FailedScheduling
-    Events about the gang's pods in the last 60 s of event time up to ``clock(gang id)`` (the
-    clock of the fold of its partition, ticks included; without ``clock``, the gang's own)
-    (``streams.core.episode.per_minute``), for gangs with at least one (a gang without any has
-    no series). Raises nothing for a key that vanishes during a scrape.
+
+def labelled_clusters(clusters: Iterable[str], max_clusters: int) -> frozenset[str]:
+    """The clusters of ``clusters`` whose gangs keep their own ``cluster`` label: the first
+    ``max_clusters`` in cluster id order (code points: ``a-1`` < ``eu-1`` < ``us-2``). Sorted,
+    not first seen, so that every scrape of every worker that holds the same clusters picks
+    the same ones, whatever the order their records came in or the worker restarted."""
+    return frozenset(sorted(set(clusters))[:max(max_clusters, 0)])
+
+
+class TableCollector(Collector):
+    """Scrape-time gauges over a ``key -> GangState`` mapping (the worker's gangs; keys
+    ``eu-1:team-a/llm``, bare ids in ``default``: ``streams.core.cluster``).
+
+    ``gangstate_gangs{cluster,scheduler,phase}``: gangs per phase (every phase, zero
+    included). ``gangstate_pods_held_preenqueue{cluster,scheduler,reason}``: pending members of
+    gangs that ``streams.core.decide.hold`` holds, by hold reason (every reason, zero
+    included). ``gangstate_scheduler_failed_events_per_minute{cluster,gang}``: the scheduler's
+    FailedScheduling Events about the gang's pods in the last 60 s of event time up to
+    ``clock(key)`` (the clock of the fold of its partition, ticks included; without ``clock``,
+    the gang's own) (``streams.core.episode.per_minute``), for gangs with at least one (a gang
+    without any has no series). Raises nothing for a key that vanishes during a scrape.
+
+    ``cluster`` is bounded: the clusters with gangs in the mapping at the scrape keep their id
+    as label value up to ``max_clusters`` of them (``labelled_clusters``: the first in cluster
+    id order); the gangs of the others are summed under ``cluster="other"`` (a storm's ``gang``
+    label is then the gang's key, ``c21:team-a/llm``, so that two of them stay apart; a
+    cluster really named ``other`` shares its series). Each labelled cluster has every
+    scheduler, phase and reason series (zero included), ``other`` has them when some cluster
+    is counted there; an empty table has the ``default`` cluster's zeros.
     """
 
     def __init__(self, states: Mapping[str, GangState],
-                 clock: Callable[[str], int | None] | None = None) -> None:
+                 clock: Callable[[str], int | None] | None = None,
+                 max_clusters: int = MAX_CLUSTERS) -> None:
         self.states = states
         self.clock = clock
+        self.max_clusters = max_clusters
 
     def describe(self) -> Iterable[Metric]:
         """The three families with no samples (lets the registry check names without reading
@@ -72,41 +98,54 @@ class TableCollector(Collector):
 
     def _families(self) -> list[GaugeMetricFamily]:
         return [GaugeMetricFamily("gangstate_gangs",
-                                  "Gangs in this worker's table, by scheduler and phase",
-                                  labels=["scheduler", "phase"]),
+                                  "Gangs in this worker's table, by cluster, scheduler and "
+                                  "phase", labels=["cluster", "scheduler", "phase"]),
                 GaugeMetricFamily("gangstate_pods_held_preenqueue",
-                                  "Pending pods of gangs held at PreEnqueue, by scheduler and "
-                                  "hold reason", labels=["scheduler", "reason"]),
+                                  "Pending pods of gangs held at PreEnqueue, by cluster, "
+                                  "scheduler and hold reason",
+                                  labels=["cluster", "scheduler", "reason"]),
                 GaugeMetricFamily("gangstate_scheduler_failed_events_per_minute",
                                   "FailedScheduling Events of the gang's pods in the last 60 s "
-                                  "of event time", labels=["gang"])]
+                                  "of event time", labels=["cluster", "gang"])]
 
     def collect(self) -> Iterator[Metric]:
         """Read every gang once and yield the three gauges."""
-        phases = dict.fromkeys(((s, p) for s in SCHEDULERS for p in PHASES), 0)
-        held = dict.fromkeys(((s, r) for s in SCHEDULERS for r in decide.HELD_REASONS), 0)
-        storms: list[tuple[str, int]] = []
+        read: list[tuple[str, str, GangState]] = []  # (cluster, key, state)
         for key in list(self.states):
             state = self.states.get(key)
-            if state is None:
-                continue
+            if state is not None:
+                read.append((split_key(key)[0], key, state))
+        kept = labelled_clusters((c for c, _, _ in read), self.max_clusters)
+        if not read:
+            kept = frozenset({DEFAULT_CLUSTER})
+        labels = sorted(kept) + ([OTHER_CLUSTER] if any(c not in kept for c, _, _ in read)
+                                 else [])
+        phases = dict.fromkeys(((c, s, p) for c in labels for s in SCHEDULERS for p in PHASES), 0)
+        held = dict.fromkeys(((c, s, r) for c in labels for s in SCHEDULERS
+                              for r in decide.HELD_REASONS), 0)
+        storms: dict[tuple[str, str], int] = {}
+        for cluster, key, state in read:
+            label = cluster if cluster in kept else OTHER_CLUSTER
             scheduler = state.scheduler
-            phases[scheduler, state.phase] = phases.get((scheduler, state.phase), 0) + 1
+            at = (label, scheduler, state.phase)
+            phases[at] = phases.get(at, 0) + 1
             found = decide.hold(state)
             if found is not None:
-                held[scheduler, found[0]] = held.get((scheduler, found[0]), 0) + state.pending
+                at = (label, scheduler, found[0])
+                held[at] = held.get(at, 0) + state.pending
             if state.storm:
                 now = None if self.clock is None else self.clock(key)
                 rate = episode.per_minute(state.storm, max(state.clock, now or 0))
                 if rate:
-                    storms.append((state.gang, rate))
+                    gang = state.gang if label == cluster else key
+                    storms[label, gang] = storms.get((label, gang), 0) + rate
         gangs, pods, storm = self._families()
-        for (scheduler, phase), n in phases.items():
-            gangs.add_metric([scheduler, phase], n)
-        for (scheduler, reason), n in held.items():
-            pods.add_metric([scheduler, reason], n)
-        for gang, rate in sorted(storms):
-            storm.add_metric([gang], rate)
+        for (cluster, scheduler, phase), n in phases.items():
+            gangs.add_metric([cluster, scheduler, phase], n)
+        for (cluster, scheduler, reason), n in held.items():
+            pods.add_metric([cluster, scheduler, reason], n)
+        for (cluster, gang), rate in sorted(storms.items()):
+            storm.add_metric([cluster, gang], rate)
         yield gangs
         yield pods
         yield storm
