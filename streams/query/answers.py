@@ -1,10 +1,15 @@
 """What the query commands answer, as plain documents built from gang states.
 
-Where it sits: the query side, over ``streams.core``. ``gang_rows``, ``gang_detail`` and
-``explain_pod`` are plain functions of ``GangState`` values, so that ``gangstate get/describe/explain
---from TRACE`` prints exactly what a worker serves (``streams.worker.web`` mounts them over HTTP).
-Everything they say comes from ``streams.core`` (``summary``, ``explain.findings``,
-``explain.why_pod``); this module only selects and shapes.
+Where it sits: the query side, over ``streams.core``. ``gang_rows``, ``gang_detail``,
+``explain_pod`` and ``fleet_summary`` are plain functions of ``GangState`` values, so that
+``gangstate get/describe/explain --from TRACE`` prints exactly what a worker serves
+(``streams.worker.web`` mounts them over HTTP). Everything they say comes from ``streams.core``
+(``summary``, ``explain.findings``, ``explain.why_pod``); this module only selects and shapes.
+
+Fleets (issue 27, ``streams.core.cluster``): a gang is known by its cluster and its id within
+the cluster; the mappings these functions read are keyed by keys (``eu-1:team-a/llm``, the bare
+id in ``default``). Rows name their ``cluster``; a person's ``NAMESPACE/NAME`` is resolved
+within one cluster (``DEFAULT_CLUSTER`` unless told).
 
 Must not: decide or explain anything itself, do I/O, or import Faust, Kafka or the worker.
 """
@@ -13,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
+from streams.core.cluster import DEFAULT_CLUSTER, cluster_of_key, cluster_problem, key_of
+from streams.core.episode import per_minute
 from streams.core.explain import deletion, findings, why_pod
 from streams.core.native import KUBE_SCHEDULER, SCHEDULERS, composite_key, gang_key, split_gang
 from streams.core.state import GangState, as_of, summary
@@ -28,28 +35,44 @@ HIDDEN_PHASES = ("Deleted",)
 ROW_FIELDS = ("scheduler", "phase", "members", "bound", "waiting", "min_member",
               "representative")
 
+FLEET_PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled")
+"""The phases ``fleet_summary`` counts in columns of their own; the others but ``Deleted``
+(``Finished``) are counted under ``"other"``."""
+
 
 class NotFound(LookupError):
     """A gang or pod the table does not know; ``str(err)`` is the message for people."""
 
 
 def gang_row(state: GangState) -> dict[str, Any]:
-    """One line of the gang list: ``{"gang", "namespace", "name", "scheduler", "phase",
-    "members", "bound", "waiting", "min_member", "representative"}``; ``name`` is the gang's
-    (its PodGroup's) without the scheduler, ``scheduler`` ``koord-scheduler`` or
+    """One line of the gang list: ``{"cluster", "gang", "namespace", "name", "scheduler",
+    "phase", "members", "bound", "waiting", "min_member", "representative"}``; ``cluster`` is
+    the gang's cluster id (``default`` included), ``gang`` its id within the cluster, ``name``
+    the gang's (its PodGroup's) without the scheduler, ``scheduler`` ``koord-scheduler`` or
     ``kube-scheduler``; counts are pods, ``min_member`` (a native gang's minCount) and
     ``representative`` are ``None`` when unknown."""
     info = summary(state)
-    return {"gang": state.gang, "namespace": state.namespace, "name": state.name,
-            **{k: info[k] for k in ROW_FIELDS}}
+    return {"cluster": state.cluster, "gang": state.gang, "namespace": state.namespace,
+            "name": state.name, **{k: info[k] for k in ROW_FIELDS}}
+
+
+def check_cluster(cluster: str) -> str:
+    """``cluster`` when it is a cluster id (``streams.core.cluster.cluster_problem``); raises
+    ``ValueError`` (one line) when not."""
+    problem = cluster_problem(cluster)
+    if problem is not None:
+        raise ValueError(problem)
+    return cluster
 
 
 def gang_rows(states: Iterable[GangState], namespace: str | None = None,
-              phase: str | None = None, scheduler: str | None = None) -> list[dict[str, Any]]:
-    """``gang_row`` of each state in ``namespace``, ``phase`` (``None``: any phase but the
-    ``HIDDEN_PHASES``) and ``scheduler`` (``None``: both), sorted by gang id. ``phase`` matches
+              phase: str | None = None, scheduler: str | None = None,
+              cluster: str | None = DEFAULT_CLUSTER) -> list[dict[str, Any]]:
+    """``gang_row`` of each state of ``cluster`` (``None``: every cluster) in ``namespace``,
+    ``phase`` (``None``: any phase but the ``HIDDEN_PHASES``) and ``scheduler`` (``None``:
+    both), sorted by cluster, then gang id (namespace, name). ``phase`` matches
     case-insensitively (``ready`` = ``Ready``). Raises ``ValueError`` when ``phase`` is not one
-    of ``PHASES`` or ``scheduler`` not one of ``SCHEDULERS``."""
+    of ``PHASES``, ``scheduler`` not one of ``SCHEDULERS`` or ``cluster`` not a cluster id."""
     if phase is not None:
         canonical = {p.lower(): p for p in PHASES}.get(phase.lower())
         if canonical is None:
@@ -57,11 +80,14 @@ def gang_rows(states: Iterable[GangState], namespace: str | None = None,
         phase = canonical
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; one of {', '.join(SCHEDULERS)}")
+    if cluster is not None:
+        check_cluster(cluster)
     rows = [gang_row(s) for s in states
-            if (namespace is None or s.namespace == namespace)
+            if (cluster is None or s.cluster == cluster)
+            and (namespace is None or s.namespace == namespace)
             and (scheduler is None or s.scheduler == scheduler)
             and (s.phase == phase if phase is not None else s.phase not in HIDDEN_PHASES)]
-    return sorted(rows, key=lambda r: r["gang"])
+    return sorted(rows, key=lambda r: (r["cluster"], r["gang"]))
 
 
 def history(state: GangState) -> list[dict[str, str]]:
@@ -86,8 +112,8 @@ def gang_candidates(gang: str, scheduler: str | None = None) -> list[str]:
     """The gang ids a person's ``NAMESPACE/NAME`` may mean: with ``scheduler`` only that
     scheduler's; without, Koordinator's, then the native PodGroup's (``ns/name@kube-scheduler``)
     and the native CompositePodGroup's (``ns/composite:name@kube-scheduler``); an id that
-    already names its scheduler means itself. Raises ``ValueError`` for an unknown
-    ``scheduler``."""
+    already names its scheduler means itself. Ids within a cluster: ``candidate_keys`` gives
+    their keys in one. Raises ``ValueError`` for an unknown ``scheduler``."""
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; one of {', '.join(SCHEDULERS)}")
     namespace, name, named = split_gang(gang)
@@ -99,14 +125,31 @@ def gang_candidates(gang: str, scheduler: str | None = None) -> list[str]:
     return out
 
 
+def candidate_keys(gang: str, scheduler: str | None = None,
+                   cluster: str = DEFAULT_CLUSTER) -> list[str]:
+    """The keys of ``gang_candidates(gang, scheduler)`` in ``cluster`` (``eu-1:team-a/llm``;
+    the bare ids in ``default``). Raises ``ValueError`` for an unknown ``scheduler`` or a bad
+    cluster id."""
+    check_cluster(cluster)
+    return [key_of(cluster, g) for g in gang_candidates(gang, scheduler)]
+
+
+def in_cluster(cluster: str) -> str:
+    """`` in cluster C`` to end a message about a gang or pod of cluster ``C``; empty for
+    ``default`` (the messages of a gangstate without fleet stay as they were)."""
+    return "" if cluster == DEFAULT_CLUSTER else f" in cluster {cluster}"
+
+
 def resolve_gang(states: Mapping[str, GangState], gang: str,
-                 scheduler: str | None = None) -> GangState:
-    """The state ``gang`` (``NAMESPACE/NAME``, ``scheduler`` as in ``gang_candidates``) names.
-    Raises ``NotFound`` when none is known, or when both schedulers have a gang of that name
-    and ``scheduler`` does not say which."""
-    found = [states[g] for g in gang_candidates(gang, scheduler) if g in states]
+                 scheduler: str | None = None, cluster: str = DEFAULT_CLUSTER) -> GangState:
+    """The state ``gang`` (``NAMESPACE/NAME``, ``scheduler`` as in ``gang_candidates``) names
+    in ``cluster`` (``states`` is keyed by keys: ``candidate_keys``). Raises ``NotFound`` when
+    none is known there (a gang of that name in another cluster is another gang), or when both
+    schedulers have a gang of that name and ``scheduler`` does not say which; ``ValueError``
+    for a bad cluster id."""
+    found = [states[k] for k in candidate_keys(gang, scheduler, cluster) if k in states]
     if not found:
-        raise NotFound(f"gang {gang} not found")
+        raise NotFound(f"gang {gang} not found{in_cluster(cluster)}")
     if len(found) > 1:
         raise NotFound(ambiguous(gang, [s.gang for s in found]))
     return found[0]
@@ -125,27 +168,72 @@ def _knows_pod(state: GangState, pod: str) -> bool:
     return state.member_by_name(pod) is not None or state.orphan_by_name(pod) is not None
 
 
-def find_gang_of_pod(states: Iterable[GangState], pod: str) -> GangState | None:
-    """The gang (first in gang id order) whose live members, or pods dropped with its
-    PodGroup, include pod ``ns/name``, or ``None``."""
-    for state in sorted(states, key=lambda s: s.gang):
+def find_gang_of_pod(states: Iterable[GangState], pod: str,
+                     cluster: str = DEFAULT_CLUSTER) -> GangState | None:
+    """The gang of ``cluster`` (first in gang id order) whose live members, or pods dropped
+    with its PodGroup, include pod ``ns/name``, or ``None``."""
+    for state in sorted((s for s in states if s.cluster == cluster), key=lambda s: s.gang):
         if _knows_pod(state, pod):
             return state
     return None
 
 
 def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = None,
-                now: Callable[[str], int | None] | None = None) -> dict[str, Any]:
-    """``why_pod`` for pod ``ns/name`` in gang ``gang`` (``None``: the gang whose members
-    include the pod), read at event time ``now(gang id)`` (microseconds: the clock of the fold
-    that owns the gang; ``None``: the gang's own clock, ``state.as_of``). Raises ``NotFound`` when the gang is unknown or the pod is not one of its
-    live members."""
+                now: Callable[[str], int | None] | None = None,
+                cluster: str = DEFAULT_CLUSTER) -> dict[str, Any]:
+    """``why_pod`` for pod ``ns/name`` of ``cluster`` in gang ``gang`` (``None``: the gang of
+    that cluster whose members include the pod), read at event time ``now(key)``
+    (microseconds: the clock of the fold that owns the gang's key; ``None``: the gang's own
+    clock, ``state.as_of``); outside the ``default`` cluster the answer names its ``cluster``
+    first, as ``summary`` does. Raises ``NotFound`` when the gang is unknown in ``cluster`` or the
+    pod is not one of its live members; ``ValueError`` for a bad cluster id."""
+    check_cluster(cluster)
     if gang is not None:
-        state = resolve_gang(states, gang)
+        state = resolve_gang(states, gang, cluster=cluster)
         if not _knows_pod(state, pod):
-            raise NotFound(f"pod {pod} is not a live member of gang {gang}")
+            raise NotFound(f"pod {pod} is not a live member of gang {gang}{in_cluster(cluster)}")
     else:
-        state = find_gang_of_pod(states.values(), pod)
-        if state is None:
-            raise NotFound(f"pod {pod} is not a live member of any known gang")
-    return why_pod(as_of(state, None if now is None else now(state.gang)), pod)
+        found = find_gang_of_pod(states.values(), pod, cluster)
+        if found is None:
+            raise NotFound(f"pod {pod} is not a live member of any known gang"
+                           f"{in_cluster(cluster)}")
+        state = found
+    why = why_pod(as_of(state, None if now is None else now(state.key)), pod)
+    return why if state.cluster == DEFAULT_CLUSTER else {"cluster": state.cluster, **why}
+
+
+def fleet_summary(gangs: Iterable[tuple[str, GangState]],
+                  now: Callable[[str], int | None] | None = None) -> list[dict[str, Any]]:
+    """One row per cluster of the ``(key, state)`` pairs ``gangs``, sorted by cluster id:
+    ``{"cluster", "gangs", "phases": {"NotInitialized", "Gathering", "Ready", "Scheduling",
+    "Scheduled", "other"}, "warning_gangs", "warnings", "failed_events_per_minute"}``.
+
+    The cluster is the key's (``streams.core.cluster.cluster_of_key``). ``Deleted`` gangs (the
+    tombstones ``get gangs`` leaves out) are not counted, and a cluster with no other gang has
+    no row. ``gangs`` counts the rest; ``phases`` counts them by phase (``FLEET_PHASES``,
+    ``other``: ``Finished``). ``warnings`` counts the open findings of type ``Warning``
+    (``streams.core.explain.findings``, what ``describe gang`` lists), ``warning_gangs`` the
+    gangs with at least one; ``failed_events_per_minute`` sums the scheduler's FailedScheduling
+    Events in the last 60 s of event time over the cluster's gangs (each gang's storm, as
+    ``describe gang`` shows it: ``streams.core.episode.per_minute``). Each gang is read at
+    ``now(key)`` (microseconds of event time; ``None``: its own clock, ``state.as_of``).
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    for key, state in gangs:
+        if state.phase in HIDDEN_PHASES:
+            continue
+        cluster = cluster_of_key(key)
+        row = rows.get(cluster)
+        if row is None:
+            row = rows[cluster] = {
+                "cluster": cluster, "gangs": 0,
+                "phases": {**dict.fromkeys(FLEET_PHASES, 0), "other": 0},
+                "warning_gangs": 0, "warnings": 0, "failed_events_per_minute": 0}
+        state = as_of(state, None if now is None else now(key))
+        row["gangs"] += 1
+        row["phases"][state.phase if state.phase in FLEET_PHASES else "other"] += 1
+        warnings = sum(1 for f in findings(state) if f["type"] == "Warning")
+        row["warnings"] += warnings
+        row["warning_gangs"] += 1 if warnings else 0
+        row["failed_events_per_minute"] += per_minute(state.storm, state.clock)
+    return [rows[c] for c in sorted(rows)]

@@ -6,9 +6,10 @@ the views on Faust's web server (on only with ``gangstate worker --http-port POR
 
 | path | answer |
 |---|---|
-| ``GET /gangs?namespace=NS&phase=PHASE&scheduler=S`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs, sorted by gang id; ``Deleted`` gangs only with ``phase=Deleted``; ``scheduler``: ``koord-scheduler`` or ``kube-scheduler`` (default both) |
-| ``GET /gangs/{namespace}/{name}`` | ``gang_detail``: ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner) |
-| ``GET /pods/{namespace}/{name}/why?gang=NS/NAME`` | ``why_pod`` (routed to the owner of ``gang``; without it, the local gang that has the pod) |
+| ``GET /gangs?namespace=NS&phase=PHASE&scheduler=S&cluster=C`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs of cluster ``C`` (default ``default``; ``all_clusters=1`` instead: every cluster's), sorted by cluster, then gang id; ``Deleted`` gangs only with ``phase=Deleted``; ``scheduler``: ``koord-scheduler`` or ``kube-scheduler`` (default both) |
+| ``GET /gangs/{namespace}/{name}?cluster=C`` | ``gang_detail`` of the gang of cluster ``C`` (default ``default``): ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner of its key) |
+| ``GET /pods/{namespace}/{name}/why?gang=NS/NAME&cluster=C`` | ``why_pod`` of the pod of cluster ``C`` (default ``default``; routed to the owner of ``gang``'s key; without ``gang``, the local gang of that cluster that has the pod) |
+| ``GET /fleet`` | ``{"clusters": [fleet_summary row, ...]}``: one row per cluster of this worker's gangs |
 | ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
 | ``GET /readyz`` | ``ready`` (200) once the worker has its partitions and has recovered the table; else 503 ``not ready: REASON`` (and while it waits for Kafka, ``streams.worker.app.run_worker``) |
 
@@ -20,11 +21,13 @@ Must not: decide or explain anything itself, write to the table, or import Faust
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
+from streams.core.cluster import DEFAULT_CLUSTER, key_of
 from streams.core.state import GangState
 from streams.kafka.partitions import partition_of
-from streams.query.answers import NotFound, explain_pod, gang_detail, gang_rows
+from streams.query.answers import (NotFound, check_cluster, explain_pod, fleet_summary,
+                                   gang_detail, gang_rows, in_cluster)
 
 if TYPE_CHECKING:  # pragma: no cover
     import faust
@@ -51,6 +54,31 @@ class OwnedStates(Mapping[str, GangState]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def present(states: Mapping[str, GangState]) -> Iterator[tuple[str, GangState]]:
+    """``(key, state)`` of every gang of ``states``, skipping a key that vanishes while it is
+    read (a gang removed by the fold between the listing and the read)."""
+    for key in list(states):
+        state = states.get(key)
+        if state is not None:
+            yield key, state
+
+
+TRUE = ("1", "true", "yes")
+"""The values of a flag in a query string that turn it on (``all_clusters=1``)."""
+
+
+def cluster_param(query: Mapping[str, str], every: bool = False) -> str | None:
+    """The cluster a request asks about: its ``cluster`` parameter (default ``default``), or
+    ``None`` (every cluster) with ``every`` and ``all_clusters=1``. Raises ``ValueError`` (400)
+    for a bad cluster id, or for both parameters."""
+    cluster = query.get("cluster") or None
+    if every and (query.get("all_clusters") or "").lower() in TRUE:
+        if cluster is not None:
+            raise ValueError("cluster and all_clusters exclude each other")
+        return None
+    return check_cluster(cluster or DEFAULT_CLUSTER)
 
 
 def active_owner(app: "faust.App", settings: "Settings") -> Callable[[str], bool]:
@@ -88,70 +116,98 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
              metrics: "WorkerMetrics | None" = None,
              clock: Callable[[str], int | None] | None = None) -> None:
     """Mount ``/gangs``, ``/gangs/{namespace}/{name}``, ``/pods/{namespace}/{name}/why``,
-    ``/readyz`` (``readiness``) and ``/metrics`` on ``app``'s web server.
+    ``/fleet``, ``/readyz`` (``readiness``) and ``/metrics`` on ``app``'s web server.
 
-    ``store`` is the worker's ``TableStore`` (``gang id -> GangState``; its ``.table`` is the
+    ``store`` is the worker's ``TableStore`` (``key -> GangState``; its ``.table`` is the
     Faust table used to route a request to the worker that owns the key). ``metrics``: the
     app's ``WorkerMetrics`` (``None``: a fresh one, so ``/metrics`` serves the table gauges
     only); the table collector is added to its registry here. Errors are JSON ``{"error":
     message}``: 400 for a bad query, 404 for an unknown gang or pod, 503 while partitions are
-    not assigned yet. ``clock(gang id)``: the event time a gang is read at (microseconds: the
+    not assigned yet. ``clock(key)``: the event time a gang is read at (microseconds: the
     clock of the fold of its partition, ticks included; ``None``: the gang's own clock), so
     that the storm and the failure episode age with the partition's ticks
-    (``streams.core.state.as_of``).
+    (``streams.core.state.as_of``). The gang gauges name at most
+    ``GANGSTATE_METRICS_MAX_CLUSTERS`` clusters (``TableCollector``).
     """
     from faust.exceptions import SameNode
     from faust.web import Request, Response, View
 
+    from streams.settings import environment
     from streams.worker.metrics import TableCollector, WorkerMetrics
 
     table = getattr(store, "table")
     owned = active_owner(app, settings)
     local = OwnedStates(store, owned)
-    metrics = metrics or WorkerMetrics()
-    metrics.registry.register(TableCollector(local, clock))
+    served: WorkerMetrics = metrics or WorkerMetrics()
+    served.registry.register(TableCollector(
+        local, clock, max_clusters=environment().metrics_max_clusters))
 
     @app.page("/gangs", name="gangs")
     class GangList(View):
-        """``GET /gangs?namespace=NS&phase=PHASE&scheduler=S``: this worker's gangs, sorted by
-        gang id."""
+        """``GET /gangs?namespace=NS&phase=PHASE&scheduler=S&cluster=C`` (or
+        ``all_clusters=1``): this worker's gangs, sorted by cluster, then gang id."""
 
         async def get(self, request: Request) -> Response:
             query = request.query
             try:
                 rows = gang_rows(local.values(), query.get("namespace") or None,
-                                 query.get("phase") or None, query.get("scheduler") or None)
+                                 query.get("phase") or None, query.get("scheduler") or None,
+                                 cluster_param(query, every=True))
             except ValueError as err:
                 return self.error(400, str(err))
             return self.json({"gangs": rows})
 
     @app.page("/gangs/{gang:[^/]+/[^/]+}", name="gang")
     class GangDetail(View):
-        """``GET /gangs/{namespace}/{name}``: ``gang_detail``, answered by the key's owner."""
+        """``GET /gangs/{namespace}/{name}?cluster=C``: ``gang_detail``, answered by the owner
+        of the gang's key in cluster ``C``."""
 
-        @app.table_route(table=table, match_info="gang")
         async def get(self, request: Request, gang: str) -> Response:
-            state = store.get(gang)
+            try:
+                cluster = cluster_param(request.query)
+            except ValueError as err:
+                return self.error(400, str(err))
+            cluster = cluster or DEFAULT_CLUSTER
+            key = key_of(cluster, gang)
+            try:  # table_route's routing, by the key (the cluster is a query parameter)
+                return await app.router.route_req(table.name, key, self.web, request)
+            except SameNode:
+                pass
+            state = store.get(key)
             if state is None:
-                return self.error(404, f"gang {gang} not found")
-            return self.json(gang_detail(state, None if clock is None else clock(gang)))
+                return self.error(404, f"gang {gang} not found{in_cluster(cluster)}")
+            return self.json(gang_detail(state, None if clock is None else clock(key)))
 
     @app.page("/pods/{namespace}/{name}/why", name="why")
     class PodWhy(View):
-        """``GET /pods/{namespace}/{name}/why?gang=NS/NAME``: ``why_pod`` of the pod."""
+        """``GET /pods/{namespace}/{name}/why?gang=NS/NAME&cluster=C``: ``why_pod`` of the
+        pod of cluster ``C``."""
 
         async def get(self, request: Request, namespace: str, name: str) -> Response:
             gang = request.query.get("gang") or None
             pod = f"{namespace}/{name}"
+            try:
+                cluster = cluster_param(request.query) or DEFAULT_CLUSTER
+            except ValueError as err:
+                return self.error(400, str(err))
             if gang is not None:
-                try:  # the same routing as table_route, by the query parameter
-                    return await app.router.route_req(table.name, gang, self.web, request)
+                try:  # the same routing as table_route, by the gang's key
+                    return await app.router.route_req(table.name, key_of(cluster, gang),
+                                                      self.web, request)
                 except SameNode:
                     pass
             try:
-                return self.json(explain_pod(store if gang else local, pod, gang, clock))
+                return self.json(explain_pod(store if gang else local, pod, gang, clock,
+                                             cluster))
             except NotFound as err:
                 return self.error(404, str(err))
+
+    @app.page("/fleet", name="fleet")
+    class Fleet(View):
+        """``GET /fleet``: ``fleet_summary`` of this worker's gangs, one row per cluster."""
+
+        async def get(self, request: Request) -> Response:
+            return self.json({"clusters": fleet_summary(present(local), clock)})
 
     @app.page("/readyz", name="readyz")
     class Ready(View):
@@ -168,5 +224,5 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
         """``GET /metrics``: the app's registry in the Prometheus text format."""
 
         async def get(self, request: Request) -> Response:
-            body, content_type = metrics.exposition()
+            body, content_type = served.exposition()
             return self.bytes(body, headers={"Content-Type": content_type})

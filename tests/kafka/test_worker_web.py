@@ -65,10 +65,10 @@ def test_table_collector_counts_gangs_by_phase_and_held_pods(case, at, phase, re
     from prometheus_client import generate_latest
 
     got = samples(generate_latest(metrics.registry).decode())
-    koord = ("scheduler", "koord-scheduler")
-    assert got[("gangstate_gangs", (("phase", phase), koord))] == 1
+    default, koord = ("cluster", "default"), ("scheduler", "koord-scheduler")
+    assert got[("gangstate_gangs", (default, ("phase", phase), koord))] == 1
     assert sum(v for (n, _), v in got.items() if n == "gangstate_gangs") == 1
-    assert got[("gangstate_pods_held_preenqueue", (("reason", reason), koord))] == held
+    assert got[("gangstate_pods_held_preenqueue", (default, ("reason", reason), koord))] == held
     assert sum(v for (n, _), v in got.items() if n == "gangstate_pods_held_preenqueue") == held
 
 
@@ -93,7 +93,7 @@ def test_the_scheduler_storm_is_a_gauge_per_gang() -> None:
     got = samples(generate_latest(metrics.registry).decode())
     storm = {labels: v for (n, labels), v in got.items()
              if n == "gangstate_scheduler_failed_events_per_minute"}
-    assert storm == {(("gang", "sc-b/gb"),): 42}
+    assert storm == {(("cluster", "default"), ("gang", "sc-b/gb")): 42}
 
 
 def test_worker_metrics_count_acks_records_and_outputs() -> None:
@@ -170,9 +170,9 @@ def test_list_view_lists_every_gang_sorted_with_phase_and_counts(served) -> None
         "nlp/gpt-distill", "research/rl-rollout", "team-a/llm-pretrain", "team-c/bert-large",
         "team-g/g", "vision/resnet-ddp"]
     gated = body["gangs"][4]
-    assert gated == {"gang": "team-g/g", "namespace": "team-g", "name": "g",
-                     "scheduler": "koord-scheduler", "phase": "Scheduling", "members": 3,
-                     "bound": 0, "waiting": 0, "min_member": 2,
+    assert gated == {"cluster": "default", "gang": "team-g/g", "namespace": "team-g",
+                     "name": "g", "scheduler": "koord-scheduler", "phase": "Scheduling",
+                     "members": 3, "bound": 0, "waiting": 0, "min_member": 2,
                      "representative": "team-g/g-0"}
     only = requests.get(base + "/gangs", params={"phase": "Scheduling"}, timeout=10).json()
     assert [r["gang"] for r in only["gangs"]] == ["team-g/g"]
@@ -277,14 +277,15 @@ def test_metrics_scrape_counts_what_the_worker_folded(served) -> None:
     assert value("gangstate_dead_letters_total", reason="invalid-record") == 1
     assert value("gangstate_fold_seconds_count") == 34
     assert 0 < value("gangstate_fold_seconds_sum") < 34
-    koord = "koord-scheduler"
-    assert value("gangstate_gangs", phase="Ready", scheduler=koord) == 5
-    assert value("gangstate_gangs", phase="Scheduling", scheduler=koord) == 1
-    assert value("gangstate_gangs", phase="Gathering", scheduler=koord) == 0
-    assert value("gangstate_gangs", phase="Deleted", scheduler=koord) == 0
-    assert value("gangstate_gangs", phase="Ready", scheduler="kube-scheduler") == 0
-    assert value("gangstate_pods_held_preenqueue", reason="GangMembersInsufficient",
-                 scheduler=koord) == 0
+    koord, default = "koord-scheduler", "default"
+    assert value("gangstate_gangs", cluster=default, phase="Ready", scheduler=koord) == 5
+    assert value("gangstate_gangs", cluster=default, phase="Scheduling", scheduler=koord) == 1
+    assert value("gangstate_gangs", cluster=default, phase="Gathering", scheduler=koord) == 0
+    assert value("gangstate_gangs", cluster=default, phase="Deleted", scheduler=koord) == 0
+    assert value("gangstate_gangs", cluster=default, phase="Ready",
+                 scheduler="kube-scheduler") == 0
+    assert value("gangstate_pods_held_preenqueue", cluster=default,
+                 reason="GangMembersInsufficient", scheduler=koord) == 0
 
 
 @pytest.mark.kafka
