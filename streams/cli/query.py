@@ -1,5 +1,5 @@
-"""``gangstate get gangs``, ``gangstate describe gang``, ``gangstate explain pod``: the query
-commands, in the style of kubectl.
+"""``gangstate get gangs``, ``gangstate get fleet``, ``gangstate describe gang``, ``gangstate
+explain pod``: the query commands, in the style of kubectl.
 
 Where it sits: the CLI shell of the read side. Each command gets its documents either from a
 running worker's HTTP views (``--server URL``, default ``$GANGSTATE_SERVER`` or
@@ -7,12 +7,19 @@ running worker's HTTP views (``--server URL``, default ``$GANGSTATE_SERVER`` or
 (``--from TRACE``, repeatable, state as of ``--at``), and prints them as aligned tables and
 sections for people or, with ``-o json``, exactly as the worker serves them. The documents come
 from ``streams.query.answers``' builders over ``streams.core`` (``summary``, ``findings``,
-``why_pod``); this module only formats.
+``why_pod``, ``fleet_summary``); this module only formats.
+
+Fleets (issue 27, docs/query.md "Fleets"): a command reads one cluster's gangs, the one named
+by ``--cluster CLUSTER``, else by ``--context CONTEXT`` (a kubeconfig context that
+``GANGSTATE_CLUSTER_CONTEXTS`` maps to a cluster id), else ``$GANGSTATE_CLUSTER``, else
+``default``; ``get gangs --all-clusters`` lists every cluster's, ``get fleet`` sums each
+cluster's.
 
 Exit status: 0 on success; 1 when the gang or pod is unknown, or the worker still cannot be
 reached (or still answers 503: not ready) after ``--timeout`` seconds (default 30; the command
 says on stderr that it is waiting at the first failed attempt), or answers an error; 2 when a
-trace cannot be read or the worker calls the request bad (400).
+trace cannot be read, the worker calls the request bad (400) or ``--context`` names a context
+``GANGSTATE_CLUSTER_CONTEXTS`` does not map.
 
 Must not: explain or decide anything itself, or import Faust.
 """
@@ -27,10 +34,11 @@ from urllib.parse import quote
 
 import click
 
+from streams.core.cluster import DEFAULT_CLUSTER, key_of
 from streams.core.native import KOORDINATOR, KUBE_SCHEDULER, SCHEDULERS, scheduler_of, split_gang
 from streams.kafka.waiting import Unreachable
-from streams.cli.options import (REF, name_options, namespace_options, one_namespace,
-                                 output_option, qualified, timeout_option)
+from streams.cli.options import (REF, cluster_option, name_options, namespace_options,
+                                 one_namespace, output_option, qualified, timeout_option)
 
 DEFAULT_SERVER = "http://127.0.0.1:6066"
 NONE = "<none>"
@@ -38,11 +46,19 @@ NONE = "<none>"
 
 class QueryError(Exception):
     """A query that cannot be answered: ``status`` is the exit status (1 unknown gang or pod,
-    worker failing; 2 trace unreadable, bad request); ``str(err)`` the message for people."""
+    worker failing; 2 trace unreadable, bad request, unmapped context); ``str(err)`` the
+    message for people; ``missing``: the worker answered 404 (no such gang or pod)."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, missing: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.missing = missing
+
+
+def _where(cluster: str | None) -> str:
+    """`` in cluster C`` for a message about cluster ``C`` (empty for ``default`` and for every
+    cluster, ``None``)."""
+    return "" if cluster in (None, DEFAULT_CLUSTER) else f" in cluster {cluster}"
 
 
 class _NotYet(Unreachable):
@@ -107,7 +123,7 @@ class ServerSource:
         if resp.status_code == 503:
             raise _NotYet(f"503: {error or resp.text[:200].strip()}")
         if resp.status_code == 404 and error:
-            raise QueryError(error, 1)
+            raise QueryError(error, 1, missing=True)
         if resp.status_code != 200 or body is None:
             raise QueryError(f"the gangstate worker at {self.base} answered {resp.status_code} "
                              f"for {path}: {error or resp.text[:200]}",
@@ -115,31 +131,41 @@ class ServerSource:
         return body
 
     def gangs(self, namespace: str | None, phase: str | None,
-              scheduler: str | None = None) -> list[dict[str, Any]]:
-        """``GET /gangs``: rows of ``streams.query.answers.gang_row``."""
+              scheduler: str | None = None,
+              cluster: str | None = DEFAULT_CLUSTER) -> list[dict[str, Any]]:
+        """``GET /gangs?cluster=C`` (``cluster`` ``None``: ``?all_clusters=1``): rows of
+        ``streams.query.answers.gang_row``."""
+        where = {"all_clusters": "1"} if cluster is None else {"cluster": cluster}
         return self._get("/gangs", {"namespace": namespace or "", "phase": phase or "",
-                                    "scheduler": scheduler or ""})["gangs"]
+                                    "scheduler": scheduler or "", **where})["gangs"]
 
-    def gang(self, gang: str, scheduler: str | None = None) -> dict[str, Any]:
-        """``GET /gangs/{ns}/{name}``: ``streams.query.answers.gang_detail`` of the gang
-        ``gang`` names (``_resolved``: asked for each scheduler's id of that name)."""
+    def gang(self, gang: str, scheduler: str | None = None,
+             cluster: str = DEFAULT_CLUSTER) -> dict[str, Any]:
+        """``GET /gangs/{ns}/{name}?cluster=C``: ``streams.query.answers.gang_detail`` of the
+        gang ``gang`` names in ``cluster`` (``_resolved``: asked for each scheduler's id of
+        that name)."""
         def one(gang_id: str) -> dict[str, Any] | None:
             ns, name = _split(gang_id)
             try:
                 doc: dict[str, Any] = self._get(
-                    f"/gangs/{quote(ns, safe='')}/{quote(name, safe='')}")
+                    f"/gangs/{quote(ns, safe='')}/{quote(name, safe='')}", {"cluster": cluster})
             except QueryError as err:
-                if err.status == 1 and str(err).endswith("not found"):
+                if err.missing:
                     return None
                 raise
             return doc
-        return _resolved(gang, scheduler, one)
+        return _resolved(gang, scheduler, one, cluster)
 
-    def why(self, pod: str, gang: str | None) -> dict[str, Any]:
-        """``GET /pods/{ns}/{name}/why``: ``streams.core.explain.why_pod``."""
+    def why(self, pod: str, gang: str | None, cluster: str = DEFAULT_CLUSTER) -> dict[str, Any]:
+        """``GET /pods/{ns}/{name}/why?gang=G&cluster=C``: ``streams.core.explain.why_pod``."""
         ns, name = _split(pod)
         return self._get(f"/pods/{quote(ns, safe='')}/{quote(name, safe='')}/why",
-                         {"gang": gang or ""})
+                         {"gang": gang or "", "cluster": cluster})
+
+    def fleet(self) -> list[dict[str, Any]]:
+        """``GET /fleet``: rows of ``streams.query.answers.fleet_summary``."""
+        rows: list[dict[str, Any]] = self._get("/fleet")["clusters"]
+        return rows
 
 
 class TraceSource:
@@ -169,34 +195,43 @@ class TraceSource:
         self.clock = None if read_at_end else result.clock
 
     def gangs(self, namespace: str | None, phase: str | None,
-              scheduler: str | None = None) -> list[dict[str, Any]]:
-        """``streams.query.answers.gang_rows`` of the folded gangs; a bad phase or scheduler
-        is ``QueryError`` 2."""
+              scheduler: str | None = None,
+              cluster: str | None = DEFAULT_CLUSTER) -> list[dict[str, Any]]:
+        """``streams.query.answers.gang_rows`` of the folded gangs of ``cluster`` (``None``:
+        every cluster); a bad phase or scheduler is ``QueryError`` 2."""
         from streams.query.answers import gang_rows
 
         try:
-            return gang_rows(self.states.values(), namespace, phase, scheduler)
+            return gang_rows(self.states.values(), namespace, phase, scheduler, cluster)
         except ValueError as err:
             raise QueryError(str(err), 2) from None
 
-    def gang(self, gang: str, scheduler: str | None = None) -> dict[str, Any]:
-        """``streams.query.answers.gang_detail`` of the gang ``gang`` names (``_resolved``);
-        an unknown gang is ``QueryError`` 1."""
+    def gang(self, gang: str, scheduler: str | None = None,
+             cluster: str = DEFAULT_CLUSTER) -> dict[str, Any]:
+        """``streams.query.answers.gang_detail`` of the gang ``gang`` names in ``cluster``
+        (``_resolved``); an unknown gang is ``QueryError`` 1."""
         from streams.query.answers import gang_detail
 
         def one(gang_id: str) -> dict[str, Any] | None:
-            state = self.states.get(gang_id)
+            state = self.states.get(key_of(cluster, gang_id))
             return None if state is None else gang_detail(state, self.clock)
-        return _resolved(gang, scheduler, one)
+        return _resolved(gang, scheduler, one, cluster)
 
-    def why(self, pod: str, gang: str | None) -> dict[str, Any]:
-        """``streams.query.answers.explain_pod``; an unknown gang or pod is ``QueryError`` 1."""
+    def why(self, pod: str, gang: str | None, cluster: str = DEFAULT_CLUSTER) -> dict[str, Any]:
+        """``streams.query.answers.explain_pod`` within ``cluster``; an unknown gang or pod is
+        ``QueryError`` 1."""
         from streams.query.answers import NotFound, explain_pod
 
         try:
-            return explain_pod(self.states, pod, gang, lambda _gang: self.clock)
+            return explain_pod(self.states, pod, gang, lambda _key: self.clock, cluster)
         except NotFound as err:
             raise QueryError(str(err), 1) from None
+
+    def fleet(self) -> list[dict[str, Any]]:
+        """``streams.query.answers.fleet_summary`` of the folded gangs."""
+        from streams.query.answers import fleet_summary
+
+        return fleet_summary(self.states.items(), lambda _key: self.clock)
 
 
 def _lines_until(paths: list[Path], at: int) -> list[tuple[str, int, bytes]]:
@@ -222,11 +257,12 @@ def _lines_until(paths: list[Path], at: int) -> list[tuple[str, int, bytes]]:
 
 
 def _resolved(gang: str, scheduler: str | None,
-              one: Any) -> dict[str, Any]:
-    """The one document of the gang ``gang`` names: ``one(gang id)`` (``None`` when unknown)
-    for each id it may mean (``streams.query.answers.gang_candidates``: Koordinator's and the
-    native one, unless ``scheduler`` says which). ``QueryError`` 1 when none is known or both
-    are (then ``--scheduler`` must say which), 2 for an unknown scheduler."""
+              one: Any, cluster: str = DEFAULT_CLUSTER) -> dict[str, Any]:
+    """The one document of the gang ``gang`` names in ``cluster``: ``one(gang id)`` (``None``
+    when unknown; the id within the cluster) for each id it may mean
+    (``streams.query.answers.gang_candidates``: Koordinator's and the native one, unless
+    ``scheduler`` says which). ``QueryError`` 1 when none is known or both are (then
+    ``--scheduler`` must say which), 2 for an unknown scheduler."""
     from streams.query.answers import ambiguous, gang_candidates
 
     try:
@@ -235,7 +271,7 @@ def _resolved(gang: str, scheduler: str | None,
         raise QueryError(str(err), 2) from None
     found = [doc for doc in (one(g) for g in candidates) if doc is not None]
     if not found:
-        raise QueryError(f"gang {gang} not found", 1)
+        raise QueryError(f"gang {gang} not found{_where(cluster)}", 1)
     if len(found) > 1:
         raise QueryError(ambiguous(gang, [doc["gang"] for doc in found]), 1)
     return found[0]
@@ -286,15 +322,38 @@ def _fields(pairs: Sequence[tuple[str, Any]], indent: str = "") -> str:
     return "".join(f"{indent}{(k + ':').ljust(width)}{_cell(v)}\n" for k, v in pairs)
 
 
-def format_gangs(rows: list[dict[str, Any]]) -> str:
+def format_gangs(rows: list[dict[str, Any]], clusters: bool = False) -> str:
     """``get gangs``: one line per gang, ``SCHEDULER`` (``koord-scheduler`` or
     ``kube-scheduler``), ``MEMBERS`` as ``members/min_member`` (minMember, or a native gang's
-    minCount)."""
-    return table(("NAMESPACE", "NAME", "SCHEDULER", "PHASE", "MEMBERS", "BOUND", "WAITING",
-                  "REPRESENTATIVE"),
-                 ([r["namespace"], r["name"], r.get("scheduler"), r["phase"],
+    minCount); with ``clusters`` (``--all-clusters``) a leading ``CLUSTER`` column."""
+    return table((*(("CLUSTER",) if clusters else ()), "NAMESPACE", "NAME", "SCHEDULER",
+                  "PHASE", "MEMBERS", "BOUND", "WAITING", "REPRESENTATIVE"),
+                 ([*([r.get("cluster", DEFAULT_CLUSTER)] if clusters else []),
+                   r["namespace"], r["name"], r.get("scheduler"), r["phase"],
                    f"{r['members']}/{'?' if r['min_member'] is None else r['min_member']}",
                    r["bound"], r["waiting"], r["representative"]] for r in rows))
+
+
+FLEET_HEADERS = ("CLUSTER", "GANGS", "NOTINITIALIZED", "GATHERING", "READY", "SCHEDULING",
+                 "SCHEDULED", "OTHER", "WARNINGS", "STORM")
+
+
+def format_fleet(rows: list[dict[str, Any]]) -> str:
+    """``get fleet``: one line per cluster (``streams.query.answers.fleet_summary``): its
+    gangs, their count by phase (``OTHER``: ``Finished``), ``WARNINGS`` the gangs with an open
+    Warning finding, ``STORM`` the scheduler's FailedScheduling Events per minute summed over
+    the cluster's gangs."""
+    return table(FLEET_HEADERS,
+                 ([r["cluster"], r["gangs"], r["phases"]["NotInitialized"],
+                   r["phases"]["Gathering"], r["phases"]["Ready"], r["phases"]["Scheduling"],
+                   r["phases"]["Scheduled"], r["phases"]["other"], r["warning_gangs"],
+                   r["failed_events_per_minute"]] for r in rows))
+
+
+def _cluster_field(doc: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``Cluster: eu-1`` for a document of a gang outside the ``default`` cluster (it names
+    its ``cluster``); nothing in ``default``, whose output stays as before fleets."""
+    return [("Cluster", doc["cluster"])] if doc.get("cluster") else []
 
 
 def format_gang(doc: dict[str, Any]) -> str:
@@ -330,6 +389,7 @@ def format_gang(doc: dict[str, Any]) -> str:
         ("Storm", f"{doc.get('failed_attempts_per_minute', 0)} FailedScheduling "
                   f"Events per minute (the last 60 s of event time)")]
     out = _fields([
+        *_cluster_field(doc),
         ("Name", name), ("Namespace", ns), ("Scheduler", scheduler), ("Phase", doc["phase"]),
         *deleted, *spec, ("Members", members), *extra,
         ("Last cycle", doc["last_cycle"]),
@@ -407,6 +467,7 @@ def format_why(doc: dict[str, Any]) -> str:
     scheduler = scheduler_of(doc["gang"])
     least = "minCount" if scheduler == KUBE_SCHEDULER else "minMember"
     out = _fields([
+        *_cluster_field(doc),
         ("Pod", doc["pod"]), ("Phase", doc["phase"]), ("Node", doc["node"]),
         ("Gang", f"{doc['gang']} ({doc['gang_phase']}: {g['members']} of {least} "
                  f"{min_member} pods, {g['bound']} bound, {g['waiting']} waiting at Permit)"),
@@ -428,11 +489,14 @@ def format_why(doc: dict[str, Any]) -> str:
 
 # -- commands ----------------------------------------------------------------------------------
 
-def format_gangs_wide(rows: list[dict[str, Any]]) -> str:
-    """``get gangs -o wide``: minMember and the unbound members in columns of their own."""
-    return table(("NAMESPACE", "NAME", "SCHEDULER", "PHASE", "MEMBERS", "MIN MEMBER", "BOUND",
-                  "UNBOUND", "WAITING", "REPRESENTATIVE"),
-                 ([r["namespace"], r["name"], r.get("scheduler"), r["phase"], r["members"],
+def format_gangs_wide(rows: list[dict[str, Any]], clusters: bool = False) -> str:
+    """``get gangs -o wide``: minMember and the unbound members in columns of their own; with
+    ``clusters`` a leading ``CLUSTER`` column."""
+    return table((*(("CLUSTER",) if clusters else ()), "NAMESPACE", "NAME", "SCHEDULER",
+                  "PHASE", "MEMBERS", "MIN MEMBER", "BOUND", "UNBOUND", "WAITING",
+                  "REPRESENTATIVE"),
+                 ([*([r.get("cluster", DEFAULT_CLUSTER)] if clusters else []),
+                   r["namespace"], r["name"], r.get("scheduler"), r["phase"], r["members"],
                    r["min_member"],
                    r["bound"], r["members"] - r["bound"], r["waiting"], r["representative"]]
                   for r in rows))
@@ -454,9 +518,63 @@ def _run(command: str, source: Source, fn: Any) -> int:
     try:
         fn(source.open(command))
     except QueryError as err:
-        print(f"gangstate {command}: {err}", file=sys.stderr)
-        return err.status
+        return _failed(command, err)
     return 0
+
+
+def _failed(command: str, err: QueryError) -> int:
+    print(f"gangstate {command}: {err}", file=sys.stderr)
+    return err.status
+
+
+def chosen_cluster(cluster: str | None, context: str | None,
+                   all_clusters: bool = False) -> str | None:
+    """The cluster a query command reads: ``cluster`` (``--cluster``), else the cluster of
+    kubeconfig context ``context`` (``--context``, mapped by ``GANGSTATE_CLUSTER_CONTEXTS``),
+    else ``$GANGSTATE_CLUSTER``, else ``default``; ``None`` (every cluster) with
+    ``all_clusters``. Two of the three given is a usage error (``click.UsageError``); a
+    context the mapping does not name is ``QueryError`` 2 (one line); a bad mapping or
+    ``GANGSTATE_CLUSTER`` a ``SettingsError`` (one line)."""
+    from streams.settings import cluster_contexts, environment
+
+    given = [flag for flag, value in (("--cluster", cluster), ("--context", context),
+                                      ("--all-clusters", all_clusters)) if value]
+    if len(given) > 1:
+        raise click.UsageError(f"{' and '.join(given)} exclude each other")
+    if all_clusters:
+        return None
+    if cluster is not None:
+        return cluster
+    if context is not None:
+        contexts = cluster_contexts()
+        if context not in contexts:
+            known = (f"it maps {', '.join(sorted(contexts))}" if contexts
+                     else "GANGSTATE_CLUSTER_CONTEXTS is not set")
+            raise QueryError(f"--context {context}: no cluster for this kubeconfig context "
+                             f"({known}); add {context}=CLUSTER to GANGSTATE_CLUSTER_CONTEXTS, "
+                             f"or give --cluster CLUSTER", 2)
+        return contexts[context]
+    return environment().cluster
+
+
+def cluster_options(all_clusters: bool = False) -> Any:
+    """``--cluster CLUSTER`` and ``--context CONTEXT`` (and with ``all_clusters``
+    ``--all-clusters``): which cluster's gangs a query command reads (``chosen_cluster``); the
+    command receives ``cluster``, ``context`` (and ``all_clusters``)."""
+    def decorate(f: Any) -> Any:
+        if all_clusters:
+            f = click.option("--all-clusters", is_flag=True,
+                             help="every cluster's gangs, with a leading CLUSTER column "
+                                  "(sorted by cluster, namespace, name); excludes --cluster "
+                                  "and --context")(f)
+        f = click.option("--context", default=None, metavar="CONTEXT",
+                         help="read the cluster of this kubeconfig context, as "
+                              "$GANGSTATE_CLUSTER_CONTEXTS maps it (CONTEXT=CLUSTER[,...], "
+                              "e.g. kind-eu=eu-1,prod-us=us-2); no kubeconfig is read; "
+                              "excludes --cluster")(f)
+        return cluster_option("read this cluster's gangs: a cluster id such as eu-1 or "
+                              "gpu-h100-a")(f)
+    return decorate
 
 
 class Source:
@@ -512,9 +630,9 @@ def source_options(f: Any) -> Any:
     return f
 
 
-@click.group(short_help="list gangs (kubectl get style)")
+@click.group(short_help="list gangs, or the fleet's clusters (kubectl get style)")
 def get() -> None:
-    """List gangs with their phase and counts."""
+    """List gangs with their phase and counts, or the clusters of the fleet."""
 
 
 @get.command("gangs", short_help="gangs, sorted by id")
@@ -523,31 +641,66 @@ def get() -> None:
               help="only gangs in this phase (NotInitialized, Gathering, Ready, Scheduling, "
                    "Scheduled, Finished, Deleted)")
 @scheduler_option
+@cluster_options(all_clusters=True)
 @source_options
 @output_option("text", "json", "yaml", "wide", "name")
 def get_gangs(namespace: str | None, all_namespaces: bool, phase: str | None,
-              scheduler: str | None, server: str | None, traces: tuple[str, ...],
+              scheduler: str | None, cluster: str | None, context: str | None,
+              all_clusters: bool, server: str | None, traces: tuple[str, ...],
               at: str | None, output: str, timeout: float) -> int:
     """One line per gang: its scheduler (koord-scheduler or kube-scheduler), phase,
     members/minMember (a native PodGroup's minCount), bound, waiting at Permit, representative.
-    Deleted gangs are left out unless --phase Deleted asks for them."""
+    Deleted gangs are left out unless --phase Deleted asks for them.
+
+    The gangs of one cluster: --cluster CLUSTER (a cluster id, a DNS-1123 label such as eu-1),
+    else the cluster of --context CONTEXT, else $GANGSTATE_CLUSTER, else 'default';
+    --all-clusters lists every cluster's, CLUSTER first (-o name then prints each gang's key,
+    gang/eu-1:NAMESPACE/NAME, the bare id in 'default')."""
     namespace = one_namespace(namespace, all_namespaces)
+    try:
+        chosen = chosen_cluster(cluster, context, all_clusters)
+    except QueryError as err:
+        return _failed("get", err)
 
     def run(src: ServerSource | TraceSource) -> None:
-        rows = src.gangs(namespace, phase, scheduler)
+        rows = src.gangs(namespace, phase, scheduler, chosen)
         if not rows and output not in ("json", "yaml"):
             where = f" in namespace {namespace}" if namespace else ""
-            print(f"No gangs found{where}.", file=sys.stderr)
+            print(f"No gangs found{where}{_where(chosen)}.", file=sys.stderr)
             return
         if output == "name":
-            sys.stdout.write("".join(f"gang/{r['gang']}\n" for r in rows))
+            sys.stdout.write("".join(
+                f"gang/{key_of(r['cluster'], r['gang']) if all_clusters else r['gang']}\n"
+                for r in rows))
             return
-        text = format_gangs_wide(rows) if output == "wide" else format_gangs(rows)
+        text = (format_gangs_wide(rows, all_clusters) if output == "wide"
+                else format_gangs(rows, all_clusters))
         _emit(output, {"gangs": rows}, text)
     return _run("get", Source(server, traces, at, timeout), run)
 
 
 get.add_command(get_gangs, "gang")
+
+
+@get.command("fleet", short_help="one line per cluster: gangs by phase, warnings, storm")
+@source_options
+@output_option("text", "json", "yaml")
+def get_fleet(server: str | None, traces: tuple[str, ...], at: str | None, output: str,
+              timeout: float) -> int:
+    """The fleet at a glance: one line per cluster (a cluster id, a DNS-1123 label such as
+    eu-1; 'default' for records that name none), sorted by cluster. GANGS counts its gangs
+    (deleted ones left out), then by phase: NOTINITIALIZED, GATHERING, READY, SCHEDULING,
+    SCHEDULED, OTHER (Finished). WARNINGS: gangs with an open Warning finding (what describe
+    gang lists; -o json also gives the findings' count). STORM: the scheduler's
+    FailedScheduling Events per minute (the last 60 s of event time), summed over the
+    cluster's gangs. From a worker: the gangs that worker owns (GET /fleet)."""
+    def run(src: ServerSource | TraceSource) -> None:
+        rows = src.fleet()
+        if not rows and output not in ("json", "yaml"):
+            print("No gangs found.", file=sys.stderr)
+            return
+        _emit(output, {"clusters": rows}, format_fleet(rows))
+    return _run("get", Source(server, traces, at, timeout), run)
 
 
 @click.group(short_help="describe a gang (kubectl describe style)")
@@ -558,17 +711,27 @@ def describe() -> None:
 @describe.command("gang", short_help="one gang")
 @name_options("gang")
 @scheduler_option
+@cluster_options()
 @source_options
 @output_option("text", "json", "yaml")
-def describe_gang(name: str, namespace: str | None, scheduler: str | None, server: str | None,
-                  traces: tuple[str, ...], at: str | None, output: str, timeout: float) -> int:
+def describe_gang(name: str, namespace: str | None, scheduler: str | None, cluster: str | None,
+                  context: str | None, server: str | None, traces: tuple[str, ...],
+                  at: str | None, output: str, timeout: float) -> int:
     """Show gang NAMESPACE/NAME (or NAME with -n NAMESPACE): spec, counts, pods, open findings,
     history. NAME is the gang's (its PodGroup's) name under either scheduler; when both have a
-    gang of that name, --scheduler says which. Exit 1 when the gang is unknown."""
+    gang of that name, --scheduler says which. The gang is looked for in one cluster:
+    --cluster CLUSTER (a cluster id, a DNS-1123 label such as eu-1), else the cluster of
+    --context CONTEXT, else $GANGSTATE_CLUSTER, else 'default'. Exit 1 when the gang is
+    unknown there."""
     gang = qualified(name, namespace, "gang")
+    try:
+        chosen = chosen_cluster(cluster, context)
+    except QueryError as err:
+        return _failed("describe", err)
+    assert chosen is not None
 
     def run(src: ServerSource | TraceSource) -> None:
-        doc = src.gang(gang, scheduler)
+        doc = src.gang(gang, scheduler, chosen)
         _emit(output, doc, format_gang(doc))
     return _run("describe", Source(server, traces, at, timeout), run)
 
@@ -585,17 +748,26 @@ def explain() -> None:
 @name_options("pod")
 @click.option("--gang", type=REF, default=None, metavar="NAMESPACE/NAME",
               help="the pod's gang (default: the gang whose members include the pod)")
+@cluster_options()
 @source_options
 @output_option("text", "json", "yaml")
-def explain_pod(name: str, namespace: str | None, gang: str | None, server: str | None,
-                traces: tuple[str, ...], at: str | None, output: str, timeout: float) -> int:
+def explain_pod(name: str, namespace: str | None, gang: str | None, cluster: str | None,
+                context: str | None, server: str | None, traces: tuple[str, ...],
+                at: str | None, output: str, timeout: float) -> int:
     """Why pod NAMESPACE/NAME (or NAME with -n NAMESPACE) is pending (held at PreEnqueue,
-    waiting at Permit, failed its cycle) and what would unblock it. Exit 1 when the pod is not
-    a live member of a known gang."""
+    waiting at Permit, failed its cycle) and what would unblock it. The pod is one of a
+    cluster's: --cluster CLUSTER (a cluster id, a DNS-1123 label such as eu-1), else the
+    cluster of --context CONTEXT, else $GANGSTATE_CLUSTER, else 'default'. Exit 1 when the pod
+    is not a live member of a known gang of that cluster."""
     pod = qualified(name, namespace, "pod")
+    try:
+        chosen = chosen_cluster(cluster, context)
+    except QueryError as err:
+        return _failed("explain", err)
+    assert chosen is not None
 
     def run(src: ServerSource | TraceSource) -> None:
-        doc = src.why(pod, gang)
+        doc = src.why(pod, gang, chosen)
         _emit(output, doc, format_why(doc))
     return _run("explain", Source(server, traces, at, timeout), run)
 
