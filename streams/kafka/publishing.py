@@ -18,6 +18,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from streams.core.cluster import DEFAULT_CLUSTER
 from streams.settings import Settings
 from streams.wire.contracts import TICK_SCHEMA
 from streams.core.timefmt import format_time
@@ -104,12 +105,15 @@ class Publisher:
         """Queue one record given as a JSON-ready dict."""
         self.send(topic, key, json.dumps(record, separators=(",", ":")).encode(), partition)
 
-    def tick_all_partitions(self, at_micros: int) -> int:
+    def tick_all_partitions(self, at_micros: int, cluster: str = DEFAULT_CLUSTER) -> int:
         """Send one ``gangstate.tick/v1`` at event time ``at_micros`` to every partition of
-        ``gang-events`` (how a replay ends, contracts.md "Time is an input"); returns the count."""
+        ``gang-events`` (how a replay ends, contracts.md "Time is an input"); returns the count.
+        ``cluster``: the cluster of the producer's clock, written outside ``default``
+        (docs/fleet.md)."""
         topic = self.settings.topics.gang_events
         parts = self.producer.partitions_for(topic) or set(range(self.settings.partitions))
-        tick = {"schema": TICK_SCHEMA, "observed_at": format_time(at_micros)}
+        tick = {"schema": TICK_SCHEMA, "observed_at": format_time(at_micros),
+                **({} if cluster == DEFAULT_CLUSTER else {"cluster": cluster})}
         for p in sorted(parts):
             self.send_json(topic, None, tick, partition=p)
         return len(parts)
