@@ -13,11 +13,14 @@ Must not: decide anything about gangs or publish anything itself (the ``Watcher`
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from producers.watch.plan import DEFAULT_SCHEDULERS, WatchConfig
 from producers.watch.watching import Metrics, Watcher
+from streams.core.cluster import DEFAULT_CLUSTER
 from streams.runner import Component, KafkaOptions, KubeOptions, ServeOptions
+from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +31,9 @@ class WatchOptions(KubeOptions, ServeOptions, KafkaOptions):
     ``scheduler_names`` (empty: ``DEFAULT_SCHEDULERS``), ``podgroups`` (watch Koordinator's
     PodGroups), ``native`` (watch Kubernetes' own PodGroups, CompositePodGroups and Workloads),
     ``tick_interval`` (seconds; 0: no ticks), ``watch_timeout`` (seconds, the server-side
-    ``timeoutSeconds``), ``read_timeout`` (seconds) and ``queue_size`` (watch events)."""
+    ``timeoutSeconds``), ``read_timeout`` (seconds), ``queue_size`` (watch events) and
+    ``cluster`` (the cluster watched, ``--cluster``; ``None``: ``GANGSTATE_CLUSTER``, else
+    ``default``; docs/fleet.md)."""
 
     namespaces: tuple[str, ...] = ()
     scheduler_names: tuple[str, ...] = ()
@@ -38,6 +43,20 @@ class WatchOptions(KubeOptions, ServeOptions, KafkaOptions):
     watch_timeout: int = 60
     read_timeout: float = 90.0
     queue_size: int = 1000
+    cluster: str | None = None
+
+    def settings(self) -> Settings:
+        """The Kafka settings (``KafkaOptions.settings``) with ``--cluster`` applied."""
+        settings = super().settings()
+        return settings if self.cluster is None else replace(settings, cluster=self.cluster)
+
+
+def cluster_words(cluster: str) -> str:
+    """What the start line says of the cluster watched: ``" as cluster eu-1 (records
+    stamped, keys eu-1:<gang id>)"``; nothing in ``default`` (the line as before fleets)."""
+    if cluster == DEFAULT_CLUSTER:
+        return ""
+    return f" as cluster {cluster} (records stamped, keys {cluster}:<gang id>)"
 
 
 def _api_client(options: KubeOptions) -> Any:
@@ -116,8 +135,8 @@ def run_watch(options: WatchOptions) -> int:
     if publisher is None:
         return 0
     watcher = Watcher(api_client, publisher, settings, config, metrics=metrics)
-    log.info("connected to Kafka at %s; watching %d streams into %s", settings.bootstrap,
-             len(watcher.streams), settings.topics.gang_events)
+    log.info("connected to Kafka at %s; watching %d streams into %s%s", settings.bootstrap,
+             len(watcher.streams), settings.topics.gang_events, cluster_words(settings.cluster))
     if component.stop.is_set():
         watcher.stopping.set()
     try:

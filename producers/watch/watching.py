@@ -22,6 +22,10 @@ the ``GenericWorkload`` gate), and core/v1 Events (``involvedObject.kind=Pod,rea
 - ``gangstate.tick/v1`` to every partition about once a second: the live source's clock;
 - ``gangstate.dead-letter/v1`` for malformed Events only (no involved pod name, no uid).
 
+Outside the ``default`` cluster (``GANGSTATE_CLUSTER``/``--cluster``, docs/fleet.md) each of
+them also carries ``"cluster": <its cluster>`` and a key within it (``eu-1:team-a/llm``); in
+``default`` they are as they always were.
+
 An Event whose involved pod is not known is held ``hold_events`` seconds (in a live watch an
 Event can arrive before its pod's ADDED); if the pod does not show up, the pod is gone (a
 re-list returns every stored Event, also those of pods deleted long ago) and the Event is
@@ -65,6 +69,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 import tenacity
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from producers.clusters import for_cluster
 from producers.watch.plan import (DEFAULT_EVENT_REASONS, DEFAULT_SCHEDULERS,
                                   WATCH_TIMEOUT_MARGIN, StreamSpec, WatchConfig, plan_streams,
                                   relist_diff, retry_delay)
@@ -505,7 +510,10 @@ class Watcher:
 
     ``api_client``: a ``kubernetes.client.ApiClient``. ``sink``: a ``Publisher`` or any
     ``RecordSink``; ticks are sent when it has ``tick_all_partitions`` and
-    ``config.tick_interval`` is set. ``clock``: event time in microseconds for ``observed_at``
+    ``config.tick_interval`` is set. ``settings.cluster`` (``GANGSTATE_CLUSTER``) is the
+    cluster watched: outside ``default`` every record sent (records, dead letters, ticks)
+    carries it and is keyed within it (``producers.clusters.for_cluster`` wraps ``sink``:
+    the one place that stamps it; the router keeps the bare gang ids its cluster uses). ``clock``: event time in microseconds for ``observed_at``
     (of records, ticks and dead letters; default wall clock); ``monotonic``: seconds, for the
     loop's own schedule (flushes, ticks, the Events' start, how long 401/403 answers last). ``run()`` blocks until ``stop()`` (or SIGTERM/SIGINT via
     ``run_watch``); ``start()``/``stop()`` run it in a background thread for tests.
@@ -517,7 +525,8 @@ class Watcher:
                  metrics: Metrics | None = None,
                  rand: Callable[[], float] = random.random,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.api_client, self.sink, self.settings, self.config = api_client, sink, settings, config
+        self.api_client, self.settings, self.config = api_client, settings, config
+        self.sink = for_cluster(sink, settings.cluster)
         self.clock, self.rand, self.monotonic = clock, rand, monotonic
         self.metrics = metrics or Metrics()
         self.router = GangRouter(config.scheduler_names, config.event_reasons,

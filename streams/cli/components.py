@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 import click
 
-from streams.cli.options import (check_kube_options, http_port_option, kafka_options,
-                                 kube_options)
+from streams.cli.options import (check_kube_options, cluster_option, http_port_option,
+                                 kafka_options, kube_options)
 from streams.cli.options import http_port as chosen_port
 
 WATCH_TIMEOUT = 60
@@ -45,15 +45,18 @@ READ_TIMEOUT = 90.0
               metavar="SECONDS", help="a watch connection silent this long is reconnected")
 @click.option("--queue-size", type=int, default=1000, show_default=True,
               help="watch events buffered before the watches are slowed")
+@cluster_option("the cluster watched: outside 'default' every record says so and is keyed "
+                "CLUSTER:<gang id> (docs/fleet.md)")
 @kafka_options
 def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
           namespace: tuple[str, ...], all_namespaces: bool, scheduler_name: tuple[str, ...],
           no_podgroups: bool, no_native_podgroups: bool, http_port: int | None, http_bind: str,
           web_port_alias: int | None, metrics_port_alias: int | None, tick_interval: float, watch_timeout: int,
-          read_timeout: float, queue_size: int, bootstrap: str | None, prefix: str | None,
-          kafka_security: dict[str, Any]) -> int:
+          read_timeout: float, queue_size: int, cluster: str | None, bootstrap: str | None,
+          prefix: str | None, kafka_security: dict[str, Any]) -> int:
     """List and watch gang Pods, PodGroups and scheduler Events and publish them to the
-    gang-events topic (Kafka from KAFKA_BOOTSTRAP_SERVERS)."""
+    gang-events topic (Kafka from KAFKA_BOOTSTRAP_SERVERS). One watch per cluster: outside the
+    'default' cluster (--cluster, GANGSTATE_CLUSTER) each record carries its cluster."""
     from producers.watch.running import WatchOptions, run_watch
 
     check_kube_options(kubeconfig, in_cluster)
@@ -65,8 +68,8 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
         native=not no_native_podgroups,
         http_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
         http_bind=http_bind, tick_interval=tick_interval, watch_timeout=watch_timeout,
-        read_timeout=read_timeout, queue_size=queue_size, bootstrap=bootstrap, prefix=prefix,
-        kafka_security=kafka_security))
+        read_timeout=read_timeout, queue_size=queue_size, cluster=cluster, bootstrap=bootstrap,
+        prefix=prefix, kafka_security=kafka_security))
 
 
 
