@@ -90,17 +90,21 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
 @click.option("--spam-refill-seconds", type=float, default=300.0, show_default=True,
               help="seconds per refilled token (as client-go)")
 @http_port_option("serve Prometheus metrics on this port (/metrics)")
+@cluster_option("the cluster whose API server the Events are written to: only its "
+                "diagnostics are written, the others skipped (docs/fleet.md)")
 @kafka_options
 def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run: bool,
          api: Literal["core/v1", "events.k8s.io/v1"], instance: str | None, input_: str | None, spam_burst: int,
          spam_refill_seconds: float, http_port: int | None, http_bind: str,
-         web_port_alias: int | None, metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None,
-         kafka_security: dict[str, Any]) -> int:
-    """Consume the diagnostics topic (consumer group <app id>-event-sink) and write one
-    Kubernetes Event per (involved object, reason, field), deduped and counted like client-go's
-    event recorder; idempotent across restarts and replays (docs/events.md). Exit status 0 when
-    stopped (SIGTERM, SIGINT) or at the end of --input; 1 when every diagnostic of --input is
-    invalid; 2 for a configuration error or an unreadable --input."""
+         web_port_alias: int | None, metrics_port_alias: int | None, cluster: str | None,
+         bootstrap: str | None, prefix: str | None, kafka_security: dict[str, Any]) -> int:
+    """Consume the diagnostics topic (consumer group <app id>-event-sink, and
+    <app id>-event-sink-CLUSTER outside the 'default' cluster) and write one Kubernetes Event
+    per (involved object, reason, field), deduped and counted like client-go's event recorder;
+    idempotent across restarts and replays (docs/events.md). One sink per cluster: it writes
+    the diagnostics of its cluster (--cluster, GANGSTATE_CLUSTER) and skips the others. Exit
+    status 0 when stopped (SIGTERM, SIGINT) or at the end of --input; 1 when every diagnostic
+    of --input is invalid; 2 for a configuration error or an unreadable --input."""
     from streams.events.sink import SinkOptions, run_sink
 
     check_kube_options(kubeconfig, in_cluster)
@@ -109,7 +113,7 @@ def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run:
         api=api, instance=instance, input=input_, spam_burst=spam_burst,
         spam_refill_seconds=spam_refill_seconds,
         http_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
-        http_bind=http_bind, bootstrap=bootstrap, prefix=prefix,
+        http_bind=http_bind, cluster=cluster, bootstrap=bootstrap, prefix=prefix,
         kafka_security=kafka_security))
 
 

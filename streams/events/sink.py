@@ -1,9 +1,10 @@
 """``gangstate sink``: diagnostics -> Kubernetes Events that ``kubectl describe pod`` shows.
 
 Where it sits: the end of the pipeline, beside the scheduler shim. It consumes the
-``diagnostics`` topic (kafka-python, consumer group ``<app id>-event-sink``, offsets committed
-after the Events of a batch are written) and writes one Event per (involved object, reason,
-``field``) through the Kubernetes API, as client-go's event recorder does (``tools/record``):
+``diagnostics`` topic (kafka-python, consumer group ``group_id``: ``<app id>-event-sink``,
+``<app id>-event-sink-<cluster>`` outside the ``default`` cluster; offsets committed after the
+Events of a batch are written) and writes one Event per (involved object, reason, ``field``)
+through the Kubernetes API, as client-go's event recorder does (``tools/record``):
 
     diagnostics --KafkaConsumer--> EventSink.write(diagnostic)
         streams.events.recorder.occurrences   one occurrence per Pod / PodGroup
@@ -19,6 +20,14 @@ retried: it is logged once at ERROR per verb, resource, API group and namespace,
 ``gangstate_sink_api_forbidden_total``. Nothing here raises to the caller for an API failure.
 Counters: ``gangstate_sink_events_total{action, reason}`` (action ``created``/``patched``/
 ``skipped``/``dropped``).
+
+One sink per cluster (docs/fleet.md): a sink serves the cluster of its API server
+(``GANGSTATE_CLUSTER``, ``--cluster``; ``default`` without fleet) and writes only the
+diagnostics of that cluster (a diagnostic without ``cluster`` is of ``default``); every other
+one is skipped, counted as ``skipped{reason="other-cluster"}`` (one per diagnostic), never
+written to the wrong API server. Each cluster's sink has a consumer group of its own: sinks of
+two clusters in one group would split the partitions, and each would miss its own cluster's
+diagnostics on the other's partitions.
 
 API calls, all namespaced and all through ``_call`` (the RBAC the sink needs, per ``--api``):
 ``GET`` (get) an Event by name on a cache miss, ``POST`` (create), strategic-merge ``PATCH``
@@ -38,7 +47,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
@@ -46,6 +55,7 @@ import tenacity
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
+from streams.core.cluster import DEFAULT_CLUSTER
 from streams.runner import Component, KafkaOptions, KubeOptions, ServeOptions
 from streams.settings import Settings
 from streams.wire.contracts import Diagnostic
@@ -241,18 +251,21 @@ class EventSink:
     """Applies the recorder's decisions to one API (``api``: ``core/v1`` or
     ``events.k8s.io/v1``) through ``transport``.
 
-    ``instance`` is the ``reportingInstance`` (at most 128 characters). ``clock`` (seconds) feeds
-    the spam filter; ``sleep`` waits between retries. ``write(diagnostic)`` returns the
-    decisions taken, in ``involved`` order, after applying them (an Event given up on comes
-    back as ``GivenUp`` and leaves the cache as it was)."""
+    ``instance`` is the ``reportingInstance`` (at most 128 characters). ``cluster`` is the
+    cluster whose API server ``transport`` reaches: only its diagnostics are written.
+    ``clock`` (seconds) feeds the spam filter; ``sleep`` waits between retries.
+    ``write(diagnostic)`` returns the decisions taken, in ``involved`` order, after applying
+    them (an Event given up on comes back as ``GivenUp`` and leaves the cache as it was)."""
 
     def __init__(self, transport: Transport, *, api: Api = "core/v1",
                  instance: str = "gangstate", recorder: Recorder | None = None,
                  metrics: Metrics | None = None, retry: RetryPolicy = RetryPolicy(),
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Any] = time.sleep) -> None:
+                 sleep: Callable[[float], Any] = time.sleep,
+                 cluster: str = DEFAULT_CLUSTER) -> None:
         self.transport = transport
         self.api = api
+        self.cluster = cluster
         self.instance = instance
         self.recorder = recorder or Recorder(SpamFilter(clock))
         self.metrics = metrics or Metrics()
@@ -360,8 +373,16 @@ class EventSink:
     def write(self, diagnostic: Mapping[str, Any]) -> list[Decision | GivenUp]:
         """Write the Events of one ``gangstate.diagnostic/v1`` dict, one per involved object;
         returns what happened to each, in ``involved`` order. Never raises for API failures: a
-        given-up Event is logged and counted as ``dropped{reason}``. Raises
-        ``KeyError``/``ValueError`` for a malformed diagnostic."""
+        given-up Event is logged and counted as ``dropped{reason}``. A diagnostic of another
+        cluster than the sink's (its ``cluster``; absent: ``default``) writes nothing: ``[]``,
+        counted once as ``skipped{reason="other-cluster"}``. Raises ``KeyError``/``ValueError``
+        for a malformed diagnostic."""
+        if diagnostic.get("cluster", DEFAULT_CLUSTER) != self.cluster:
+            self.metrics.events.labels(action="skipped", reason="other-cluster").inc()
+            log.debug("skipped a diagnostic of cluster %s (this sink writes %s's): %s",
+                      diagnostic.get("cluster", DEFAULT_CLUSTER), self.cluster,
+                      diagnostic.get("id", ""))
+            return []
         results: list[Decision | GivenUp] = []
         for occ in occurrences(diagnostic):
             try:
@@ -402,9 +423,10 @@ class EventSink:
                   "is dropped. Server said: %s", err.verb, resource, err.group, err.namespace,
                   err.verb, err.resource, err.group, err)
 
-    def write_raw(self, value: bytes | str) -> list[Decision]:
-        """Decode and validate one Kafka value, then ``write`` it. An undecodable or invalid
-        value is logged and counted as ``dropped{reason="invalid-diagnostic"}``."""
+    def write_raw(self, value: bytes | str) -> list[Decision | GivenUp]:
+        """Decode and validate one Kafka value, then ``write`` it (one of another cluster is
+        skipped there). An undecodable or invalid value is logged and counted as
+        ``dropped{reason="invalid-diagnostic"}``."""
         try:
             diagnostic = Diagnostic.model_validate_json(value)
             return self.write(diagnostic.model_dump(by_alias=True))
@@ -419,8 +441,14 @@ class EventSink:
 # ---------------------------------------------------------------------------------------------
 
 def group_id(settings: Settings) -> str:
-    """The sink's consumer group: ``<app id>-event-sink``."""
-    return f"{settings.app_id}-event-sink"
+    """The sink's consumer group: ``<app id>-event-sink`` in the ``default`` cluster (as
+    before fleets: a sink upgraded in place resumes at its committed offsets), and
+    ``<app id>-event-sink-<cluster>`` outside it. One group per cluster: the sinks of two
+    clusters in one group would split the partitions of ``diagnostics``, and each would skip
+    the other's records and never see its own on the other's partitions (docs/fleet.md)."""
+    if settings.cluster == DEFAULT_CLUSTER:
+        return f"{settings.app_id}-event-sink"
+    return f"{settings.app_id}-event-sink-{settings.cluster}"
 
 
 def consume(settings: Settings, sink: EventSink, stop: threading.Event,
@@ -480,7 +508,9 @@ class SinkOptions(KubeOptions, ServeOptions, KafkaOptions):
     where the API server is, the HTTP port, the Kafka flags, and ``dry_run`` (contact no API
     server), ``api`` (the Event API written), ``instance`` (``reportingInstance``; ``None``: the
     host name), ``input`` (a path of diagnostics, ``-`` stdin; ``None``: Kafka), ``spam_burst``
-    (Events per involved object at once) and ``spam_refill_seconds`` (seconds per token)."""
+    (Events per involved object at once), ``spam_refill_seconds`` (seconds per token) and
+    ``cluster`` (the cluster written to, ``--cluster``; ``None``: ``GANGSTATE_CLUSTER``, else
+    ``default``)."""
 
     dry_run: bool = False
     api: Api = "core/v1"
@@ -488,6 +518,12 @@ class SinkOptions(KubeOptions, ServeOptions, KafkaOptions):
     input: str | None = None
     spam_burst: int = 25
     spam_refill_seconds: float = 300.0
+    cluster: str | None = None
+
+    def settings(self) -> Settings:
+        """The Kafka settings (``KafkaOptions.settings``) with ``--cluster`` applied."""
+        settings = super().settings()
+        return settings if self.cluster is None else replace(settings, cluster=self.cluster)
 
 
 def _transport(options: SinkOptions) -> Transport:
@@ -530,12 +566,16 @@ def run_sink(options: SinkOptions) -> int:
     recorder = Recorder(SpamFilter(time.monotonic, options.spam_burst,
                                    options.spam_refill_seconds))
     sink = EventSink(transport, api=options.api, metrics=metrics, recorder=recorder,
-                     instance=options.instance or socket.gethostname())
+                     instance=options.instance or socket.gethostname(),
+                     cluster=settings.cluster)
     if options.input:
         return _write_input(sink, options.input)
     component.handle_signals()
     component.wait_for_kafka(settings, options.source())
     if not component.stop.is_set():
+        if settings.cluster != DEFAULT_CLUSTER:
+            log.info("writing the diagnostics of cluster %s (consumer group %s); those of "
+                     "other clusters are skipped", settings.cluster, group_id(settings))
         consume(settings, sink, component.stop)
     return 0
 
