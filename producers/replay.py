@@ -13,6 +13,12 @@ gang of its involved pod as seen earlier in the trace (unknown: dropped and coun
 line is reported with its line number, counted and skipped. The replay ends with one
 ``gangstate.tick/v1`` per partition at ``at``, so grace timers fire (contracts.md, "Time is an
 input"). Nothing else is lost.
+
+Clusters (docs/fleet.md): a record is of the cluster it names, or of ``default``; its key is
+its gang's key within that cluster (``eu-1:team-a/llm``), and an Event is keyed by the gang of
+its involved pod *in the same cluster*. ``cluster`` (``--cluster``) gives the records that name
+none that cluster (``producers.clusters.line_in_cluster``: re-encoded with it; nothing changes
+in ``default``), and the final ticks carry it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from dataclasses import dataclass, field, replace as with_changes
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from producers.clusters import line_in_cluster
+from streams.core.cluster import DEFAULT_CLUSTER, cluster_of_key
 from streams.core.timefmt import format_time
 from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
@@ -46,12 +54,16 @@ class ReplayReport:
     malformed: list[tuple[str, int, str]] = field(default_factory=list)
 
 
-def _event_pod(raw: bytes) -> str | None:
-    obj = json.loads(raw).get("object") or {}
+def _event_pod(raw: bytes) -> tuple[str, str] | None:
+    """``(cluster, "ns/name")`` of the pod a core/v1 Event record is about, ``None`` for an
+    Event of anything else."""
+    record = json.loads(raw)
+    obj = record.get("object") or {}
     inv = obj.get("involvedObject") or obj.get("regarding") or {}
     if inv.get("kind") != "Pod":
         return None
-    return f"{inv.get('namespace', '')}/{inv.get('name', '')}"
+    return (record.get("cluster", DEFAULT_CLUSTER),
+            f"{inv.get('namespace', '')}/{inv.get('name', '')}")
 
 
 Reader = Callable[[Path], Iterable[tuple[int, bytes]]]
@@ -185,13 +197,16 @@ def reuse_warning(prefix: str, newest: int, span: tuple[int, int] | None) -> str
 def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,
            rate: float | None = None, at: int | None = None,
            publisher: Publisher | None = None,
-           on_malformed: Callable[[str, int, str], None] | None = None) -> ReplayReport:
+           on_malformed: Callable[[str, int, str], None] | None = None,
+           cluster: str = DEFAULT_CLUSTER) -> ReplayReport:
     """Publish every record of ``lines`` (``(file, line number, raw)``, see ``file_lines`` and
     ``merged_by_time``) in order, then tick every partition.
 
     ``rate``: records per second (``None``: as fast as the broker takes them). ``at``: event time
-    of the final ticks in microseconds (``None``: no ticks). Raises ``OSError`` for an unreadable
-    file and ``kafka.errors.KafkaError`` when records cannot be delivered.
+    of the final ticks in microseconds (``None``: no ticks). ``cluster``: the cluster of the
+    records that name none (``--cluster``; ``default``: published unchanged). Raises
+    ``OSError`` for an unreadable file and ``kafka.errors.KafkaError`` when records cannot be
+    delivered.
     """
     report = ReplayReport()
     own = publisher is None
@@ -199,11 +214,12 @@ def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,
         ensure_topics(settings)
     pub = publisher or Publisher(settings, client_id="gangstate-replay")
     topic = settings.topics.gang_events
-    pods: dict[str, str] = {}
+    pods: dict[tuple[str, str], str] = {}  # (cluster, "ns/name") -> the key of its gang
     interval = 1.0 / rate if rate else 0.0
     next_send = time.monotonic()
     try:
         for path, number, raw in lines:
+            raw = line_in_cluster(raw, cluster)
             try:
                 decoded = decode_input(raw)
             except DecodeError as err:
@@ -224,7 +240,7 @@ def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,
                     continue
             rec = decoded.record
             if isinstance(rec, PodObserved) and key is not None:
-                pods[f"{rec.namespace}/{rec.name}"] = key
+                pods[(cluster_of_key(key), f"{rec.namespace}/{rec.name}")] = key
             if interval:
                 delay = next_send - time.monotonic()
                 if delay > 0:
@@ -233,7 +249,8 @@ def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,
             pub.send(topic, key, raw.strip())
             report.published += 1
         if at is not None:
-            report.ticks = pub.tick_all_partitions(at)
+            report.ticks = (pub.tick_all_partitions(at) if cluster == DEFAULT_CLUSTER
+                            else pub.tick_all_partitions(at, cluster=cluster))
         pub.flush()
     finally:
         if own:

@@ -23,6 +23,12 @@ watcher drops them (``pod-gone``). Nodes and the pods bound to them (any schedul
 per-node cache as they were at the end, so a gang short of a resource is told how much the
 cluster has (``cycle/v1`` ``capacity``).
 
+A dump is of one cluster, which it does not name: ``trace_lines(path, cluster)`` gives its
+records that cluster (``gangstate fold --cluster``, ``gangstate replay --cluster``), as the
+cluster's watch would have (``producers.clusters``); without it they are of ``default``. A
+JSON-lines trace keeps the cluster each record names, and only its records without one are
+given ``cluster``.
+
 Must not: decide anything about gangs (that is the core's).
 """
 
@@ -35,9 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from producers.clusters import in_cluster, line_in_cluster
 from producers.watch.conditions import POD_SCHEDULED, failed_condition
 from producers.watch.plan import DEFAULT_SCHEDULERS
 from producers.watch.routing import DeadLetter, Drop, GangRouter, Publish
+from streams.core.cluster import DEFAULT_CLUSTER
 from streams.core.timefmt import parse_time
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -213,15 +221,17 @@ def records_of_dump(doc: dict[str, Any],
     return out
 
 
-def trace_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def trace_lines(path: Path, cluster: str = DEFAULT_CLUSTER) -> Iterator[tuple[int, bytes]]:
     """``(number, raw JSON line)`` of a trace, or of the records of a dump (numbered from 1 in
-    event-time order): what every trace-reading command folds. Raises ``DumpError`` or
-    ``OSError``."""
+    event-time order): what every trace-reading command folds. Records without a ``cluster``
+    are given ``cluster`` (``producers.clusters``: nothing changes in ``default``); a trace's
+    record that names its cluster keeps it. Raises ``DumpError`` or ``OSError``."""
     from streams.wire.traces import read_lines
 
     doc = read_dump(path)
     if doc is None:
-        yield from read_lines(path)
+        for number, raw in read_lines(path):
+            yield number, line_in_cluster(raw, cluster)
         return
     for number, record in enumerate(records_of_dump(doc).records, start=1):
-        yield number, json.dumps(record, separators=(",", ":")).encode()
+        yield number, json.dumps(in_cluster(record, cluster), separators=(",", ":")).encode()

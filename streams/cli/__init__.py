@@ -29,6 +29,7 @@ import click
 
 from streams import __version__
 from streams.cli.options import SECONDS, _at, output_option
+from streams.cli.pipeline import records_cluster_option
 from streams.settings import SettingsError
 
 
@@ -47,7 +48,8 @@ def cli() -> None:
 @click.option("--grace", type=SECONDS, default=None,
               help="grace period in seconds before a PreEnqueue-hold warning (default: "
                    "GANGSTATE_GRACE_SECONDS, 10)")
-def fold(trace: str, output: str, at: str | None, grace: float | None) -> int:
+@records_cluster_option
+def fold(trace: str, output: str, at: str | None, grace: float | None, cluster: str) -> int:
     """Run the pure fold over a gangstate.*/v1 JSON-lines TRACE, or over a cluster dump
     (`kubectl get nodes,pods,podgroups,events -o json`, gzipped or not; on a cluster with
     Kubernetes' own gangs also podgroups.scheduling.k8s.io, compositepodgroups.scheduling.k8s.io
@@ -57,7 +59,9 @@ def fold(trace: str, output: str, at: str | None, grace: float | None) -> int:
     observed_at after it, or --at) is set aside, not folded, and reported on stderr (and in
     the JSON/YAML output's input.set_aside), as the worker dead-letters a record that far
     ahead of its Kafka timestamp. The fold's settings are the worker's (GANGSTATE_GRACE_SECONDS,
-    GANGSTATE_STRANDED_SECONDS, GANGSTATE_HOLDS and its GANGSTATE_HOLD_* values)."""
+    GANGSTATE_STRANDED_SECONDS, GANGSTATE_HOLDS and its GANGSTATE_HOLD_* values). Each record
+    is of the cluster it names (absent: 'default', or --cluster: a dump's records, of one
+    cluster that the dump does not name, are of --cluster)."""
     from dataclasses import replace
 
     from producers.watch.dump import DumpError, trace_lines
@@ -69,7 +73,8 @@ def fold(trace: str, output: str, at: str | None, grace: float | None) -> int:
         settings = replace(settings, grace_seconds=grace)
     max_skew = int(environment().max_skew_seconds * 1_000_000)
     try:
-        result = fold_lines(list(trace_lines(Path(trace))), _at(at), settings, max_skew)
+        result = fold_lines(list(trace_lines(Path(trace), cluster)), _at(at), settings,
+                            max_skew)
     except OSError as err:
         print(f"gangstate fold: cannot read {trace}: {err.strerror}", file=sys.stderr)
         return 2

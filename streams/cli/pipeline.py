@@ -16,9 +16,22 @@ from typing import Any, Callable, Iterable
 
 import click
 
-from streams.cli.options import _at, http_port_option, kafka_options, timeout_option
+from streams.cli.options import CLUSTER, _at, http_port_option, kafka_options, timeout_option
 from streams.cli.options import http_port as chosen_port
 from streams.settings import KafkaSecurity, Settings
+
+
+def records_cluster_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--cluster CLUSTER`` of the commands that read traces and dumps (``fold``, ``replay``):
+    the cluster of the records that name none (a cluster dump's, an old trace's); a record
+    that names its cluster keeps it. Not read from ``GANGSTATE_CLUSTER``: without the flag a
+    record without ``cluster`` stays of ``default``, as recorded (docs/fleet.md). The command
+    receives ``cluster`` (``"default"`` when not given)."""
+    return click.option(
+        "--cluster", "cluster", type=CLUSTER, default="default", metavar="CLUSTER",
+        help="the cluster of the records that name none, e.g. those of a cluster dump (a "
+             "DNS-1123 label; default 'default'; records naming a cluster keep theirs; "
+             "$GANGSTATE_CLUSTER is not read)")(f)
 
 
 def kafka_settings(bootstrap: str | None, prefix: str | None,
@@ -202,16 +215,19 @@ def _how_to_read(target: Settings) -> list[str]:
 @http_port_option("keep the replay's own worker running once it has folded the replay, "
                   "serving its views (get, describe, explain --server) on this port, until "
                   "Ctrl-C")
+@records_cluster_option
 @kafka_options
 @timeout_option("Kafka")
 def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: bool,
            merge_by_time: bool, name: str | None, no_worker: bool, into_live: bool,
            http_port: int | None, http_bind: str, web_port_alias: int | None,
-           metrics_port_alias: int | None, bootstrap: str | None, prefix: str | None,
-           kafka_security: dict[str, Any], timeout: float) -> int:
+           metrics_port_alias: int | None, cluster: str, bootstrap: str | None,
+           prefix: str | None, kafka_security: dict[str, Any], timeout: float) -> int:
     """Publish each record of the traces, keyed by gang id, with acks=all; pods of no gang are
     dropped and counted; malformed lines are reported with their line number and skipped. Ends
-    with one tick per partition at --at.
+    with one tick per partition at --at. Records are keyed within their cluster
+    (CLUSTER:<gang id> outside 'default'); --cluster gives the records that name none (a
+    cluster dump's) that cluster.
 
     By default the replay gets topics of its own (<prefix>replay-NAME.gang-events, ...) and a
     worker of its own (app id <app id>-replay-NAME), started here and stopped once it has
@@ -251,7 +267,7 @@ def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: 
         merged_by_time(paths, trace_lines) if merge_by_time else file_lines(paths, trace_lines))
 
     def run_publish() -> int:
-        report = publish(lines, target, rate=rate, at=tick_at,
+        report = publish(lines, target, rate=rate, at=tick_at, cluster=cluster,
                          on_malformed=lambda f, n, e: print(f"{f}:{n}: skipped malformed "
                                                             f"record: {e}", file=sys.stderr))
         dropped = ", ".join(f"{n} {r}" for r, n in sorted(report.dropped.items())) or "none"
