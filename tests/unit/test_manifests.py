@@ -26,7 +26,14 @@ def flag(args: list[str], name: str) -> str | None:
 
 @pytest.mark.parametrize("component", COMPONENTS)
 def test_every_component_runs_locked_down(component: str) -> None:
-    pod = deployment(component)["spec"]["template"]["spec"]
+    assert_locked_down(deployment(component), component)
+
+
+def assert_locked_down(deployment: dict[str, Any], component: str) -> None:
+    """The Deployment of ``component`` runs as its own ServiceAccount, non-root, seccomp'd, on
+    a read-only root filesystem with only ``emptyDir`` writable (also the fleet's:
+    ``test_fleet_manifests``)."""
+    pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == f"gangstate-{component}"
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
@@ -44,7 +51,13 @@ def test_every_component_runs_locked_down(component: str) -> None:
 
 @pytest.mark.parametrize("component", COMPONENTS)
 def test_probes_ask_the_http_port_the_component_serves(component: str) -> None:
-    (container,) = deployment(component)["spec"]["template"]["spec"]["containers"]
+    assert_probes_ask_the_port_served(deployment(component))
+
+
+def assert_probes_ask_the_port_served(deployment: dict[str, Any]) -> None:
+    """Liveness (``/metrics``) and readiness (``/readyz``) ask the ``--http-port`` the
+    component serves, bound on every interface of the pod."""
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
     args = container["args"]
     port = flag(args, "--http-port")
     assert port is not None
