@@ -5,11 +5,17 @@ forwarded there by Faust's table router and answered, never 404.
 
 Before: every worker advertised ``http://127.0.0.1:<port>``; with one port for all (one per pod
 in Kubernetes) a worker forwarded to itself and answered 404 for the other's gangs.
+
+A fleet (issue 27): the handed cases are fed twice, as the ``default`` cluster's and as
+``eu-1``'s; a gang is routed by its key (``eu-1:team-a/llm-pretrain`` is on partition 0, its
+namesake of ``default`` on 3), so ``/gangs/NS/NAME?cluster=eu-1`` is answered by the owner of
+the eu-1 gang.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import time
 from pathlib import Path
@@ -22,6 +28,7 @@ from streams.kafka.partitions import partition_of
 from streams.kafka.publishing import Publisher
 from streams.kafka.reading import wait_group_stable
 from streams.settings import Settings
+from streams.core.cluster import split_key
 from streams.query.answers import explain_pod, gang_detail
 from streams.wire.contracts import parse_time
 from tests.fixtures.casecheck import handed_case_dirs
@@ -50,8 +57,19 @@ def free_port_on_both() -> int:
 
 
 def local_gangs(base: str) -> set[str]:
-    """The gangs one worker owns (``/gangs`` lists only its own)."""
-    return {row["gang"] for row in requests.get(base + "/gangs", timeout=10).json()["gangs"]}
+    """The keys of the gangs one worker owns, every cluster's (``/gangs`` lists only its
+    own)."""
+    rows = requests.get(base + "/gangs", params={"all_clusters": "1"}, timeout=10).json()
+    return {row["gang"] if row["cluster"] == "default" else f"{row['cluster']}:{row['gang']}"
+            for row in rows["gangs"]}
+
+
+def in_eu_1(case: Path, folder: Path) -> Path:
+    """The trace of ``case`` with every record of cluster ``eu-1``."""
+    out = folder / f"{case.name}-eu-1.jsonl"
+    out.write_text("".join(json.dumps({**json.loads(line), "cluster": "eu-1"}) + "\n"
+                           for line in (case / "trace.jsonl").read_text().splitlines()))
+    return out
 
 
 def test_a_view_is_answered_by_either_worker(tmp_path: Path,
@@ -59,7 +77,8 @@ def test_a_view_is_answered_by_either_worker(tmp_path: Path,
                                              kafka_settings: Settings) -> None:
     monkeypatch.delenv("POD_IP", raising=False)
     settings = kafka_settings
-    lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()])
+    lines = merged_by_time([case / "trace.jsonl" for case in handed_case_dirs()] +
+                           [in_eu_1(case, tmp_path) for case in handed_case_dirs()])
     expected = offline(lines, AT)
     port = free_port_on_both()
     bases = [f"http://{address}:{port}" for address in ADDRESSES]
@@ -87,18 +106,27 @@ def test_a_view_is_answered_by_either_worker(tmp_path: Path,
                     break
             assert time.monotonic() < deadline, (owned, logs())
             time.sleep(0.5)
-        # the gangs are split between the two (partitions 0, 2, 3, 5 of 8 are used), so
-        # each worker is asked for gangs it does not own
+        # the gangs are split between the two (partitions 0, 2, 3, 5 of 8 are used, by the
+        # default cluster's keys and by eu-1's), so each worker is asked for gangs it does not
+        # own
         assert owned[0] and owned[1], owned
+        assert len(expected.states) == 10
+        assert {partition_of(k, settings.partitions) for k in expected.states
+                if k.startswith("eu-1:")} == {0, 3, 5}
         assert {partition_of(g, settings.partitions) for g in expected.states} == {0, 2, 3, 5}
         for base in bases:
-            for gang, state in sorted(expected.states.items()):
-                answer = requests.get(f"{base}/gangs/{gang}", timeout=10)
-                assert answer.status_code == 200, (base, gang, answer.text)
-                assert answer.json() == plain(gang_detail(state)), (base, gang)
-            why = requests.get(f"{base}/pods/team-a/llm-pretrain-worker-0/why",
-                               params={"gang": "team-a/llm-pretrain"}, timeout=10)
-            assert why.status_code == 200, (base, why.text)
-            assert why.json() == plain(explain_pod(expected.states,
-                                                   "team-a/llm-pretrain-worker-0",
-                                                   "team-a/llm-pretrain"))
+            for key, state in sorted(expected.states.items()):
+                cluster, gang = split_key(key)
+                answer = requests.get(f"{base}/gangs/{gang}", params={"cluster": cluster},
+                                      timeout=10)
+                assert answer.status_code == 200, (base, key, answer.text)
+                assert answer.json() == plain(gang_detail(state)), (base, key)
+            for cluster in ("default", "eu-1"):
+                why = requests.get(f"{base}/pods/team-a/llm-pretrain-worker-0/why",
+                                   params={"gang": "team-a/llm-pretrain", "cluster": cluster},
+                                   timeout=10)
+                assert why.status_code == 200, (base, cluster, why.text)
+                assert why.json() == plain(explain_pod(expected.states,
+                                                       "team-a/llm-pretrain-worker-0",
+                                                       "team-a/llm-pretrain",
+                                                       cluster=cluster))

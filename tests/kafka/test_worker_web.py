@@ -25,7 +25,7 @@ from streams.core.records import AckObserved
 from streams.wire.decoding import Decoded
 from streams.worker.metrics import TableCollector, WorkerMetrics
 from streams.wire.traces import fold_lines, fold_trace
-from streams.query.answers import gang_detail, gang_rows
+from streams.query.answers import fleet_summary, gang_detail, gang_rows
 from tests.fixtures.casecheck import handed_case_dirs
 from tests.fixtures.throughkafka import (fresh_settings, log_tail, offline,
                                          with_gated_representative, worker_run)
@@ -292,3 +292,146 @@ def test_metrics_scrape_counts_what_the_worker_folded(served) -> None:
 def test_fausts_builtin_views_stay_disabled(served) -> None:
     for path in ("/table/gangs", "/table", "/router", "/graph"):
         assert requests.get(served["base"] + path, timeout=10).status_code == 404, path
+
+
+# -- a fleet: one worker fed three clusters (tests/unit/test_fleet_query.py) ----------------------
+
+FLEET_AT = "2026-12-01T03:42:00Z"
+
+
+@pytest.fixture(scope="module")
+def fleet_served(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
+    """One worker serving its views, fed the three-cluster fleet of
+    ``tests/unit/test_fleet_query.py`` (``team-a/llm`` in default, eu-1 and us-2) with
+    ``GANGSTATE_METRICS_MAX_CLUSTERS=2``; yields the base URL, the trace and the offline fold
+    of the same records."""
+    from producers.replay import merged_by_time
+    from tests.unit.test_fleet_query import fleet_records
+
+    settings = fresh_settings(kafka_bootstrap, "fleet-views")
+    folder = tmp_path_factory.mktemp("fleet-trace")
+    trace = folder / "fleet.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in fleet_records()))
+    lines = merged_by_time([trace])
+    at = parse_time(FLEET_AT)
+    expected = offline(lines, at)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("fleet-worker") / "worker.log"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GANGSTATE_METRICS_MAX_CLUSTERS", "2")
+        env.delenv("GANGSTATE_CLUSTER", raising=False)
+        with worker_run(settings, log, extra_args=("--http-port", str(port))) as run:
+            run.replay(lines, at=at)
+            run.caught_up()
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if requests.get(base + "/fleet", timeout=2).status_code == 200:
+                        break
+                except requests.ConnectionError:
+                    pass
+                assert time.monotonic() < deadline and run.alive(), log_tail(log)
+                time.sleep(0.2)
+            yield {"base": base, "expected": expected, "trace": str(trace)}
+
+
+@pytest.mark.kafka
+def test_fleet_views_read_one_cluster_or_all(fleet_served) -> None:
+    base, states = fleet_served["base"], fleet_served["expected"].states
+    get = lambda path, **params: requests.get(base + path, params=params, timeout=10)  # noqa: E731
+    assert get("/gangs").json() == {"gangs": plain(gang_rows(states.values()))}
+    assert [r["gang"] for r in get("/gangs", cluster="eu-1").json()["gangs"]] == [
+        "team-a/llm", "team-b/etl", "team-c/done"]
+    every = get("/gangs", all_clusters="1").json()["gangs"]
+    assert every == plain(gang_rows(states.values(), cluster=None))
+    assert [(r["cluster"], r["gang"]) for r in every if r["name"] == "llm"] == [
+        ("default", "team-a/llm"), ("eu-1", "team-a/llm"), ("us-2", "team-a/llm")]
+    both = get("/gangs", cluster="eu-1", all_clusters="1")
+    assert both.status_code == 400
+    assert both.json() == {"error": "cluster and all_clusters exclude each other"}
+    bad = get("/gangs", cluster="EU")
+    assert bad.status_code == 400 and "is not a DNS-1123 label" in bad.json()["error"]
+    # one gang: the key of the name in the cluster asked
+    for cluster, phase in (("default", "Gathering"), ("eu-1", "Ready"),
+                           ("us-2", "NotInitialized")):
+        doc = get("/gangs/team-a/llm", cluster=cluster).json()
+        key = "team-a/llm" if cluster == "default" else f"{cluster}:team-a/llm"
+        assert doc == plain(gang_detail(states[key])) and doc["phase"] == phase
+    assert get("/gangs/team-a/llm").json()["phase"] == "Gathering"
+    missing = get("/gangs/sc-b/gb", cluster="eu-1")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "gang sc-b/gb not found in cluster eu-1"}
+    why = get("/pods/team-a/llm-0/why", cluster="us-2").json()
+    assert (why["cluster"], why["held_at"]) == ("us-2", "PreEnqueue")
+    assert [r["reason"] for r in why["reasons"]] == ["GangNotInitialized"]
+    assert get("/pods/team-a/llm-0/why", gang="team-a/llm", cluster="us-2").json() == why
+    assert [r["reason"] for r in get("/pods/team-a/llm-0/why").json()["reasons"]] == [
+        "GangMembersInsufficient"]
+    nowhere = get("/pods/sc-b/gb-0/why", cluster="eu-1")
+    assert nowhere.status_code == 404
+    assert nowhere.json() == {"error": "pod sc-b/gb-0 is not a live member of any known gang "
+                                       "in cluster eu-1"}
+
+
+@pytest.mark.kafka
+def test_fleet_view_sums_each_cluster(fleet_served) -> None:
+    body = requests.get(fleet_served["base"] + "/fleet", timeout=10).json()
+    assert body == {"clusters": plain(fleet_summary(fleet_served["expected"].states.items()))}
+    assert [(r["cluster"], r["gangs"], r["warning_gangs"], r["failed_events_per_minute"])
+            for r in body["clusters"]] == [("default", 1, 1, 0), ("eu-1", 3, 0, 0),
+                                           ("us-2", 2, 2, 42)]
+
+
+@pytest.mark.kafka
+def test_fleet_cli_against_the_worker_prints_what_the_offline_fold_prints(
+        fleet_served, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("GANGSTATE_CLUSTER", raising=False)
+    monkeypatch.setenv("GANGSTATE_CLUSTER_CONTEXTS", "kind-eu=eu-1,prod-us=us-2")
+    offline_args = ["--from", fleet_served["trace"], "--at", FLEET_AT]
+    for argv in (["get", "gangs"], ["get", "gangs", "--cluster", "eu-1"],
+                 ["get", "gangs", "--all-clusters"], ["get", "gangs", "--all-clusters", "-o",
+                                                      "json"],
+                 ["get", "fleet"], ["get", "fleet", "-o", "json"],
+                 ["describe", "gang", "team-a/llm", "--context", "kind-eu"],
+                 ["describe", "gang", "sc-b/gb", "--cluster", "us-2"],
+                 ["explain", "pod", "team-a/llm-0", "--context", "prod-us"],
+                 ["explain", "pod", "team-a/llm-0", "--gang", "team-a/llm", "--cluster",
+                  "eu-1"]):
+        assert main([*argv, "--server", fleet_served["base"]]) == 0, argv
+        served_out = capsys.readouterr().out
+        assert main([*argv, *offline_args]) == 0, argv
+        assert served_out == capsys.readouterr().out, argv
+    assert main(["describe", "gang", "sc-b/gb", "--context", "kind-eu", "--server",
+                 fleet_served["base"]]) == 1
+    assert capsys.readouterr().err == ("gangstate describe: gang sc-b/gb not found in cluster "
+                                       "eu-1\n")
+
+
+@pytest.mark.kafka
+def test_fleet_metrics_bound_the_clusters(fleet_served) -> None:
+    """GANGSTATE_METRICS_MAX_CLUSTERS=2: default and eu-1 (the first two in id order) keep
+    their label, us-2's two gangs (NotInitialized, Scheduling) are counted under other, and
+    its storm gang is labelled by its key."""
+    got = samples(requests.get(fleet_served["base"] + "/metrics", timeout=10).text)
+
+    def value(name: str, **labels: str) -> float | None:
+        return got.get((name, tuple(sorted(labels.items()))))
+
+    koord = "koord-scheduler"
+    assert {dict(labels)["cluster"] for (n, labels) in got if n == "gangstate_gangs"} == {
+        "default", "eu-1", "other"}
+    assert value("gangstate_gangs", cluster="default", phase="Gathering", scheduler=koord) == 1
+    assert value("gangstate_gangs", cluster="default", phase="Deleted", scheduler=koord) == 1
+    assert value("gangstate_gangs", cluster="eu-1", phase="Finished", scheduler=koord) == 1
+    assert value("gangstate_gangs", cluster="other", phase="NotInitialized",
+                 scheduler=koord) == 1
+    assert value("gangstate_gangs", cluster="other", phase="Scheduling", scheduler=koord) == 1
+    assert value("gangstate_gangs", cluster="us-2", phase="Scheduling", scheduler=koord) is None
+    # held at PreEnqueue: default's 2 pods (GangMembersInsufficient), us-2's 1 (GangNotInitialized)
+    assert value("gangstate_pods_held_preenqueue", cluster="default",
+                 reason="GangMembersInsufficient", scheduler=koord) == 2
+    assert value("gangstate_pods_held_preenqueue", cluster="other",
+                 reason="GangNotInitialized", scheduler=koord) == 1
+    assert value("gangstate_scheduler_failed_events_per_minute", cluster="other",
+                 gang="us-2:sc-b/gb") == 42
