@@ -31,7 +31,6 @@ from typing import Any
 import pytest
 
 from producers.watch.watching import GangRouter, Publish
-from streams.cli import main
 from streams.core.fold import PartitionFold
 from streams.core.settings import FoldSettings
 from streams.core.timefmt import parse_time
@@ -40,6 +39,7 @@ from streams.query.answers import (NotFound, explain_pod, fleet_summary, gang_ro
 from streams.settings import SettingsError, cluster_contexts, parse_cluster_contexts
 from streams.wire.traces import fold_lines
 from tests.fixtures.builders import at, attempt, kube_pod, pod, pod_line
+from tests.unit.test_cli_conventions import run
 
 AT = "2026-12-01T03:42:00Z"
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -131,15 +131,6 @@ def states() -> dict[str, Any]:
 def _no_configured_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GANGSTATE_CLUSTER", raising=False)
     monkeypatch.delenv("GANGSTATE_CLUSTER_CONTEXTS", raising=False)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        status = main(list(argv))
-    except SystemExit as done:
-        status = int(done.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def words(out: str) -> list[list[str]]:
