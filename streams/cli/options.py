@@ -72,6 +72,11 @@ class Ref(click.ParamType):
         ns, sep, rest = str(value).partition("/")
         if not sep or not ns or not rest or "/" in rest:
             self.fail(f"{value!r} is not NAMESPACE/NAME", param, ctx)
+        if ":" in ns:  # a gang's key (eu-1:ns/name), not a name: the cluster is its own flag
+            cluster, _, plain = str(value).partition(":")
+            self.fail(f"{value!r} is not NAMESPACE/NAME: a namespace has no ':' (for gang "
+                      f"{plain} of cluster {cluster}, give {plain} --cluster {cluster})",
+                      param, ctx)
         return str(value)
 
 

@@ -112,11 +112,14 @@ def gang_candidates(gang: str, scheduler: str | None = None) -> list[str]:
     """The gang ids a person's ``NAMESPACE/NAME`` may mean: with ``scheduler`` only that
     scheduler's; without, Koordinator's, then the native PodGroup's (``ns/name@kube-scheduler``)
     and the native CompositePodGroup's (``ns/composite:name@kube-scheduler``); an id that
-    already names its scheduler means itself. Ids within a cluster: ``candidate_keys`` gives
+    already names its scheduler means itself; a key (``eu-1:ns/name``: its "namespace" has a
+    ``:``) means none (a cluster is chosen by ``cluster``, never by a name). Ids within a cluster: ``candidate_keys`` gives
     their keys in one. Raises ``ValueError`` for an unknown ``scheduler``."""
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; one of {', '.join(SCHEDULERS)}")
     namespace, name, named = split_gang(gang)
+    if ":" in namespace:  # a key (eu-1:ns/name) is no NAMESPACE/NAME: it names no gang here
+        return []
     if gang.endswith("@" + KUBE_SCHEDULER):
         return [gang] if scheduler in (None, named) else []
     out = [] if scheduler == KUBE_SCHEDULER else [gang_key(namespace, name)]
@@ -149,7 +152,10 @@ def resolve_gang(states: Mapping[str, GangState], gang: str,
     for a bad cluster id."""
     found = [states[k] for k in candidate_keys(gang, scheduler, cluster) if k in states]
     if not found:
-        raise NotFound(f"gang {gang} not found{in_cluster(cluster)}")
+        other, _, plain = gang.partition(":")
+        hint = f" (a namespace has no ':'; for cluster {other}'s gang: {plain} --cluster " \
+               f"{other})" if ":" in gang.partition("/")[0] else ""
+        raise NotFound(f"gang {gang} not found{in_cluster(cluster)}{hint}")
     if len(found) > 1:
         raise NotFound(ambiguous(gang, [s.gang for s in found]))
     return found[0]

@@ -178,6 +178,24 @@ def test_a_name_is_resolved_within_one_cluster(states) -> None:
         resolve_gang(states, "sc-b/gb")
     with pytest.raises(NotFound, match="^gang team-b/etl not found in cluster us-2$"):
         resolve_gang(states, "team-b/etl", cluster="us-2")
+    # a key is no name: it never escapes the chosen cluster
+    with pytest.raises(NotFound, match=r"^gang eu-1:team-a/llm not found \(a namespace has no "
+                                       r"':'; for cluster eu-1's gang: team-a/llm --cluster "
+                                       r"eu-1\)$"):
+        resolve_gang(states, "eu-1:team-a/llm")
+
+
+@pytest.mark.parametrize("argv", [
+    ["describe", "gang", "eu-1:team-a/llm"],
+    ["describe", "gang", "llm", "-n", "eu-1:team-a"],
+    ["explain", "pod", "team-a/llm-0", "--gang", "eu-1:team-a/llm"],
+])
+def test_a_key_given_as_a_name_is_a_usage_error(capsys, trace, argv) -> None:
+    status, out, err = run(capsys, *argv, "--from", trace, "--at", AT)
+    assert (status, out) == (2, "")
+    assert err.strip().splitlines()[-1].endswith(
+        "'eu-1:team-a/llm' is not NAMESPACE/NAME: a namespace has no ':' (for gang team-a/llm "
+        "of cluster eu-1, give team-a/llm --cluster eu-1)")
 
 
 def test_explain_pod_finds_the_pod_of_its_cluster(states) -> None:
