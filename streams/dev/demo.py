@@ -90,8 +90,8 @@ def demo_kafka(base: Settings, write: Callable[[str], Any]) -> tuple[Any, Settin
     return broker, Settings(bootstrap=bootstrap,
                             topics=Topics(f"{base.topics.prefix}demo-{run_id}."),
                             partitions=base.partitions, app_id=f"gangstate-demo-{run_id}",
-                            fold=base.fold, security=base.security if broker is None
-                            else KafkaSecurity())
+                            fold=base.fold, cluster=base.cluster,
+                            security=base.security if broker is None else KafkaSecurity())
 
 
 def run_demo(traces: list[Path] | None = None, *, settings: Settings | None = None,

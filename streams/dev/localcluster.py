@@ -28,7 +28,6 @@ from typing import Any
 
 import yaml
 
-from streams.core.cluster import DEFAULT_CLUSTER
 from streams.settings import Settings
 from streams.dev.localkafka import repo_root
 from streams.dev.worker_process import worker_env
@@ -218,18 +217,18 @@ class Chain:
     token per component from the ServiceAccount its Deployment names, writes its kubeconfig,
     and starts the three processes; :meth:`stop` ends them. The worker has no Kubernetes
     credentials at all. ``cluster_id`` is the fleet's name of ``cluster`` (``GANGSTATE_CLUSTER``
-    of the watcher and the sink, docs/fleet.md); ``components`` which of ``worker``, ``watch``
+    of the watcher and the sink, docs/fleet.md; default ``settings.cluster``); ``components`` which of ``worker``, ``watch``
     and ``sink`` this chain runs (a fleet runs one worker for every cluster's watch and sink).
     """
 
     def __init__(self, cluster: Any, settings: Settings, logdir: Path,
                  web_port: int | None = None, watch_port: int | None = None, *,
-                 cluster_id: str = DEFAULT_CLUSTER,
+                 cluster_id: str | None = None,
                  components: tuple[str, ...] = COMPONENTS) -> None:
         self.cluster = cluster
         self.settings = settings
         self.logdir = Path(logdir)
-        self.cluster_id = cluster_id
+        self.cluster_id = settings.cluster if cluster_id is None else cluster_id
         self.components = components
         free = controlplane_module().free_ports(2)
         self.web_port = web_port or free[0]
