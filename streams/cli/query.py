@@ -666,7 +666,15 @@ def get_gangs(namespace: str | None, all_namespaces: bool, phase: str | None,
         rows = src.gangs(namespace, phase, scheduler, chosen)
         if not rows and output not in ("json", "yaml"):
             where = f" in namespace {namespace}" if namespace else ""
-            print(f"No gangs found{where}{_where(chosen)}.", file=sys.stderr)
+            others = [] if chosen is None else \
+                [r for r in src.fleet() if r["cluster"] != chosen and r["gangs"]]
+            if others:  # a fleet: say where the gangs are
+                print(f"No gangs found{where} in cluster {chosen} (other clusters have "
+                      f"{sum(r['gangs'] for r in others)} gangs in all: "
+                      f"{', '.join(r['cluster'] for r in others)}; --cluster CLUSTER or "
+                      f"--all-clusters shows them).", file=sys.stderr)
+            else:
+                print(f"No gangs found{where}{_where(chosen)}.", file=sys.stderr)
             return
         if output == "name":
             sys.stdout.write("".join(

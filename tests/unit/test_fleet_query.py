@@ -332,7 +332,9 @@ def test_get_gangs_reads_the_configured_cluster(capsys, monkeypatch, trace) -> N
         ["team-b", "etl", "koord-scheduler", "Scheduled"],
         ["team-c", "done", "koord-scheduler", "Finished"]]
     status, out, err = run(capsys, "get", "gangs", "--from", trace, "--at", AT, "-n", "sc-b")
-    assert (status, out, err) == (0, "", "No gangs found in namespace sc-b in cluster eu-1.\n")
+    assert (status, out, err) == (  # default has 1 gang, us-2 has 2 (the fleet's table)
+        0, "", "No gangs found in namespace sc-b in cluster eu-1 (other clusters have 3 gangs "
+               "in all: default, us-2; --cluster CLUSTER or --all-clusters shows them).\n")
     # --cluster wins over $GANGSTATE_CLUSTER
     status, out, _ = run(capsys, "get", "gangs", "--from", trace, "--at", AT, "--cluster",
                          "default", "-o", "name")
