@@ -181,7 +181,7 @@ class TraceSource:
         from streams.settings import environment, fold_settings
         from streams.wire.traces import fold_lines
 
-        lines = _lines_until([Path(t) for t in traces], at)
+        lines = _lines_until(list(traces), at)
         result = fold_lines(((n, raw) for _, n, raw in lines), at, fold_settings(),
                             max_skew_micros=int(environment().max_skew_seconds * 1_000_000))
         for number, error in result.errors:
@@ -234,15 +234,34 @@ class TraceSource:
         return fleet_summary(self.states.items(), lambda _key: self.clock)
 
 
-def _lines_until(paths: list[Path], at: int) -> list[tuple[str, int, bytes]]:
+def trace_spec(spec: str) -> tuple[Path, str]:
+    """``(path, cluster)`` of a ``--from`` value: ``PATH``, or ``CLUSTER=PATH`` for a trace
+    or dump of one cluster of a fleet (its records without a ``cluster`` are that cluster's,
+    ``producers.watch.dump.trace_lines``); a file whose own name has ``=`` is read as given.
+    Raises ``QueryError`` 2 for a ``CLUSTER`` that is no cluster id."""
+    from streams.core.cluster import cluster_problem
+
+    cluster, sep, path = spec.partition("=")
+    if not sep or Path(spec).exists():
+        return Path(spec), DEFAULT_CLUSTER
+    problem = cluster_problem(cluster)
+    if problem is not None:
+        raise QueryError(f"--from {spec}: {problem}", 2)
+    return Path(path), cluster
+
+
+def _lines_until(specs: list[str], at: int) -> list[tuple[str, int, bytes]]:
     from producers.replay import merged_by_time
 
     from streams.core.timefmt import parse_time
 
     from producers.watch.dump import DumpError, trace_lines
 
+    given = [trace_spec(spec) for spec in specs]
+    clusters = iter([cluster for _, cluster in given])  # file_lines reads each path once, in order
     try:
-        lines = merged_by_time(paths, trace_lines)
+        lines = merged_by_time([path for path, _ in given],
+                               lambda path: trace_lines(path, next(clusters)))
     except OSError as err:
         raise QueryError(f"cannot read {err.filename}: {err.strerror}", 2) from None
     except DumpError as err:
@@ -616,9 +635,11 @@ def source_options(f: Any) -> Any:
                      help="with --from: the state as of this RFC 3339 time (records after it "
                           "are left out; default: now, the gangs then read at their latest "
                           "record)")(f)
-    f = click.option("--from", "traces", multiple=True, metavar="TRACE",
+    f = click.option("--from", "traces", multiple=True, metavar="[CLUSTER=]TRACE",
                      help="answer from the offline fold of this trace instead of a worker "
-                          "(repeatable: traces are merged by observed_at); a `kubectl get "
+                          "(repeatable: traces are merged by observed_at; CLUSTER=TRACE makes "
+                          "its records that name no cluster that cluster's, e.g. "
+                          "--from eu-1=eu.json --from us-2=us.json); a `kubectl get "
                           "nodes,pods,podgroups,events -o json` dump (gzipped or not) works "
                           "too (on a cluster with Kubernetes' own gangs, name "
                           "podgroups.scheduling.k8s.io, compositepodgroups.scheduling.k8s.io "

@@ -490,3 +490,22 @@ def test_help_shows_the_shapes(capsys) -> None:
         status, out, _ = run(capsys, *argv, "--help")
         text = " ".join(out.split())
         assert status == 0 and all(s in text for s in shapes), (argv, out)
+
+
+def test_from_names_the_cluster_of_each_trace(capsys) -> None:
+    """``--from CLUSTER=TRACE``: one recorded case (gang sc-fits/ok, 2 of 2 bound) given as
+    east's, as west's and as it is (default's) is three gangs; a bad cluster is one line."""
+    case = str(Path(__file__).resolve().parents[1] / "cases" / "recorded" / "fits"
+               / "trace.jsonl")
+    status, out, _ = run(capsys, "get", "gangs", "--all-clusters", "--from", f"east={case}",
+                         "--from", f"west={case}", "--from", case)
+    assert status == 0
+    assert [w[:5] for w in words(out)[1:]] == [
+        ["default", "sc-fits", "ok", "koord-scheduler", "Scheduled"],
+        ["east", "sc-fits", "ok", "koord-scheduler", "Scheduled"],
+        ["west", "sc-fits", "ok", "koord-scheduler", "Scheduled"]]
+    status, out, err = run(capsys, "get", "gangs", "--from", f"East={case}")
+    assert (status, out) == (2, "")
+    assert err == (f"gangstate get: --from East={case}: cluster 'East' is not a DNS-1123 label "
+                   f"(lowercase letters, digits and '-', starting and ending with a letter or "
+                   f"digit)\n")
