@@ -146,7 +146,7 @@ def test_two_clusters_same_gang_names_each_told_its_own_story(fleet: dict[str, A
 
     # the table: both gangs, apart
     rows = json.loads(gangstate("get", "gangs", "--all-clusters", "--server", server,
-                                "-o", "json"))
+                                "-o", "json"))["gangs"]
     got = sorted((r["cluster"], r["namespace"], r["name"], r["phase"]) for r in rows
                  if r["namespace"] == NS)
     assert [(c, n, g) for c, n, g, _ in got] == [("east", NS, GANG), ("west", NS, GANG)], got
