@@ -364,11 +364,14 @@ def _replay_with_own_worker(target: Settings, run_publish: Callable[[], int],
 @click.option("--from-beginning", is_flag=True, help="start at the earliest offset")
 @click.option("--follow", "-f", is_flag=True, help="keep reading new records")
 @click.option("--schema", help="only records with this schema (e.g. gangstate.cycle/v1)")
+@click.option("--cluster", type=CLUSTER, default=None, metavar="CLUSTER",
+              help="only records of this cluster (a DNS-1123 label; a record without a "
+                   "cluster field is default's); without it, every cluster's")
 @kafka_options
 @timeout_option("Kafka")
 def tap(topic: str, from_beginning: bool, follow: bool, schema: str | None,
-        bootstrap: str | None, prefix: str | None, kafka_security: dict[str, Any],
-        timeout: float) -> int:
+        cluster: str | None, bootstrap: str | None, prefix: str | None,
+        kafka_security: dict[str, Any], timeout: float) -> int:
     """Read TOPIC without joining a consumer group and print each value as one JSON line.
     TOPIC may be short (gang-events, diagnostics, commands, dead-letters)."""
     from streams.kafka.reading import NoSuchTopic, tap as read
@@ -380,7 +383,7 @@ def tap(topic: str, from_beginning: bool, follow: bool, schema: str | None,
     wait_for_kafka(settings, "tap", bootstrap, timeout)
     try:
         read(settings, settings.topics.resolve(topic), from_beginning=from_beginning,
-             follow=follow, schema=schema)
+             follow=follow, schema=schema, cluster=cluster)
     except NoSuchTopic as err:
         print(f"gangstate tap: no topic {err.args[0]!r} on {settings.bootstrap}",
               file=sys.stderr)

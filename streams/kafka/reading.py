@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
+from streams.core.cluster import DEFAULT_CLUSTER
 from streams.settings import KafkaSecurity, Settings
 
 
@@ -80,9 +81,12 @@ class NoSuchTopic(LookupError):
 
 
 def tap(settings: Settings, topic: str, *, from_beginning: bool, follow: bool,
-        schema: str | None = None, write: Callable[[str], Any] = print) -> int:
-    """Print the topic's records as JSON lines; returns how many were printed. Raises
-    ``NoSuchTopic`` when the broker has no such topic."""
+        schema: str | None = None, write: Callable[[str], Any] = print,
+        cluster: str | None = None) -> int:
+    """Print the topic's records as JSON lines; returns how many were printed: with ``schema``
+    only those of that schema, with ``cluster`` only those of that cluster (their
+    ``cluster`` field; absent: ``default``). Raises ``NoSuchTopic`` when the broker has no
+    such topic."""
     probe = KafkaConsumer(**settings.kafka_python(group_id=None))
     try:
         if topic not in probe.topics():
@@ -93,6 +97,9 @@ def tap(settings: Settings, topic: str, *, from_beginning: bool, follow: bool,
     for _key, value in read_topic(settings, topic, from_beginning=from_beginning,
                                   follow=follow):
         if schema and not (isinstance(value, dict) and value.get("schema") == schema):
+            continue
+        if cluster is not None and not (isinstance(value, dict) and value.get(
+                "cluster", DEFAULT_CLUSTER) == cluster):
             continue
         write(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
         count += 1

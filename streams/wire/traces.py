@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
-from streams.core.cluster import DEFAULT_CLUSTER, key_of
+from streams.core.cluster import DEFAULT_CLUSTER, key_of, split_key
 from streams.core.fold import FoldSettings, Output, PartitionFold
 from streams.core.records import Tick
 from streams.core.state import GangState, as_of, summary
@@ -190,12 +190,14 @@ def fold_trace(path: Path, at: int | None, settings: FoldSettings = FoldSettings
 
 
 def format_text(result: Any) -> str:
-    """Render a ``FoldResult`` for people: one block per gang, its diagnostics and commands."""
+    """Render a ``FoldResult`` for people: one block per gang (by cluster, then gang id; a
+    gang outside ``default`` named by its key, ``eu-1:team-a/llm``), its diagnostics and
+    commands."""
     lines: list[str] = []
     by_gang: dict[str, list[dict[str, Any]]] = {}
     for d in result.diagnostics:
         by_gang.setdefault(key_of(d.get("cluster", DEFAULT_CLUSTER), d["gang"]), []).append(d)
-    for gang, state in sorted(result.states.items()):
+    for gang, state in sorted(result.states.items(), key=lambda item: split_key(item[0])):
         s = summary(as_of(state, getattr(result, "clock", None)))
         lines.append(f"gang {gang}  phase={s['phase']}  members={s['members']}"
                      f"/{s['min_member'] if s['min_member'] is not None else '?'}"

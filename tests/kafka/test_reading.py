@@ -69,3 +69,29 @@ def test_a_read_stops_at_the_ends_it_saw_while_records_keep_arriving(
     assert 40 <= len(got) <= 40 + sent_by_then
     # the records sent meanwhile are there for the next read
     assert len(read_all(kafka_settings, [topic])[topic]) == 40 + len(sent_after)
+
+
+def test_tap_shows_one_clusters_records(kafka_settings: Settings) -> None:
+    """``gangstate tap diagnostics --cluster eu-1``: of a record of eu-1, one of us-2 and one
+    naming no cluster (default's), only eu-1's; ``--cluster default`` only the last; without
+    ``--cluster`` all three."""
+    from streams.kafka.reading import tap
+
+    topic = kafka_settings.topics.diagnostics
+    p = producer(kafka_settings)
+    records = [("eu-1:ns/g", {"n": 1, "cluster": "eu-1"}), ("us-2:ns/g", {"n": 2, "cluster": "us-2"}),
+               ("ns/g", {"n": 3})]
+    for key, value in records:
+        p.send(topic, key=key, value=value)
+    p.flush()
+    p.close()
+
+    def shown(cluster: str | None) -> list[int]:
+        lines: list[str] = []
+        tap(kafka_settings, topic, from_beginning=True, follow=False, write=lines.append,
+            cluster=cluster)
+        return sorted(json.loads(line)["n"] for line in lines)
+
+    assert shown("eu-1") == [1]
+    assert shown("default") == [3]
+    assert shown(None) == [1, 2, 3]

@@ -189,3 +189,14 @@ def test_the_offline_loopback_routes_summaries_within_their_cluster():
         decoded = decode_input(line)
         fold_.feed(decoded.key, decoded.record)
     assert sorted(store) == ["eu-1:ml/a", "eu-1:ml/b"]
+
+
+def test_the_text_of_a_fleet_fold_is_by_cluster_then_gang():
+    """``gangstate fold``'s text: default's zz/short before eu-1's team-a/llm (by the raw key
+    eu-1:... would come first), each gang outside default named by its key."""
+    from streams.wire.traces import format_text
+
+    zz = [pod("zz", "short-0", 0, 10, gang="short", min_available=2)]
+    text = format_text(fold(zz + short_gang("eu-1", 2)))
+    heads = [line.split()[1] for line in text.splitlines() if line.startswith("gang ")]
+    assert heads == ["zz/short", "eu-1:team-a/llm"]
