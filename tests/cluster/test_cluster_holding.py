@@ -249,7 +249,8 @@ def test_a_gang_that_fits_by_preempting_is_never_held(
     them; gangstate issues no ``HoldGang`` for it. The gang then runs, or koord-scheduler v1.8.0
     binds one member and leaves the other refused at PreEnqueue, never retried (seen on the real
     scheduler in one CI run of four: ``hi-1`` bound on node-a, ``hi-0`` told
-    ``GangMembersStranded``); either way the preemption was tried and no hold was issued."""
+    ``GangMembersStranded``), or binds neither after both preempted (one later CI run); in
+    every case the preemption was tried and no hold was issued."""
     ns, name = "hold-preempt", "hi"
     gang, pods = f"{ns}/{name}", ["hi-0", "hi-1"]
     create_namespace(core_v1, ns)
@@ -261,11 +262,20 @@ def test_a_gang_that_fits_by_preempting_is_never_held(
         for p in pods:
             core_v1.create_namespaced_pod(ns, gang_pod(ns, p, gang=name, min_available=2, gpu=1,
                                                        priority_class=HIGH))
-        wait_for(f"{pods} Running, or a member stranded by koord-scheduler",
-                 lambda: bound(core_v1, ns, pods)
-                 or told(core_v1, ns, pods, "GangMembersStranded"), 120,
-                 describe=lambda: describe(core_v1, ns, hold_chain))
-        assert any(pods_of(core_v1, ns)[p].spec.node_name for p in pods)  # it preempted
+        # it preempted: the scheduler deleted both victims for the gang's members
+        wait_for("both low pods preempted", lambda: not {"low-0", "low-1"} & set(
+            pods_of(core_v1, ns)), 120, describe=lambda: describe(core_v1, ns, hold_chain))
+        try:
+            wait_for(f"{pods} Running, or a member stranded by koord-scheduler",
+                     lambda: bound(core_v1, ns, pods)
+                     or told(core_v1, ns, pods, "GangMembersStranded"), 120,
+                     describe=lambda: describe(core_v1, ns, hold_chain))
+        except pytest.fail.Exception:
+            # a third outcome of koord-scheduler v1.8.0 (one CI run): each member preempted a
+            # victim, then hi-0 was refused at PreEnqueue ("representative ... already
+            # exists") and neither was tried again within 120 s; gangstate told only
+            # GangUnschedulable (a gap: closing note of issue 27). No hold either way.
+            assert not any(pods_of(core_v1, ns)[p].spec.node_name for p in pods)
         assert [c for c in commands_of(hold_chain, gang) if c["type"] == "HoldGang"] == []
     finally:
         delete_pods(core_v1, ns, ["low-0", "low-1", *pods])
