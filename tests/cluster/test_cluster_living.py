@@ -285,9 +285,11 @@ def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1A
                    if "PreEnqueue failed" in line and "already exists" in line]
         assert refused, describe(core_v1, ns, chain)
         bound = False
-    for name in ("hi-0", "hi-1"):
-        evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangScheduled"}) if bound \
-            else gangstate_events(core_v1, ns, name)
+    # once bound, nothing gangstate told the gang advised freeing capacity or lowering
+    # minMember; left pending, the preemption is over (victims gone) and what gangstate tells
+    # of a gang the scheduler no longer tries is another story (closing note of issue 27)
+    for name in ("hi-0", "hi-1") if bound else ():
+        evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangScheduled"})
         said = " ".join(e["message"] for e in evs)
         assert "lower minMember" not in said and "min-available would have to drop" not in said
         assert "must free up" not in said
