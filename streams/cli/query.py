@@ -56,9 +56,10 @@ class QueryError(Exception):
 
 
 def _where(cluster: str | None) -> str:
-    """`` in cluster C`` for a message about cluster ``C`` (empty for ``default`` and for every
-    cluster, ``None``)."""
-    return "" if cluster in (None, DEFAULT_CLUSTER) else f" in cluster {cluster}"
+    """`` in cluster C`` for a message about cluster ``C`` (``streams.query.answers.in_cluster``)."""
+    from streams.query.answers import in_cluster
+
+    return in_cluster(cluster)
 
 
 class _NotYet(Unreachable):

@@ -32,7 +32,9 @@ its gangs' keys are their bare ids."""
 CLUSTER_MAX_LENGTH = 63
 """The longest cluster id: a DNS-1123 label's bound."""
 
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+CLUSTER_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A cluster id's form: a DNS-1123 label (the contracts' JSON Schemas carry it too)."""
+_LABEL = re.compile(CLUSTER_PATTERN)
 
 
 def cluster_problem(cluster: object) -> str | None:

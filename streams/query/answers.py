@@ -137,10 +137,11 @@ def candidate_keys(gang: str, scheduler: str | None = None,
     return [key_of(cluster, g) for g in gang_candidates(gang, scheduler)]
 
 
-def in_cluster(cluster: str) -> str:
+def in_cluster(cluster: str | None) -> str:
     """`` in cluster C`` to end a message about a gang or pod of cluster ``C``; empty for
-    ``default`` (the messages of a gangstate without fleet stay as they were)."""
-    return "" if cluster == DEFAULT_CLUSTER else f" in cluster {cluster}"
+    ``default`` (the messages of a gangstate without fleet stay as they were) and for every
+    cluster (``None``)."""
+    return "" if cluster in (None, DEFAULT_CLUSTER) else f" in cluster {cluster}"
 
 
 def resolve_gang(states: Mapping[str, GangState], gang: str,

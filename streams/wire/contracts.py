@@ -27,8 +27,8 @@ from typing_extensions import NotRequired, Required, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 # the ids of the records the core writes are the core's own (the core imports nothing from here)
-from streams.core.cluster import (CLUSTER_MAX_LENGTH, DEFAULT_CLUSTER, key_of,
-                                  split_key)
+from streams.core.cluster import (CLUSTER_MAX_LENGTH, CLUSTER_PATTERN, DEFAULT_CLUSTER,
+                                  cluster_problem, key_of, split_key)
 from streams.core.decide import COMMAND_SCHEMA, DIAGNOSTIC_SCHEMA, SUMMARY_SCHEMA
 from streams.core.native import split_gang
 from streams.core.rules import REASON_NAMES
@@ -201,10 +201,6 @@ def event_time(text: str) -> int:
     return parse_time(text)
 
 
-CLUSTER_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-"""A cluster id: a DNS-1123 label (``streams.core.cluster``)."""
-
-
 def _cluster_field() -> Any:
     return Field(default=DEFAULT_CLUSTER, pattern=CLUSTER_PATTERN, max_length=CLUSTER_MAX_LENGTH,
                  description="the cluster the record is of (a DNS-1123 label, docs/fleet.md); "
@@ -221,16 +217,16 @@ def output_key(out: dict[str, Any], field: str) -> bytes:
 def cluster_of_raw_key(key: bytes | None) -> str:
     """The cluster a raw Kafka key names (``eu-1:team-a/llm`` -> ``eu-1``; ``default`` for a
     bare id, no key or a key that is not UTF-8): what a dead letter says of its record's
-    cluster when the record itself cannot be read."""
+    cluster when the record itself cannot be read. A key that only looks qualified (its prefix
+    no cluster id, ``NOT A LABEL:x``) is ``default``'s: its text stays in the dead letter's
+    ``key``."""
     if not key:
         return DEFAULT_CLUSTER
     try:
-        return split_key(key.decode("utf-8"))[0]
+        cluster = split_key(key.decode("utf-8"))[0]
     except UnicodeDecodeError:
         return DEFAULT_CLUSTER
-
-
-_CLUSTER_RE = re.compile(CLUSTER_PATTERN)
+    return cluster if cluster_problem(cluster) is None else DEFAULT_CLUSTER
 
 
 class _Timed(_Record):
@@ -933,9 +929,6 @@ def dead_letter(observed_at: str, topic: str, partition: int | None, offset: int
     worker's wall clock). Its compact JSON is at most ``DEAD_LETTER_MAX_BYTES`` (8,192) bytes."""
     raw = value or b""
     cluster = cluster_of_raw_key(key)
-    if cluster != DEFAULT_CLUSTER and (len(cluster) > CLUSTER_MAX_LENGTH
-                                       or not _CLUSTER_RE.match(cluster)):
-        cluster = DEFAULT_CLUSTER  # a key that only looks qualified: its text stays in ``key``
     text, utf8 = _utf8_head(raw, DEAD_LETTER_HEAD_BYTES)
     if utf8:
         encoding = "utf-8"

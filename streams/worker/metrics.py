@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 from streams.wire.contracts import (ACK_SCHEMA, CAPACITY_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA,
                                     PREEMPTION_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA)
 from streams.core import decide, episode
-from streams.core.cluster import DEFAULT_CLUSTER, split_key
+from streams.core.cluster import DEFAULT_CLUSTER
 from streams.core.native import SCHEDULERS
 from streams.core.records import (AckObserved, CapacityObserved, CycleObserved, GangSummarized,
                                   PodGroupObserved, PodObserved, PreemptionObserved, Tick)
@@ -114,7 +114,7 @@ class TableCollector(Collector):
         for key in list(self.states):
             state = self.states.get(key)
             if state is not None:
-                read.append((split_key(key)[0], key, state))
+                read.append((state.cluster, key, state))
         kept = labelled_clusters((c for c, _, _ in read), self.max_clusters)
         if not read:
             kept = frozenset({DEFAULT_CLUSTER})
