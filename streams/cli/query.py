@@ -56,7 +56,8 @@ class QueryError(Exception):
 
 
 def _where(cluster: str | None) -> str:
-    """`` in cluster C`` for a message about cluster ``C`` (``streams.query.answers.in_cluster``)."""
+    """`` in cluster C`` for a message about cluster ``C``
+    (``streams.query.answers.in_cluster``)."""
     from streams.query.answers import in_cluster
 
     return in_cluster(cluster)
