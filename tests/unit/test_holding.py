@@ -309,3 +309,31 @@ def test_a_gang_gangstate_holds_is_never_told_its_members_are_stranded() -> None
                        settings=settings)
     assert len(of(out, "GangHeld")) == 1
     assert of(out, "GangMembersStranded") == []
+
+
+def test_no_member_is_stranded_while_gangstate_holds_the_gang() -> None:
+    """Rule ST4 (seen live in two clusters: GangMembersStranded ten seconds after GangHeld,
+    advising to delete a member of a gang gangstate held itself). Three members refused at
+    PreEnqueue, Koordinator's hold ended at 5 s and a round ran at 6 s: stranded 20 s later,
+    at 26 s, unless gangstate holds the gang (from 11 s): then none is stranded and nothing
+    is due; once gangstate's hold ended (at 40 s) the wait starts again: due at 60 s."""
+    from streams.core.rules.stranded import stranded_due, stranded_members
+    from streams.core.state import Holding, refused_member
+
+    settings = replace(ON, stranded_seconds=20)
+    store: dict[str, Any] = {}
+    fold = PartitionFold(store, settings)
+    for rec in gang():
+        fold.feed("ns/g", rec)
+    state = store["ns/g"].copy()
+    state.put_members({uid: refused_member(m, at(1)) for uid, m in state.members.items()})
+    state.hold = replace(state.hold, held_since=None, released_at=at(5),
+                         released_attempted=at(6))
+    assert stranded_due(state, settings) == at(26)
+    assert stranded_members(state) == ["g-0", "g-1", "g-2"]
+    state.holding = Holding(issued_at=at(11), renewed_at=at(11), applied_at=at(12))
+    assert stranded_due(state, settings) is None
+    assert stranded_members(state) == []
+    state.holding = Holding(released_at=at(40))
+    assert stranded_due(state, settings) == at(60)
+    assert stranded_members(state) == ["g-0", "g-1", "g-2"]

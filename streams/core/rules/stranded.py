@@ -116,8 +116,9 @@ def _tried_culprit(state: GangState, rec: CycleObserved) -> GangState:
 
 def stranded_members(state: GangState) -> list[str]:
     """Names (sorted) of the pending members refused at PreEnqueue during the gang's last hold
-    and not attempted since (``Member.refused_at``), while the gang is not held."""
-    if state.hold.held_since is not None or not state.n_refused:
+    and not attempted since (``Member.refused_at``), while the gang is not held, neither by
+    Koordinator nor by gangstate (``gangstate_holds``)."""
+    if state.hold.held_since is not None or not state.n_refused or gangstate_holds(state):
         return []
     return sorted(m.name for m in state.members.values()
                   if m.refused_at is not None and m.pending)
@@ -134,6 +135,13 @@ def stranded_facts(state: GangState, at: int) -> dict[str, Any] | None:
     return {"stranded": names, "after_seconds": (at - released_at) // 1_000_000}
 
 
+def gangstate_holds(state: GangState) -> bool:
+    """True while gangstate holds the gang out of the scheduling queue (``rules.holding``): no
+    round runs then, by design, and the scheduler shim activates the members it refused when
+    the hold ends (docs/shim.md), so no member is stranded meanwhile (ST4)."""
+    return state.holding.issued_at is not None
+
+
 def stranded_due(state: GangState, settings: FoldSettings) -> int | None:
     """When refused members are due to be told stranded (microseconds of event time):
     ``stranded_seconds`` after the scheduler first attempted a member since the hold ended (a
@@ -141,17 +149,20 @@ def stranded_due(state: GangState, settings: FoldSettings) -> int | None:
     gang that is not in its own gang group (a round of that group never hands out its pods,
     rule ST3); once per release.
     Without such evidence (the scheduler may be down or its queue long) nothing is said.
-    ``None`` when no member is refused, the gang is held, or the release was told."""
+    ``None`` when no member is refused, the gang is held (by Koordinator or by gangstate:
+    ``gangstate_holds``), or the release was told. After a hold of gangstate's, the wait starts
+    again when it ended (ST4: the evidence of a round before it says nothing of after)."""
     hold = state.hold
     if not state.n_refused or hold.held_since is not None or hold.released_at is None \
-            or hold.stranded_told:
+            or hold.stranded_told or gangstate_holds(state):
         return None
     spec = state.spec
+    since = state.holding.released_at or 0  # the end of gangstate's last hold, if any
     if hold.released_attempted is not None:
-        return hold.released_attempted + settings.stranded_micros
+        return max(hold.released_attempted, since) + settings.stranded_micros
     if spec is None or state.gang in spec.groups:
         return None
-    return hold.released_at + settings.stranded_micros
+    return max(hold.released_at, since) + settings.stranded_micros
 
 
 def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
