@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from streams.core.capacity import (NodeRoom, node_room, pod_requests,
-                                   room_after_preempting, shortfall)
+from streams.core.capacity import (NodeRoom, Toleration, node_room, pod_requests,
+                                   room_after_preempting, schedulable, shortfall)
 
 #: pods in these phases hold no resources (kube-scheduler's cache drops them:
 #: KS ``backend/cache/cache.go`` removes terminated pods)
@@ -51,8 +51,8 @@ class NodeCache:
     # node -> priority -> resource -> milli-units requested by the bound pods of that priority
     _by_priority: dict[str, dict[int, dict[str, int]]] = field(
         default_factory=dict, repr=False, compare=False)
-    _answers: dict[tuple[str, int, tuple[int, ...], int | None, bool],
-                   dict[str, Any] | None] = field(
+    _answers: dict[tuple[str, int, tuple[int, ...], int | None, bool,
+                         tuple[Toleration, ...]], dict[str, Any] | None] = field(
         default_factory=dict, repr=False, compare=False)
     _rooms: list[NodeRoom] | None = field(default=None, repr=False, compare=False)
     # node name -> its index in ``_rooms`` (valid while ``_rooms`` is)
@@ -150,10 +150,14 @@ class NodeCache:
         return self._rooms
 
     def capacity(self, resource: str, request: int, requests: tuple[int, ...] = (),
-                 priority: int | None = None, preempts: bool = True) -> dict[str, Any] | None:
+                 priority: int | None = None, preempts: bool = True,
+                 tolerations: tuple[Toleration, ...] = ()) -> dict[str, Any] | None:
         """The capacity facts for a member requesting ``request`` milli-units of ``resource``
-        (``None`` when no node is known): ``resource``, ``request``, ``allocatable`` and
-        ``free`` (sums over schedulable nodes), ``nodes`` (schedulable ones with some of
+        with ``tolerations`` (``capacity.tolerations_of`` its spec) (``None`` when no node is
+        known): ``resource``, ``request``, ``allocatable`` and ``free`` (sums over the
+        schedulable nodes: ``capacity.schedulable``, the nodes neither cordoned nor tainted
+        against the member, so a Node that just joined, still tainted
+        ``node.kubernetes.io/not-ready``, is no room yet), ``nodes`` (schedulable ones with some of
         ``resource`` allocatable: a CPU-only node does not count for a GPU), ``room`` (members
         of that request that fit now, node by node), ``largest`` (most allocatable on one
         node): the ``capacity`` of a ``gangstate.cycle/v1`` record. With ``requests`` (the
@@ -163,10 +167,10 @@ class NodeCache:
         ``room_preempting``: how many would fit if every bound pod of lower priority were
         evicted (``capacity.room_after_preempting``; ``None`` when the member does not
         ``preempts``: ``preemptionPolicy: Never``). Milli-units."""
-        key = (resource, request, requests, priority, preempts)
+        key = (resource, request, requests, priority, preempts, tolerations)
         if key not in self._answers:
             rooms = self.rooms()
-            s = shortfall(resource, request, 0, 0, rooms, requests)
+            s = shortfall(resource, request, 0, 0, rooms, requests, tolerations)
             answer: dict[str, Any] | None = None if not rooms else {
                 "resource": resource, "request": request, "allocatable": s.allocatable,
                 "free": s.free, "nodes": s.nodes, "room": s.room, "largest": s.largest}
@@ -175,17 +179,17 @@ class NodeCache:
             if answer is not None and priority is not None:
                 answer["priority"] = priority
                 answer["room_preempting"] = None if not preempts else \
-                    self._room_preempting(resource, request, requests, priority, rooms)
+                    self._room_preempting(resource, request, requests, priority,
+                                          schedulable(rooms, tolerations))
             self._answers[key] = answer
         answer = self._answers[key]
         return None if answer is None else dict(answer)
 
     def _room_preempting(self, resource: str, request: int, requests: tuple[int, ...],
-                         priority: int, rooms: list[NodeRoom]) -> int:
-        """``room_after_preempting`` over the schedulable nodes of ``rooms`` for a member of
+                         priority: int, usable: list[NodeRoom]) -> int:
+        """``room_after_preempting`` over the schedulable nodes ``usable`` for a member of
         ``priority``: what each node's bound pods of lower priority request of ``resource``
         (from the per-priority sums: O(nodes x priorities bound on each))."""
-        usable = [n for n in rooms if not n.unschedulable]
         lower = [sum(sums.get(resource, 0) for of, sums in
                      self._by_priority.get(n.name, {}).items() if of < priority)
                  for n in usable]

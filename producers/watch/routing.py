@@ -34,7 +34,7 @@ from producers.watch.scheduler_events import (PREEMPTED_REASON, Outcome, dominan
 from producers.watch.shapes import event_count, kube_record, slim
 from streams.wire.contracts import (CAPACITY_SCHEMA, CYCLE_SCHEMA, PREEMPTION_SCHEMA,
                                     CapacityRecord)
-from streams.core.capacity import pod_requests
+from streams.core.capacity import pod_requests, tolerations_of
 from streams.core.native import (KOORDINATOR, KUBE_SCHEDULER, composite_key, gang_key,
                                  gang_of_pod_object, is_native, is_native_podgroup)
 from streams.core.spec import (parse_spec, settings_of_pod, settings_of_podgroup,
@@ -562,9 +562,11 @@ class GangRouter:
         requests = self._to_place(known[0], resource) if known[0] else ()
         if len(set(requests)) <= 1:
             requests = ()  # one request for all (or unknown): the record as before
-        # PR4: how much preemption could make room for, from the culprit's priority
+        # PR4: how much preemption could make room for, from the culprit's priority; CAP1:
+        # only the nodes the culprit tolerates
         return self.nodes.capacity(resource, request, requests, pod_priority(spec),
-                                   spec.get("preemptionPolicy") != "Never")
+                                   spec.get("preemptionPolicy") != "Never",
+                                   tolerations_of(spec))
 
     def _to_place(self, gang: str, resource: str) -> tuple[int, ...]:
         """The requests of ``resource`` (milli-units, largest first) of the gang's pods still

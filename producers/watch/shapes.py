@@ -172,6 +172,13 @@ def _requests(containers: Any) -> list[dict[str, Any]]:
             for c in containers or []]
 
 
+def _tolerations(tolerations: Any) -> list[dict[str, Any]]:
+    """Tolerations reduced to what matching a taint reads (``key``, ``operator``, ``value``,
+    ``effect``; not ``tolerationSeconds``): ``streams.core.capacity.tolerations_of``."""
+    return [{k: t[k] for k in ("key", "operator", "value", "effect") if k in t}
+            for t in tolerations if isinstance(t, dict)] if isinstance(tolerations, list) else []
+
+
 def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
     """What the watcher keeps of an object it lists or watches, so that its memory for a large
     cluster stays small and nothing it does not need (env values above all) is held:
@@ -184,7 +191,8 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
     - a gang Pod, a PodGroup, a CompositePodGroup or a Workload: its ``published`` shape; a
       Pod also keeps its containers' requests and overhead, which the capacity facts of its
       cycle records need (``GangRouter``), with its ``spec.priority`` and
-      ``preemptionPolicy`` (their ``room_preempting``) and its ``PodScheduled`` condition
+      ``preemptionPolicy`` (their ``room_preempting``), its ``spec.tolerations`` (which
+      nodes count: rule CAP1) and its ``PodScheduled`` condition
       (``pod_scheduled``: the condition records' source), which ``published`` leaves out of
       ``gang-events``.
 
@@ -197,7 +205,9 @@ def slim(resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         out["spec"] = {**out["spec"], "containers": _requests(spec.get("containers")),
                        "initContainers": _requests(spec.get("initContainers")),
                        **({"overhead": spec["overhead"]} if spec.get("overhead") else {}),
-                       **{k: spec[k] for k in ("priority", "preemptionPolicy") if k in spec}}
+                       **{k: spec[k] for k in ("priority", "preemptionPolicy") if k in spec},
+                       **({"tolerations": _tolerations(spec["tolerations"])}
+                          if spec.get("tolerations") else {})}
         scheduled = pod_scheduled(obj)
         if scheduled is not None:  # the condition records' source (GangRouter)
             out["status"] = {**out["status"], "conditions": [scheduled]}

@@ -16,10 +16,18 @@ Rules followed, from kube-scheduler v1.35.2 (``k8s.io/kubernetes`` v1.35.2, KS =
   allocatable minus what the pods on it request; otherwise NodeResourcesFit reports
   ``Insufficient <resource>``, unresolvable when the request exceeds the allocatable itself
   (KS ``framework/plugins/noderesources/fit.go:649-735`` ``fitsRequest``);
-- a node with ``spec.unschedulable`` fits nothing (KS
-  ``framework/plugins/nodeunschedulable/node_unschedulable.go``).
-Taints are reported, not judged: whether a gang tolerates them is the TaintToleration plugin's
-business and shows in the scheduler's own fit error.
+- a node with ``spec.unschedulable`` fits nothing but a pod that tolerates the taint
+  ``node.kubernetes.io/unschedulable:NoSchedule`` (KS
+  ``framework/plugins/nodeunschedulable/node_unschedulable.go``);
+- a node with a ``NoSchedule`` or ``NoExecute`` taint the pod does not tolerate fits nothing
+  (KS ``framework/plugins/tainttoleration/taint_toleration.go`` ``Filter``,
+  ``framework/plugins/helper/taint.go`` ``DoNotScheduleTaintsFilterFunc``), a toleration
+  matching as k8s.io/api v0.35.2 ``core/v1/toleration.go:52-77`` ``ToleratesTaint`` (the
+  ``Lt``/``Gt`` operators of the alpha gate ``TaintTolerationComparisonOperators``, off by
+  default, tolerate nothing). This is what keeps a node that just joined out of the room: the
+  API server's ``TaintNodesByCondition`` admission gives every new Node
+  ``node.kubernetes.io/not-ready:NoSchedule`` until kube-controller-manager sees it Ready, and
+  a gang told it fits there would fail its next round (docs/koordinator-rules.md row CAP1).
 
 Quantities are integers in milli-units (``"100m"`` cpu = 100, ``"1"`` = 1000, ``"64Mi"`` =
 64 × 2^20 × 1000), as ``resource.Quantity.MilliValue`` (rounded up).
@@ -102,20 +110,87 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     return total
 
 
+class Taint(NamedTuple):
+    """A Node's taint of effect ``NoSchedule`` or ``NoExecute`` (the only ones that keep a pod
+    off a node); ``value`` is ``""`` when the taint has none."""
+
+    key: str
+    value: str
+    effect: str
+
+    def text(self) -> str:
+        """As kubectl writes it: ``key=value:effect`` (``key:effect`` without a value)."""
+        return f"{self.key}{'=' + self.value if self.value else ''}:{self.effect}"
+
+
+class Toleration(NamedTuple):
+    """A pod's toleration (``spec.tolerations[]``); empty strings where a field is unset (an
+    empty ``operator`` means ``Equal``, an empty ``effect`` every effect, an empty ``key``
+    with ``Exists`` every taint)."""
+
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """True when this toleration matches ``taint`` (k8s.io/api v0.35.2
+        ``core/v1/toleration.go:52-77``; ``Lt``/``Gt`` match nothing: their gate is off by
+        default in v1.35)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+
+#: the taint a cordoned node stands for: NodeUnschedulable lets a pod that tolerates it on
+#: (KS ``framework/plugins/nodeunschedulable/node_unschedulable.go``)
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+def tolerations_of(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    """The tolerations of a pod's ``spec`` (entries that are not objects are skipped)."""
+    out = []
+    for t in spec.get("tolerations") or ():
+        if isinstance(t, Mapping):
+            out.append(Toleration(str(t.get("key") or ""), str(t.get("operator") or ""),
+                                  str(t.get("value") or ""), str(t.get("effect") or "")))
+    return tuple(out)
+
+
 class NodeRoom(NamedTuple):
     """One Node as the shortfall sees it: ``allocatable`` and ``requested`` (by the pods bound
     to it) per resource in milli-units, ``unschedulable`` (``spec.unschedulable``), ``taints``
-    (``key=value:effect`` strings of NoSchedule/NoExecute taints)."""
+    (its ``NoSchedule``/``NoExecute`` taints)."""
 
     name: str
     allocatable: Mapping[str, int]
     requested: Mapping[str, int]
     unschedulable: bool = False
-    taints: tuple[str, ...] = ()
+    taints: tuple[Taint, ...] = ()
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested of ``resource`` (milli-units, never below 0)."""
         return max(0, self.allocatable.get(resource, 0) - self.requested.get(resource, 0))
+
+    def admits(self, tolerations: Sequence[Toleration]) -> bool:
+        """True when a pod with ``tolerations`` may be scheduled here: not cordoned (or it
+        tolerates ``UNSCHEDULABLE_TAINT``) and every taint tolerated (KS TaintToleration
+        ``Filter``: the first untolerated ``NoSchedule``/``NoExecute`` taint rejects)."""
+        if self.unschedulable and not any(t.tolerates(UNSCHEDULABLE_TAINT)
+                                          for t in tolerations):
+            return False
+        return all(any(t.tolerates(taint) for t in tolerations) for taint in self.taints)
+
+
+def schedulable(nodes: Sequence[NodeRoom],
+                tolerations: Sequence[Toleration] = ()) -> list[NodeRoom]:
+    """The ``nodes`` a pod with ``tolerations`` may be scheduled on (``NodeRoom.admits``), in
+    the order given."""
+    return [n for n in nodes if n.admits(tolerations)]
 
 
 def node_room(node: Mapping[str, Any], bound_pod_specs: Sequence[Mapping[str, Any]]) -> NodeRoom:
@@ -128,9 +203,9 @@ def node_room(node: Mapping[str, Any], bound_pod_specs: Sequence[Mapping[str, An
     requested: dict[str, int] = {}
     for pod_spec in bound_pod_specs:
         _add(requested, pod_requests(pod_spec))
-    taints = tuple(f"{t.get('key', '')}{'=' + t['value'] if t.get('value') else ''}:"
-                   f"{t.get('effect', '')}" for t in spec.get("taints") or []
-                   if t.get("effect") in ("NoSchedule", "NoExecute"))
+    taints = tuple(Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t["effect"]))
+                   for t in spec.get("taints") or []
+                   if isinstance(t, Mapping) and t.get("effect") in ("NoSchedule", "NoExecute"))
     return NodeRoom(str(meta.get("name", "")), allocatable, requested,
                     bool(spec.get("unschedulable")), taints)
 
@@ -140,7 +215,8 @@ class Shortfall(NamedTuple):
 
     ``request``: one member's request (the culprit's); ``needed``: members still to place
     (minMember minus ``bound``, the members already bound); ``allocatable``/``free``: sums
-    over the schedulable nodes; ``nodes``: how many schedulable nodes have some of
+    over the schedulable nodes (those the member may be scheduled on: ``schedulable``);
+    ``nodes``: how many schedulable nodes have some of
     ``resource`` allocatable (for cpu and memory every schedulable node; a CPU-only node is not
     counted for a GPU: it could never hold a member of the gang short of it); ``room``: how many
     members fit now, node by node (Σ ⌊free / request⌋, or, with ``requests``, how many of
@@ -238,13 +314,15 @@ def room_after_preempting(request: int, requests: Sequence[int], free: Sequence[
 
 
 def shortfall(resource: str, request: int, min_member: int, bound: int,
-              nodes: Sequence[NodeRoom], requests: Sequence[int] = ()) -> Shortfall:
+              nodes: Sequence[NodeRoom], requests: Sequence[int] = (),
+              tolerations: Sequence[Toleration] = ()) -> Shortfall:
     """The :class:`Shortfall` of a gang whose members each request ``request`` milli-units of
     ``resource`` (or, given ``requests``, the members still to place ask those), with
-    ``min_member`` and ``bound`` members, over ``nodes`` (unschedulable ones are left out, as
-    NodeUnschedulable filters them; ``Shortfall.nodes`` counts those left with some of
-    ``resource`` allocatable)."""
-    usable = [n for n in nodes if not n.unschedulable]
+    ``min_member`` and ``bound`` members, over the ``nodes`` a member with ``tolerations``
+    may be scheduled on (``schedulable``: a cordoned node and one with a taint it does not
+    tolerate are left out, as NodeUnschedulable and TaintToleration filter them;
+    ``Shortfall.nodes`` counts those left with some of ``resource`` allocatable)."""
+    usable = schedulable(nodes, tolerations)
     having = sum(1 for n in usable if n.allocatable.get(resource, 0) > 0)
     largest = max((n.allocatable.get(resource, 0) for n in usable), default=0)
     asked = tuple(sorted(requests, reverse=True))

@@ -355,7 +355,9 @@ class CapacityFacts(BaseModel):
     model_config = ConfigDict(extra="ignore")
     resource: str = Field(min_length=1, description="e.g. nvidia.com/gpu, cpu, memory")
     request: int = Field(ge=0, description="one member's request (the culprit's)")
-    allocatable: int = Field(ge=0, description="allocatable, summed over schedulable nodes")
+    allocatable: int = Field(ge=0, description="allocatable, summed over schedulable nodes "
+                             "(those the culprit may be scheduled on: not cordoned, no "
+                             "NoSchedule/NoExecute taint it does not tolerate)")
     free: int = Field(ge=0, description="allocatable minus what bound pods request, summed")
     nodes: int = Field(ge=0, description="schedulable nodes")
     room: int = Field(ge=0, description="members of that request that fit now, node by node")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.capacity import (NodeRoom, format_quantity, node_room, parse_quantity,
-                                   pod_requests, shortfall, shortfall_text)
+from streams.core.capacity import (NodeRoom, Taint, Toleration, format_quantity, node_room,
+                                   parse_quantity, pod_requests, shortfall, shortfall_text,
+                                   tolerations_of)
 
 GPU = "nvidia.com/gpu"
 
@@ -70,6 +71,12 @@ def test_a_member_larger_than_any_node_never_fits() -> None:
 
 
 def test_free_room_is_counted_node_by_node_and_unschedulable_nodes_are_left_out() -> None:
+    """Nodes a (8 cpu, 5 requested), b (3 cpu), c (64 cpu, cordoned) and d (1 cpu, tainted
+    ``dedicated=ml:NoSchedule`` and ``soft:PreferNoSchedule``); a gang of minMember 4 with 1
+    bound asks 2 cpu a member. A member without tolerations may go to a and b only: 11 cpu
+    allocatable, 6 free, room 1 + 1 = 2 of the 3 to place. Tolerating the taint adds d (1 cpu
+    more, no room for 2 cpu); tolerating every taint (``Exists`` without a key) adds the
+    cordoned c too (NodeUnschedulable lets such a pod on): room 2 + 32."""
     bound = [{"containers": [{"resources": {"requests": {"cpu": "5"}}}]}]
     nodes = [
         # 8 cpu, 5 requested: 3 free -> one member of 2 cpu
@@ -83,13 +90,52 @@ def test_free_room_is_counted_node_by_node_and_unschedulable_nodes_are_left_out(
             {"key": "soft", "effect": "PreferNoSchedule"}]},
             "status": {"allocatable": {"cpu": "1"}}}, []),
     ]
-    assert nodes[3].taints == ("dedicated=ml:NoSchedule",)
+    assert [t.text() for t in nodes[3].taints] == ["dedicated=ml:NoSchedule"]
     s = shortfall("cpu", 2000, min_member=4, bound=1, nodes=nodes)
     assert (s.needed, s.allocatable, s.free, s.nodes, s.room, s.missing_members) == \
-        (3, 12000, 7000, 3, 2, 1)
+        (3, 11000, 6000, 2, 2, 1)
     assert shortfall_text(s).endswith(
         "room for 2 members now: 2 cpu more must free up (1 member's worth, each on one node), "
         "held by other pods, or min-available would have to drop to 3")
+    ml = tolerations_of({"tolerations": [{"key": "dedicated", "operator": "Equal",
+                                          "value": "ml", "effect": "NoSchedule"}]})
+    s = shortfall("cpu", 2000, min_member=4, bound=1, nodes=nodes, tolerations=ml)
+    assert (s.allocatable, s.free, s.nodes, s.room) == (12000, 7000, 3, 2)
+    everything = tolerations_of({"tolerations": [{"operator": "Exists"}]})
+    s = shortfall("cpu", 2000, min_member=4, bound=1, nodes=nodes, tolerations=everything)
+    assert (s.allocatable, s.free, s.nodes, s.room, s.missing_members) == \
+        (76000, 71000, 4, 34, 0)
+
+
+def test_a_toleration_matches_a_taint_as_kubernetes_does() -> None:
+    """k8s.io/api v0.35.2 core/v1/toleration.go:52-77: the effect (empty: any), the key (empty
+    with Exists: any), then Equal (or no operator) compares values, Exists does not; Lt/Gt
+    (alpha gate off by default) and unknown operators match nothing."""
+    taint = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+    dedicated = Taint("dedicated", "ml", "NoExecute")
+    cases = [
+        (Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoSchedule"), taint, True),
+        (Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"), taint, False),
+        (Toleration("node.kubernetes.io/not-ready", "Exists", "", ""), taint, True),
+        (Toleration("", "Exists", "", ""), dedicated, True),
+        (Toleration("dedicated", "", "ml", ""), dedicated, True),
+        (Toleration("dedicated", "Equal", "gpu", ""), dedicated, False),
+        (Toleration("dedicated", "Equal", "", ""), dedicated, False),
+        (Toleration("other", "Exists", "", ""), dedicated, False),
+        (Toleration("dedicated", "Gt", "1", ""), dedicated, False),
+    ]
+    assert [t.tolerates(taint_) for t, taint_, _ in cases] == [want for *_, want in cases]
+    # the default tolerations the API server adds (DefaultTolerationSeconds: not-ready and
+    # unreachable, NoExecute, 300 s) do not let a pod onto a node that just joined
+    defaults = tolerations_of({"tolerations": [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 300}]})
+    joined = NodeRoom("new", {"cpu": 8000}, {}, False, (taint,))
+    assert not joined.admits(defaults)
+    assert joined._replace(taints=()).admits(defaults)
+    assert not joined._replace(taints=(), unschedulable=True).admits(defaults)
 
 
 def test_enough_room() -> None:

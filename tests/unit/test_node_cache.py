@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from producers.watch.node_cache import NodeCache
+from streams.core.capacity import Toleration
 from tests.fixtures.builders import kube_pod
 
 GPU = "nvidia.com/gpu"
@@ -28,11 +29,17 @@ def test_capacity_counts_bound_unfinished_pods_on_schedulable_nodes() -> None:
     cache.pod("ADDED", pod("p2", "b", gpu="1"))          # b: 1 GPU free
     cache.pod("ADDED", pod("p3", None, gpu="2"))         # not bound: holds nothing
     cache.pod("ADDED", pod("p4", "a", gpu="1", phase="Succeeded"))  # finished: holds nothing
-    assert cache.capacity(GPU, 1000) == {
+    # a member tolerating x (b's taint): a and b; c is cordoned
+    x = (Toleration("x", "Exists", "", ""),)
+    assert cache.capacity(GPU, 1000, tolerations=x) == {
         "resource": GPU, "request": 1000, "allocatable": 6000, "free": 2000, "nodes": 2,
         "room": 2, "largest": 4000}
+    # a member without tolerations: a only (1 of its 4 GPUs free)
+    assert cache.capacity(GPU, 1000) == {
+        "resource": GPU, "request": 1000, "allocatable": 4000, "free": 1000, "nodes": 1,
+        "room": 1, "largest": 4000}
     # a member of 2 GPUs: 2 free in all, but 1 on each node: no room
-    assert cache.capacity(GPU, 2000)["room"] == 0
+    assert cache.capacity(GPU, 2000, tolerations=x)["room"] == 0
     # p1 finishes, node b goes away
     cache.pod("MODIFIED", pod("p1", "a", gpu="3", phase="Succeeded"))
     cache.node("DELETED", node("b", "8"))

@@ -299,3 +299,13 @@ def test_the_watcher_keeps_requests_for_capacity_but_no_secret() -> None:
     assert kept["spec"]["initContainers"] == [{"resources": {"requests": {"cpu": "1"}}}]
     assert SECRET not in json.dumps(kept)
     assert published("pods", copy.deepcopy(kept)) == published("pods", full_pod())
+    tolerant = full_pod()
+    tolerant["spec"]["tolerations"] = [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 300},
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    # the tolerations decide which nodes count in its capacity facts (rule CAP1), matched on key,
+    # operator, value and effect only
+    assert slim("pods", tolerant)["spec"]["tolerations"] == [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]

@@ -24,6 +24,7 @@ from kubernetes import client
 from producers.watch.watching import (Backoff, DeadLetter, Drop, GangRouter, Publish, StreamSpec,
                              WatchConfig, Watcher, plan_streams, relist_diff)
 from streams.settings import Settings, Topics
+from streams.core.capacity import Toleration
 from streams.core.spec import gang_of_pod
 from streams.core.timefmt import parse_time
 from streams.wire.traces import fold_lines
@@ -1010,9 +1011,13 @@ def test_capacity_streams_fill_the_node_cache_with_slim_objects(server: ApiServe
     watcher = run_watcher(server, publisher,
                           WatchConfig(**{**FAST.__dict__, "capacity": True}))
     try:
-        eventually(lambda: watcher.router.nodes.capacity("nvidia.com/gpu", 1000) == {
+        x = (Toleration("x", "Exists", "", "NoSchedule"),)  # the node's taint, tolerated
+        eventually(lambda: watcher.router.nodes.capacity(
+            "nvidia.com/gpu", 1000, tolerations=x) == {
             "resource": "nvidia.com/gpu", "request": 1000, "allocatable": 4000, "free": 1000,
             "nodes": 1, "room": 1, "largest": 4000})
+        # a member without that toleration has no node (rule CAP1)
+        assert watcher.router.nodes.capacity("nvidia.com/gpu", 1000)["nodes"] == 0
         (bound,) = [s for s in watcher.streams if s.spec.resource == "boundpods"]
         (kept,) = bound.known.values()
         assert kept["spec"] == {"nodeName": "gpu-1", "containers": [

@@ -107,6 +107,39 @@ def test_a_node_or_a_bound_pod_that_changes_the_room_tells_the_gang() -> None:
         _t(4), "ns/g", "ns/g-2", Capacity(GPU, 1000, 2000, 2000, 2, 2, 1000, (), 0, 2)))
 
 
+def test_a_node_that_joins_is_room_once_its_not_ready_taint_is_lifted() -> None:
+    """Rule CAP1. Node c of 1 GPU joins as the API server's TaintNodesByCondition admission
+    creates every Node: tainted ``node.kubernetes.io/not-ready:NoSchedule``, which the members
+    (with the default NoExecute tolerations of not-ready and unreachable) do not tolerate: the
+    room stays 1 and nothing is told. kube-controller-manager lifts the taint once c is Ready:
+    3000 allocatable, 2000 free on 3 nodes, room 2. Before CAP1 the gang was told room 2 at the
+    join (seen on the real scheduler: a gang held on 2 GPUs was released at once and failed its
+    next round on the tainted node)."""
+    router = router_with_gang()
+    router.route("events", "ADDED", failed("g-2"), None, _t(1))
+    not_ready = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    assert published(router.route("nodes", "ADDED", node("c", taints=not_ready),
+                                  None, _t(2))) == []
+    lifted = published(router.route("nodes", "MODIFIED", node("c", taints=[]), None, _t(3)))
+    assert [(key, r["observed_at"], r["capacity"]) for key, r in lifted] == [
+        ("ns/g", format_time(_t(3)), {"resource": GPU, "request": 1000, "priority": 0,
+                                      "allocatable": 3000, "free": 2000, "nodes": 3,
+                                      "room": 2, "largest": 1000, "room_preempting": 2})]
+    # a member that tolerates the taint is told at the join
+    router = GangRouter()
+    for name in ("a", "b"):
+        router.route("nodes", "ADDED", node(name), None, 0)
+    router.route("boundpods", "ADDED", other(), None, 0)
+    for i in range(3):
+        pod = kube_pod(f"t-{i}", gang="t", min_available=3, gpu="1")
+        pod["spec"]["tolerations"] = [{"key": "node.kubernetes.io/not-ready",
+                                       "operator": "Exists", "effect": "NoSchedule"}]
+        router.route("pods", "ADDED", pod, None, 0)
+    router.route("events", "ADDED", failed("t-2"), None, _t(1))
+    joined = published(router.route("nodes", "ADDED", node("c", taints=not_ready), None, _t(2)))
+    assert [r["capacity"]["room"] for _, r in joined] == [2]
+
+
 def test_a_refused_member_is_told_the_room_of_its_culprit() -> None:
     """g-0 refused at PreFilter because g-2 did not fit (B2): the record names g-2, whose
     request counts; a second gang told the same room is told in gang order."""
