@@ -255,7 +255,7 @@ def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1A
     # nodes as their pods then carried them
     clauses = {f"{ns}/{victim} on {node} (for {by}, at {at}, grace period 6s)": (by, node)
                for victim, node, by, at in rows}
-    head = f"gang {ns}/hi is waiting for its preemption: kube-scheduler preempted "
+    head = f"gang {ns}/hi is waiting for its preemption: koord-scheduler preempted "
     tail = ("; until then its pods' FailedScheduling (preemption: not eligible due to a "
             "terminating pod on the nominated node) is expected: no capacity needs to be freed "
             "and minMember need not change")
@@ -323,10 +323,10 @@ def test_wasted_preemption_is_told_on_the_gang_and_the_victims(
     rows = wait_for("the Preempted Events on both victims", lambda: (
         lambda rows: rows if sorted(r[0] for r in rows) == ["low-0", "low-1"] else None)(
         preempted(core_v1, ns)), 60)
-    wasted = (f"gang {ns}/big still cannot be scheduled although kube-scheduler preempted "
+    wasted = (f"gang {ns}/big still cannot be scheduled although koord-scheduler preempted "
               f"{victims_text(ns, rows, None)} for it: it needs 3 x 1 nvidia.com/gpu and the "
               f"cluster has 2 allocatable on 2 nodes; the evictions freed room the gang cannot "
-              f"use (kube-scheduler preempts for one pod at a time, not for the whole gang)")
+              f"use (koord-scheduler preempts for one pod at a time, not for the whole gang)")
     for name in members:
         evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangPreemptionWasted"},
                                      timeout=60)

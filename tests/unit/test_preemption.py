@@ -82,7 +82,7 @@ def test_preemption_in_progress_then_bound_says_preempting_once_then_scheduled()
     assert [i["name"] for i in d["involved"]] == ["g-0", "g-1"]
     t1, t2 = format_time(at(1.0)), format_time(at(1.1))
     assert d["message"] == (
-        f"gang ns/g is waiting for its preemption: kube-scheduler preempted low/v-0 on node-a "
+        f"gang ns/g is waiting for its preemption: koord-scheduler preempted low/v-0 on node-a "
         f"(for g-0, at {t1}, grace period 30s) and low/v-1 on node-b (for g-1, at {t2}, grace "
         f"period 30s) for its members; the gang binds once the 2 victims are gone (each "
         f"deletion completes when the victim's kubelet confirms it, within its grace period); "
@@ -126,10 +126,10 @@ def test_wasted_preemption_is_told_on_the_gang_and_the_victims():
         ("ns", "g-0"), ("ns", "g-1"), ("ns", "g-2"), ("low", "v-0"), ("low", "v-1")]
     t1, t2 = format_time(at(1.0)), format_time(at(1.2))
     assert d["message"] == (
-        f"gang ns/g still cannot be scheduled although kube-scheduler preempted low/v-0 on "
+        f"gang ns/g still cannot be scheduled although koord-scheduler preempted low/v-0 on "
         f"node-a (for g-0, at {t1}) and low/v-1 on node-b (for g-1, at {t2}) for it: it needs "
         f"3 x 1 nvidia.com/gpu and the cluster has 2 allocatable on 2 nodes; the evictions "
-        f"freed room the gang cannot use (kube-scheduler preempts for one pod at a time, not "
+        f"freed room the gang cannot use (koord-scheduler preempts for one pod at a time, not "
         f"for the whole gang)")
     assert d["facts"]["victims"][1]["gone_at"] == format_time(at(1.3))
 

@@ -42,7 +42,7 @@ HELD = ("gangstate holds gang group team-b/moe: gangstate holds gang team-b/moe 
         "cluster has 2 allocatable on 2 nodes, room for 2 members even once preemption evicted "
         "every pod it may); it is tried again when a node with at least 1 more nvidia.com/gpu "
         "joins, when its members, minMember or priority change, or after 1h00m; before the hold "
-        "the scheduler ran 950 rounds and wrote 2190 FailedScheduling Events a minute for it")
+        "the scheduler ran 950 rounds a minute and wrote 2190 FailedScheduling Events a minute for it")
 """The scheduler shim's refusal of a held pod (docs/shim.md): ``gangstate holds gang group
 <group>: <the HoldGang's message>`` (``streams.core.rules.holding.held_message``'s example)."""
 TAINTS = "0/40 nodes are available: " + ", ".join(

@@ -211,11 +211,11 @@ def test_chain_wasted_preemption_of_two_victims_for_a_gang_of_three():
     assert [(i["namespace"], i["name"]) for i in wasted["involved"]] == [
         ("ns", "g-0"), ("ns", "g-1"), ("ns", "g-2"), ("low", "v-0"), ("low", "v-1")]
     assert wasted["message"] == (
-        "gang ns/g still cannot be scheduled although kube-scheduler preempted low/v-0 on "
+        "gang ns/g still cannot be scheduled although koord-scheduler preempted low/v-0 on "
         "node-a (for g-0, at 2026-12-01T10:00:01.000000Z) and low/v-1 on node-b (for g-1, at "
         "2026-12-01T10:00:01.200000Z) for it: it needs 3 x 1 nvidia.com/gpu and the cluster "
         "has 2 allocatable on 2 nodes; the evictions freed room the gang cannot use "
-        "(kube-scheduler preempts for one pod at a time, not for the whole gang)")
+        "(koord-scheduler preempts for one pod at a time, not for the whole gang)")
 
 
 def test_preempted_record_carries_the_events_own_time():

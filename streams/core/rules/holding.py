@@ -80,7 +80,7 @@ def held_message(gang: str, facts: dict[str, Any]) -> str:
     allocatable on 2 nodes, room for 2 members even once preemption evicted every pod it may);
     it is tried again when a node with at least 1 more nvidia.com/gpu joins, when its
     members, minMember or priority change, or after 1h00m; before the hold the scheduler ran
-    950 rounds and wrote 2190 FailedScheduling Events a minute for it``. Pure."""
+    950 rounds a minute and wrote 2190 FailedScheduling Events a minute for it``. Pure."""
     short = facts["shortfall"]
     q = format_quantity(short["resource"], short["allocatable"])
     room = short.get("room_preempting", short["room"])
@@ -92,7 +92,7 @@ def held_message(gang: str, facts: dict[str, Any]) -> str:
             f"{'node' if short['nodes'] == 1 else 'nodes'}, {room_text}); it is tried again "
             f"when {facts['waiting_for']}, when its members, minMember or priority change, or "
             f"after {_duration(facts['max_seconds'] * 1_000_000)}; before the hold the "
-            f"scheduler ran {facts['rounds_per_minute']} rounds and wrote "
+            f"scheduler ran {facts['rounds_per_minute']} rounds a minute and wrote "
             f"{facts['events_per_minute']} FailedScheduling Events a minute for it")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import preemption as preemptions
 from ..capacity import format_quantity
-from ..native import KOORDINATOR, KUBE_SCHEDULER, gang_text, min_name
+from ..native import KOORDINATOR, KUBE_SCHEDULER, gang_text, min_name, scheduler_of
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member
 from ..text import listing
@@ -39,7 +39,7 @@ def _victims_text(victims: list[dict[str, Any]], grace: bool) -> str:
 
 def preempting_message(gang: str, facts: dict[str, Any]) -> str:
     """The message of ``GangPreempting``, e.g. ``gang ns/g is waiting for its preemption:
-    kube-scheduler preempted ns/v-0 on node-a (for g-0, at 2026-12-01T10:00:00.000000Z, grace
+    koord-scheduler preempted ns/v-0 on node-a (for g-0, at 2026-12-01T10:00:00.000000Z, grace
     period 30s) for its members; the gang binds once the victim is gone (its deletion completes
     when its kubelet confirms it, within its grace period); nominated nodes: g-0 on node-a;
     until then its pods' FailedScheduling (preemption: not eligible due to a terminating pod on
@@ -54,7 +54,7 @@ def preempting_message(gang: str, facts: dict[str, Any]) -> str:
     nominated = facts.get("nominated") or {}
     nominated_text = ", ".join(f"{m} on {node}" for m, node in sorted(nominated.items())) \
         or "none known"
-    return (f"{gang_text(gang)} is waiting for its preemption: kube-scheduler preempted "
+    return (f"{gang_text(gang)} is waiting for its preemption: {scheduler_of(gang)} preempted "
             f"{_victims_text(victims, True)} for its members; the gang binds once {who} gone "
             f"({whose}); nominated nodes: {nominated_text}; until then its pods' "
             f"FailedScheduling (preemption: not eligible due to a terminating pod on the "
@@ -64,10 +64,11 @@ def preempting_message(gang: str, facts: dict[str, Any]) -> str:
 
 def wasted_message(gang: str, facts: dict[str, Any]) -> str:
     """The message of ``GangPreemptionWasted``, e.g. ``gang ns/g still cannot be scheduled
-    although kube-scheduler preempted ns/v-0 on node-a (for g-0, at T) and ns/v-1 on node-b
+    although koord-scheduler preempted ns/v-0 on node-a (for g-0, at T) and ns/v-1 on node-b
     (for g-1, at T) for it: it needs 3 x 1 nvidia.com/gpu and the cluster has 2 allocatable on
-    2 nodes; the evictions freed room the gang cannot use (kube-scheduler preempts for one pod
-    at a time, not for the whole gang)``. Pure."""
+    2 nodes; the evictions freed room the gang cannot use (koord-scheduler preempts for one pod
+    at a time, not for the whole gang)``; the scheduler named is the gang's (``scheduler_of``:
+    kube-scheduler for a native gang). Pure."""
     victims = facts["victims"]
     min_member, bound, fit = facts["min_member"], facts["bound"], facts["fit"]
     short = facts.get("shortfall")
@@ -84,10 +85,10 @@ def wasted_message(gang: str, facts: dict[str, Any]) -> str:
     else:
         needs = f"none of {min_name(gang)} {min_member} members fit"
     them = "the eviction" if len(victims) == 1 else "the evictions"
-    return (f"{gang_text(gang)} still cannot be scheduled although kube-scheduler preempted "
+    scheduler = scheduler_of(gang)
+    return (f"{gang_text(gang)} still cannot be scheduled although {scheduler} preempted "
             f"{_victims_text(victims, False)} for it: {needs}; {them} freed room the gang "
-            f"cannot use (kube-scheduler preempts for one pod at a time, not for the whole "
-            f"gang)")
+            f"cannot use ({scheduler} preempts for one pod at a time, not for the whole gang)")
 
 
 PREEMPTING: Reason = Reason("GangPreempting", "Normal", preempting_message)
