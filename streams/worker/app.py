@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from time import perf_counter
@@ -342,6 +343,19 @@ def tune_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
 
 
+def start_line(settings: Settings, web_port: int | None, web_bind: str) -> str:
+    """The one line ``gangstate worker`` writes to stderr once Kafka answered and its topics
+    exist, before it joins its consumer group, e.g. ``gangstate worker: folding
+    gangstate.gang-events at 127.0.0.1:9092 (consumer group gangstate) into
+    gangstate.diagnostics and gangstate.commands; views and /metrics on
+    http://127.0.0.1:6067 (/readyz: 200 once its partitions are assigned)``."""
+    t = settings.topics
+    where = (f"views and /metrics on http://{web_bind}:{web_port} (/readyz: 200 once its "
+             f"partitions are assigned)") if web_port else "no views (--http-port N serves them)"
+    return (f"gangstate worker: folding {t.gang_events} at {settings.bootstrap} (consumer group "
+            f"{settings.app_id}) into {t.diagnostics} and {t.commands}; {where}")
+
+
 def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str = "127.0.0.1",
                web_host: str | None = None, loglevel: str = "warning",
                source: str = "KAFKA_BOOTSTRAP_SERVERS") -> int:
@@ -381,6 +395,7 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
         component.stop_serving()  # and its web server takes the port over
     if component.stop.is_set():
         return 0
+    print(start_line(settings, web_port, web_bind), file=sys.stderr, flush=True)
     tune_gc()
     app = create_app(settings, web_port=web_port, web_bind=web_bind, web_host=web_host)
     level = logging.getLevelName(loglevel.upper())

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from streams.settings import Settings
-from streams.worker.app import create_app
+from streams.settings import Settings, Topics
+from streams.worker.app import create_app, start_line
 from streams.worker.faust_patches import RateLimitedWorker
 
 
@@ -39,3 +39,15 @@ def test_worker_writes_no_escape_codes_to_a_file(tmp_path: Path) -> None:
     written = (tmp_path / "worker.log").read_text()
     assert written == "a warning\n"
     assert "\x1b" not in written and "\x08" not in written
+
+
+def test_the_worker_says_what_it_folds_once_kafka_answered() -> None:
+    """``start_line``: the one line ``gangstate worker`` writes before it joins its consumer
+    group (a new user saw a worker that said nothing at all)."""
+    settings = Settings(bootstrap="127.0.0.1:9092", topics=Topics("team."), app_id="gs-a")
+    assert start_line(settings, 6067, "0.0.0.0") == (
+        "gangstate worker: folding team.gang-events at 127.0.0.1:9092 (consumer group gs-a) "
+        "into team.diagnostics and team.commands; views and /metrics on http://0.0.0.0:6067 "
+        "(/readyz: 200 once its partitions are assigned)")
+    assert start_line(settings, None, "127.0.0.1").endswith(
+        "; no views (--http-port N serves them)")
