@@ -598,6 +598,25 @@ def cluster_options(all_clusters: bool = False) -> Any:
     return decorate
 
 
+def server_url_problem(url: str) -> str | None:
+    """What is wrong with a worker's address (``--server``, ``GANGSTATE_SERVER``) as one line,
+    ``None`` for a good one: ``http://`` or ``https://``, a host, an optional port (1-65535)
+    and nothing after the path; e.g. ``notaurl`` -> ``'notaurl' is not a worker's address:
+    give http://HOST:PORT (e.g. http://127.0.0.1:6066)``."""
+    from urllib.parse import urlsplit
+
+    hint = f"{url!r} is not a worker's address: give http://HOST:PORT (e.g. {DEFAULT_SERVER})"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError for a port that is no number or out of range
+    except ValueError:
+        return hint
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
+            or parts.fragment or port == 0:
+        return hint
+    return None
+
+
 class Source:
     """Where the answers come from: ``--from`` traces (as of ``--at``) or ``--server``."""
 
@@ -615,8 +634,11 @@ class Source:
         given = environment().server
         where = ("--server" if self.server else "GANGSTATE_SERVER" if given
                  else "the default; set --server or GANGSTATE_SERVER")
-        source = ServerSource(self.server or given or DEFAULT_SERVER, wait=self.timeout,
-                              where=where)
+        base = self.server or given or DEFAULT_SERVER
+        problem = server_url_problem(base)
+        if problem is not None:  # no 30 s of retries for what no retry can mend
+            raise QueryError(f"{where.split(';')[0]}: {problem}", 2)
+        source = ServerSource(base, wait=self.timeout, where=where)
         source.command = command
         return source
 

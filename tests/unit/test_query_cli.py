@@ -280,6 +280,28 @@ def test_unreachable_server_exits_1(capsys, monkeypatch) -> None:
                    f"`gangstate worker --http-port PORT`, or set --server / GANGSTATE_SERVER\n")
 
 
+@pytest.mark.parametrize("server, where", [
+    ("notaurl", "--server"), ("127.0.0.1:6066", "--server"), ("ftp://host:1", "--server"),
+    ("http://:6066", "--server"), ("http://host:99999", "--server"), ("http://h:x", "--server"),
+    ("http://h:6066/?a=1", "--server"),
+])
+def test_a_server_that_is_no_address_is_a_usage_error_at_once(server, where, capsys) -> None:
+    """An address no retry can mend is exit 2 at once, with the form to give (a new user
+    waited 30 s for ``--server notaurl``); a good one is retried (above)."""
+    status, out, err = run(capsys, "get", "gangs", "--server", server)
+    assert (status, out, err) == (2, "", f"gangstate get: {where}: {server!r} is not a "
+                                         f"worker's address: give http://HOST:PORT (e.g. "
+                                         f"http://127.0.0.1:6066)\n")
+
+
+def test_good_worker_addresses_pass() -> None:
+    from streams.cli.query import server_url_problem
+
+    assert [server_url_problem(u) for u in (
+        "http://127.0.0.1:6066", "https://gangstate.example.com", "http://[::1]:6066/",
+        "http://gangstate-worker.gangstate.svc:6066")] == [None] * 4
+
+
 def test_unreadable_trace_exits_2(tmp_path, capsys) -> None:
     status, _, err = run(capsys, "get", "gangs", "--from", str(tmp_path / "missing.jsonl"))
     assert status == 2
