@@ -68,7 +68,8 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     (``Rule.why``, in ``rules.WHY`` order; a member with scheduling gates is asked only the
     hold's, ``rules.hold.why``); without one, the wait at Permit (``WaitingAtPermit``), the
     stage of its own failed attempt, or the scheduling queue (``_explain_queue``). Every pod
-    also gets the spec's warnings (``rules.spec.finding``).
+    also gets the spec's warnings (``rules.spec.finding``), and a bound member the gang's lost
+    members while that loss is told (``rules.lost.finding``: ``GangMembersLost``).
     """
     found = state.member_by_name(pod)
     result: dict[str, Any] = {"pod": pod, "gang": state.gang, "member": found is not None,
@@ -135,6 +136,10 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
                 else (member.stage or "Permit")
         elif member.status is None and member.pending:
             held_at, held_by = _explain_queue(state, pod, result)
+    else:
+        # a bound member of a gang that lost members: what describe gang says (GangMembersLost
+        # or, for a native gang, GangBelowMinCount) is what this pod's job is missing
+        result["reasons"].extend(reason_of(item) for item in rules.lost.finding(state))
     result["held_at"] = held_at
     result["held_by"] = held_by
     result["reasons"].extend(reason_of(item) for item in rules.spec.finding(state))

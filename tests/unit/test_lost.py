@@ -175,3 +175,21 @@ def test_a_second_loss_restored_before_it_is_told_still_ends_the_first() -> None
     assert run(records) == [
         lost(15, {"g-1": "deleted"}),
         (format_time(at(22)), "GangMembersRestored", {"bound": 2, "min_member": 2})]
+
+
+def test_explain_pod_on_the_member_left_bound_says_the_gang_lost_members() -> None:
+    """g-1 evicted at t=10 (told at 15): ``explain pod ns/g-0``, the member still Running on
+    n1, is held nowhere and carries the gang's ``GangMembersLost`` (a new user's run saw the
+    bound member's explanation say nothing of it); before the loss is told it carries none."""
+    from streams.core.explain import why_pod
+
+    store: dict = {}
+    fold_records(scheduled() + [failed("g-1", 10, "Evicted")], 12, store=store)
+    early = why_pod(store["ns/g"], "ns/g-0")
+    assert (early["member"], early["node"], early["reasons"]) == (True, "n1", [])
+    fold_records(scheduled() + [failed("g-1", 10, "Evicted")], 20, store=(store := {}))
+    answer = why_pod(store["ns/g"], "ns/g-0")
+    assert (answer["node"], answer["held_at"]) == ("n1", None)
+    assert [(r["reason"], r["facts"]) for r in answer["reasons"]] == [
+        ("GangMembersLost", {"lost": {"g-1": "failed (Evicted)"}, "remaining": 1,
+                             "min_member": 2, "match_policy": "once-satisfied"})]
