@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 import click
 
-from streams.cli.options import (check_kube_options, cluster_option, http_port_option,
-                                 kafka_options, kube_options)
+from streams.cli.options import (check_kube_options, cluster_of_context, cluster_option,
+                                 http_port_option, kafka_options, kube_options)
 from streams.cli.options import http_port as chosen_port
 
 WATCH_TIMEOUT = 60
@@ -46,7 +46,7 @@ READ_TIMEOUT = 90.0
 @click.option("--queue-size", type=int, default=1000, show_default=True,
               help="watch events buffered before the watches are slowed")
 @cluster_option("the cluster watched: outside 'default' every record says so and is keyed "
-                "CLUSTER:<gang id> (docs/fleet.md)")
+                "CLUSTER:<gang id> (docs/fleet.md)", context=True)
 @kafka_options
 def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
           namespace: tuple[str, ...], all_namespaces: bool, scheduler_name: tuple[str, ...],
@@ -68,7 +68,8 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
         native=not no_native_podgroups,
         http_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
         http_bind=http_bind, tick_interval=tick_interval, watch_timeout=watch_timeout,
-        read_timeout=read_timeout, queue_size=queue_size, cluster=cluster, bootstrap=bootstrap,
+        read_timeout=read_timeout, queue_size=queue_size,
+        cluster=cluster_of_context(cluster, context), bootstrap=bootstrap,
         prefix=prefix, kafka_security=kafka_security))
 
 
@@ -91,7 +92,7 @@ def watch(kubeconfig: str | None, context: str | None, in_cluster: bool,
               help="seconds per refilled token (as client-go)")
 @http_port_option("serve Prometheus metrics on this port (/metrics)")
 @cluster_option("the cluster whose API server the Events are written to: only its "
-                "diagnostics are written, the others skipped (docs/fleet.md)")
+                "diagnostics are written, the others skipped (docs/fleet.md)", context=True)
 @kafka_options
 def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run: bool,
          api: Literal["core/v1", "events.k8s.io/v1"], instance: str | None, input_: str | None, spam_burst: int,
@@ -113,8 +114,8 @@ def sink(kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run:
         api=api, instance=instance, input=input_, spam_burst=spam_burst,
         spam_refill_seconds=spam_refill_seconds,
         http_port=chosen_port(http_port, web_port_alias, metrics_port_alias),
-        http_bind=http_bind, cluster=cluster, bootstrap=bootstrap, prefix=prefix,
-        kafka_security=kafka_security))
+        http_bind=http_bind, cluster=cluster_of_context(cluster, context), bootstrap=bootstrap,
+        prefix=prefix, kafka_security=kafka_security))
 
 
 COMMANDS = (watch, sink)

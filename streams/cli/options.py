@@ -220,13 +220,27 @@ class ClusterId(click.ParamType):
 CLUSTER = ClusterId()
 
 
-def cluster_option(what: str) -> Callable[[F], F]:
+def cluster_option(what: str, context: bool = False) -> Callable[[F], F]:
     """``--cluster CLUSTER``: the cluster ``what`` serves or reads (default
     ``$GANGSTATE_CLUSTER``, else ``default``; docs/fleet.md); the command receives ``cluster``
-    (``None`` when not given)."""
+    (``None`` when not given). ``context``: the command also takes ``--context``, whose
+    cluster id ``GANGSTATE_CLUSTER_CONTEXTS`` may map (``cluster_of_context``)."""
+    default = ("the cluster GANGSTATE_CLUSTER_CONTEXTS maps --context to, else "
+               "$GANGSTATE_CLUSTER" if context else "$GANGSTATE_CLUSTER")
     return click.option("--cluster", "cluster", type=CLUSTER, default=None, metavar="CLUSTER",
-                        help=f"{what} (a DNS-1123 label; default $GANGSTATE_CLUSTER, else "
-                        f"'default')")
+                        help=f"{what} (a DNS-1123 label; default {default}, else 'default')")
+
+
+def cluster_of_context(cluster: str | None, context: str | None) -> str | None:
+    """The cluster id a watch or sink serves: ``cluster`` (``--cluster``) when given, else the
+    one ``GANGSTATE_CLUSTER_CONTEXTS`` maps kubeconfig context ``context`` to, else ``None``
+    (``$GANGSTATE_CLUSTER``, else ``default``). Raises ``SettingsError`` (one line) on a bad
+    mapping."""
+    if cluster is not None or context is None:
+        return cluster
+    from streams.settings import cluster_contexts
+
+    return cluster_contexts().get(context)
 
 
 def namespace_options(f: F) -> F:

@@ -275,3 +275,20 @@ def test_a_bad_gangstate_cluster_is_one_line(monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.startswith("gangstate: GANGSTATE_CLUSTER='-eu': ")
     assert "is not a DNS-1123 label" in err and len(err.strip().splitlines()) == 1
+
+
+def test_watch_and_sink_take_the_cluster_of_their_context(monkeypatch) -> None:
+    """``--context`` names the kubeconfig context; with ``GANGSTATE_CLUSTER_CONTEXTS`` mapping
+    it, the cluster id follows it (a new user's ``watch --context kind-eu`` stayed in
+    ``default``); ``--cluster`` wins; an unmapped context leaves ``$GANGSTATE_CLUSTER``
+    (``None``); a bad mapping is one line (``SettingsError``)."""
+    from streams.cli.options import cluster_of_context
+    from streams.settings import SettingsError
+
+    monkeypatch.setenv("GANGSTATE_CLUSTER_CONTEXTS", "kind-eu=eu-1,prod-us=us-2")
+    assert [cluster_of_context(c, ctx) for c, ctx in (
+        (None, "kind-eu"), (None, "prod-us"), ("eu-9", "kind-eu"), (None, "other"),
+        (None, None))] == ["eu-1", "us-2", "eu-9", None, None]
+    monkeypatch.setenv("GANGSTATE_CLUSTER_CONTEXTS", "kind-eu=EU")
+    with pytest.raises(SettingsError, match="^GANGSTATE_CLUSTER_CONTEXTS='kind-eu=EU': "):
+        cluster_of_context(None, "kind-eu")
