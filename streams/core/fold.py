@@ -327,6 +327,8 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         new.once_satisfied = True  # M2: K core/core.go:506-517 (PostBind), core/gang.go:489-507
     if rec.shim:
         new.shim_at = rec.at if state.shim_at is None else max(state.shim_at, rec.at)
+    # PR7: the scheduler tried the gang (after its preemption, or not)
+    new.preemption = preemption.note_tried(state.preemption, rec.at)
     if rec.status == "Bound":
         new.episode = None
     else:
@@ -340,7 +342,7 @@ def apply_cycle(state: GangState, rec: CycleObserved,
                 rec = episode.own_failure(rec, new.n_waiting)
             new.episode = episode.fold_attempt(state.episode, rec,
                                                quiet_micros(state.gang, settings.quiet_micros))
-            new.preemption = preemption.note_attempt(state.preemption, rec)
+            new.preemption = preemption.note_attempt(new.preemption, rec)
     latest = state.cycle
     if rec.cycle is None or latest is None or rec.cycle > latest:
         new.cycle = rec.cycle

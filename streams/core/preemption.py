@@ -38,6 +38,14 @@ Rules (KS = kubernetes v1.35.2 ``pkg/scheduler/``, K = koordinator v1.8.0
   make the scheduler evict pods it cannot use. Victims all gone, and the gang still failing
   ``GONE_SETTLE_SECONDS`` later (or failing with no victims left, PR3): the preemption was
   wasted, told on the gang's pods and on the victims.
+- PR7: koord-scheduler v1.8.0 may not try the gang again once its victims are gone: a member
+  that Coscheduling rejected (PreFilter, while its peer preempted) waits in the unschedulable
+  pods, which no cluster event moves for Coscheduling (K ``coscheduling.go:109-112``), until
+  kube-scheduler's flush, up to 5 minutes (``DefaultPodMaxInUnschedulablePodsDuration``, KS
+  ``backend/queue/scheduling_queue.go:66``), and the others are refused at PreEnqueue behind it
+  (``representative ... already exists``; seen on the real scheduler about one run in five).
+  No attempt ``GONE_SETTLE_SECONDS`` after the last victim was gone: told as
+  ``GangAwaitingRetry`` (``stalled_due``), with no stale ``GangUnschedulable`` meanwhile.
 - PR5: a victim waiting at Permit is rejected, not deleted (KS ``preemption.go:180-183``):
   nothing to wait for (``PreemptionObserved.bound`` false: gone at once).
 
@@ -95,7 +103,10 @@ class Preemption(NamedTuple):
     that had one (``CycleObserved.preemption``) and ``clause_at`` its time,
     ``told_upto`` the latest ``seen_at`` the last ``GangPreempting`` told of (a victim
     gone is no news: only a new victim makes it told again), ``wasted_at``
-    when ``GangPreemptionWasted`` was told (``None``: not for these victims)."""
+    when ``GangPreemptionWasted`` was told (``None``: not for these victims), ``tried_at``
+    the event time of the gang's latest scheduling attempt record (any member, any stage:
+    ``note_tried``; ``None`` before one) and ``stalled_at`` when ``GangAwaitingRetry`` was told
+    for these victims (PR7, ``stalled_due``; ``None``: not told)."""
 
     victims: tuple[Victim, ...] = ()
     nominated: tuple[tuple[str, str], ...] = ()
@@ -103,6 +114,8 @@ class Preemption(NamedTuple):
     clause_at: int | None = None
     told_upto: int | None = None
     wasted_at: int | None = None
+    tried_at: int | None = None
+    stalled_at: int | None = None
 
 
 def _settle(seconds: float) -> int:
@@ -132,7 +145,8 @@ def apply_record(p: Preemption | None, rec: PreemptionObserved) -> Preemption | 
                     rec.at if rec.event_at is None else rec.event_at, rec.grace_seconds,
                     None if rec.bound else rec.at, rec.at)
     base = p if p is not None else Preemption()
-    return base._replace(victims=(victims + (victim,))[-MAX_VICTIMS:], wasted_at=None)
+    return base._replace(victims=(victims + (victim,))[-MAX_VICTIMS:], wasted_at=None,
+                         stalled_at=None)
 
 
 def note_pod(p: Preemption | None, rec: PodObserved) -> Preemption | None:
@@ -169,6 +183,38 @@ def note_attempt(p: Preemption | None, rec: CycleObserved) -> Preemption | None:
                          clause_at=max(rec.at, base.clause_at or rec.at))
 
 
+def note_tried(p: Preemption | None, at: int) -> Preemption | None:
+    """``p`` after a scheduling attempt record of any of the gang's members at event time
+    ``at`` (any stage and status: the scheduler is trying the gang): ``tried_at`` moves on.
+    ``None`` stays ``None`` (nothing preempted, nothing to compare with). Pure."""
+    if p is None or (p.tried_at is not None and p.tried_at >= at):
+        return p
+    return p._replace(tried_at=at)
+
+
+def untried_since_gone(p: Preemption | None) -> int | None:
+    """When the last victim was gone (``last_gone``) if no attempt of the gang came at or after
+    it (``tried_at``) and the preemption is not in progress: the scheduler has not tried the
+    gang since its preemption made room (PR7); else ``None``."""
+    if p is None or in_progress(p):
+        return None
+    gone = last_gone(p)
+    if gone is None or (p.tried_at is not None and p.tried_at >= gone):
+        return None
+    return gone
+
+
+def stalled_due(p: Preemption | None) -> int | None:
+    """When ``GangAwaitingRetry`` is due (PR7), not yet told for these victims: every victim
+    gone, no attempt since (``untried_since_gone``) and no waste told,
+    ``GONE_SETTLE_SECONDS`` after the last was gone (a gang whose preemption worked binds
+    within a second of it); ``None`` otherwise."""
+    gone = untried_since_gone(p)
+    if p is None or gone is None or p.wasted_at is not None or p.stalled_at is not None:
+        return None
+    return gone + _settle(GONE_SETTLE_SECONDS)
+
+
 def terminating(p: Preemption | None) -> tuple[Victim, ...]:
     """The victims still terminating (not known gone)."""
     return () if p is None else tuple(v for v in p.victims if v.gone_at is None)
@@ -197,14 +243,16 @@ def in_progress(p: Preemption | None) -> bool:
 
 def unschedulable_after(p: Preemption | None) -> int | None:
     """Not before when (event time) the gang's ``GangUnschedulable`` may be told, as far as
-    preemption is concerned: ``NEVER`` while it is in progress (``in_progress``), the last
-    victim's gone time plus ``GONE_SETTLE_SECONDS`` after it (the gang binds within a second
-    when the preemption worked), ``None`` when preemption has no say (none, or its waste told).
+    preemption is concerned: ``NEVER`` while it is in progress (``in_progress``) and while the
+    gang was not tried since its last victim was gone (``untried_since_gone``: its failures are
+    from before the room was made; ``GangAwaitingRetry`` tells it, PR7), the last victim's gone
+    time plus ``GONE_SETTLE_SECONDS`` after it (the gang binds within a second when the
+    preemption worked), ``None`` when preemption has no say (none, or its waste told).
     """
     if p is None or p.wasted_at is not None:
         return None
-    if in_progress(p):
-        return NEVER
+    if in_progress(p) or untried_since_gone(p) is not None:
+        return NEVER  # PR7: no attempt since the victims went, nothing new to tell of fit
     gone = last_gone(p)
     return None if gone is None else gone + _settle(GONE_SETTLE_SECONDS)
 

@@ -963,15 +963,19 @@ def to_wire(state: GangState) -> dict[str, Any]:
 
 
 def _preemption_out(p: Preemption) -> list[Any]:
-    return [[list(v) for v in p.victims], [list(n) for n in p.nominated], p.clause,
-            p.clause_at, p.told_upto, p.wasted_at]
+    row = [[list(v) for v in p.victims], [list(n) for n in p.nominated], p.clause,
+           p.clause_at, p.told_upto, p.wasted_at]
+    if p.tried_at is not None or p.stalled_at is not None:
+        row += [p.tried_at, p.stalled_at]  # absent in values written before PR7
+    return row
 
 
 def _preemption_in(row: list[Any] | None) -> Preemption | None:
     if row is None:
         return None
     return Preemption(tuple(Victim(*v) for v in row[0]), tuple((a, b) for a, b in row[1]),
-                      row[2], row[3], row[4], row[5])
+                      row[2], row[3], row[4], row[5],
+                      row[6] if len(row) > 6 else None, row[7] if len(row) > 7 else None)
 
 
 def _episode_out(ep: Episode) -> list[Any]:

@@ -152,13 +152,17 @@ DiagnosticReason = Literal[REASON_NAMES]  # type: ignore[valid-type]
 """Kubernetes Event reasons gangstate emits (contracts.md, ``gangstate.diagnostic/v1``): every
 reason of the core's rule families, in the registry's order (``streams.core.rules.REASONS``)."""
 
-CommandType = Literal["SwitchRepresentative", "ElectRepresentative", "HoldGang", "ReleaseGang"]
+CommandType = Literal["SwitchRepresentative", "ElectRepresentative", "HoldGang", "ReleaseGang",
+                      "ActivateGang"]
 CommandReason = Literal["RepresentativeGated", "RepresentativeDeleted", "GangCannotFit",
                         "CapacityChanged", "SpecChanged", "PriorityChanged", "HoldExpired",
-                        "HoldsOff"]
+                        "HoldsOff", "PreemptionDone"]
 """Why a command was issued (contracts.md, ``gangstate.command/v1``): ``RepresentativeGated``
 (a ``SwitchRepresentative`` away from a representative with scheduling gates),
-``RepresentativeDeleted`` (an ``ElectRepresentative`` after the representative was deleted)."""
+``RepresentativeDeleted`` (an ``ElectRepresentative`` after the representative was deleted),
+``GangCannotFit`` (a ``HoldGang``), ``CapacityChanged``, ``SpecChanged``, ``PriorityChanged``,
+``HoldExpired``, ``HoldsOff`` (a ``ReleaseGang``), ``PreemptionDone`` (an ``ActivateGang``: the
+gang's victims are gone and its scheduler has not tried it since, rule PR7)."""
 AckOutcome = Literal["Applied", "Stale", "PreconditionFailed"]
 
 

@@ -23,7 +23,7 @@ from ..native import SCHEDULERS
 from ..settings import FoldSettings
 from ..state import GangState, Member
 from . import (group, hold, holding, lost, permit, preemption, representative, resend,
-               scheduled, spec, stranded, topology, unschedulable)
+               retry, scheduled, spec, stranded, topology, unschedulable)
 from .base import Decision, Reason, Rule, Timer, TimerRule, canonical_json
 
 
@@ -31,14 +31,15 @@ from .base import Decision, Reason, Rule, Timer, TimerRule, canonical_json
 RULES: tuple[Rule, ...] = (
     hold.RULE, spec.RULE, permit.RULE, scheduled.RULE, unschedulable.RULE, stranded.RULE,
     preemption.RULE, lost.RULE, group.RULE, representative.RULE, resend.RULE, topology.RULE,
-    holding.RULE,
+    holding.RULE, retry.RULE,
 )
 """Every rule family, in the order their reasons are listed (the wire contract's
 ``DiagnosticReason``, docs/contracts.md)."""
 
 DECISIONS: tuple[Decision, ...] = (
     spec.DECISION, hold.DECISION, stranded.DECISION, resend.DECISION, permit.DECISION,
-    preemption.DECISION, unschedulable.DECISION, representative.ELECT, representative.GATED,
+    preemption.DECISION, retry.DECISION, unschedulable.DECISION, representative.ELECT,
+    representative.GATED,
     holding.DECISION, lost.DECISION, scheduled.DECISION, topology.DECISION, group.DECISION,
 )
 """Every family's decision on a record, in the order they run (``decide.decide``), which is the
@@ -49,7 +50,7 @@ episode's warning, whose settling it waits for), the group's summaries last (the
 peers of the state every other family has left)."""
 
 TIMERS: tuple[TimerRule, ...] = (
-    group.ANSWERS, hold.GRACE, preemption.TIMER, unschedulable.TIMER, hold.REFRESH,
+    group.ANSWERS, hold.GRACE, preemption.TIMER, retry.TIMER, unschedulable.TIMER, hold.REFRESH,
     stranded.TIMER, lost.TIMER, permit.TIMER, holding.TIMER,
 )
 """Every timer of every family, in the order that breaks ties: when two are due at the same
@@ -57,15 +58,15 @@ event time, the earlier one here fires first (answers owed to peers before the h
 warning, so the answer tells of the gang as of the due time)."""
 
 FINDINGS_ORDER: tuple[Rule, ...] = (hold.RULE, holding.RULE, spec.RULE, preemption.RULE,
-                                     unschedulable.RULE, lost.RULE, scheduled.RULE,
+                                     retry.RULE, unschedulable.RULE, lost.RULE, scheduled.RULE,
                                      stranded.RULE, topology.RULE)
 """The families whose ``findings`` (``Rule.findings``) ``explain.findings`` lists, in order:
 the PreEnqueue hold, gangstate's own hold (``holding``), the spec's warnings, the preemption,
-the failure episode, the members lost (or else the gang scheduled), the stranded members, the
+a gang not tried since its preemption made room (``retry``), the failure episode, the members lost (or else the gang scheduled), the stranded members, the
 network topology."""
 
 WHY_ORDER: tuple[Rule, ...] = (hold.RULE, holding.RULE, topology.RULE, stranded.RULE,
-                                scheduled.RULE, preemption.RULE, unschedulable.RULE)
+                                scheduled.RULE, preemption.RULE, retry.RULE, unschedulable.RULE)
 """The families whose ``why`` (``Rule.why``) ``explain.why_pod`` asks for a member not bound
 to a node, in order (the first answer wins): the gang's PreEnqueue hold, gangstate's own hold
 (the shim refuses the members at PreEnqueue), the network topology, the stranded members, a

@@ -117,16 +117,17 @@ def episode_finding(state: GangState) -> dict[str, Any] | None:
     figures ``rounds``, ``attempts_per_minute`` (``episode.per_minute`` at the gang's clock)
     and ``last_failed_at``. Open means: a member named as not fitting, the last failure at
     most ``settings.QUIET_SECONDS`` before the gang's clock (``native.quiet_micros``: longer
-    for a native gang, NG10), the gang not scheduled, and no
-    preemption for it in progress (``rules.preemption.preemption_finding`` then). The same for
+    for a native gang, NG10), the gang not scheduled, no preemption for it in progress
+    (``rules.preemption.preemption_finding`` then) and the gang tried since its preemption made
+    room (``rules.retry`` until then, PR7). The same for
     every member of the gang."""
     facts = unschedulable_facts(state)
     ep = state.episode
     if facts is None or ep is None \
             or not episodes.is_open(ep, state.clock, quiet_micros(
                 state.gang, int(QUIET_SECONDS * 1_000_000))) \
-            or preemptions.in_progress(state.preemption):
-        return None
+            or preemptions.unschedulable_after(state.preemption) == preemptions.NEVER:
+        return None  # a preemption in progress, or no attempt since it made room (PR7)
     shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
              "attempts_per_minute": episodes.per_minute(state.storm, state.clock),
              "last_failed_at": format_time(ep.last_at)}
