@@ -181,12 +181,12 @@ const Unpublished = ""
 //     expected one; and the new representative must be among candidates when they are given;
 //   - Applied otherwise: the command's representative is the new one.
 //
-// The command id is remembered as answered either way. A HoldGang or ReleaseGang is decided by
-// DecideHold with no off switch set (the shim decides those at once with its own checks; they
-// are never buffered).
+// The command id is remembered as answered either way. A HoldGang, ReleaseGang or ActivateGang
+// is decided by DecideHold with no off switch set (the shim decides those at once with its own
+// checks; they are never buffered).
 func (s *State) Decide(c Command, current string, candidates []string,
 	nominated map[string]string) (string, string, string) {
-	if IsHold(c.Type) {
+	if DecidedAtOnce(c.Type) {
 		return s.DecideHold(c, current, nominated, HoldChecks{})
 	}
 	s.answer(c.GangGroup, c.ID)

@@ -16,14 +16,22 @@ import (
 	"time"
 )
 
-// The command types of a hold.
+// The command types of a hold, and ActivateGang: gangstate's word that the group's scheduler
+// stopped trying it after its preemption made room (rule PR7, docs/contracts.md), so the shim
+// activates its pending members.
 const (
-	HoldGang    = "HoldGang"
-	ReleaseGang = "ReleaseGang"
+	HoldGang     = "HoldGang"
+	ReleaseGang  = "ReleaseGang"
+	ActivateGang = "ActivateGang"
 )
 
 // IsHold tells whether a command type is HoldGang or ReleaseGang.
 func IsHold(typ string) bool { return typ == HoldGang || typ == ReleaseGang }
+
+// DecidedAtOnce tells whether a command type is decided when it arrives (DecideHold), never
+// buffered to an apply point: HoldGang, ReleaseGang and ActivateGang (none changes the
+// representative, none has a compare-and-swap).
+func DecidedAtOnce(typ string) bool { return IsHold(typ) || typ == ActivateGang }
 
 // HoldChecks are the off switches a HoldGang is refused on, besides a nominated member:
 // ShimOff is the shim's own (GANGSTATE_SHIM_HOLDS=off); NamespacesOff maps each namespace of
@@ -34,7 +42,7 @@ type HoldChecks struct {
 	NamespacesOff map[string]string
 }
 
-// DecideHold answers a HoldGang or ReleaseGang against the group's current representative
+// DecideHold answers a HoldGang, ReleaseGang or ActivateGang against the group's current representative
 // (current, "" = none; it stays the representative, a hold changes none), the pending members
 // with a nominated node (nominated, as Decide takes them) and the off switches (checks). It
 // returns the outcome, the representative after (always current) and the reason of a refusal
@@ -46,8 +54,8 @@ type HoldChecks struct {
 //     are off in namespace ns (annotation gangstate.io/hold: off)", namespaces sorted), or when
 //     any member is nominated ("preemption in progress: ns/p-0 nominated to node-a"), checked in
 //     that order;
-//   - Applied otherwise; a ReleaseGang that is not stale is always Applied (even when nothing
-//     was held).
+//   - Applied otherwise; a ReleaseGang or an ActivateGang that is not stale is always Applied
+//     (even when nothing was held, or nothing is pending).
 //
 // There is no representative compare-and-swap. The command id is remembered as answered.
 func (s *State) DecideHold(c Command, current string, nominated map[string]string,

@@ -121,6 +121,21 @@ func TestSilenceCountsFromTheLastCommandHeard(t *testing.T) {
 // DecideHold: fenced by epoch, no compare-and-swap; a HoldGang refused on a missing ttl, the
 // shim's or a namespace's off switch, or a nominated member (in that order); a ReleaseGang
 // always Applied when not stale. The representative is always the current one.
+// activate is an ActivateGang as gangstate writes it (streams/core/rules/retry.py).
+func activate(id string, epoch int64) Command {
+	return Command{Schema: "gangstate.command/v1", ID: id, Type: ActivateGang, GangGroup: "ns/g",
+		Epoch: epoch, Reason: "PreemptionDone"}
+}
+
+func TestDecidedAtOnce(t *testing.T) {
+	for typ, want := range map[string]bool{HoldGang: true, ReleaseGang: true, ActivateGang: true,
+		"SwitchRepresentative": false, "ElectRepresentative": false} {
+		if DecidedAtOnce(typ) != want {
+			t.Fatalf("DecidedAtOnce(%s) = %v", typ, !want)
+		}
+	}
+}
+
 func TestDecideHoldTable(t *testing.T) {
 	cases := []struct {
 		name       string
@@ -155,6 +170,10 @@ func TestDecideHoldTable(t *testing.T) {
 			map[string]string{"ns/p-0": "n-1"}, HoldChecks{ShimOff: true}, Applied, "", 1},
 		{"release stale", 5, release("ns/g#5", 5), nil, HoldChecks{}, Stale,
 			"epoch 5 is not above the gang group's fence 5", 5},
+		{"activate applied, also with members nominated and holds off", 2, activate("ns/g#3", 3),
+			map[string]string{"ns/p-0": "n-1"}, HoldChecks{ShimOff: true}, Applied, "", 3},
+		{"activate stale", 3, activate("ns/g#3", 3), nil, HoldChecks{}, Stale,
+			"epoch 3 is not above the gang group's fence 3", 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

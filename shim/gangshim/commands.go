@@ -50,9 +50,9 @@ func (s *Shim) commandLoop() {
 	}
 }
 
-// onCommand buffers one command until its group's next apply point, or decides a HoldGang or
-// ReleaseGang at once (decideHold: a hold has no apply point, it refuses the group's pods from
-// now on). A command of another cluster (its "cluster", absent = default, is not this shim's
+// onCommand buffers one command until its group's next apply point, or decides a HoldGang,
+// ReleaseGang or ActivateGang at once (decideHold: a hold has no apply point, it refuses the
+// group's pods from now on; an activation moves the group's pending members now). A command of another cluster (its "cluster", absent = default, is not this shim's
 // GANGSTATE_CLUSTER) is skipped first: counted (gangstate_shim_commands_total{outcome=
 // "other_cluster"}), its offset committed, never acked, never buffered or decided, not heard;
 // nothing of the fences or the holds is touched (its gang group is named as its own cluster
@@ -60,7 +60,8 @@ func (s *Shim) commandLoop() {
 // heard (fencing.Holds.Heard: gangstate still speaks). A
 // command whose id was answered before (in this process or, through the recovered acks, before
 // a restart) is not acked again: its offset is committed at once. A hold command that arrives
-// before the fences are recovered is left uncommitted (redelivered, decided then).
+// before the fences are recovered is left uncommitted (redelivered, decided then); so is an
+// ActivateGang.
 func (s *Shim) onCommand(value []byte, commit func()) {
 	var c fencing.Command
 	if err := json.Unmarshal(value, &c); err != nil || c.Schema != "gangstate.command/v1" ||
@@ -78,7 +79,7 @@ func (s *Shim) onCommand(value []byte, commit func()) {
 	}
 	s.mu.Lock()
 	s.holds.Heard(s.now())
-	if fencing.IsHold(c.Type) {
+	if fencing.DecidedAtOnce(c.Type) {
 		answered, ready := s.state.Answered[c.ID], s.ready
 		s.mu.Unlock()
 		switch {
@@ -86,8 +87,8 @@ func (s *Shim) onCommand(value []byte, commit func()) {
 			bus.Commands.WithLabelValues("duplicate").Inc()
 			commit()
 		case !ready:
-			klog.InfoS("gangstate shim: a hold command before the fences are recovered; left "+
-				"for redelivery", "command", c.ID)
+			klog.InfoS("gangstate shim: a command decided at once before the fences are "+
+				"recovered; left for redelivery", "command", c.ID, "type", c.Type)
 		default:
 			s.decideHold(c, commit)
 		}

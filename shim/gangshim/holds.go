@@ -60,11 +60,13 @@ func (s *Shim) heldRefusal(m member, hook string) *fwktype.Status {
 	return heldStatus(m.group, msg)
 }
 
-// decideHold answers a HoldGang or ReleaseGang at once (not buffered to an apply point): the
+// decideHold answers a HoldGang, ReleaseGang or ActivateGang at once (not buffered to an apply
+// point): the
 // fence, the off switches (the shim's GANGSTATE_SHIM_HOLDS, the namespaces' annotation) and the
 // group's nominated members (nominatedLocked) as fencing.State.DecideHold takes them; an Applied
 // HoldGang holds the group from now for its ttl_seconds, an Applied ReleaseGang ends the hold
-// and activates the group's pending members. The ack is published keyed by the gang group
+// and activates the group's pending members, an Applied ActivateGang activates them
+// (activateGroup). The ack is published keyed by the gang group
 // (within the cluster: bus.Config.Key) and
 // the command's offset committed once it is delivered.
 func (s *Shim) decideHold(c fencing.Command, commit func()) {
@@ -75,12 +77,15 @@ func (s *Shim) decideHold(c fencing.Command, commit func()) {
 	s.mu.Lock()
 	nominated := s.preemptingLocked(pods)
 	outcome, rep, reason := s.state.DecideHold(c, current, nominated, checks)
-	released := false
+	released, activate := false, false
 	if outcome == fencing.Applied {
 		now := s.now()
-		if c.Type == fencing.HoldGang {
+		switch c.Type {
+		case fencing.HoldGang:
 			s.holds.Hold(c.GangGroup, c.Message, now, secondsOf(*c.TTLSeconds), c.Epoch, c.ID)
-		} else {
+		case fencing.ActivateGang:
+			activate = true
+		default:
 			released = s.holds.Release(c.GangGroup)
 		}
 	}
@@ -98,6 +103,24 @@ func (s *Shim) decideHold(c fencing.Command, commit func()) {
 		})
 	if released {
 		s.released([]string{c.GangGroup}, causeCommand)
+	}
+	if activate {
+		s.activateGroup(c.GangGroup)
+	}
+}
+
+// activateGroup moves the group's pending members to the active queue (Handle.Activate), where
+// PreEnqueue runs again: an applied ActivateGang (rule PR7: koord-scheduler stopped trying the
+// group after its preemption made room; a member Coscheduling rejected waits in the
+// unschedulable pods, which no cluster event moves for Coscheduling, K coscheduling.go:109-112).
+// A held group's members are refused again at PreEnqueue. Never called under the scheduling
+// queue's lock (the command consumer).
+func (s *Shim) activateGroup(group string) {
+	_, pods := s.pending(splitGroup(group))
+	klog.InfoS("gangstate shim: gang group activated", "gangGroup", group,
+		"activated", len(pods))
+	if len(pods) > 0 {
+		s.handle.Activate(klog.Background(), pods)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -403,5 +404,45 @@ func TestAHoldIsDroppedWhenItsGroupLeavesTheGangCache(t *testing.T) {
 	f.shim.mu.Unlock()
 	if n != 0 || releases("evicted")-byEviction != 1 || testutil.ToFloat64(bus.Holds) != 0 {
 		t.Fatalf("holds left %d, released +%v", n, releases("evicted")-byEviction)
+	}
+}
+
+// activateGang is an ActivateGang as gangstate writes it (streams/core/rules/retry.py
+// warn_stalled): no compare-and-swap, the group's current representative.
+func activateGang(group string, epoch int64) []byte {
+	return []byte(fmt.Sprintf(`{"schema":"gangstate.command/v1","id":"%s#%d",`+
+		`"issued_at":"2026-12-02T04:00:00.000000Z","type":"ActivateGang","gang_group":"%s",`+
+		`"epoch":%d,"expected_representative":null,"representative":"ns/p-0",`+
+		`"reason":"PreemptionDone","cycle":null}`, group, epoch, group, epoch))
+}
+
+// Rule PR7: an ActivateGang is decided at once (never buffered), Applied, and activates the
+// group's pending members, holding nothing; delivered again it is not acked again; one at or
+// below the fence is Stale and activates nobody.
+func TestActivateGangActivatesThePendingMembersAtOnce(t *testing.T) {
+	f, _, _ := holdFixture(t)
+	byCommand := releases("command")
+	acks, committed := f.command(activateGang("ns/g", 1))
+	oneAck(t, "ActivateGang", acks, "ns/g#1", fencing.Applied, "")
+	if !committed || acks[0].Epoch != 1 || fmt.Sprint(f.activatedSorted()) != "[ns/p-0 ns/p-1]" {
+		t.Fatalf("committed %v ack %+v activated %v", committed, acks[0], f.activatedSorted())
+	}
+	if len(f.shim.state.Pending["ns/g"]) != 0 || testutil.ToFloat64(bus.Holds) != 0 ||
+		releases("command") != byCommand {
+		t.Fatalf("buffered %v holds %v released +%v", f.shim.state.Pending["ns/g"],
+			testutil.ToFloat64(bus.Holds), releases("command")-byCommand)
+	}
+	acks, committed = f.command(activateGang("ns/g", 1))
+	if len(acks) != 0 || !committed || len(f.act.activated()) != 2 {
+		t.Fatalf("delivered again: acks %+v committed %v activated %v", acks, committed,
+			f.act.activated())
+	}
+	f.shim.state.Fences["ns/g"] = 5
+	acks, _ = f.command([]byte(strings.Replace(string(activateGang("ns/g", 4)), "ns/g#4",
+		"ns/g#4b", 1)))
+	oneAck(t, "stale ActivateGang", acks, "ns/g#4b", fencing.Stale,
+		"epoch 4 is not above the gang group's fence 5")
+	if len(f.act.activated()) != 2 {
+		t.Fatalf("a stale ActivateGang activates nobody: %v", f.act.activated())
 	}
 }
