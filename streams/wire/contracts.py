@@ -156,13 +156,14 @@ CommandType = Literal["SwitchRepresentative", "ElectRepresentative", "HoldGang",
                       "ActivateGang"]
 CommandReason = Literal["RepresentativeGated", "RepresentativeDeleted", "GangCannotFit",
                         "CapacityChanged", "SpecChanged", "PriorityChanged", "HoldExpired",
-                        "HoldsOff", "PreemptionDone"]
+                        "HoldsOff", "PreemptionDone", "MembersStranded"]
 """Why a command was issued (contracts.md, ``gangstate.command/v1``): ``RepresentativeGated``
 (a ``SwitchRepresentative`` away from a representative with scheduling gates),
 ``RepresentativeDeleted`` (an ``ElectRepresentative`` after the representative was deleted),
 ``GangCannotFit`` (a ``HoldGang``), ``CapacityChanged``, ``SpecChanged``, ``PriorityChanged``,
 ``HoldExpired``, ``HoldsOff`` (a ``ReleaseGang``), ``PreemptionDone`` (an ``ActivateGang``: the
-gang's victims are gone and its scheduler has not tried it since, rule PR7)."""
+gang's victims are gone and its scheduler has not tried it since, rule PR7), ``MembersStranded``
+(an ``ActivateGang`` with ``GangMembersStranded``, rule ST5)."""
 AckOutcome = Literal["Applied", "Stale", "PreconditionFailed"]
 
 

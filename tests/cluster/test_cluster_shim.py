@@ -6,7 +6,9 @@ own build for this module (``LocalCluster.use_shim``), publishing into the chain
   the scheduler's own records (the Events path has no cycle numbers and no representative);
 - commands on ``commands`` are applied with the fencing and acked on ``gang-events`` once each,
   also across a scheduler restart (the shim recovers its fences and answered ids from its own
-  acks).
+  acks);
+- a member koord-scheduler left in the unschedulable pods is told stranded and activated by
+  gangstate's ``ActivateGang`` (rule ST5), and bound.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from streams.dev.localcluster import Chain, gang_pod
+from streams.kafka.reading import read_all
 from tests.cluster.kube import delete_and_record, gangstate_events, record_scenario, wait_for
 from tests.cluster.test_cluster_chain import describe_gang
 from tests.cluster.test_cluster_living import (HIGH_NEVER, pods_of, preempted,  # noqa: F401
                                                priority_classes, start_preemption, wait_phase)
-from tests.cluster.test_cluster_scenarios import create, create_namespace, delete_pods, describe
+from tests.cluster.test_cluster_scenarios import (PODGROUP_LABEL, create, create_namespace,
+                                                  delete_pods, describe, podgroup)
 
 SETTLE = 120.0
 
@@ -391,3 +395,50 @@ def _commands_during_a_preemption(local_cluster: Any, chain: Chain, follower: Fo
     record_scenario(core_v1, ns, settings=chain.settings)
     # give the GPUs back to the other scenarios of the session
     delete_and_record(core_v1, chain.settings, ns, ["hi-0", "hi-1", "hi-2"])
+
+
+def test_a_stranded_member_is_activated_by_gangstate_and_bound(
+        chain: Chain, shim_id: str, follower: Follower, core_v1: client.CoreV1Api,
+        custom_objects: client.CustomObjectsApi) -> None:
+    """Rule ST5 and ``ActivateGang`` (docs/shim.md "Activated") on the real scheduler. A pod
+    Coscheduling refused waits in the unschedulable pods, which no cluster event moves for it
+    (K coscheduling.go:109-112), for kube-scheduler's 5-minute flush: 3 pods of PodGroup pg are
+    created before it (each refused, ``gang has not init``); the PodGroup (minMember 2)
+    activates one child, whose round binds exactly 2 (test_cluster_v18.py); the third stays
+    Pending. gangstate tells it ``GangMembersStranded`` (STRANDED_SECONDS after the round) with
+    an ``ActivateGang`` (reason ``MembersStranded``), the shim answers it ``Applied`` once and
+    activates the pod, and the pod, its group now once satisfied, is bound."""
+    ns = "sh-activate"
+    gang = f"{ns}/pg"
+    create_namespace(core_v1, ns)
+    names = [f"pg-{i}" for i in range(3)]
+    create(core_v1, custom_objects, [gang_pod(ns, n, labels={PODGROUP_LABEL: "pg"})
+                                     for n in names])
+    wait_for("the shim's PreEnqueue refusals of the 3 pods",
+             lambda: {r["pod"]["name"] for r in follower.cycle_records(gang)
+                      if r["stage"] == "PreEnqueue"} == set(names), 60)
+    custom_objects.create_namespaced_custom_object(
+        "scheduling.sigs.k8s.io", "v1alpha1", ns, "podgroups", podgroup(ns, "pg", 2))
+
+    def split() -> tuple[list[str], list[str]]:
+        pods = pods_of(core_v1, ns)
+        return (sorted(n for n in names if pods[n].spec.node_name),
+                sorted(n for n in names if not pods[n].spec.node_name))
+
+    wait_for("2 of the 3 pods bound", lambda: len(split()[0]) == 2, 60,
+             describe=lambda: describe(core_v1, ns, chain))
+    (left,) = split()[1]
+    wait_for(f"{left} bound after gangstate's ActivateGang", lambda: not split()[1], 120,
+             describe=lambda: describe(core_v1, ns, chain))
+    t = chain.settings.topics
+    commands = [c for c in read_all(chain.settings, [t.commands])[t.commands]
+                if c.get("gang_group") == gang]
+    assert [(c["type"], c["reason"]) for c in commands] == [("ActivateGang", "MembersStranded")]
+    acks = follower.acks(commands[0]["id"])
+    assert [a["outcome"] for a in acks] == ["Applied"], acks
+    told = [e["message"] for e in gangstate_events(core_v1, ns, left)
+            if e["reason"] == "GangMembersStranded"]
+    assert len(told) == 1 and told[0].startswith(f"gang {gang}: {left} was refused at "
+                                                 f"PreEnqueue"), told
+    assert told[0].endswith("gangstate asked the scheduler shim to activate it (ActivateGang)")
+    delete_pods(core_v1, ns, names)

@@ -440,6 +440,36 @@ def test_a_member_refused_while_held_and_left_out_of_the_round_is_stranded():
         "PreEnqueue", ["GangMembersStranded"])
 
 
+def test_with_a_shim_the_stranded_member_is_activated():
+    """Rule ST5: the same gang with a scheduler shim reporting it (its PreEnqueue refusal of p2
+    at t=2, ``gang has not init``): at t=131 ``GangMembersStranded`` says gangstate has the shim
+    activate p2, and ``ActivateGang`` (reason ``MembersStranded``, epoch 1, no
+    compare-and-swap) follows it; ``explain`` says nothing is to be done (seen on the real
+    scheduler: tests/cluster/test_cluster_shim.py, the activated pod is bound)."""
+    def by_shim(rec: Any, n: int) -> Any:  # the same attempt as the shim reports it
+        return cycle(rec.pod.split("/")[1], (rec.at - at(0)) / 1e6, n, rec.stage, rec.status,
+                     reason=rec.reason)._replace(shim="shim-a") if hasattr(rec, "stage") else rec
+
+    refused = cycle("p2", 2, 1, "PreEnqueue", "UnschedulableAndUnresolvable",
+                    reason="gang has not init")._replace(shim="shim-a")
+    recs = _late_podgroup([by_shim(r, 5) for r in _bound("p0", 11) + _bound("p1", 11.5)])
+    recs.insert(3, refused)
+    outputs, store = run(recs, 200)
+    stranded = [o for o in outputs if o.get("reason") == "GangMembersStranded"]
+    assert told(stranded) == [(format_time(at(131)), "GangMembersStranded",
+                               {"stranded": ["p2"], "after_seconds": 121, "activated": True})]
+    assert stranded[0]["message"].endswith(
+        "handed it out in 121s; gangstate asked the scheduler shim to activate it (ActivateGang)")
+    (cmd,) = [o for o in outputs if o["schema"] == "gangstate.command/v1"]
+    assert {k: cmd[k] for k in ("type", "reason", "epoch", "expected_representative",
+                                "issued_at")} == {
+        "type": "ActivateGang", "reason": "MembersStranded", "epoch": 1,
+        "expected_representative": None, "issued_at": format_time(at(131))}
+    why = why_pod(store["ns/g"], "ns/p2")
+    assert why["unblock"][0].startswith("nothing to do: gangstate asked the scheduler shim to "
+                                        "activate it (ActivateGang)")
+
+
 def test_members_the_round_handed_out_are_not_stranded():
     """The same with PodGroup minMember 3: the round hands out all three (K core/core.go:
     164-179) and all are bound: nothing stranded."""

@@ -1,5 +1,6 @@
-"""Members refused at PreEnqueue during a hold that nothing will retry (rules ST1-ST3 of
-docs/koordinator-rules.md).
+"""Members refused at PreEnqueue during a hold that nothing will retry (rules ST1-ST5 of
+docs/koordinator-rules.md); with a scheduler shim reporting the gang, gangstate has the shim
+activate them (``ActivateGang``, reason ``MembersStranded``: ST5).
 
 Reason: ``GangMembersStranded`` (Warning). Timer: ``stranded`` (``stranded_seconds`` after a
 round ran since the hold ended).
@@ -16,8 +17,8 @@ from ..records import CycleObserved, GangRecord, PodObserved
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member, refused_member
 from ..timefmt import format_time
-from .base import (Decision, Reason, Rule, Step, TimerRule, diagnostic, emit_digests, listed,
-                   plural, reason_of)
+from .base import (Decision, Reason, Rule, Step, TimerRule, command, diagnostic, emit_digests,
+                   listed, plural, reason_of)
 from .hold import GATED_NAMES_SHOWN
 from .topology import NO_TOPOLOGY
 
@@ -26,12 +27,15 @@ def _message(gang: str, f: dict[str, Any]) -> str:
     n = len(f["stranded"])
     shown = ", ".join(f["stranded"][:GATED_NAMES_SHOWN]) + (
         f" and {n - GATED_NAMES_SHOWN} more" if n > GATED_NAMES_SHOWN else "")
+    them = plural(n, 'it', 'them')
+    then = (f"gangstate asked the scheduler shim to activate {them} (ActivateGang)"
+            if f.get("activated") else
+            f"delete {them} so that {plural(n, 'its', 'their')} controller creates {them} "
+            f"again")
     return (f"gang {gang}: {shown} {plural(n, 'was', 'were')} refused at PreEnqueue and "
-            f"koord-scheduler will not retry {plural(n, 'it', 'them')}: it runs PreEnqueue "
+            f"koord-scheduler will not retry {them}: it runs PreEnqueue "
             f"again only for a pod being created, and no round of the gang group has "
-            f"handed {plural(n, 'it', 'them')} out in {f['after_seconds']}s; delete "
-            f"{plural(n, 'it', 'them')} so that {plural(n, 'its', 'their')} controller "
-            f"creates {plural(n, 'it', 'them')} again")
+            f"handed {them} out in {f['after_seconds']}s; {then}")
 
 
 STRANDED: Reason = Reason("GangMembersStranded", "Warning", _message)
@@ -126,13 +130,18 @@ def stranded_members(state: GangState) -> list[str]:
 
 def stranded_facts(state: GangState, at: int) -> dict[str, Any] | None:
     """The facts of ``GangMembersStranded`` at event time ``at``: ``stranded``
-    (``stranded_members``) and ``after_seconds`` (whole seconds since the hold ended), or
-    ``None`` when no member is stranded."""
+    (``stranded_members``) and ``after_seconds`` (whole seconds since the hold ended), and
+    ``activated`` (``True``, only when a scheduler shim reports the gang: an ``ActivateGang``
+    goes with the diagnostic, ST5), or ``None`` when no member is stranded."""
     names = stranded_members(state)
     released_at = state.hold.released_at
     if not names or released_at is None:
         return None
-    return {"stranded": names, "after_seconds": (at - released_at) // 1_000_000}
+    facts: dict[str, Any] = {"stranded": names,
+                             "after_seconds": (at - released_at) // 1_000_000}
+    if state.shim_at is not None:
+        facts["activated"] = True  # ST5: an ActivateGang goes with it
+    return facts
 
 
 def gangstate_holds(state: GangState) -> bool:
@@ -168,7 +177,9 @@ def stranded_due(state: GangState, settings: FoldSettings) -> int | None:
 def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, Any]]]:
     """Emit ``GangMembersStranded`` at ``at`` for the members still refused since the gang's
     last hold (``stranded_members``; facts ``stranded`` [names], ``after_seconds`` [whole
-    seconds since the hold ended]), naming only those pods. Marks the release as told."""
+    seconds since the hold ended]), naming only those pods, followed, when a scheduler shim
+    reports the gang, by ``ActivateGang`` (reason ``MembersStranded``, rule ST5). Marks the
+    release as told."""
     out: list[dict[str, Any]] = []
     facts = stranded_facts(state, at)
     state.hold = replace(state.hold, stranded_told=True)
@@ -180,6 +191,12 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
             uids = tuple(uid for uid, m in state.members.items() if m.name in named)
             out.append(diagnostic(state, STRANDED, facts, at, uids))
             state.emitted = {**state.emitted, "GangMembersStranded": digest}
+            if facts.get("activated"):
+                # ST5: the shim activates them (Handle.Activate), PreEnqueue runs again
+                state, cmd = command(state, "ActivateGang", None,
+                                     state.commands.representative or "", "MembersStranded",
+                                     at, None)
+                out.append(cmd)
     return state, out
 
 
@@ -211,11 +228,14 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     stranded = stranded_finding(state)
     if stranded is None or member.name not in stranded["facts"]["stranded"]:
         return None
+    delete = (f"delete {state.namespace}/{member.name} so that its controller creates it "
+              f"again (or create it again yourself): koord-scheduler runs PreEnqueue again "
+              f"only for a pod being created")
+    if stranded["facts"].get("activated"):
+        delete = ("nothing to do: gangstate asked the scheduler shim to activate it "
+                  "(ActivateGang), which runs PreEnqueue again; if it stays Pending, " + delete)
     return {"held_at": "PreEnqueue", "held_by": "Coscheduling, refused earlier and not retried",
-            "reasons": [reason_of(stranded)],
-            "unblock": [f"delete {state.namespace}/{member.name} so that its controller "
-                        f"creates it again (or create it again yourself): koord-scheduler "
-                        f"runs PreEnqueue again only for a pod being created"]}
+            "reasons": [reason_of(stranded)], "unblock": [delete]}
 
 
 def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState, list[Output]]:
