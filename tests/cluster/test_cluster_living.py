@@ -286,13 +286,18 @@ def test_preemption_in_progress_then_bound(chain: Chain, core_v1: client.CoreV1A
         assert refused, describe(core_v1, ns, chain)
         bound = False
     # once bound, nothing gangstate told the gang advised freeing capacity or lowering
-    # minMember; left pending, the preemption is over (victims gone) and what gangstate tells
-    # of a gang the scheduler no longer tries is another story (closing note of issue 27)
-    for name in ("hi-0", "hi-1") if bound else ():
-        evs = wait_gangstate_reasons(core_v1, chain, ns, name, {"GangScheduled"})
+    # minMember; left pending, the gang is told it waits for the scheduler's flush (rule PR7:
+    # GangAwaitingRetry, what a user can do about it; no shim in this chain, so no command)
+    for name in ("hi-0", "hi-1"):
+        evs = wait_gangstate_reasons(core_v1, chain, ns, name,
+                                     {"GangScheduled" if bound else "GangAwaitingRetry"})
         said = " ".join(e["message"] for e in evs)
         assert "lower minMember" not in said and "min-available would have to drop" not in said
         assert "must free up" not in said
+        if not bound:
+            (told,) = [e["message"] for e in evs if e["reason"] == "GangAwaitingRetry"]
+            assert told.startswith(f"gang {ns}/hi: its preemption made room (its victims "
+                                   f"{ns}/low-") and told.endswith("retries the gang now"), told
     record_scenario(core_v1, ns, chain)
     # give the GPUs back to the other scenarios of the session
     delete_and_record(core_v1, chain.settings, ns, ["hi-0", "hi-1"])
