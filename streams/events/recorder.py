@@ -78,7 +78,8 @@ SERIES_ENDED_BY: dict[str, frozenset[str]] = {
     "GangMembersSatisfied": _HOLD_WARNINGS,
     "GangMembersUngated": frozenset({"GangMemberGated"}),
     "GangScheduled": _HOLD_WARNINGS | {"GangUnschedulable", "GangPermitTimeout",
-                                       "GangPreemptionWasted"},
+                                       "GangPreemptionWasted", "GangAwaitingRetry",
+                                       "GangMembersStranded"},
     "GangMembersRestored": frozenset({"GangMembersLost", "GangBelowMinCount"}),
 }
 """Normal reason -> the warning reasons whose series it ends (contracts.md: the Normal one

@@ -130,6 +130,10 @@ def test_ids_kept_per_instant_are_bounded() -> None:
     ("GangMemberGated", ["GangMembersSatisfied", "GangMembersUngated", "GangScheduled"]),
     ("GangUnschedulable", ["GangScheduled"]),
     ("GangPermitTimeout", ["GangScheduled"]),
+    ("GangPreemptionWasted", ["GangScheduled"]),
+    # a gang the scheduler tried again, or members activated, once it is scheduled
+    ("GangAwaitingRetry", ["GangScheduled"]),
+    ("GangMembersStranded", ["GangScheduled"]),
     ("GangMembersLost", ["GangMembersRestored"]),
     # a native gang's loss (its PodGroupInitiallyScheduled stays True): the same ender
     ("GangBelowMinCount", ["GangMembersRestored"]),
