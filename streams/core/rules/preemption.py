@@ -164,7 +164,7 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
                 + (f"; this pod is nominated to {nominated}" if nominated else "")]}
 
 
-def _preemption_live(state: GangState) -> bool:
+def preemption_live(state: GangState) -> bool:
     """True when a preemption may be told: the gang has members, is not scheduled and does
     not skip the gang checks."""
     spec = state.spec
@@ -181,7 +181,7 @@ def _preempting_facts(state: GangState) -> dict[str, Any] | None:
 def preemption_due(state: GangState) -> int | None:
     """When ``GangPreempting`` or ``GangPreemptionWasted`` is due (``preemption.
     preempting_due``, ``preemption.wasted_due``), the earlier; ``None`` when neither is."""
-    if not _preemption_live(state):
+    if not preemption_live(state):
         return None
     due = [d for d in (preemptions.preempting_due(state.preemption),
                        preemptions.wasted_due(state.preemption, state.episode)) if d is not None]
@@ -197,7 +197,7 @@ def warn_preemption(state: GangState, at: int) -> tuple[GangState, list[dict[str
     and returns it with the outputs."""
     out: list[dict[str, Any]] = []
     p = state.preemption
-    if p is None or not _preemption_live(state):
+    if p is None or not preemption_live(state):
         return state, out
     wasted = preemptions.wasted_due(p, state.episode)
     if wasted is not None and wasted <= at and state.episode is not None:

@@ -33,7 +33,7 @@ from ..text import listing
 from ..timefmt import format_time
 from .base import (Decision, Reason, Rule, Step, TimerRule, command, diagnostic, facts_digest,
                    listed, plural, reason_of)
-from .preemption import _preemption_live
+from .preemption import preemption_live
 
 NAMES_SHOWN = 5
 """Victims and waiting members a message names at most (the rest counted)."""
@@ -52,8 +52,9 @@ def _message(gang: str, f: dict[str, Any]) -> str:
             if f["activated"] else
             f"deleting {them} so that {plural(n, 'its', 'their')} controller creates "
             f"{them} again retries the gang now")
-    return (f"gang {gang}: its preemption made room ({plural(len(f['victims']), 'its victim', 'its victims')} "
-            f"{victims} {plural(len(f['victims']), 'was', 'were')} gone by {f['gone_at']}) but "
+    k = len(f["victims"])
+    return (f"gang {gang}: its preemption made room ({plural(k, 'its victim', 'its victims')} "
+            f"{victims} {plural(k, 'was', 'were')} gone by {f['gone_at']}) but "
             f"koord-scheduler has not tried it since: Coscheduling registers no cluster events, "
             f"so {listing(f['waiting'], NAMES_SHOWN)} {plural(n, 'waits', 'wait')} in the "
             f"scheduler's unschedulable pods for kube-scheduler's flush, up to 5 minutes after "
@@ -73,7 +74,7 @@ AWAITING: Reason = Reason("GangAwaitingRetry", "Warning", _message, _unblock)
 
 
 def _live(state: GangState) -> bool:
-    return state.scheduler == KOORDINATOR and _preemption_live(state)
+    return state.scheduler == KOORDINATOR and preemption_live(state)
 
 
 def stalled_facts(state: GangState) -> dict[str, Any] | None:
