@@ -94,16 +94,18 @@ def stalled_facts(state: GangState) -> dict[str, Any] | None:
             "waiting": waiting, "activated": state.shim_at is not None}
 
 
-def retry_due(state: GangState) -> int | None:
+def retry_due(state: GangState, settings: FoldSettings | None = None) -> int | None:
     """When ``GangAwaitingRetry`` is due (``preemption.stalled_due``), for a live Koordinator
-    gang; ``None`` otherwise."""
+    gang; ``None`` otherwise. ``settings`` is not read (the ``TimerRule`` shape): the settle
+    time is ``preemption.GONE_SETTLE_SECONDS``."""
     if not _live(state):
         return None
     return preemptions.stalled_due(state.preemption)
 
 
-def warn_stalled(state: GangState, at: int) -> tuple[GangState, list[Output]]:
-    """At event time ``at``: ``GangAwaitingRetry`` on the gang's pods with ``stalled_facts``
+def warn_stalled(state: GangState, at: int,
+                 settings: FoldSettings | None = None) -> tuple[GangState, list[Output]]:
+    """At event time ``at`` (``settings`` not read: the ``TimerRule`` shape): ``GangAwaitingRetry`` on the gang's pods with ``stalled_facts``
     and, when a shim reports the gang, ``ActivateGang`` (reason ``PreemptionDone``) for its
     group, after the diagnostic; marks the preemption told (``stalled_at``) either way."""
     out: list[Output] = []
@@ -164,14 +166,7 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
             "unblock": [AWAITING.unblock_text(state, found["facts"])]}
 
 
-def _due(state: GangState, settings: FoldSettings) -> int | None:
-    return retry_due(state)
-
-
-def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState, list[Output]]:
-    return warn_stalled(state, due)
-
-
-TIMER: TimerRule = TimerRule("retry", "not tried since its preemption made room", _due, _fire)
+TIMER: TimerRule = TimerRule("retry", "not tried since its preemption made room", retry_due,
+                             warn_stalled)
 DECISION: Decision = Decision("retry", decide_retry)
 RULE: Rule = Rule("retry", (AWAITING,), (TIMER,), (DECISION,), finding, why)
