@@ -320,11 +320,16 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "
     return "\n".join(lines) + "\n"
 
 
-NO_REPRESENTATIVE = "<none reported (the scheduler shim reports it)>"
-"""What ``describe gang`` and ``explain pod`` show for a gang whose representative no scheduler
-shim has reported: koord-scheduler v1.8.0 keeps its representative in memory only (its gang
-group's record, K ``core/gang.go:572-586`` ``RecordIfNoRepresentatives``; no Event, no field
-of the pod says which), so without the shim gangstate does not know it."""
+NO_REPRESENTATIVE = "<not known without the scheduler shim (koord-scheduler keeps it in memory)>"
+"""What ``describe gang`` and ``explain pod`` show for a gang no scheduler shim reports:
+koord-scheduler v1.8.0 keeps its representative in memory only (its gang group's record, K
+``core/gang.go:572-586`` ``RecordIfNoRepresentatives``; no Event, no field of the pod says
+which), so without the shim gangstate does not know it."""
+
+NO_REPRESENTATIVE_NOW = "<none now (the scheduler shim reports none for this gang)>"
+"""What ``describe gang`` and ``explain pod`` show for a gang a scheduler shim reports but
+whose group has no representative now (not past Coscheduling's PreEnqueue checks yet, or its
+representative bound or gone: K ``core/gang.go:489-507`` ``DeleteIfRepresentative``)."""
 
 
 NO_REPRESENTATIVE_NATIVE = "<none: kube-scheduler's GangScheduling has no representative>"
@@ -332,10 +337,15 @@ NO_REPRESENTATIVE_NATIVE = "<none: kube-scheduler's GangScheduling has no repres
 queues every pod of a PodGroup (its PreEnqueue counts them all, NG4)."""
 
 
-def _representative(value: str | None, scheduler: str = KOORDINATOR) -> str:
-    if value is None:
-        return NO_REPRESENTATIVE_NATIVE if scheduler == KUBE_SCHEDULER else NO_REPRESENTATIVE
-    return value
+def _representative(value: str | None, scheduler: str = KOORDINATOR,
+                    shim: bool | None = None) -> str:
+    """The representative as ``describe``/``explain`` write it; ``shim``: whether a scheduler
+    shim reports the gang (``None``: not said, as in documents of older workers)."""
+    if value is not None:
+        return value
+    if scheduler == KUBE_SCHEDULER:
+        return NO_REPRESENTATIVE_NATIVE
+    return NO_REPRESENTATIVE_NOW if shim else NO_REPRESENTATIVE
 
 
 def _fields(pairs: Sequence[tuple[str, Any]], indent: str = "") -> str:
@@ -404,7 +414,8 @@ def format_gang(doc: dict[str, Any]) -> str:
                 ("Waiting time", None if waiting is None else f"{waiting}s")]
         members = (f"{doc['members']} ({doc['bound']} bound, {doc['waiting']} waiting at "
                    f"Permit)")
-        extra = [("Representative", _representative(doc["representative"], scheduler)),
+        extra = [("Representative", _representative(doc["representative"], scheduler,
+                                                    doc.get("shim_reports"))),
                  ("Epoch", doc["epoch"])]
     storm = [] if native else [
         ("Storm", f"{doc.get('failed_attempts_per_minute', 0)} FailedScheduling "
@@ -492,7 +503,8 @@ def format_why(doc: dict[str, Any]) -> str:
         ("Pod", doc["pod"]), ("Phase", doc["phase"]), ("Node", doc["node"]),
         ("Gang", f"{doc['gang']} ({doc['gang_phase']}: {g['members']} of {least} "
                  f"{min_member} pods, {g['bound']} bound, {g['waiting']} waiting at Permit)"),
-        ("Representative", _representative(g["representative"], scheduler)),
+        ("Representative", _representative(g["representative"], scheduler,
+                                           g.get("shim_reports"))),
         ("Last cycle", _last_cycle(cycle)),
         ("Held at", doc["held_at"] if not doc.get("held_by")
          else f"{doc['held_at']} ({doc['held_by']})"),

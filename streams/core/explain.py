@@ -75,8 +75,10 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     result: dict[str, Any] = {"pod": pod, "gang": state.gang, "member": found is not None,
                               "gang_phase": state.phase, "reasons": [], "unblock": []}
     info = summary(state)
-    result["gang_summary"] = {k: info[k] for k in ("members", "bound", "waiting", "min_member",
-                                                   "representative", "gang_group")}
+    result["gang_summary"] = {**{k: info[k] for k in ("members", "bound", "waiting",
+                                                      "min_member", "representative",
+                                                      "gang_group")},
+                              "shim_reports": state.shim_at is not None}
     if found is None:
         result.update(phase=None, node=None, last_cycle=None, held_at=None, held_by=None)
         orphan = state.orphan_by_name(pod)

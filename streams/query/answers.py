@@ -98,14 +98,15 @@ def history(state: GangState) -> list[dict[str, str]]:
 
 
 def gang_detail(state: GangState, now: int | None = None) -> dict[str, Any]:
-    """The one-gang document: ``{"gang", **summary(state), "deleted": deletion(state),
-    "findings": findings(state), "history": history(state)}`` (shapes in
+    """The one-gang document: ``{"gang", **summary(state), "shim_reports" (a scheduler shim
+    reports the gang: its representative is known when it has one), "deleted":
+    deletion(state), "findings": findings(state), "history": history(state)}`` (shapes in
     ``streams.core.state.summary`` and ``streams.core.explain``; ``deleted`` is ``None`` while
     the gang exists), read at event time ``now`` (microseconds: the fold's clock, ticks
     included; ``None``: the gang's own clock, ``state.as_of``)."""
     state = as_of(state, now)
-    return {"gang": state.gang, **summary(state), "deleted": deletion(state),
-            "findings": findings(state), "history": history(state)}
+    return {"gang": state.gang, **summary(state), "shim_reports": state.shim_at is not None,
+            "deleted": deletion(state), "findings": findings(state), "history": history(state)}
 
 
 def gang_candidates(gang: str, scheduler: str | None = None) -> list[str]:

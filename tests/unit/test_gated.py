@@ -244,7 +244,7 @@ Pod:            sc-gated/g-1
 Phase:          Pending
 Node:           <none>
 Gang:           sc-gated/g (Ready: 2 of minMember 2 pods, 0 bound, 0 waiting at Permit)
-Representative: <none reported (the scheduler shim reports it)>
+Representative: <not known without the scheduler shim (koord-scheduler keeps it in memory)>
 Last cycle:     <none>
 Held at:        PreEnqueue (schedulingGates of sc-gated/g-1)
 
@@ -264,7 +264,7 @@ Pod:            sc-gated/g-0
 Phase:          Pending
 Node:           <none>
 Gang:           sc-gated/g (Ready: 2 of minMember 2 pods, 0 bound, 0 waiting at Permit)
-Representative: <none reported (the scheduler shim reports it)>
+Representative: <not known without the scheduler shim (koord-scheduler keeps it in memory)>
 Last cycle:     <none>
 Held at:        PreEnqueue (Coscheduling, behind the schedulingGates of sc-gated/g-1)
 

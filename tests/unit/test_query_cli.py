@@ -417,3 +417,19 @@ def test_explain_pod_of_a_gang_known_from_real_scheduler_events(capsys, tmp_path
             "2026-12-01T03:41:28.355863Z\n") in out
     assert ("Storm:          42 FailedScheduling Events per minute (the last 60 s of event "
             "time)\n") in out
+
+
+def test_the_representative_line_says_whether_a_shim_reports_the_gang() -> None:
+    """``Representative:`` of a Koordinator gang without one: not known when no scheduler shim
+    reports the gang (koord-scheduler keeps it in memory), none now when a shim does (a new
+    user read the first as "no shim ran" although one did); a native gang has none; an older
+    worker's document (no ``shim_reports``) reads as without a shim."""
+    from streams.cli.query import _representative
+
+    assert [_representative(None, "koord-scheduler", shim) for shim in (False, True, None)] == [
+        "<not known without the scheduler shim (koord-scheduler keeps it in memory)>",
+        "<none now (the scheduler shim reports none for this gang)>",
+        "<not known without the scheduler shim (koord-scheduler keeps it in memory)>"]
+    assert _representative(None, "kube-scheduler", True) == (
+        "<none: kube-scheduler's GangScheduling has no representative>")
+    assert _representative("ns/g-0", "koord-scheduler", False) == "ns/g-0"
