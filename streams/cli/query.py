@@ -366,19 +366,25 @@ def format_gangs(rows: list[dict[str, Any]], clusters: bool = False) -> str:
 
 
 FLEET_HEADERS = ("CLUSTER", "GANGS", "NOTINITIALIZED", "GATHERING", "READY", "SCHEDULING",
-                 "SCHEDULED", "OTHER", "WARNINGS", "STORM")
+                 "SCHEDULED", "OTHER", "WARNINGS", "STORM", "LAST TICK")
 
 
 def format_fleet(rows: list[dict[str, Any]]) -> str:
     """``get fleet``: one line per cluster (``streams.query.answers.fleet_summary``): its
     gangs, their count by phase (``OTHER``: ``Finished``), ``WARNINGS`` the gangs with an open
     Warning finding, ``STORM`` the scheduler's FailedScheduling Events per minute summed over
-    the cluster's gangs."""
+    the cluster's gangs, ``LAST TICK`` how far its watch producer's latest tick is behind the
+    latest of any cluster (``0s behind``; ``<none>`` for a cluster whose producer was not heard:
+    a trace, or no tick yet)."""
+    def last_tick(r: dict[str, Any]) -> str | None:
+        behind = r.get("tick_behind_seconds")
+        return None if behind is None else f"{behind}s behind"
+
     return table(FLEET_HEADERS,
                  ([r["cluster"], r["gangs"], r["phases"]["NotInitialized"],
                    r["phases"]["Gathering"], r["phases"]["Ready"], r["phases"]["Scheduling"],
                    r["phases"]["Scheduled"], r["phases"]["other"], r["warning_gangs"],
-                   r["failed_events_per_minute"]] for r in rows))
+                   r["failed_events_per_minute"], last_tick(r)] for r in rows))
 
 
 def _cluster_field(doc: dict[str, Any]) -> list[tuple[str, Any]]:

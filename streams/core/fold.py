@@ -668,6 +668,10 @@ class PartitionFold:
     are fed back into this same log right after the record that caused them when ``loopback``
     is true (one log holds every gang: ``gangstate fold``); the worker sets it false and sends
     them through ``gang-events`` to the receiving gang's partition instead.
+
+    ``heard`` maps each cluster whose watch producer sent a tick through this log to that
+    tick's event time (the latest): a watch producer ticks every partition about once a second,
+    so a cluster with no gang is still known to be connected (``get fleet``).
     """
 
     def __init__(self, store: MutableMapping[str, GangState],
@@ -676,6 +680,8 @@ class PartitionFold:
         self.settings = settings
         self.loopback = loopback
         self.clock = 0
+        self.heard: dict[str, int] = {}
+        """cluster id -> the event time of the latest tick its watch producer sent here."""
         self._timers: list[tuple[int, str]] = []
         self._queued: dict[str, int] = {}  # gang id -> due time of its latest entry in _timers
         self._sweeps: list[tuple[int, str]] = []  # (retention.gone_at, gang id)
@@ -749,7 +755,11 @@ class PartitionFold:
         # Timers first, and what they ask of other gangs answered before the record applies,
         # so an answer describes the other gang as of the timer's due time.
         outputs = self._loop(self.advance(rec.at))
-        if isinstance(rec, Tick) or key is None:
+        if isinstance(rec, Tick):
+            if rec.cluster is not None and rec.at > self.heard.get(rec.cluster, -1):
+                self.heard[rec.cluster] = rec.at
+            return outputs
+        if key is None:
             return outputs
         state = self.store.get(key)
         new, emitted = step(state, rec, key, self.settings)

@@ -224,9 +224,14 @@ class GangSummarized(NamedTuple):
 
 
 class Tick(NamedTuple):
-    """A ``gangstate.tick/v1`` record: only advances the event-time clock."""
+    """A ``gangstate.tick/v1`` record: only advances the event-time clock. ``cluster``: the
+    cluster of the watch producer that sent it (``default`` for a record without one), so a
+    worker knows which clusters' producers it hears (``PartitionFold.heard``; a replay's final
+    ticks speak for the cluster replayed); ``None`` for a tick no record carried (the end of an
+    offline fold)."""
 
     at: int
+    cluster: str | None = None
 
 
 class CapacityObserved(NamedTuple):

@@ -211,32 +211,49 @@ def explain_pod(states: Mapping[str, GangState], pod: str, gang: str | None = No
 
 
 def fleet_summary(gangs: Iterable[tuple[str, GangState]],
-                  now: Callable[[str], int | None] | None = None) -> list[dict[str, Any]]:
+                  now: Callable[[str], int | None] | None = None,
+                  heard: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
     """One row per cluster of the ``(key, state)`` pairs ``gangs``, sorted by cluster id:
     ``{"cluster", "gangs", "phases": {"NotInitialized", "Gathering", "Ready", "Scheduling",
-    "Scheduled", "other"}, "warning_gangs", "warnings", "failed_events_per_minute"}``.
+    "Scheduled", "other"}, "warning_gangs", "warnings", "failed_events_per_minute",
+    "last_tick", "tick_behind_seconds"}``.
 
     The cluster is the key's (``streams.core.cluster.cluster_of_key``). ``Deleted`` gangs (the
     tombstones ``get gangs`` leaves out) are not counted, and a cluster with no other gang has
-    no row. ``gangs`` counts the rest; ``phases`` counts them by phase (``FLEET_PHASES``,
+    no row unless it is ``heard``. ``gangs`` counts the rest; ``phases`` counts them by phase (``FLEET_PHASES``,
     ``other``: ``Finished``). ``warnings`` counts the open findings of type ``Warning``
     (``streams.core.explain.findings``, what ``describe gang`` lists), ``warning_gangs`` the
     gangs with at least one; ``failed_events_per_minute`` sums the scheduler's FailedScheduling
     Events in the last 60 s of event time over the cluster's gangs (each gang's storm, as
     ``describe gang`` shows it: ``streams.core.episode.per_minute``). Each gang is read at
     ``now(key)`` (microseconds of event time; ``None``: its own clock, ``state.as_of``).
+
+    ``heard`` (cluster id -> event time of the latest tick its watch producer sent:
+    ``streams.core.fold.PartitionFold.heard``) adds a row for each cluster heard that has no
+    gang (a connected cluster with nothing to tell), and gives every row ``last_tick`` (RFC
+    3339) and ``tick_behind_seconds`` (whole seconds behind the latest tick of any cluster: a
+    cluster whose watch producer stopped falls behind); both are ``None`` for a cluster not
+    heard (a trace, or a worker that has had no tick of it).
     """
-    rows: dict[str, dict[str, Any]] = {}
+    heard = heard or {}
+    newest = max(heard.values(), default=0)
+
+    def new_row(cluster: str) -> dict[str, Any]:
+        tick = heard.get(cluster)
+        return {"cluster": cluster, "gangs": 0,
+                "phases": {**dict.fromkeys(FLEET_PHASES, 0), "other": 0},
+                "warning_gangs": 0, "warnings": 0, "failed_events_per_minute": 0,
+                "last_tick": None if tick is None else format_time(tick),
+                "tick_behind_seconds": None if tick is None else (newest - tick) // 1_000_000}
+
+    rows: dict[str, dict[str, Any]] = {c: new_row(c) for c in heard}
     for key, state in gangs:
         if state.phase in HIDDEN_PHASES:
             continue
         cluster = cluster_of_key(key)
         row = rows.get(cluster)
         if row is None:
-            row = rows[cluster] = {
-                "cluster": cluster, "gangs": 0,
-                "phases": {**dict.fromkeys(FLEET_PHASES, 0), "other": 0},
-                "warning_gangs": 0, "warnings": 0, "failed_events_per_minute": 0}
+            row = rows[cluster] = new_row(cluster)
         state = as_of(state, None if now is None else now(key))
         row["gangs"] += 1
         row["phases"][state.phase if state.phase in FLEET_PHASES else "other"] += 1

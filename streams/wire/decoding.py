@@ -182,7 +182,7 @@ def _in_cluster(cluster: str | None, decoded: Decoded) -> Decoded:
 
 
 def _tick(rec: dict[str, Any], at: int) -> Decoded:
-    return Decoded(None, Tick(at))
+    return Decoded(None, Tick(at, rec.get("cluster") or DEFAULT_CLUSTER))
 
 
 def _cycle(rec: dict[str, Any], at: int) -> Decoded:

@@ -319,10 +319,20 @@ def create_app(settings: Settings, *, web_port: int | None = None,
         fold = folds.get(owner_of(key))
         return None if fold is None else fold.clock
 
+    def heard() -> dict[str, int]:
+        """The clusters whose watch producers' ticks this worker folded, each with its latest
+        tick's event time (``PartitionFold.heard``, the latest over the partitions)."""
+        merged: dict[str, int] = {}
+        for fold in list(folds.values()):
+            for cluster, at in fold.heard.items():
+                if at > merged.get(cluster, -1):
+                    merged[cluster] = at
+        return merged
+
     if web_port is not None:
         from streams.worker import web as views
 
-        views.register(app, store, settings, metrics=metrics, clock=clock_of)
+        views.register(app, store, settings, metrics=metrics, clock=clock_of, heard=heard)
     app.gangstate_store = store  # type: ignore[attr-defined]
     app.gangstate_metrics = metrics  # type: ignore[attr-defined]
     return app

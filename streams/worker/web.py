@@ -9,7 +9,7 @@ the views on Faust's web server (on only with ``gangstate worker --http-port POR
 | ``GET /gangs?namespace=NS&phase=PHASE&scheduler=S&cluster=C`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs of cluster ``C`` (default ``default``; ``all_clusters=1`` instead: every cluster's), sorted by cluster, then gang id; ``Deleted`` gangs only with ``phase=Deleted``; ``scheduler``: ``koord-scheduler`` or ``kube-scheduler`` (default both) |
 | ``GET /gangs/{namespace}/{name}?cluster=C`` | ``gang_detail`` of the gang of cluster ``C`` (default ``default``): ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner of its key) |
 | ``GET /pods/{namespace}/{name}/why?gang=NS/NAME&cluster=C`` | ``why_pod`` of the pod of cluster ``C`` (default ``default``; routed to the owner of ``gang``'s key; without ``gang``, the local gang of that cluster that has the pod) |
-| ``GET /fleet`` | ``{"clusters": [fleet_summary row, ...]}``: one row per cluster of this worker's gangs |
+| ``GET /fleet`` | ``{"clusters": [fleet_summary row, ...]}``: one row per cluster of this worker's gangs, and per cluster whose watch producer's ticks it folded |
 | ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
 | ``GET /readyz`` | ``ready`` (200) once the worker has its partitions and has recovered the table; else 503 ``not ready: REASON`` (and while it waits for Kafka, ``streams.worker.app.run_worker``) |
 
@@ -114,7 +114,8 @@ def readiness(app: "faust.App") -> str | None:
 
 def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settings", *,
              metrics: "WorkerMetrics | None" = None,
-             clock: Callable[[str], int | None] | None = None) -> None:
+             clock: Callable[[str], int | None] | None = None,
+             heard: Callable[[], Mapping[str, int]] | None = None) -> None:
     """Mount ``/gangs``, ``/gangs/{namespace}/{name}``, ``/pods/{namespace}/{name}/why``,
     ``/fleet``, ``/readyz`` (``readiness``) and ``/metrics`` on ``app``'s web server.
 
@@ -126,7 +127,9 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
     not assigned yet. ``clock(key)``: the event time a gang is read at (microseconds: the
     clock of the fold of its partition, ticks included; ``None``: the gang's own clock), so
     that the storm and the failure episode age with the partition's ticks
-    (``streams.core.state.as_of``). The gang gauges name at most
+    (``streams.core.state.as_of``). ``heard()``: the clusters whose watch producers' ticks this
+    worker folded, with the latest tick's event time (``PartitionFold.heard``, merged over its
+    partitions), for ``/fleet``. The gang gauges name at most
     ``GANGSTATE_METRICS_MAX_CLUSTERS`` clusters (``TableCollector``).
     """
     from faust.exceptions import SameNode
@@ -207,7 +210,8 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
         """``GET /fleet``: ``fleet_summary`` of this worker's gangs, one row per cluster."""
 
         async def get(self, request: Request) -> Response:
-            return self.json({"clusters": fleet_summary(present(local), clock)})
+            return self.json({"clusters": fleet_summary(present(local), clock,
+                                                         None if heard is None else heard())})
 
     @app.page("/readyz", name="readyz")
     class Ready(View):

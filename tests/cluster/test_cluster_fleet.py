@@ -154,6 +154,11 @@ def test_two_clusters_same_gang_names_each_told_its_own_story(fleet: dict[str, A
     assert table.splitlines()[0].split()[:3] == ["CLUSTER", "NAMESPACE", "NAME"], table
     print(table)
     print(gangstate("get", "fleet", "--server", server))
+    # get fleet: a row per cluster, each cluster's watch producer heard by its ticks (about
+    # one a second to every partition): neither is more than a few seconds behind the other
+    behind = {r["cluster"]: r["tick_behind_seconds"] for r in json.loads(
+        gangstate("get", "fleet", "--server", server, "-o", "json"))["clusters"]}
+    assert all(behind.get(c) is not None and behind[c] <= 5 for c in ("east", "west")), behind
 
     # each cluster's Events are exactly what the offline fold of the merged log says for it
     assert_events_agree_with_fold(east, fleet["east"], NS, timeout=90)

@@ -377,7 +377,13 @@ def test_fleet_views_read_one_cluster_or_all(fleet_served) -> None:
 @pytest.mark.kafka
 def test_fleet_view_sums_each_cluster(fleet_served) -> None:
     body = requests.get(fleet_served["base"] + "/fleet", timeout=10).json()
-    assert body == {"clusters": plain(fleet_summary(fleet_served["expected"].states.items()))}
+    # the replay's final ticks carry no cluster: the worker heard the default cluster at
+    # FLEET_AT, and no tick of eu-1 or us-2 (their rows say so: last_tick None)
+    heard = {"default": parse_time(FLEET_AT)}
+    assert body == {"clusters": plain(fleet_summary(fleet_served["expected"].states.items(),
+                                                    heard=heard))}
+    assert [(r["cluster"], r["tick_behind_seconds"]) for r in body["clusters"]] == [
+        ("default", 0), ("eu-1", None), ("us-2", None)]
     assert [(r["cluster"], r["gangs"], r["warning_gangs"], r["failed_events_per_minute"])
             for r in body["clusters"]] == [("default", 1, 1, 0), ("eu-1", 3, 0, 0),
                                            ("us-2", 2, 2, 42)]
@@ -392,7 +398,6 @@ def test_fleet_cli_against_the_worker_prints_what_the_offline_fold_prints(
     for argv in (["get", "gangs"], ["get", "gangs", "--cluster", "eu-1"],
                  ["get", "gangs", "--all-clusters"], ["get", "gangs", "--all-clusters", "-o",
                                                       "json"],
-                 ["get", "fleet"], ["get", "fleet", "-o", "json"],
                  ["describe", "gang", "team-a/llm", "--context", "kind-eu"],
                  ["describe", "gang", "sc-b/gb", "--cluster", "us-2"],
                  ["explain", "pod", "team-a/llm-0", "--context", "prod-us"],
@@ -402,6 +407,14 @@ def test_fleet_cli_against_the_worker_prints_what_the_offline_fold_prints(
         served_out = capsys.readouterr().out
         assert main([*argv, *offline_args]) == 0, argv
         assert served_out == capsys.readouterr().out, argv
+    # get fleet: the same, but the worker heard the default cluster's ticks (the replay's
+    # final ones, FLEET_AT): its row says how far behind, the trace's cannot
+    assert main(["get", "fleet", "--server", fleet_served["base"]]) == 0
+    served_out = capsys.readouterr().out
+    assert main(["get", "fleet", *offline_args]) == 0
+    offline_out = capsys.readouterr().out
+    assert served_out.splitlines()[1].endswith("0s behind"), served_out
+    assert served_out == offline_out.replace("<none>\n", "0s behind\n", 1), served_out
     assert main(["describe", "gang", "sc-b/gb", "--context", "kind-eu", "--server",
                  fleet_served["base"]]) == 1
     assert capsys.readouterr().err == ("gangstate describe: gang sc-b/gb not found in cluster "

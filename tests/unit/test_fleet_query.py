@@ -31,12 +31,15 @@ from typing import Any
 import pytest
 
 from producers.watch.watching import GangRouter, Publish
+from streams.cli.query import format_fleet
 from streams.core.fold import PartitionFold
+from streams.core.records import Tick
 from streams.core.settings import FoldSettings
-from streams.core.timefmt import parse_time
+from streams.core.timefmt import format_time, parse_time
 from streams.query.answers import (NotFound, explain_pod, fleet_summary, gang_rows,
                                    resolve_gang)
 from streams.settings import SettingsError, cluster_contexts, parse_cluster_contexts
+from streams.wire.decoding import decode_input
 from streams.wire.traces import fold_lines
 from tests.fixtures.builders import at, attempt, kube_pod, pod, pod_line
 from tests.unit.test_cli_conventions import run
@@ -217,21 +220,25 @@ def test_explain_pod_finds_the_pod_of_its_cluster(states) -> None:
     assert asked == ["us-2:sc-b/gb"]
 
 
+NOT_HEARD = {"last_tick": None, "tick_behind_seconds": None}
+"""A cluster whose watch producer's ticks were not folded (a trace)."""
+
+
 def test_the_fleet_summary_of_the_fleet(states) -> None:
     """Worked out from the table of the module docstring."""
     assert fleet_summary(states.items()) == [
         {"cluster": "default", "gangs": 1,
          "phases": {"NotInitialized": 0, "Gathering": 1, "Ready": 0, "Scheduling": 0,
                     "Scheduled": 0, "other": 0},
-         "warning_gangs": 1, "warnings": 1, "failed_events_per_minute": 0},
+         "warning_gangs": 1, "warnings": 1, "failed_events_per_minute": 0, **NOT_HEARD},
         {"cluster": "eu-1", "gangs": 3,
          "phases": {"NotInitialized": 0, "Gathering": 0, "Ready": 1, "Scheduling": 0,
                     "Scheduled": 1, "other": 1},
-         "warning_gangs": 0, "warnings": 0, "failed_events_per_minute": 0},
+         "warning_gangs": 0, "warnings": 0, "failed_events_per_minute": 0, **NOT_HEARD},
         {"cluster": "us-2", "gangs": 2,
          "phases": {"NotInitialized": 1, "Gathering": 0, "Ready": 0, "Scheduling": 1,
                     "Scheduled": 0, "other": 0},
-         "warning_gangs": 2, "warnings": 2, "failed_events_per_minute": 42}]
+         "warning_gangs": 2, "warnings": 2, "failed_events_per_minute": 42, **NOT_HEARD}]
 
 
 def test_the_fleet_summary_counts_by_hand() -> None:
@@ -265,6 +272,34 @@ def test_the_fleet_summary_counts_by_hand() -> None:
     quiet = fleet_summary(store.items(), lambda key: at(90))
     assert [r["failed_events_per_minute"] for r in quiet] == [0, 0]
     assert fleet_summary([]) == []
+
+
+def test_clusters_heard_by_their_ticks_have_rows_and_a_last_tick() -> None:
+    """``PartitionFold.heard``: eu-1's watch producer ticked at t=10, idle-3's at t=12 (a
+    connected cluster with no gang), us-2's at t=39 and t=40; the fold's own final tick (no
+    producer) is no cluster's. eu-1 has gang ns/h (held: 1 of minMember 3). Rows: every
+    cluster heard, eu-1 with its gang, idle-3 and us-2 with none; behind the latest tick
+    (us-2's, t=40): 30 s, 28 s, 0 s."""
+    store: dict[str, Any] = {}
+    fold = PartitionFold(store, FoldSettings())
+    fold.feed(None, Tick(at(10), "eu-1"))
+    fold.feed("eu-1:ns/h", pod("h-0", 11, gang="ns/h", min_available="3"))
+    for t, cluster in ((12, "idle-3"), (39, "us-2"), (40, "us-2")):
+        fold.feed(None, Tick(at(t), cluster))
+    fold.feed(None, Tick(at(50)))
+    assert fold.heard == {"eu-1": at(10), "idle-3": at(12), "us-2": at(40)}
+    rows = fleet_summary(store.items(), heard=fold.heard)
+    assert [(r["cluster"], r["gangs"], r["warning_gangs"], r["last_tick"],
+             r["tick_behind_seconds"]) for r in rows] == [
+        ("eu-1", 1, 1, format_time(at(10)), 30), ("idle-3", 0, 0, format_time(at(12)), 28),
+        ("us-2", 0, 0, format_time(at(40)), 0)]
+    assert [line.split()[-2:] for line in format_fleet(rows).splitlines()[1:]] == [
+        ["30s", "behind"], ["28s", "behind"], ["0s", "behind"]]
+    # a tick record's cluster, as the decoder reads it: absent is default
+    assert decode_input('{"schema": "gangstate.tick/v1", "observed_at": '
+                        '"2026-12-01T00:00:00Z", "cluster": "eu-1"}').record.cluster == "eu-1"
+    assert decode_input('{"schema": "gangstate.tick/v1", '
+                        '"observed_at": "2026-12-01T00:00:00Z"}').record.cluster == "default"
 
 
 # -- the context mapping ------------------------------------------------------------------------
@@ -449,10 +484,10 @@ def test_explain_pod_picks_the_pod_of_the_cluster(capsys, monkeypatch, trace) ->
 
 
 FLEET = """\
-CLUSTER   GANGS   NOTINITIALIZED   GATHERING   READY   SCHEDULING   SCHEDULED   OTHER   WARNINGS   STORM
-default   1       0                1           0       0            0           0       1          0
-eu-1      3       0                0           1       0            1           1       0          0
-us-2      2       1                0           0       1            0           0       2          42
+CLUSTER   GANGS   NOTINITIALIZED   GATHERING   READY   SCHEDULING   SCHEDULED   OTHER   WARNINGS   STORM   LAST TICK
+default   1       0                1           0       0            0           0       1          0       <none>
+eu-1      3       0                0           1       0            1           1       0          0       <none>
+us-2      2       1                0           0       1            0           0       2          42      <none>
 """
 
 
@@ -466,15 +501,15 @@ def test_get_fleet(capsys, trace) -> None:
         "cluster": "us-2", "gangs": 2,
         "phases": {"NotInitialized": 1, "Gathering": 0, "Ready": 0, "Scheduling": 1,
                    "Scheduled": 0, "other": 0},
-        "warning_gangs": 2, "warnings": 2, "failed_events_per_minute": 42}
+        "warning_gangs": 2, "warnings": 2, "failed_events_per_minute": 42, **NOT_HEARD}
     # 03:42:29: the Events of 03:41:27-28 are more than 60 s back, the last two (03:41:41,
     # items 3116 and 3126) are not; 03:42:42: none is left
     status, out, _ = run(capsys, "get", "fleet", "--from", trace, "--at",
                          "2026-12-01T03:42:29Z")
-    assert words(out)[3] == ["us-2", "2", "1", "0", "0", "1", "0", "0", "2", "2"]
+    assert words(out)[3] == ["us-2", "2", "1", "0", "0", "1", "0", "0", "2", "2", "<none>"]
     status, out, _ = run(capsys, "get", "fleet", "--from", trace, "--at",
                          "2026-12-01T03:42:42Z")
-    assert words(out)[3] == ["us-2", "2", "1", "0", "0", "1", "0", "0", "2", "0"]
+    assert words(out)[3] == ["us-2", "2", "1", "0", "0", "1", "0", "0", "2", "0", "<none>"]
     status, out, err = run(capsys, "get", "fleet", "--from", trace, "--at",
                            "2026-12-01T03:00:00Z")
     assert (status, out, err) == (0, "", "No gangs found.\n")
