@@ -194,7 +194,8 @@ def environment() -> Environment:
         first = err.errors(include_url=False)[0]
         name = str(first["loc"][0]) if first["loc"] else "?"
         variable = name if name.isupper() else f"GANGSTATE_{name.upper()}"
-        raise SettingsError(f"{variable}={first.get('input')!r}: {first['msg']}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")  # pydantic's, for a validator's
+        raise SettingsError(f"{variable}={first.get('input')!r}: {msg}") from None
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

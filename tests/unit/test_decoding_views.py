@@ -40,7 +40,7 @@ def oracle(raw: bytes | str) -> Decoded:
     except ValidationError as err:
         raise DecodeError(f"invalid record: {_short(err)}") from None
     if isinstance(rec, TickRecord):
-        return Decoded(None, Tick(parse_time(rec.observed_at)))
+        return Decoded(None, Tick(parse_time(rec.observed_at), rec.cluster))
     if isinstance(rec, CycleRecord):
         return Decoded(rec.gang, CycleObserved(
             at=parse_time(rec.observed_at), scheduler=rec.scheduler, cycle=rec.cycle,

@@ -332,6 +332,18 @@ def test_a_bad_context_mapping_is_one_line(monkeypatch, capsys, trace) -> None:
     assert "cluster 'EU' is not a DNS-1123 label" in err and err.count("\n") == 1
 
 
+def test_a_bad_cluster_id_in_the_environment_is_one_plain_line(monkeypatch, capsys,
+                                                                trace) -> None:
+    """``GANGSTATE_CLUSTER=Bad_1``: exit 2 and the variable, its value and why, without
+    pydantic's ``Value error,`` in between (a new user's run)."""
+    monkeypatch.setenv("GANGSTATE_CLUSTER", "Bad_1")
+    status, out, err = run(capsys, "get", "fleet", "--from", trace, "--at", AT)
+    assert (status, out) == (2, "")
+    assert err == ("gangstate: GANGSTATE_CLUSTER='Bad_1': cluster 'Bad_1' is not a DNS-1123 "
+                   "label (lowercase letters, digits and '-', starting and ending with a "
+                   "letter or digit)\n")
+
+
 # -- the commands -------------------------------------------------------------------------------
 
 HEADER = ["NAMESPACE", "NAME", "SCHEDULER", "PHASE", "MEMBERS", "BOUND", "WAITING",
