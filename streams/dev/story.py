@@ -233,7 +233,7 @@ def report(cases: list[Case], result: FoldResult) -> str:
             for c in result.commands:
                 if c["gang_group"] != group:
                     continue
-                if c["type"] in ("HoldGang", "ReleaseGang"):
+                if c["type"] in ("HoldGang", "ReleaseGang", "ActivateGang"):
                     ttl = f", ttl {c['ttl_seconds']} s" if c.get("ttl_seconds") else ""
                     lines.append(f"  gangstate command: {c['type']} epoch {c['epoch']}: gang "
                                  f"group {group} ({c['reason']}{ttl})")

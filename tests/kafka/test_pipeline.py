@@ -129,9 +129,11 @@ def test_kafka_outputs_equal_the_offline_fold(pipeline_run) -> None:
     # selector-no-node-matches and nonstrict-member-does-not-fit; 1 network-topology-
     # unavailable)
     assert len(got[t.diagnostics]) == len(expected.diagnostics) == 56
-    # the gated representatives' switches, and the hold of the recorded shim case sh-gpu/g
-    # (3 x 1 GPU on 2 GPUs: held once its episode settled, released when its pods were deleted)
+    # the gated representatives' switches, the activation of sh-gated-3/g's stranded u-2 (rule
+    # ST5), and the hold of the recorded shim case sh-gpu/g (3 x 1 GPU on 2 GPUs: held once
+    # its episode settled, released when its pods were deleted)
     assert sorted((c["gang_group"], c["type"], c["reason"]) for c in got[t.commands]) == [
+        ("sh-gated-3/g", "ActivateGang", "MembersStranded"),
         ("sh-gated-3/g", "SwitchRepresentative", "RepresentativeGated"),
         ("sh-gpu/g", "HoldGang", "GangCannotFit"), ("sh-gpu/g", "ReleaseGang", "SpecChanged"),
         ("team-g/g", "SwitchRepresentative", "RepresentativeGated")]
