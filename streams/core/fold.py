@@ -278,21 +278,29 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     like one derived from an Event, but counts no attempt in the storm window and no round
     (``episode.fold_attempt``): kube-scheduler writes the same attempt as an Event too
     (docs/contracts.md, ``gangstate.cycle/v1`` "conditions"). Any change is made on a copy."""
-    if rec.cycle is None and not rec.shim and state.shim_at is not None \
-            and rec.at <= state.shim_at + SHIM_PREFERRED_SECONDS * 1_000_000:
-        # the shim reports the attempt; only the watch producer knows the cluster's room for
-        # the short resource (the shim's records carry no ``capacity``): kept as a capacity
-        # record's would be, or the hold (rule H1) would never see that the gang cannot fit
-        if rec.capacity is not None and state.episode is not None \
-                and state.episode.capacity != rec.capacity:
-            new = state.copy()
-            new.episode = state.episode._replace(capacity=rec.capacity)
-            return new
-        return state
     key = cycle_key(rec.scheduler, rec.attempt if rec.cycle is None else rec.cycle, rec.pod,
                     rec.stage, rec.status)
     if key in state.recent_cycles:
         return state
+    if rec.cycle is None and not rec.shim and state.shim_at is not None \
+            and rec.at <= state.shim_at + SHIM_PREFERRED_SECONDS * 1_000_000:
+        # the shim reports the attempt (at most one round a GANGSTATE_SHIM_ROUND_INTERVAL in
+        # detail); the Event still counts in the storm window, which counts the scheduler's
+        # FailedScheduling Events; only the watch producer knows the cluster's room for the
+        # short resource (the shim's records carry no ``capacity``): kept as a capacity
+        # record's would be, or the hold (rule H1) would never see that the gang cannot fit
+        new = state.copy()
+        recent = dict(state.recent_cycles)
+        recent[key] = None
+        if len(recent) > RECENT_CYCLES:
+            del recent[next(iter(recent))]
+        new.recent_cycles = recent
+        if not rec.from_condition and rec.status != "Bound":  # a FailedScheduling Event
+            new.storm = episode.count_attempt(state.storm, rec.at)
+        if rec.capacity is not None and state.episode is not None \
+                and state.episode.capacity != rec.capacity:
+            new.episode = state.episode._replace(capacity=rec.capacity)
+        return new
     new = state.copy()
     recent = dict(state.recent_cycles)
     recent[key] = None
@@ -332,10 +340,12 @@ def apply_cycle(state: GangState, rec: CycleObserved,
     if rec.status == "Bound":
         new.episode = None
     else:
-        if not rec.from_condition and (rec.cycle is None or (
+        if not rec.from_condition and not rec.shim and (rec.cycle is None or (
                 rec.stage not in ("PreEnqueue", "Unreserve") and (
                     rec.status in FAILED_STATUSES or rec.status == "Rejected"))):
-            # a condition record tells an attempt an Event also tells: the storm counts Events
+            # the storm counts the scheduler's FailedScheduling Events: a condition record
+            # tells an attempt an Event also tells, and the shim's records (one round a
+            # GANGSTATE_SHIM_ROUND_INTERVAL in detail) tell attempts the Events tell too
             new.storm = episode.count_attempt(state.storm, rec.at)
         if not decide.skips_gang_checks(new):
             if rec.cycle is not None and not rec.shim:

@@ -63,8 +63,19 @@ def gang(min_available: str = "3", **settings: str) -> list[Any]:
     return [pod(f"g-{i}", 0.1 * i, min_available=min_available, **settings) for i in range(3)]
 
 
+def scheduler_event(t: float, capacity: Capacity | None = ROOM_2,
+                    culprit: str = "g-2") -> CycleObserved:
+    """The scheduler's FailedScheduling Event of the same failure, as the watch producer reads
+    it (no cycle number; the storm window counts these, not the shim's records)."""
+    return failed(t, 0, capacity, culprit)._replace(cycle=None, attempt=f"ev-{culprit}#{t}",
+                                                    shim="", round=None)
+
+
 def storm(until: int = 12, capacity: Capacity = ROOM_2) -> list[Any]:
-    return [failed(t, 100 + t, capacity) for t in range(1, until)]
+    """One failed round a second from t=1 to ``until`` - 1: the shim's record of g-2's own fit
+    error, then the scheduler's Event of it."""
+    return [rec for t in range(1, until)
+            for rec in (failed(t, 100 + t, capacity), scheduler_event(t, capacity))]
 
 
 def of(outputs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -104,9 +115,12 @@ def test_gang_held_is_told_when_the_shim_applies_the_hold() -> None:
     facts = told[0]["facts"]
     assert facts["since"] == told[0]["observed_at"]
     assert facts["waiting_for"] == "a node with at least 1 more nvidia.com/gpu joins"
-    # rounds: one failed round a second from 1 s to 11 s: 11 rounds over 10 s = 66 a minute
+    # rounds: one failed round a second from 1 s to 11 s: 11 rounds over 10 s = 66 a minute;
+    # Events: the scheduler's FailedScheduling Events of the last minute when the hold was
+    # issued, at the shim's record of t=11: those of t=1..10 (the shim's records of the same
+    # attempts are not counted again; the Event of t=11 comes after the hold)
     assert facts["rounds_per_minute"] == 66
-    assert facts["events_per_minute"] == 11
+    assert facts["events_per_minute"] == 10
     assert told[0]["type"] == "Normal"
     assert [i["name"] for i in told[0]["involved"] if i["kind"] == "Pod"] == ["g-0", "g-1", "g-2"]
 
