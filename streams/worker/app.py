@@ -366,6 +366,24 @@ def start_line(settings: Settings, web_port: int | None, web_bind: str) -> str:
             f"{settings.app_id}) into {t.diagnostics} and {t.commands}; {where}")
 
 
+def shared_state_warning(settings: Settings) -> str | None:
+    """The line ``gangstate worker`` writes (after its start line) when its topics have a
+    prefix of their own but its app id is the default: the gang table's changelog
+    (``<app id>-gangs-changelog``) and the consumer group are named by the app id alone, so
+    such a worker shares its state with every other worker of the default app id, whatever
+    their topics (a new user's worker on ``nu2.`` showed another cluster's gangs). ``None``
+    when the prefix is the default or the app id was chosen."""
+    default = Settings()
+    if settings.topics.prefix == default.topics.prefix or settings.app_id != default.app_id:
+        return None
+    own = "gangstate-" + (settings.topics.prefix.rstrip(".-_") or "own")
+    return (f"gangstate worker: warning: topic prefix {settings.topics.prefix!r} with the "
+            f"default app id {settings.app_id!r}: the gang table (changelog "
+            f"{settings.app_id}-gangs-changelog) and the consumer group are those of every "
+            f"worker of app id {settings.app_id!r}, whatever its topics; set GANGSTATE_APP_ID "
+            f"(e.g. GANGSTATE_APP_ID={own}) to keep this worker's state apart")
+
+
 def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str = "127.0.0.1",
                web_host: str | None = None, loglevel: str = "warning",
                source: str = "KAFKA_BOOTSTRAP_SERVERS") -> int:
@@ -406,6 +424,9 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
     if component.stop.is_set():
         return 0
     print(start_line(settings, web_port, web_bind), file=sys.stderr, flush=True)
+    warning = shared_state_warning(settings)
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
     tune_gc()
     app = create_app(settings, web_port=web_port, web_bind=web_bind, web_host=web_host)
     level = logging.getLevelName(loglevel.upper())

@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from streams.settings import Settings, Topics
-from streams.worker.app import create_app, start_line
+from streams.worker.app import create_app, shared_state_warning, start_line
 from streams.worker.faust_patches import RateLimitedWorker
 
 
@@ -51,3 +51,16 @@ def test_the_worker_says_what_it_folds_once_kafka_answered() -> None:
         "(/readyz: 200 once its partitions are assigned)")
     assert start_line(settings, None, "127.0.0.1").endswith(
         "; no views (--http-port N serves them)")
+
+
+def test_a_prefix_of_its_own_with_the_default_app_id_is_warned() -> None:
+    """The changelog and the consumer group are named by the app id alone: a worker on topics
+    ``nu2.`` with app id ``gangstate`` shares its gang table with every worker of that app id
+    (a new user's worker showed another cluster's gangs). Warned then only."""
+    assert shared_state_warning(Settings(topics=Topics("nu2."))) == (
+        "gangstate worker: warning: topic prefix 'nu2.' with the default app id 'gangstate': "
+        "the gang table (changelog gangstate-gangs-changelog) and the consumer group are those "
+        "of every worker of app id 'gangstate', whatever its topics; set GANGSTATE_APP_ID "
+        "(e.g. GANGSTATE_APP_ID=gangstate-nu2) to keep this worker's state apart")
+    assert shared_state_warning(Settings()) is None
+    assert shared_state_warning(Settings(topics=Topics("nu2."), app_id="gs-nu2")) is None
