@@ -573,9 +573,11 @@ def run_sink(options: SinkOptions) -> int:
     component.handle_signals()
     component.wait_for_kafka(settings, options.source())
     if not component.stop.is_set():
-        if settings.cluster != DEFAULT_CLUSTER:
-            log.info("writing the diagnostics of cluster %s (consumer group %s); those of "
-                     "other clusters are skipped", settings.cluster, group_id(settings))
+        log.info("connected to Kafka at %s; writing the diagnostics of %s as %s Events "
+                 "(consumer group %s)%s", settings.bootstrap, settings.topics.diagnostics,
+                 options.api, group_id(settings),
+                 "" if settings.cluster == DEFAULT_CLUSTER else
+                 f"; cluster {settings.cluster} only, those of other clusters are skipped")
         consume(settings, sink, component.stop)
     return 0
 

@@ -95,6 +95,14 @@ def test_metrics_on_http_port_at_the_bind_address(component: str, bind: str | No
             time.sleep(0.3)
         assert (got.status_code, got.text) == ready
         assert refused(other, port), f"{component} also listens on {other}:{port}"
+        # the start line once Kafka answered (a new user's sink said nothing at all)
+        t = kafka_settings.topics
+        started = {"sink": f"; writing the diagnostics of {t.diagnostics} as core/v1 Events "
+                           f"(consumer group {kafka_settings.app_id}-event-sink)",
+                   "worker": f"gangstate worker: folding {t.gang_events} at "}.get(component)
+        while started is not None and started not in log.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.3)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
