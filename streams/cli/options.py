@@ -235,12 +235,21 @@ def cluster_of_context(cluster: str | None, context: str | None) -> str | None:
     """The cluster id a watch or sink serves: ``cluster`` (``--cluster``) when given, else the
     one ``GANGSTATE_CLUSTER_CONTEXTS`` maps kubeconfig context ``context`` to, else ``None``
     (``$GANGSTATE_CLUSTER``, else ``default``). Raises ``SettingsError`` (one line) on a bad
-    mapping."""
+    mapping, and ``click.UsageError`` for a context a non-empty mapping does not name while
+    ``GANGSTATE_CLUSTER`` is unset (its records would go to ``default``)."""
     if cluster is not None or context is None:
         return cluster
-    from streams.settings import cluster_contexts
+    from streams.core.cluster import DEFAULT_CLUSTER
+    from streams.settings import environment, parse_cluster_contexts
 
-    return cluster_contexts().get(context)
+    env = environment()
+    mapping = parse_cluster_contexts(env.cluster_contexts)
+    if mapping and context not in mapping and env.cluster == DEFAULT_CLUSTER:
+        # a mapping that misses the context would put this cluster's records in default
+        raise click.UsageError(
+            f"--context {context}: GANGSTATE_CLUSTER_CONTEXTS maps {', '.join(sorted(mapping))} "
+            f"only; map it, or give --cluster (or GANGSTATE_CLUSTER)")
+    return mapping.get(context)
 
 
 def namespace_options(f: F) -> F:

@@ -15,6 +15,7 @@ import json
 from dataclasses import replace
 from typing import Any, Iterator
 
+import click
 import pytest
 from kubernetes import client
 
@@ -280,15 +281,25 @@ def test_a_bad_gangstate_cluster_is_one_line(monkeypatch: pytest.MonkeyPatch,
 def test_watch_and_sink_take_the_cluster_of_their_context(monkeypatch) -> None:
     """``--context`` names the kubeconfig context; with ``GANGSTATE_CLUSTER_CONTEXTS`` mapping
     it, the cluster id follows it (a new user's ``watch --context kind-eu`` stayed in
-    ``default``); ``--cluster`` wins; an unmapped context leaves ``$GANGSTATE_CLUSTER``
-    (``None``); a bad mapping is one line (``SettingsError``)."""
+    ``default``); ``--cluster`` wins; a context the mapping misses is a usage error unless
+    ``GANGSTATE_CLUSTER`` is set (then ``None``: that one); a bad mapping is one line
+    (``SettingsError``)."""
     from streams.cli.options import cluster_of_context
     from streams.settings import SettingsError
 
     monkeypatch.setenv("GANGSTATE_CLUSTER_CONTEXTS", "kind-eu=eu-1,prod-us=us-2")
+    monkeypatch.delenv("GANGSTATE_CLUSTER", raising=False)
     assert [cluster_of_context(c, ctx) for c, ctx in (
-        (None, "kind-eu"), (None, "prod-us"), ("eu-9", "kind-eu"), (None, "other"),
-        (None, None))] == ["eu-1", "us-2", "eu-9", None, None]
+        (None, "kind-eu"), (None, "prod-us"), ("eu-9", "kind-eu"), ("eu-9", "other"),
+        (None, None))] == ["eu-1", "us-2", "eu-9", "eu-9", None]
+    # a context the mapping misses would put the cluster's records in default: refused
+    with pytest.raises(click.UsageError, match="^--context other: GANGSTATE_CLUSTER_CONTEXTS "
+                                               "maps kind-eu, prod-us only; map it, or give "
+                                               "--cluster"):
+        cluster_of_context(None, "other")
+    monkeypatch.setenv("GANGSTATE_CLUSTER", "eu-3")  # chosen: the context is only a context
+    assert cluster_of_context(None, "other") is None
+    monkeypatch.delenv("GANGSTATE_CLUSTER")
     monkeypatch.setenv("GANGSTATE_CLUSTER_CONTEXTS", "kind-eu=EU")
     with pytest.raises(SettingsError, match="^GANGSTATE_CLUSTER_CONTEXTS='kind-eu=EU': "):
         cluster_of_context(None, "kind-eu")
