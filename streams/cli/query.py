@@ -618,8 +618,8 @@ def cluster_options(all_clusters: bool = False) -> Any:
 
 def server_url_problem(url: str) -> str | None:
     """What is wrong with a worker's address (``--server``, ``GANGSTATE_SERVER``) as one line,
-    ``None`` for a good one: ``http://`` or ``https://``, a host, an optional port (1-65535)
-    and nothing after the path; e.g. ``notaurl`` -> ``'notaurl' is not a worker's address:
+    ``None`` for a good one: ``http://`` or ``https://``, a host, an optional port (1-65535),
+    no path but ``/``, no query; e.g. ``notaurl`` -> ``'notaurl' is not a worker's address:
     give http://HOST:PORT (e.g. http://127.0.0.1:6066)``."""
     from urllib.parse import urlsplit
 
@@ -632,6 +632,9 @@ def server_url_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
             or parts.fragment or port == 0:
         return hint
+    if parts.path not in ("", "/"):  # the views' paths are the command's to add
+        return (f"{url!r} is not a worker's address: give http://HOST:PORT without a path "
+                f"(e.g. {DEFAULT_SERVER}; the command adds /gangs, /fleet, ...)")
     return None
 
 

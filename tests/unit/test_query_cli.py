@@ -294,6 +294,14 @@ def test_a_server_that_is_no_address_is_a_usage_error_at_once(server, where, cap
                                          f"http://127.0.0.1:6066)\n")
 
 
+def test_a_server_with_a_path_is_a_usage_error(capsys) -> None:
+    status, out, err = run(capsys, "get", "gangs", "--server", "http://127.0.0.1:6066/gangs")
+    assert (status, out, err) == (2, "", "gangstate get: --server: 'http://127.0.0.1:6066/gangs' "
+                                         "is not a worker's address: give http://HOST:PORT "
+                                         "without a path (e.g. http://127.0.0.1:6066; the "
+                                         "command adds /gangs, /fleet, ...)\n")
+
+
 def test_good_worker_addresses_pass() -> None:
     from streams.cli.query import server_url_problem
 
