@@ -240,6 +240,18 @@ def gang_deleted(new: GangState, at: int, by: str) -> None:
     new.deleted_at, new.deleted_by = at, by
 
 
+def _remembered(state: GangState, key: int) -> GangState:
+    """A copy of ``state`` with the cycle record ``key`` (``cycle_key``) among the recent ones
+    (at most ``RECENT_CYCLES``, the oldest dropped), so that it is applied once."""
+    new = state.copy()
+    recent = dict(state.recent_cycles)
+    recent[key] = None
+    if len(recent) > RECENT_CYCLES:
+        del recent[next(iter(recent))]
+    new.recent_cycles = recent
+    return new
+
+
 def apply_cycle(state: GangState, rec: CycleObserved,
                 settings: FoldSettings = FoldSettings()) -> GangState:
     """Fold a scheduler cycle record: the member's last stage/status, the representative the
@@ -289,24 +301,14 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         # FailedScheduling Events; only the watch producer knows the cluster's room for the
         # short resource (the shim's records carry no ``capacity``): kept as a capacity
         # record's would be, or the hold (rule H1) would never see that the gang cannot fit
-        new = state.copy()
-        recent = dict(state.recent_cycles)
-        recent[key] = None
-        if len(recent) > RECENT_CYCLES:
-            del recent[next(iter(recent))]
-        new.recent_cycles = recent
+        new = _remembered(state, key)
         if not rec.from_condition and rec.status != "Bound":  # a FailedScheduling Event
             new.storm = episode.count_attempt(state.storm, rec.at)
         if rec.capacity is not None and state.episode is not None \
                 and state.episode.capacity != rec.capacity:
             new.episode = state.episode._replace(capacity=rec.capacity)
         return new
-    new = state.copy()
-    recent = dict(state.recent_cycles)
-    recent[key] = None
-    if len(recent) > RECENT_CYCLES:
-        del recent[next(iter(recent))]
-    new.recent_cycles = recent
+    new = _remembered(state, key)
     members = state.members
     found = (rec.pod_uid, members[rec.pod_uid]) if rec.pod_uid in members \
         else state.member_by_name(rec.pod)
