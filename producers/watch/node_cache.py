@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from streams.core.capacity import (NodeRoom, Toleration, node_room, pod_requests,
-                                   room_after_preempting, schedulable, shortfall)
+                                   room_after_preempting, schedulable, shortfall_over)
 
 #: pods in these phases hold no resources (kube-scheduler's cache drops them:
 #: KS ``backend/cache/cache.go`` removes terminated pods)
@@ -170,7 +170,8 @@ class NodeCache:
         key = (resource, request, requests, priority, preempts, tolerations)
         if key not in self._answers:
             rooms = self.rooms()
-            s = shortfall(resource, request, 0, 0, rooms, requests, tolerations)
+            usable = schedulable(rooms, tolerations)
+            s = shortfall_over(resource, request, 0, 0, usable, requests)
             answer: dict[str, Any] | None = None if not rooms else {
                 "resource": resource, "request": request, "allocatable": s.allocatable,
                 "free": s.free, "nodes": s.nodes, "room": s.room, "largest": s.largest}
@@ -179,8 +180,7 @@ class NodeCache:
             if answer is not None and priority is not None:
                 answer["priority"] = priority
                 answer["room_preempting"] = None if not preempts else \
-                    self._room_preempting(resource, request, requests, priority,
-                                          schedulable(rooms, tolerations))
+                    self._room_preempting(resource, request, requests, priority, usable)
             self._answers[key] = answer
         answer = self._answers[key]
         return None if answer is None else dict(answer)

@@ -61,8 +61,7 @@ func (s *Shim) heldRefusal(m member, hook string) *fwktype.Status {
 }
 
 // decideHold answers a HoldGang, ReleaseGang or ActivateGang at once (not buffered to an apply
-// point): the
-// fence, the off switches (the shim's GANGSTATE_SHIM_HOLDS, the namespaces' annotation) and the
+// point): the fence, the off switches (the shim's GANGSTATE_SHIM_HOLDS, the namespaces' annotation) and the
 // group's nominated members (nominatedLocked) as fencing.State.DecideHold takes them; an Applied
 // HoldGang holds the group from now for its ttl_seconds, an Applied ReleaseGang ends the hold
 // and activates the group's pending members, an Applied ActivateGang activates them
@@ -105,20 +104,20 @@ func (s *Shim) decideHold(c fencing.Command, commit func()) {
 		s.released([]string{c.GangGroup}, causeCommand)
 	}
 	if activate {
-		s.activateGroup(c.GangGroup)
+		s.activateGroup(c.GangGroup, "gangstate shim: gang group activated")
 	}
 }
 
 // activateGroup moves the group's pending members to the active queue (Handle.Activate), where
-// PreEnqueue runs again: an applied ActivateGang (rule PR7: koord-scheduler stopped trying the
-// group after its preemption made room; a member Coscheduling rejected waits in the
-// unschedulable pods, which no cluster event moves for Coscheduling, K coscheduling.go:109-112).
-// A held group's members are refused again at PreEnqueue. Never called under the scheduling
-// queue's lock (the command consumer).
-func (s *Shim) activateGroup(group string) {
+// PreEnqueue runs again, and logs what (with keysAndValues): an applied ActivateGang (rules
+// PR7, ST5: a member Coscheduling rejected or refused waits in the unschedulable pods, which
+// no cluster event moves for Coscheduling, K coscheduling.go:109-112) or a hold's end
+// (released). A held group's members are refused again at PreEnqueue. Never called under the
+// scheduling queue's lock (the command consumer, the sweep).
+func (s *Shim) activateGroup(group, what string, keysAndValues ...any) {
 	_, pods := s.pending(splitGroup(group))
-	klog.InfoS("gangstate shim: gang group activated", "gangGroup", group,
-		"activated", len(pods))
+	klog.InfoS(what, append([]any{"gangGroup", group}, append(keysAndValues,
+		"activated", len(pods))...)...)
 	if len(pods) > 0 {
 		s.handle.Activate(klog.Background(), pods)
 	}
@@ -147,12 +146,7 @@ func (s *Shim) sweepHolds() {
 func (s *Shim) released(groups []string, cause string) {
 	for _, g := range groups {
 		bus.HoldsReleased.WithLabelValues(cause).Inc()
-		_, pods := s.pending(splitGroup(g))
-		klog.InfoS("gangstate shim: hold ended", "gangGroup", g, "cause", cause,
-			"activated", len(pods))
-		if len(pods) > 0 {
-			s.handle.Activate(klog.Background(), pods)
-		}
+		s.activateGroup(g, "gangstate shim: hold ended", "cause", cause)
 	}
 }
 

@@ -240,10 +240,10 @@ def cluster_of_context(cluster: str | None, context: str | None) -> str | None:
     if cluster is not None or context is None:
         return cluster
     from streams.core.cluster import DEFAULT_CLUSTER
-    from streams.settings import environment, parse_cluster_contexts
+    from streams.settings import cluster_contexts, environment
 
     env = environment()
-    mapping = parse_cluster_contexts(env.cluster_contexts)
+    mapping = cluster_contexts(env)
     if mapping and context not in mapping and env.cluster == DEFAULT_CLUSTER:
         # a mapping that misses the context would put this cluster's records in default
         raise click.UsageError(

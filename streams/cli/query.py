@@ -55,14 +55,6 @@ class QueryError(Exception):
         self.missing = missing
 
 
-def _where(cluster: str | None) -> str:
-    """`` in cluster C`` for a message about cluster ``C``
-    (``streams.query.answers.in_cluster``)."""
-    from streams.query.answers import in_cluster
-
-    return in_cluster(cluster)
-
-
 class _NotYet(Unreachable):
     """One failed attempt to get an answer from the worker (unreachable, or 503)."""
 
@@ -284,7 +276,7 @@ def _resolved(gang: str, scheduler: str | None,
     (``streams.query.answers.gang_candidates``: Koordinator's and the native one, unless
     ``scheduler`` says which). ``QueryError`` 1 when none is known or both are (then
     ``--scheduler`` must say which), 2 for an unknown scheduler."""
-    from streams.query.answers import ambiguous, gang_candidates
+    from streams.query.answers import ambiguous, gang_candidates, in_cluster
 
     try:
         candidates = gang_candidates(gang, scheduler)
@@ -292,7 +284,7 @@ def _resolved(gang: str, scheduler: str | None,
         raise QueryError(str(err), 2) from None
     found = [doc for doc in (one(g) for g in candidates) if doc is not None]
     if not found:
-        raise QueryError(f"gang {gang} not found{_where(cluster)}", 1)
+        raise QueryError(f"gang {gang} not found{in_cluster(cluster)}", 1)
     if len(found) > 1:
         raise QueryError(ambiguous(gang, [doc["gang"] for doc in found]), 1)
     return found[0]
@@ -740,7 +732,9 @@ def get_gangs(namespace: str | None, all_namespaces: bool, phase: str | None,
                       f"{', '.join(r['cluster'] for r in others)}; --cluster CLUSTER or "
                       f"--all-clusters shows them).", file=sys.stderr)
             else:
-                print(f"No gangs found{where}{_where(chosen)}.", file=sys.stderr)
+                from streams.query.answers import in_cluster
+
+                print(f"No gangs found{where}{in_cluster(chosen)}.", file=sys.stderr)
             return
         if output == "name":
             sys.stdout.write("".join(

@@ -322,7 +322,14 @@ def shortfall(resource: str, request: int, min_member: int, bound: int,
     may be scheduled on (``schedulable``: a cordoned node and one with a taint it does not
     tolerate are left out, as NodeUnschedulable and TaintToleration filter them;
     ``Shortfall.nodes`` counts those left with some of ``resource`` allocatable)."""
-    usable = schedulable(nodes, tolerations)
+    return shortfall_over(resource, request, min_member, bound, schedulable(nodes, tolerations),
+                          requests)
+
+
+def shortfall_over(resource: str, request: int, min_member: int, bound: int,
+                   usable: Sequence[NodeRoom], requests: Sequence[int] = ()) -> Shortfall:
+    """``shortfall`` over nodes already known to admit the member (``schedulable``'s answer),
+    so that a caller that needs them for more (``room_after_preempting``) filters once."""
     having = sum(1 for n in usable if n.allocatable.get(resource, 0) > 0)
     largest = max((n.allocatable.get(resource, 0) for n in usable), default=0)
     asked = tuple(sorted(requests, reverse=True))

@@ -301,11 +301,15 @@ def apply_cycle(state: GangState, rec: CycleObserved,
         # FailedScheduling Events; only the watch producer knows the cluster's room for the
         # short resource (the shim's records carry no ``capacity``): kept as a capacity
         # record's would be, or the hold (rule H1) would never see that the gang cannot fit
+        counted = not rec.from_condition and rec.status != "Bound"  # a FailedScheduling Event
+        room = rec.capacity is not None and state.episode is not None \
+            and state.episode.capacity != rec.capacity
+        if not counted and not room:
+            return state  # a condition record or a bind: nothing of it is kept
         new = _remembered(state, key)
-        if not rec.from_condition and rec.status != "Bound":  # a FailedScheduling Event
+        if counted:
             new.storm = episode.count_attempt(state.storm, rec.at)
-        if rec.capacity is not None and state.episode is not None \
-                and state.episode.capacity != rec.capacity:
+        if room and state.episode is not None:
             new.episode = state.episode._replace(capacity=rec.capacity)
         return new
     new = _remembered(state, key)

@@ -380,3 +380,12 @@ def command(state: GangState, type_: str, expected: str | None, representative: 
     }
     state.commands = replace(state.commands, epoch=epoch)
     return state, cmd
+
+
+def activate_gang(state: GangState, reason: str, at: int) -> tuple[GangState, dict[str, Any]]:
+    """``command`` ``ActivateGang`` for the gang's group (``reason``: ``PreemptionDone``, rule
+    PR7; ``MembersStranded``, rule ST5): no compare-and-swap (``expected_representative``
+    ``null``), the group's current representative or ``""``; the shim activates the group's
+    pending members (docs/shim.md, "Activated")."""
+    return command(state, "ActivateGang", None, state.commands.representative or "", reason,
+                   at, None)

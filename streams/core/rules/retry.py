@@ -31,8 +31,8 @@ from ..settings import FoldSettings, Output
 from ..state import GangState, Member
 from ..text import listing
 from ..timefmt import format_time
-from .base import (Decision, Reason, Rule, Step, TimerRule, command, diagnostic, facts_digest,
-                   listed, plural, reason_of)
+from .base import (Decision, Reason, Rule, Step, TimerRule, activate_gang, diagnostic,
+                   facts_digest, listed, plural, reason_of)
 from .preemption import preemption_live
 
 NAMES_SHOWN = 5
@@ -118,8 +118,7 @@ def warn_stalled(state: GangState, at: int,
         return state, out
     out.append(diagnostic(state, AWAITING, facts, at, facts_id=facts_digest(facts)))
     if facts["activated"]:
-        rep = state.commands.representative or ""
-        state, cmd = command(state, "ActivateGang", None, rep, "PreemptionDone", at, None)
+        state, cmd = activate_gang(state, "PreemptionDone", at)
         out.append(cmd)
     return state, out
 

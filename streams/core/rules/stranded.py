@@ -17,8 +17,8 @@ from ..records import CycleObserved, GangRecord, PodObserved
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member, refused_member
 from ..timefmt import format_time
-from .base import (Decision, Reason, Rule, Step, TimerRule, command, diagnostic, emit_digests,
-                   listed, plural, reason_of)
+from .base import (Decision, Reason, Rule, Step, TimerRule, activate_gang, diagnostic,
+                   emit_digests, listed, plural, reason_of)
 from .hold import GATED_NAMES_SHOWN
 from .topology import NO_TOPOLOGY
 
@@ -193,9 +193,7 @@ def warn_stranded(state: GangState, at: int) -> tuple[GangState, list[dict[str, 
             state.emitted = {**state.emitted, "GangMembersStranded": digest}
             if facts.get("activated"):
                 # ST5: the shim activates them (Handle.Activate), PreEnqueue runs again
-                state, cmd = command(state, "ActivateGang", None,
-                                     state.commands.representative or "", "MembersStranded",
-                                     at, None)
+                state, cmd = activate_gang(state, "MembersStranded", at)
                 out.append(cmd)
     return state, out
 
