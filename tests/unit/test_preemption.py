@@ -210,3 +210,35 @@ def test_a_late_preempted_event_tells_its_own_time_and_settles_on_the_folds_cloc
         ("GangPreempting", format_time(at(42.1)))]
     assert [v["preempted_at"] for v in out[0]["facts"]["victims"]] == [
         format_time(at(1.0)), format_time(at(1.1))]
+
+
+def test_a_preemption_that_cannot_make_the_gang_fit_is_not_told_as_one_it_waits_for():
+    """Rule PR8 (a new user's run: 3 x 1 GPU at high priority on 2 GPUs held by two
+    low-priority pods). Gang ns/g of minMember 3, each member 1 GPU; the cluster has 2 GPUs
+    allocatable (ROOM_0): 3000 milli-GPUs to place against 2000 the cluster could ever free,
+    so no preemption can make it fit (capacity.cannot_fit). The scheduler still preempts v-0
+    and v-1 (grace 30 s) at t=1.0/1.1; they are gone at t=31/31.2; a failure with no victims
+    left at t=32. No ``GangPreempting`` ("the gang binds once the victims are gone" would be
+    false); the episode's ``GangUnschedulable`` is told at its settle time (t=0.5 + 10 s)
+    while the victims terminate, and ``GangPreemptionWasted`` once they are gone (then the
+    episode's new facts: g-2 failed too)."""
+    recs: list = [member(f"g-{i}", 0, min_available="3") for i in range(3)]
+    recs += [failed("g-0", 0.5, 1, GPU, None)]
+    recs += [preempted("v-0", "node-a", "g-0", 1.0), preempted("v-1", "node-b", "g-1", 1.1)]
+    for i in range(2, 30):
+        recs.append(failed("g-0" if i % 2 else "g-1", 1.5 + i, i, TERMINATING,
+                           "victims-terminating"))
+    midway = folded(recs[:20])
+    from streams.core.explain import findings
+
+    assert [f["reason"] for f in findings(midway)] == ["GangUnschedulable"]
+    recs += [preempted("v-0", "node-a", "g-0", 31.0, type_="Deleted"),
+             preempted("v-1", "node-b", "g-1", 31.2, type_="Deleted"),
+             failed("g-2", 32, 40, NO_VICTIMS, "no-victims")]
+    out = diagnostics(fold_records(recs, 60))
+    assert [(d["reason"], d["observed_at"]) for d in out] == [
+        ("GangUnschedulable", format_time(at(10.5))),
+        ("GangPreemptionWasted", format_time(at(32))),
+        ("GangUnschedulable", format_time(at(32)))]  # g-2 now among the unfit: new facts
+    assert "preemption cannot make room" in out[0]["message"] or \
+        "freeing capacity cannot make room" in out[0]["message"], out[0]["message"]

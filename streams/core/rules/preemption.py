@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import episode as episodes
 from .. import preemption as preemptions
-from ..capacity import format_quantity
+from ..capacity import cannot_fit, format_quantity
 from ..native import KOORDINATOR, KUBE_SCHEDULER, gang_text, min_name, scheduler_of
 from ..settings import FoldSettings, Output
 from ..state import GangState, Member
@@ -130,7 +131,8 @@ def preemption_finding(state: GangState) -> dict[str, Any] | None:
     if p is None or not state.members \
             or (spec is not None and state.bound >= max(spec.min_member, 1)):
         return None
-    found = preempting_finding(p, state.gang, spec.min_member if spec else None)
+    found = None if futile(state) else \
+        preempting_finding(p, state.gang, spec.min_member if spec else None)
     if found is not None:
         return found
     if p.wasted_at is not None and state.episode is not None:
@@ -173,6 +175,27 @@ def preemption_live(state: GangState) -> bool:
         and not (spec is not None and state.bound >= max(spec.min_member, 1))
 
 
+def futile(state: GangState) -> bool:
+    """Rule PR8: the gang's failure episode proves it cannot fit even once preemption evicted
+    every pod it may (``capacity.cannot_fit``, rule PR4, over the episode's ``shortfall``), so
+    its preemption cannot make it bind: no ``GangPreempting`` ("the gang binds once the
+    victims are gone" would be false; seen by a new user: 3 x 1 GPU at high priority on 2 GPUs
+    held by low-priority pods), no ``GangAwaitingRetry``, and its ``GangUnschedulable`` is not
+    held back while the victims terminate (``unschedulable_after``); the waste is told once
+    they are gone (PR6)."""
+    ep, spec = state.episode, state.spec
+    if ep is None or spec is None:
+        return False
+    short = episodes.shortfall_of(episodes.episode_facts(ep, spec.min_member, state.bound))
+    return short is not None and cannot_fit(short)
+
+
+def unschedulable_after(state: GangState) -> int | None:
+    """``preemption.unschedulable_after`` of the gang's preemption, ``None`` (no say) for a
+    futile one (``futile``): not before when ``GangUnschedulable`` may be told."""
+    return None if futile(state) else preemptions.unschedulable_after(state.preemption)
+
+
 def _preempting_facts(state: GangState) -> dict[str, Any] | None:
     spec = state.spec
     return preemptions.preempting_facts(state.preemption, spec.min_member if spec else None)
@@ -183,8 +206,9 @@ def preemption_due(state: GangState) -> int | None:
     preempting_due``, ``preemption.wasted_due``), the earlier; ``None`` when neither is."""
     if not preemption_live(state):
         return None
-    due = [d for d in (preemptions.preempting_due(state.preemption),
-                       preemptions.wasted_due(state.preemption, state.episode)) if d is not None]
+    preempting = None if futile(state) else preemptions.preempting_due(state.preemption)
+    due = [d for d in (preempting, preemptions.wasted_due(state.preemption, state.episode))
+           if d is not None]
     return min(due) if due else None
 
 
@@ -210,7 +234,7 @@ def warn_preemption(state: GangState, at: int) -> tuple[GangState, list[dict[str
         return state, out
     facts = _preempting_facts(state)
     due = preemptions.preempting_due(p)
-    if facts is not None and due is not None and due <= at:
+    if facts is not None and due is not None and due <= at and not futile(state):
         shown = {**facts, "nominated": dict(p.nominated)}
         out.append(diagnostic(state, PREEMPTING, shown, at,
                               facts_id=facts_digest(facts)))

@@ -33,7 +33,7 @@ from ..text import listing
 from ..timefmt import format_time
 from .base import (Decision, Reason, Rule, Step, TimerRule, activate_gang, diagnostic,
                    facts_digest, listed, plural, reason_of)
-from .preemption import preemption_live
+from .preemption import futile, preemption_live
 
 NAMES_SHOWN = 5
 """Victims and waiting members a message names at most (the rest counted)."""
@@ -74,7 +74,9 @@ AWAITING: Reason = Reason("GangAwaitingRetry", "Warning", _message, _unblock)
 
 
 def _live(state: GangState) -> bool:
-    return state.scheduler == KOORDINATOR and preemption_live(state)
+    """A Koordinator gang whose preemption may be told and could make it bind (a futile one,
+    ``rules.preemption.futile``, is told as wasted, PR6)."""
+    return state.scheduler == KOORDINATOR and preemption_live(state) and not futile(state)
 
 
 def stalled_facts(state: GangState) -> dict[str, Any] | None:

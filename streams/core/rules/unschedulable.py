@@ -58,7 +58,7 @@ def unschedulable_due(state: GangState, settings: FoldSettings) -> int | None:
     ep = state.episode
     if facts is None or ep is None:
         return None
-    after = preemptions.unschedulable_after(state.preemption)  # PR2: not while it waits
+    after = preemption_rules.unschedulable_after(state)  # PR2: not while it waits
     if after == preemptions.NEVER:
         return None
     if ep.emitted_at is None:
@@ -82,7 +82,7 @@ def warn_unschedulable(state: GangState, at: int, settings: FoldSettings,
     out: list[dict[str, Any]] = []
     facts = unschedulable_facts(state)
     ep = state.episode
-    after = preemptions.unschedulable_after(state.preemption)
+    after = preemption_rules.unschedulable_after(state)
     if facts is None or ep is None or (after is not None and at < after):
         return state, out  # PR2: a gang waiting for its victims is not short of capacity
     digest = facts_digest(facts)
@@ -126,7 +126,7 @@ def episode_finding(state: GangState) -> dict[str, Any] | None:
     if facts is None or ep is None \
             or not episodes.is_open(ep, state.clock, quiet_micros(
                 state.gang, int(QUIET_SECONDS * 1_000_000))) \
-            or preemptions.unschedulable_after(state.preemption) == preemptions.NEVER:
+            or preemption_rules.unschedulable_after(state) == preemptions.NEVER:
         return None  # a preemption in progress, or no attempt since it made room (PR7)
     shown = {**facts, "since": format_time(ep.since), "rounds": ep.rounds,
              "attempts_per_minute": episodes.per_minute(state.storm, state.clock),
