@@ -358,12 +358,13 @@ def format_gangs(rows: list[dict[str, Any]], clusters: bool = False) -> str:
 
 
 FLEET_HEADERS = ("CLUSTER", "GANGS", "NOTINITIALIZED", "GATHERING", "READY", "SCHEDULING",
-                 "SCHEDULED", "OTHER", "WARNINGS", "STORM", "LAST TICK")
+                 "SCHEDULED", "DEGRADED", "OTHER", "WARNINGS", "STORM", "LAST TICK")
 
 
 def format_fleet(rows: list[dict[str, Any]]) -> str:
     """``get fleet``: one line per cluster (``streams.query.answers.fleet_summary``): its
-    gangs, their count by phase (``OTHER``: ``Finished``), ``WARNINGS`` the gangs with an open
+    gangs, their count by phase (``DEGRADED``: scheduled, then short of minMember after
+    losing members; ``OTHER``: ``Finished``), ``WARNINGS`` the gangs with an open
     Warning finding, ``STORM`` the scheduler's FailedScheduling Events per minute summed over
     the cluster's gangs, ``LAST TICK`` how far its watch producer's latest tick is behind the
     latest of any cluster (``0s behind``; ``<none>`` for a cluster whose producer was not heard:
@@ -375,7 +376,8 @@ def format_fleet(rows: list[dict[str, Any]]) -> str:
     return table(FLEET_HEADERS,
                  ([r["cluster"], r["gangs"], r["phases"]["NotInitialized"],
                    r["phases"]["Gathering"], r["phases"]["Ready"], r["phases"]["Scheduling"],
-                   r["phases"]["Scheduled"], r["phases"]["other"], r["warning_gangs"],
+                   r["phases"]["Scheduled"], r["phases"]["Degraded"], r["phases"]["other"],
+                   r["warning_gangs"],
                    r["failed_events_per_minute"], last_tick(r)] for r in rows))
 
 
@@ -697,7 +699,7 @@ def get() -> None:
 @namespace_options
 @click.option("--phase", default=None,
               help="only gangs in this phase (NotInitialized, Gathering, Ready, Scheduling, "
-                   "Scheduled, Finished, Deleted)")
+                   "Scheduled, Degraded, Finished, Deleted)")
 @scheduler_option
 @cluster_options(all_clusters=True)
 @source_options

@@ -572,6 +572,7 @@ def record_history(before: GangState, after: GangState, cause: str | GangRecord,
             and before.spec_source == after.spec_source \
             and before.spec_settings is after.spec_settings \
             and before.ever_scheduled == after.ever_scheduled \
+            and before.lost is after.lost \
             and before.deleted_at == after.deleted_at \
             and not _refused_ack(before, after, cause):
         return after  # nothing the entry tells of (phase included) has changed

@@ -68,8 +68,9 @@ def kept(m: "Member") -> bool:
 
 
 def alive(m: "Member") -> bool:
-    """A member that runs or may still run: not terminating and not terminated."""
-    return not m.terminating and m.phase not in TERMINATED
+    """A member that runs or may still run: not terminating and not terminated
+    (``Member.alive``)."""
+    return m.alive
 
 
 def loss_of(before: "GangState", state: "GangState", rec: GangRecord) -> str | None:

@@ -63,6 +63,12 @@ class Member(NamedTuple):
         return self.node is None and not self.terminating and self.phase in ("Pending", "")
 
     @property
+    def alive(self) -> bool:
+        """True for a pod that runs or may still run: not terminating and not terminated
+        (phase neither ``Succeeded`` nor ``Failed``)."""
+        return not self.terminating and self.phase not in ("Succeeded", "Failed")
+
+    @property
     def gated(self) -> bool:
         """True for an unbound pod with scheduling gates: the scheduler cannot bind it until its
         gates are removed (kube-apiserver refuses the binding of a pod with
@@ -686,9 +692,12 @@ class GangState:
     @property
     def phase(self) -> str:
         """One of ``NotInitialized``, ``Gathering``, ``Ready``, ``Scheduling``, ``Scheduled``,
-        ``Finished``, ``Deleted`` (contracts.md, ``gangstate fold``). ``Deleted`` is terminal
-        until a pod or a PodGroup of the gang appears again: the last pod of a gang without a
-        PodGroup, or the PodGroup of a gang without pods, was deleted (``deleted_at``)."""
+        ``Degraded``, ``Finished``, ``Deleted`` (contracts.md, ``gangstate fold``). ``Deleted``
+        is terminal until a pod or a PodGroup of the gang appears again: the last pod of a gang
+        without a PodGroup, or the PodGroup of a gang without pods, was deleted
+        (``deleted_at``). ``Degraded``: the gang was scheduled and then lost members (deleted
+        or failed while bound, ``streams.core.lost``) so that fewer than minMember hold their
+        place, while a member is still alive; a gang going away as a whole is not degraded."""
         if self.deleted_at is not None:
             return "Deleted"
         spec = self.spec
@@ -696,6 +705,8 @@ class GangState:
             return "Finished"
         if spec is None:
             return "NotInitialized"
+        if self.lost.entries and any(m.alive for m in self.members.values()):
+            return "Degraded"
         if is_composite(self.gang):  # NG6: its children are the gangs; it counts them ready
             return "Ready" if ready_children(self) >= spec.min_member else "Gathering"
         if self.n_bound >= max(spec.min_member, 1) and self.members:

@@ -25,8 +25,8 @@ from streams.core.native import KUBE_SCHEDULER, SCHEDULERS, composite_key, gang_
 from streams.core.state import GangState, as_of, summary
 from streams.core.timefmt import format_time
 
-PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Finished",
-          "Deleted")
+PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Degraded",
+          "Finished", "Deleted")
 """Every value of ``GangState.phase`` (contracts.md, ``gangstate fold``)."""
 HIDDEN_PHASES = ("Deleted",)
 """Phases ``gang_rows`` leaves out unless asked for by name: a deleted gang is not a live gang
@@ -35,7 +35,7 @@ HIDDEN_PHASES = ("Deleted",)
 ROW_FIELDS = ("scheduler", "phase", "members", "bound", "waiting", "min_member",
               "representative")
 
-FLEET_PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled")
+FLEET_PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Degraded")
 """The phases ``fleet_summary`` counts in columns of their own; the others but ``Deleted``
 (``Finished``) are counted under ``"other"``."""
 
@@ -215,7 +215,7 @@ def fleet_summary(gangs: Iterable[tuple[str, GangState]],
                   heard: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
     """One row per cluster of the ``(key, state)`` pairs ``gangs``, sorted by cluster id:
     ``{"cluster", "gangs", "phases": {"NotInitialized", "Gathering", "Ready", "Scheduling",
-    "Scheduled", "other"}, "warning_gangs", "warnings", "failed_events_per_minute",
+    "Scheduled", "Degraded", "other"}, "warning_gangs", "warnings", "failed_events_per_minute",
     "last_tick", "tick_behind_seconds"}``.
 
     The cluster is the key's (``streams.core.cluster.cluster_of_key``). ``Deleted`` gangs (the

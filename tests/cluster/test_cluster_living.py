@@ -25,8 +25,8 @@ from kubernetes.client.exceptions import ApiException
 from streams.dev.localcluster import Chain, create_namespace, gang_pod, pod_events
 from tests.cluster.kube import (delete_and_record, gangstate_events, record_scenario,
                                 scheduler_events, wait_for)
-from tests.cluster.test_cluster_scenarios import (describe, scheduler_log_lines,
-                                                 wait_gangstate_reasons)
+from tests.cluster.test_cluster_scenarios import (describe, explain, explain_fields,
+                                                 scheduler_log_lines, wait_gangstate_reasons)
 
 LOW, HIGH = "gangstate-low", "gangstate-high"
 #: the priority of gangstate-high, never preempting: never nominated (KS
@@ -387,8 +387,7 @@ def test_the_member_left_over_when_min_member_is_lowered_is_explained_on_its_own
     when it was rejected with its gang). explain says so: scheduled on its own, and either
     waiting for that retry or held at Filter by its own fit error, no other member having to
     fit with it; never that nothing holds it (the new-user trial's finding)."""
-    from tests.cluster.test_cluster_scenarios import (PODGROUP_LABEL, create, explain,
-                                                      explain_fields, podgroup)
+    from tests.cluster.test_cluster_scenarios import PODGROUP_LABEL, create, podgroup
 
     ns = "live-lowered"
     create_namespace(core_v1, ns)
@@ -454,6 +453,9 @@ def test_a_member_lost_after_the_gang_was_scheduled(chain: Chain,
         f"the gang group was once satisfied, so it is scheduled on its own as soon as it fits, "
         f"without waiting for minMember; a pod without a controller is created again by no "
         f"one"))]
+    # the gang reads Degraded, not Gathering, with its remaining member bound
+    fields = explain_fields(explain(chain, f"{ns}/w-0"))
+    assert fields["Gang"].startswith(f"{ns}/w (Degraded: 1 of minMember 2 pods, 1 bound"), fields
     # a replacement is scheduled on its own (once-satisfied, rule M2) and the gang is whole
     core_v1.create_namespaced_pod(ns, gang_pod(ns, "w-2", gang="w", min_available=2))
     wait_phase(core_v1, chain, ns, ["w-0", "w-2"], "Running")

@@ -82,13 +82,13 @@ def test_21_clusters_are_20_and_other() -> None:
     """21 clusters c00..c20, one Gathering gang each: c00..c19 (the first 20 in id order) have
     their own series, c20's gang is counted under other: gangstate_gangs{cluster="other",
     phase="Gathering"} = 1, and its one held pod under other too. Every labelled cluster and
-    other have every scheduler x phase series (zeros included): 21 x 2 x 7 = 294."""
+    other have every scheduler x phase series (zeros included): 21 x 2 x 8 = 336."""
     got = samples(TableCollector(fleet(21)))
     labelled = {f"c{i:02d}" for i in range(20)}
     assert clusters_of(got, "gangstate_gangs") == labelled | {"other"}
     assert clusters_of(got, "gangstate_pods_held_preenqueue") == labelled | {"other"}
     assert len([k for k in got if k[0] == "gangstate_gangs"]) == 21 * len(SCHEDULERS) * len(
-        PHASES) == 294
+        PHASES) == 336
     assert len([k for k in got if k[0] == "gangstate_pods_held_preenqueue"]) == 21 * len(
         SCHEDULERS) * len(HELD_REASONS)
     for cluster in ("c00", "c19", "other"):

@@ -229,15 +229,15 @@ def test_the_fleet_summary_of_the_fleet(states) -> None:
     assert fleet_summary(states.items()) == [
         {"cluster": "default", "gangs": 1,
          "phases": {"NotInitialized": 0, "Gathering": 1, "Ready": 0, "Scheduling": 0,
-                    "Scheduled": 0, "other": 0},
+                    "Scheduled": 0, "Degraded": 0, "other": 0},
          "warning_gangs": 1, "warnings": 1, "failed_events_per_minute": 0, **NOT_HEARD},
         {"cluster": "eu-1", "gangs": 3,
          "phases": {"NotInitialized": 0, "Gathering": 0, "Ready": 1, "Scheduling": 0,
-                    "Scheduled": 1, "other": 1},
+                    "Scheduled": 1, "Degraded": 0, "other": 1},
          "warning_gangs": 0, "warnings": 0, "failed_events_per_minute": 0, **NOT_HEARD},
         {"cluster": "us-2", "gangs": 2,
          "phases": {"NotInitialized": 1, "Gathering": 0, "Ready": 0, "Scheduling": 1,
-                    "Scheduled": 0, "other": 0},
+                    "Scheduled": 0, "Degraded": 0, "other": 0},
          "warning_gangs": 2, "warnings": 2, "failed_events_per_minute": 42, **NOT_HEARD}]
 
 
@@ -496,10 +496,10 @@ def test_explain_pod_picks_the_pod_of_the_cluster(capsys, monkeypatch, trace) ->
 
 
 FLEET = """\
-CLUSTER   GANGS   NOTINITIALIZED   GATHERING   READY   SCHEDULING   SCHEDULED   OTHER   WARNINGS   STORM   LAST TICK
-default   1       0                1           0       0            0           0       1          0       <none>
-eu-1      3       0                0           1       0            1           1       0          0       <none>
-us-2      2       1                0           0       1            0           0       2          42      <none>
+CLUSTER   GANGS   NOTINITIALIZED   GATHERING   READY   SCHEDULING   SCHEDULED   DEGRADED   OTHER   WARNINGS   STORM   LAST TICK
+default   1       0                1           0       0            0           0          0       1          0       <none>
+eu-1      3       0                0           1       0            1           0          1       0          0       <none>
+us-2      2       1                0           0       1            0           0          0       2          42      <none>
 """
 
 
@@ -512,16 +512,16 @@ def test_get_fleet(capsys, trace) -> None:
     assert doc["clusters"][2] == {
         "cluster": "us-2", "gangs": 2,
         "phases": {"NotInitialized": 1, "Gathering": 0, "Ready": 0, "Scheduling": 1,
-                   "Scheduled": 0, "other": 0},
+                   "Scheduled": 0, "Degraded": 0, "other": 0},
         "warning_gangs": 2, "warnings": 2, "failed_events_per_minute": 42, **NOT_HEARD}
     # 03:42:29: the Events of 03:41:27-28 are more than 60 s back, the last two (03:41:41,
     # items 3116 and 3126) are not; 03:42:42: none is left
     status, out, _ = run(capsys, "get", "fleet", "--from", trace, "--at",
                          "2026-12-01T03:42:29Z")
-    assert words(out)[3] == ["us-2", "2", "1", "0", "0", "1", "0", "0", "2", "2", "<none>"]
+    assert words(out)[3] == ["us-2", "2", "1", "0", "0", "1", "0", "0", "0", "2", "2", "<none>"]
     status, out, _ = run(capsys, "get", "fleet", "--from", trace, "--at",
                          "2026-12-01T03:42:42Z")
-    assert words(out)[3] == ["us-2", "2", "1", "0", "0", "1", "0", "0", "2", "0", "<none>"]
+    assert words(out)[3] == ["us-2", "2", "1", "0", "0", "1", "0", "0", "0", "2", "0", "<none>"]
     status, out, err = run(capsys, "get", "fleet", "--from", trace, "--at",
                            "2026-12-01T03:00:00Z")
     assert (status, out, err) == (0, "", "No gangs found.\n")

@@ -193,3 +193,37 @@ def test_explain_pod_on_the_member_left_bound_says_the_gang_lost_members() -> No
     assert [(r["reason"], r["facts"]) for r in answer["reasons"]] == [
         ("GangMembersLost", {"lost": {"g-1": "failed (Evicted)"}, "remaining": 1,
                              "min_member": 2, "match_policy": "once-satisfied"})]
+
+
+@pytest.mark.parametrize("name,phase", [
+    # g-1 deleted at 10: 1 of minMember 2 holds its place, g-0 still runs
+    ("member deleted", "Degraded"),
+    ("member evicted by the kubelet", "Degraded"),
+    # g-0 Succeeded, g-1 failed, g-2 (replacement) pending and alive: still short
+    ("a finished member is not lost", "Degraded"),
+    # no member alive (one Succeeded, one Failed): the job is over, not degraded
+    ("a finished member and a failed one", "Scheduled"),
+    # 2 of 2 bound again at t=30
+    ("replaced after the warning", "Scheduled"),
+    # the whole job deleted (no PodGroup): the gang is deleted, not degraded
+    ("whole gang deleted one by one", "Deleted"),
+    # 3 bound of minMember 2, one lost: still 2
+    ("a loss above minMember", "Scheduled"),
+])
+def test_the_phase_of_a_gang_that_lost_members(name: str, phase: str) -> None:
+    """``GangState.phase`` at t=60 of the scenarios above: ``Degraded`` while fewer than
+    minMember hold their place and a member is alive (before, such a gang read
+    ``Gathering`` with all its remaining members bound); ``Scheduled`` again once restored."""
+    records, _ = SCENARIOS[name]
+    store: dict = {}
+    fold_records(records, 60, store=store)
+    assert store["ns/g"].phase == phase
+
+
+def test_the_history_tells_when_a_gang_became_degraded() -> None:
+    """g-1 failed (Evicted) at t=10 keeps its node, so the counts the history compares do
+    not change: the entry of that record still tells ``phase Scheduled -> Degraded``."""
+    store: dict = {}
+    fold_records(scheduled() + [failed("g-1", 10, "Evicted")], 20, store=store)
+    changes = [e[1] for e in store["ns/g"].history]
+    assert any("phase Scheduled -> Degraded" in c for c in changes), changes
