@@ -440,6 +440,33 @@ def test_a_member_refused_while_held_and_left_out_of_the_round_is_stranded():
         "PreEnqueue", ["GangMembersStranded"])
 
 
+def test_before_it_is_told_stranded_explain_says_the_member_was_refused_not_that_nothing_holds_it(
+        ) -> None:
+    """The same gang at t=60, before the warning (t=131): the gang reads Scheduled (2 of 2
+    bound, once satisfied), but p2 is not free to go: refused at PreEnqueue at its creation
+    (t=2, no Event) and left out of the round that ran at t=11 (p0's attempt). explain says
+    so, held at PreEnqueue, instead of 'no gang condition holds it' and GangOnceSatisfied
+    (a new user's run saw that during the wait)."""
+    _, store = run(_late_podgroup(_bound("p0", 11) + _bound("p1", 11.5)), 60)
+    why = why_pod(store["ns/g"], "ns/p2")
+    assert (why["gang_phase"], why["held_at"], why["held_by"]) == (
+        "Scheduled", "PreEnqueue", "Coscheduling, refused earlier")
+    assert [(r["reason"], r["facts"]) for r in why["reasons"]] == [
+        ("RefusedAtPreEnqueue", {"refused_at": format_time(at(2)), "gang_group": "ns/g"})]
+    assert why["reasons"][0]["message"] == (
+        f"the pod was refused at PreEnqueue at {format_time(at(2))} (no Event) and not "
+        f"attempted since: it waits among the unschedulable pods until a round of gang group "
+        f"ns/g hands it out, which no cluster event triggers; koord-scheduler runs PreEnqueue "
+        f"again otherwise only for a pod being created")
+    assert why["unblock"] == [
+        f"a round of gang group ns/g ran at {format_time(at(11))} and did not hand it out: "
+        f"unless a later one does, gangstate tells GangMembersStranded; to move it now, "
+        f"delete ns/p2 so that its controller creates it again (or create it again yourself): "
+        f"koord-scheduler runs PreEnqueue again only for a pod being created"]
+    # the members bound are not held
+    assert why_pod(store["ns/g"], "ns/p0")["held_at"] is None
+
+
 def test_with_a_shim_the_stranded_member_is_activated():
     """Rule ST5: the same gang with a scheduler shim reporting it (its PreEnqueue refusal of p2
     at t=2, ``gang has not init``): at t=131 ``GangMembersStranded`` says gangstate has the shim

@@ -224,16 +224,52 @@ def why(state: GangState, member: Member) -> dict[str, Any] | None:
     (``stranded_finding``): at ``PreEnqueue``, refused earlier and not retried; only a pod
     created again runs PreEnqueue again (ST1). ``None`` otherwise."""
     stranded = stranded_finding(state)
-    if stranded is None or member.name not in stranded["facts"]["stranded"]:
-        return None
     delete = (f"delete {state.namespace}/{member.name} so that its controller creates it "
               f"again (or create it again yourself): koord-scheduler runs PreEnqueue again "
               f"only for a pod being created")
+    if stranded is None or member.name not in stranded["facts"]["stranded"]:
+        return _refused_why(state, member, delete)
     if stranded["facts"].get("activated"):
         delete = ("nothing to do: gangstate asked the scheduler shim to activate it "
                   "(ActivateGang), which runs PreEnqueue again; if it stays Pending, " + delete)
     return {"held_at": "PreEnqueue", "held_by": "Coscheduling, refused earlier and not retried",
             "reasons": [reason_of(stranded)], "unblock": [delete]}
+
+
+REFUSED = "RefusedAtPreEnqueue"
+"""The reason ``explain`` gives a member refused at PreEnqueue and not attempted since, before
+``GangMembersStranded`` is told (or when it cannot be: no round ran yet)."""
+
+
+def _refused_why(state: GangState, member: Member, delete: str) -> dict[str, Any] | None:
+    """Why a member that ``stranded_members`` names is held before it is told stranded, once a
+    round of its gang group ran since the hold ended (``released_attempted``) without handing
+    it out: it was refused at PreEnqueue (``Member.refused_at``; the refusal writes no Event,
+    ST1) and waits in the scheduling queue's unschedulable pods until a round hands it out
+    (NextPod) or it is created again. A gang that went ahead without it reads as scheduled
+    meanwhile, and before this explain said nothing held it. ``None`` for any other member
+    (before any round, ``NotYetAttempted`` says what is known)."""
+    ran = state.hold.released_attempted
+    if ran is None or member.refused_at is None or not member.pending \
+            or member.name not in stranded_members(state):
+        return None
+    group = state.gang_group
+    then = ("gangstate tells GangMembersStranded and has the scheduler shim activate it "
+            "(ActivateGang)" if state.shim_at is not None else
+            "gangstate tells GangMembersStranded")
+    wait = (f"a round of gang group {group} ran at {format_time(ran)} and did not hand it out: "
+            f"unless a later one does, {then}")
+    return {"held_at": "PreEnqueue", "held_by": "Coscheduling, refused earlier",
+            "reasons": [{
+                "reason": REFUSED,
+                "facts": {"refused_at": format_time(member.refused_at), "gang_group": group},
+                "message": (f"the pod was refused at PreEnqueue at "
+                            f"{format_time(member.refused_at)} (no Event) and not attempted "
+                            f"since: it waits among the unschedulable pods until a round of "
+                            f"gang group {group} hands it out, which no cluster event "
+                            f"triggers; koord-scheduler runs PreEnqueue again otherwise only "
+                            f"for a pod being created")}],
+            "unblock": [wait + f"; to move it now, {delete}"]}
 
 
 def _fire(state: GangState, due: int, settings: FoldSettings) -> tuple[GangState, list[Output]]:
