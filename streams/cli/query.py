@@ -61,6 +61,24 @@ class _NotYet(Unreachable):
 
 # -- sources: a worker's views, or the offline fold -------------------------------------------
 
+def _unknown_host(err: BaseException) -> str | None:
+    """The host of a request that failed because its name does not exist (``getaddrinfo``'s
+    ``EAI_NONAME``, which urllib3 reports as ``NameResolutionError``), else ``None``; a
+    temporary resolver failure (``EAI_AGAIN``) is no answer and stays retried."""
+    import socket
+    from urllib.parse import urlsplit
+
+    import urllib3.exceptions
+
+    reason = getattr(err.args[0], "reason", None) if err.args else None
+    if isinstance(reason, urllib3.exceptions.NameResolutionError):
+        cause = reason.__cause__
+        if isinstance(cause, socket.gaierror) and cause.errno == socket.EAI_NONAME:
+            url = getattr(getattr(err, "request", None), "url", None) or ""
+            return urlsplit(url).hostname or "?"
+    return None
+
+
 class ServerSource:
     """Documents from a running worker's HTTP views at ``base`` (``http://host:port``).
 
@@ -108,6 +126,11 @@ class ServerSource:
             resp = requests.get(url, params={k: v for k, v in (params or {}).items() if v},
                                 timeout=(min(3.0, left), left))
         except requests.RequestException as err:
+            host = _unknown_host(err)
+            if host is not None:  # a name no resolver knows: no retry mends it
+                raise QueryError(f"{self.where.split(';')[0]}: cannot resolve host {host!r} of "
+                                 f"{self.base} (no such name); give the worker's address, "
+                                 f"e.g. {DEFAULT_SERVER}", 1) from None
             raise _NotYet(type(err).__name__) from None
         try:
             body = resp.json()

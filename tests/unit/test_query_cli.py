@@ -302,6 +302,42 @@ def test_a_server_with_a_path_is_a_usage_error(capsys) -> None:
                                          "command adds /gangs, /fleet, ...)\n")
 
 
+def _resolver_says(monkeypatch, errno: int) -> None:
+    import socket
+
+    def getaddrinfo(host, *args, **kwargs):
+        raise socket.gaierror(errno, "from the test's resolver")
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def test_a_worker_host_no_resolver_knows_fails_at_once(capsys, monkeypatch) -> None:
+    """A host name that does not exist (EAI_NONAME) is no worker starting up: one line, exit
+    1, without the 30 s of retries (a new user waited them for a typo)."""
+    import socket
+
+    _resolver_says(monkeypatch, socket.EAI_NONAME)
+    status, out, err = run(capsys, "get", "gangs", "--server", "http://gangstate-wrker:6066")
+    assert (status, out, err) == (1, "", "gangstate get: --server: cannot resolve host "
+                                         "'gangstate-wrker' of http://gangstate-wrker:6066 (no "
+                                         "such name); give the worker's address, e.g. "
+                                         "http://127.0.0.1:6066\n")
+
+
+def test_a_temporary_resolver_failure_is_retried(monkeypatch) -> None:
+    """EAI_AGAIN (the resolver did not answer) may mend: it is a failed attempt, retried."""
+    import socket
+
+    import requests
+
+    from streams.cli.query import _unknown_host
+
+    for errno, expected in ((socket.EAI_AGAIN, None), (socket.EAI_NONAME, "w.example")):
+        _resolver_says(monkeypatch, errno)
+        with pytest.raises(requests.ConnectionError) as failed:
+            requests.get("http://w.example:6066/gangs", timeout=1)
+        assert _unknown_host(failed.value) == expected
+
+
 def test_good_worker_addresses_pass() -> None:
     from streams.cli.query import server_url_problem
 
