@@ -23,7 +23,7 @@ from streams.core.episode import per_minute
 from streams.core.explain import deletion, findings, why_pod
 from streams.core.native import KUBE_SCHEDULER, SCHEDULERS, composite_key, gang_key, split_gang
 from streams.core.state import GangState, as_of, summary
-from streams.core.timefmt import format_time
+from streams.core.timefmt import format_time, parse_time
 
 PHASES = ("NotInitialized", "Gathering", "Ready", "Scheduling", "Scheduled", "Degraded",
           "Finished", "Deleted")
@@ -88,6 +88,43 @@ def gang_rows(states: Iterable[GangState], namespace: str | None = None,
             and (scheduler is None or s.scheduler == scheduler)
             and (s.phase == phase if phase is not None else s.phase not in HIDDEN_PHASES)]
     return sorted(rows, key=lambda r: (r["cluster"], r["gang"]))
+
+
+def merged_gang_rows(parts: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The ``gang_rows`` answers of several workers (each over the gangs it owns, so no gang is
+    in two) as one answer: all rows, sorted by cluster, then gang id, as ``gang_rows`` sorts."""
+    return sorted((row for part in parts for row in part),
+                  key=lambda r: (r["cluster"], r["gang"]))
+
+
+def merged_fleet(parts: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The ``fleet_summary`` answers of several workers as one, sorted by cluster: a cluster's
+    rows are summed (``gangs``, each of ``phases``, ``warning_gangs``, ``warnings``,
+    ``failed_events_per_minute``: every worker counts the gangs it owns), its ``last_tick`` is
+    the latest any worker folded, and ``tick_behind_seconds`` is counted again from the latest
+    tick of any cluster in any answer (whole seconds; ``None`` for a cluster no worker heard).
+    E.g. ``eu-1`` with 2 gangs on one worker and 1 on another is one row of 3 gangs."""
+    rows: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for row in part:
+            mine = rows.get(row["cluster"])
+            if mine is None:
+                rows[row["cluster"]] = {**row, "phases": dict(row["phases"])}
+                continue
+            for field in ("gangs", "warning_gangs", "warnings", "failed_events_per_minute"):
+                mine[field] += row[field]
+            for phase, count in row["phases"].items():
+                mine["phases"][phase] = mine["phases"].get(phase, 0) + count
+            if row["last_tick"] is not None and (
+                    mine["last_tick"] is None
+                    or parse_time(row["last_tick"]) > parse_time(mine["last_tick"])):
+                mine["last_tick"] = row["last_tick"]
+    ticks = {c: parse_time(r["last_tick"]) for c, r in rows.items() if r["last_tick"]}
+    newest = max(ticks.values(), default=0)
+    for cluster, row in rows.items():
+        tick = ticks.get(cluster)
+        row["tick_behind_seconds"] = None if tick is None else (newest - tick) // 1_000_000
+    return [rows[c] for c in sorted(rows)]
 
 
 def history(state: GangState) -> list[dict[str, str]]:

@@ -6,10 +6,18 @@ the views on Faust's web server (on only with ``gangstate worker --http-port POR
 
 | path | answer |
 |---|---|
-| ``GET /gangs?namespace=NS&phase=PHASE&scheduler=S&cluster=C`` | ``{"gangs": [gang_row, ...]}`` of this worker's gangs of cluster ``C`` (default ``default``; ``all_clusters=1`` instead: every cluster's), sorted by cluster, then gang id; ``Deleted`` gangs only with ``phase=Deleted``; ``scheduler``: ``koord-scheduler`` or ``kube-scheduler`` (default both) |
+| ``GET /gangs?namespace=NS&phase=PHASE&scheduler=S&cluster=C`` | ``{"gangs": [gang_row, ...]}`` of the worker group's gangs of cluster ``C`` (default ``default``; ``all_clusters=1`` instead: every cluster's), sorted by cluster, then gang id; ``Deleted`` gangs only with ``phase=Deleted``; ``scheduler``: ``koord-scheduler`` or ``kube-scheduler`` (default both) |
 | ``GET /gangs/{namespace}/{name}?cluster=C`` | ``gang_detail`` of the gang of cluster ``C`` (default ``default``): ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner of its key) |
-| ``GET /pods/{namespace}/{name}/why?gang=NS/NAME&cluster=C`` | ``why_pod`` of the pod of cluster ``C`` (default ``default``; routed to the owner of ``gang``'s key; without ``gang``, the local gang of that cluster that has the pod) |
-| ``GET /fleet`` | ``{"clusters": [fleet_summary row, ...]}``: one row per cluster of this worker's gangs, and per cluster whose watch producer's ticks it folded |
+| ``GET /pods/{namespace}/{name}/why?gang=NS/NAME&cluster=C`` | ``why_pod`` of the pod of cluster ``C`` (default ``default``; routed to the owner of ``gang``'s key; without ``gang``, the gang of that cluster that has the pod, this worker's or else the first other worker's that has it) |
+| ``GET /fleet`` | ``{"clusters": [fleet_summary row, ...]}``: one row per cluster of the worker group's gangs, and per cluster whose watch producer's ticks a worker folded |
+
+With several workers (one consumer group), ``/gangs``, ``/fleet`` and ``/why`` without ``gang``
+gather: the worker asked answers for the gangs it owns and asks every other worker of the group
+(the hosts of Faust's partition assignment, ``app.router.tables_metadata``) the same with
+``scope=local``, which answers for its own gangs only; the answers are merged
+(``streams.query.answers.merged_gang_rows``, ``merged_fleet``). A worker that does not answer
+makes the answer 503 (never a part of the fleet passed off as all of it); the query commands
+ask again. ``/metrics`` stays per worker (each is scraped).
 | ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
 | ``GET /readyz`` | ``ready`` (200) once the worker has its partitions and has recovered the table; else 503 ``not ready: REASON`` (and while it waits for Kafka, ``streams.worker.app.run_worker``) |
 
@@ -27,7 +35,8 @@ from streams.core.cluster import DEFAULT_CLUSTER, key_of
 from streams.core.state import GangState
 from streams.kafka.partitions import partition_of
 from streams.query.answers import (NotFound, check_cluster, explain_pod, fleet_summary,
-                                   gang_detail, gang_rows, in_cluster)
+                                   gang_detail, gang_rows, in_cluster, merged_fleet,
+                                   merged_gang_rows)
 
 if TYPE_CHECKING:  # pragma: no cover
     import faust
@@ -79,6 +88,70 @@ def cluster_param(query: Mapping[str, str], every: bool = False) -> str | None:
             raise ValueError("cluster and all_clusters exclude each other")
         return None
     return check_cluster(cluster or DEFAULT_CLUSTER)
+
+
+SCOPE = "scope"
+"""The query parameter a worker adds when it asks another worker of its group
+(``scope=local``): answer for your own gangs only, ask no one else."""
+PEER_TIMEOUT_SECONDS = 10.0
+"""How long a worker waits for another worker's answer before its own answer is 503."""
+
+
+def asked_by_a_peer(query: Mapping[str, str]) -> bool:
+    """True for a request with ``scope=local`` (another worker gathering answers)."""
+    return (query.get(SCOPE) or "") == "local"
+
+
+def _ident(url: str) -> tuple[str, int]:
+    from yarl import URL
+
+    parsed = URL(url)
+    return (parsed.host or "", parsed.port or 80)
+
+
+def peer_urls(app: "faust.App") -> list[str]:
+    """The advertised URLs (``canonical_url``) of the other workers of ``app``'s consumer
+    group that hold partitions of its tables, from the latest assignment (sorted); ``[]``
+    alone or before the first assignment."""
+    try:
+        hosts = app.router.tables_metadata()
+    except (AttributeError, KeyError):
+        return []
+    me = _ident(str(app.conf.canonical_url))
+    return sorted(url for url in hosts if _ident(url) != me)
+
+
+class PeerUnavailable(Exception):
+    """Another worker of the group did not answer (``str``: which and why, one line)."""
+
+
+async def ask_peers(app: "faust.App", path: str, query: Mapping[str, str]
+                    ) -> list[tuple[int, Any]]:
+    """``GET path?query&scope=local`` of every other worker (``peer_urls``), at once:
+    ``[(status, JSON body), ...]``. Raises ``PeerUnavailable`` when one cannot be reached,
+    does not answer within ``PEER_TIMEOUT_SECONDS``, or answers other than 200/404."""
+    import asyncio
+
+    import aiohttp
+
+    params = {**query, SCOPE: "local"}
+    timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT_SECONDS)
+
+    async def one(url: str) -> tuple[int, Any]:
+        try:
+            async with app.http_client.get(url.rstrip("/") + path, params=params,
+                                           timeout=timeout) as resp:
+                body = await resp.json(content_type=None)
+                if resp.status not in (200, 404):
+                    error = body.get("error") if isinstance(body, dict) else None
+                    raise PeerUnavailable(f"worker {url} answered {resp.status}: "
+                                          f"{error or 'no reason'}")
+                return resp.status, body
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as err:
+            raise PeerUnavailable(f"worker {url} did not answer ({type(err).__name__})"
+                                  ) from None
+
+    return list(await asyncio.gather(*(one(url) for url in peer_urls(app))))
 
 
 def active_owner(app: "faust.App", settings: "Settings") -> Callable[[str], bool]:
@@ -148,7 +221,8 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
     @app.page("/gangs", name="gangs")
     class GangList(View):
         """``GET /gangs?namespace=NS&phase=PHASE&scheduler=S&cluster=C`` (or
-        ``all_clusters=1``): this worker's gangs, sorted by cluster, then gang id."""
+        ``all_clusters=1``): the group's gangs (``scope=local``: this worker's), sorted by
+        cluster, then gang id."""
 
         async def get(self, request: Request) -> Response:
             query = request.query
@@ -158,6 +232,12 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
                                  cluster_param(query, every=True))
             except ValueError as err:
                 return self.error(400, str(err))
+            if not asked_by_a_peer(query):
+                try:
+                    rows = merged_gang_rows([rows] + [body["gangs"] for _, body in
+                                                      await ask_peers(app, "/gangs", query)])
+                except PeerUnavailable as err:
+                    return self.error(503, str(err))
             return self.json({"gangs": rows})
 
     @app.page("/gangs/{gang:[^/]+/[^/]+}", name="gang")
@@ -203,15 +283,31 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
                 return self.json(explain_pod(store if gang else local, pod, gang, clock,
                                              cluster))
             except NotFound as err:
-                return self.error(404, str(err))
+                if gang is not None or asked_by_a_peer(request.query):
+                    return self.error(404, str(err))
+                missing = str(err)
+            try:  # the pod's gang may be another worker's
+                for status, body in await ask_peers(app, request.url.path, request.query):
+                    if status == 200:
+                        return self.json(body)
+            except PeerUnavailable as err:
+                return self.error(503, str(err))
+            return self.error(404, missing)
 
     @app.page("/fleet", name="fleet")
     class Fleet(View):
-        """``GET /fleet``: ``fleet_summary`` of this worker's gangs, one row per cluster."""
+        """``GET /fleet``: ``fleet_summary`` of the group's gangs (``scope=local``: this
+        worker's), one row per cluster."""
 
         async def get(self, request: Request) -> Response:
-            return self.json({"clusters": fleet_summary(present(local), clock,
-                                                         None if heard is None else heard())})
+            rows = fleet_summary(present(local), clock, None if heard is None else heard())
+            if not asked_by_a_peer(request.query):
+                try:
+                    rows = merged_fleet([rows] + [body["clusters"] for _, body in
+                                                  await ask_peers(app, "/fleet", request.query)])
+                except PeerUnavailable as err:
+                    return self.error(503, str(err))
+            return self.json({"clusters": rows})
 
     @app.page("/readyz", name="readyz")
     class Ready(View):

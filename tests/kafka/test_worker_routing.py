@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -29,7 +31,7 @@ from streams.kafka.publishing import Publisher
 from streams.kafka.reading import wait_group_stable
 from streams.settings import Settings
 from streams.core.cluster import split_key
-from streams.query.answers import explain_pod, gang_detail
+from streams.query.answers import explain_pod, fleet_summary, gang_detail, gang_rows
 from streams.wire.contracts import parse_time
 from tests.fixtures.casecheck import handed_case_dirs
 from tests.fixtures.throughkafka import caught_up, offline, worker_run
@@ -57,9 +59,10 @@ def free_port_on_both() -> int:
 
 
 def local_gangs(base: str) -> set[str]:
-    """The keys of the gangs one worker owns, every cluster's (``/gangs`` lists only its
-    own)."""
-    rows = requests.get(base + "/gangs", params={"all_clusters": "1"}, timeout=10).json()
+    """The keys of the gangs one worker owns, every cluster's (``/gangs?scope=local``: what it
+    answers when another worker gathers)."""
+    rows = requests.get(base + "/gangs", params={"all_clusters": "1", "scope": "local"},
+                        timeout=10).json()
     return {row["gang"] if row["cluster"] == "default" else f"{row['cluster']}:{row['gang']}"
             for row in rows["gangs"]}
 
@@ -122,11 +125,38 @@ def test_a_view_is_answered_by_either_worker(tmp_path: Path,
                 assert answer.status_code == 200, (base, key, answer.text)
                 assert answer.json() == plain(gang_detail(state)), (base, key)
             for cluster in ("default", "eu-1"):
-                why = requests.get(f"{base}/pods/team-a/llm-pretrain-worker-0/why",
-                                   params={"gang": "team-a/llm-pretrain", "cluster": cluster},
-                                   timeout=10)
-                assert why.status_code == 200, (base, cluster, why.text)
-                assert why.json() == plain(explain_pod(expected.states,
-                                                       "team-a/llm-pretrain-worker-0",
-                                                       "team-a/llm-pretrain",
-                                                       cluster=cluster))
+                for gang in ("team-a/llm-pretrain", None):  # without gang: found by the pod
+                    why = requests.get(f"{base}/pods/team-a/llm-pretrain-worker-0/why",
+                                       params={"gang": gang or "", "cluster": cluster},
+                                       timeout=10)
+                    assert why.status_code == 200, (base, cluster, gang, why.text)
+                    assert why.json() == plain(explain_pod(expected.states,
+                                                           "team-a/llm-pretrain-worker-0",
+                                                           gang, cluster=cluster))
+        # the lists and the fleet are the group's, whichever worker is asked: it gathers the
+        # other's gangs (scope=local) and merges them; ticks without a cluster reached every
+        # partition, so both heard the default cluster at AT
+        everyone = plain(gang_rows(expected.states.values(), cluster=None))
+        fleet = plain(fleet_summary(expected.states.items(), heard={"default": AT}))
+        assert [r["gangs"] for r in fleet] == [5, 5]
+        for base in bases:
+            rows = requests.get(f"{base}/gangs", params={"all_clusters": "1"}, timeout=10)
+            assert rows.status_code == 200, (base, rows.text)
+            assert rows.json() == {"gangs": everyone}, base
+            eu = requests.get(f"{base}/gangs", params={"cluster": "eu-1"}, timeout=10).json()
+            assert [r["gang"] for r in eu["gangs"]] == sorted(
+                split_key(k)[1] for k in expected.states if k.startswith("eu-1:"))
+            answer = requests.get(f"{base}/fleet", timeout=10)
+            assert answer.status_code == 200, (base, answer.text)
+            assert answer.json() == {"clusters": fleet}, base
+        # a worker that does not answer (hung: stopped) makes the gathered answer 503 after
+        # PEER_TIMEOUT_SECONDS, never a part of the fleet passed off as all of it; it stays in
+        # the group's assignment until its Kafka session times out (60 s)
+        os.killpg(workers[1].worker.pid, signal.SIGSTOP)
+        try:
+            answer = requests.get(bases[0] + "/fleet", timeout=30)
+        finally:
+            os.killpg(workers[1].worker.pid, signal.SIGCONT)
+        assert answer.status_code == 503, answer.text
+        assert answer.json() == {"error": f"worker http://{ADDRESSES[1]}:{port} did not "
+                                          f"answer (TimeoutError)"}, answer.text
