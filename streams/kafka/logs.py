@@ -81,3 +81,60 @@ def limit_handlers(logger: logging.Logger | None = None,
         if not any(isinstance(f, RateLimitFilter) for f in handler.filters):
             handler.addFilter(limiter)
     return limiter
+
+
+COORDINATOR_LOGGER = "aiokafka.consumer.group_coordinator"
+"""The aiokafka logger that reports a failed group coordinator lookup (``log.error("Group
+Coordinator Request failed: %s", err)``, aiokafka ``consumer/group_coordinator.py``
+``ensure_coordinator_known``), then retries it when the error is retriable."""
+COORDINATOR_STARTING = (14, 15, 16)
+"""Kafka error codes of a group coordinator that is not there yet: ``COORDINATOR_LOAD_IN_PROGRESS``
+(14), ``COORDINATOR_NOT_AVAILABLE`` (15: on a new broker until ``__consumer_offsets`` exists),
+``NOT_COORDINATOR`` (16: it moved)."""
+COORDINATOR_GRACE_SECONDS = 30.0
+"""How long a run of such lookups may fail before its lines are written (seconds)."""
+
+
+class CoordinatorStartFilter(logging.Filter):
+    """A ``logging.Filter`` for ``COORDINATOR_LOGGER`` that drops its ``ERROR`` lines for a
+    coordinator not there yet (``COORDINATOR_STARTING``, retried by aiokafka) during the first
+    ``grace`` seconds of a run of them (``clock``: seconds, monotonic by default): a worker
+    started beside a new broker printed ``[ERROR] Group Coordinator Request failed: [Error
+    15] GroupCoordinatorNotAvailableError`` once and then ran normally. A run longer than
+    ``grace`` is a broker that has a problem: its lines are written (rate-limited as every
+    line). A record quiet for ``grace`` seconds starts a new run. Other records pass."""
+
+    def __init__(self, grace: float = COORDINATOR_GRACE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.grace = grace
+        self.clock = clock
+        self._run_start: float | None = None
+        self._last: float | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """``False`` to drop ``record``: a coordinator lookup failing for less than
+        ``grace`` seconds."""
+        args = record.args if isinstance(record.args, tuple) else ()
+        err = args[0] if args else None
+        if getattr(err, "errno", None) not in COORDINATOR_STARTING \
+                or not getattr(err, "retriable", False):
+            return True
+        now = self.clock()
+        if self._last is None or now - self._last > self.grace:
+            self._run_start = now
+        self._last = now
+        assert self._run_start is not None
+        return now - self._run_start >= self.grace
+
+
+def quiet_coordinator_start(grace: float = COORDINATOR_GRACE_SECONDS) -> CoordinatorStartFilter:
+    """Put a ``CoordinatorStartFilter`` on ``COORDINATOR_LOGGER`` (once) and return it."""
+    logger = logging.getLogger(COORDINATOR_LOGGER)
+    for existing in logger.filters:
+        if isinstance(existing, CoordinatorStartFilter):
+            return existing
+    found = CoordinatorStartFilter(grace)
+    logger.addFilter(found)
+    return found
+

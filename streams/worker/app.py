@@ -399,7 +399,7 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
     so without an answer in between)."""
     from prometheus_client import CollectorRegistry
 
-    from streams.kafka.logs import limited_handler
+    from streams.kafka.logs import limited_handler, quiet_coordinator_start
     from streams.kafka.publishing import ensure_topics
     from streams.kafka.waiting import Readiness, quiet_libraries
     from streams.runner import Component
@@ -434,6 +434,7 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(level)
     quiet_libraries()  # kafka-python (the topics' creation) says nothing the worker does not
+    quiet_coordinator_start()  # a new broker's coordinator comes within seconds: no ERROR
     worker = RateLimitedWorker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()  # raises SystemExit: 0 once stopped by a signal
     return 0

@@ -45,3 +45,33 @@ def test_kinds_are_told_apart_by_logger_level_and_template():
         "Unable connect to node with id 1: refused (1 more like this in the last 30 s)"]
     # seen once and quiet for longer than the interval: written again, nothing to count
     assert records(limiter, clock, [45]) == ["Unable connect to node with id 1: refused"]
+
+
+def test_a_coordinator_not_there_yet_is_quiet_for_its_grace_then_written() -> None:
+    """aiokafka logs ERROR ``Group Coordinator Request failed: [Error 15]
+    GroupCoordinatorNotAvailableError`` while a new broker creates ``__consumer_offsets``, and
+    retries. Failing lookups at t=0, 1, 29.9 s are dropped; at 30 s (a run of 30 s: a broker
+    with a problem) written; a later run (after 31 s of quiet) is quiet again; an error that
+    is not a coordinator's, or not retriable, always passes."""
+    import logging
+
+    import aiokafka.errors as errors
+
+    from streams.kafka.logs import COORDINATOR_LOGGER, CoordinatorStartFilter
+
+    now = [0.0]
+    quiet = CoordinatorStartFilter(grace=30, clock=lambda: now[0])
+
+    def record(err: Exception) -> logging.LogRecord:
+        return logging.LogRecord(COORDINATOR_LOGGER, logging.ERROR, __file__, 1,
+                                 "Group Coordinator Request failed: %s", (err,), None)
+
+    passed = []
+    for t in (0, 1, 29.9, 30, 40):
+        now[0] = t
+        passed.append(quiet.filter(record(errors.GroupCoordinatorNotAvailableError())))
+    assert passed == [False, False, False, True, True]
+    now[0] = 71.0  # 31 s after the last one: a new run
+    assert quiet.filter(record(errors.NotCoordinatorForGroupError())) is False
+    assert quiet.filter(record(errors.GroupAuthorizationFailedError())) is True
+    assert quiet.filter(record(errors.KafkaConnectionError())) is True
