@@ -103,10 +103,12 @@ def asked_by_a_peer(query: Mapping[str, str]) -> bool:
 
 
 def _ident(url: str) -> tuple[str, int]:
-    from yarl import URL
+    """``(host, port)`` of a worker's URL (port 80 when not given), as Faust's router compares
+    them."""
+    from urllib.parse import urlsplit
 
-    parsed = URL(url)
-    return (parsed.host or "", parsed.port or 80)
+    parsed = urlsplit(url)
+    return (parsed.hostname or "", parsed.port or 80)
 
 
 def peer_urls(app: "faust.App") -> list[str]:

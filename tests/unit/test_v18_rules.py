@@ -434,7 +434,8 @@ def test_a_member_refused_while_held_and_left_out_of_the_round_is_stranded():
     assert stranded[0]["message"] == (
         "gang ns/g: p2 was refused at PreEnqueue and koord-scheduler will not retry it: it runs "
         "PreEnqueue again only for a pod being created, and no round of the gang group has "
-        "handed it out in 121s; delete it so that its controller creates it again")
+        "handed it out in 121s; delete it so that its controller creates it again (or create "
+        "it again yourself: a pod without a controller is created again by no one)")
     why = why_pod(store["ns/g"], "ns/p2")
     assert (why["held_at"], [r["reason"] for r in why["reasons"]]) == (
         "PreEnqueue", ["GangMembersStranded"])

@@ -31,7 +31,8 @@ def _message(gang: str, f: dict[str, Any]) -> str:
     then = (f"gangstate asked the scheduler shim to activate {them} (ActivateGang)"
             if f.get("activated") else
             f"delete {them} so that {plural(n, 'its', 'their')} controller creates {them} "
-            f"again")
+            f"again (or create {them} again yourself: a pod without a controller is created "
+            f"again by no one)")
     return (f"gang {gang}: {shown} {plural(n, 'was', 'were')} refused at PreEnqueue and "
             f"koord-scheduler will not retry {them}: it runs PreEnqueue "
             f"again only for a pod being created, and no round of the gang group has "
