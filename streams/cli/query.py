@@ -56,7 +56,17 @@ class QueryError(Exception):
 
 
 class _NotYet(Unreachable):
-    """One failed attempt to get an answer from the worker (unreachable, or 503)."""
+    """One failed attempt to get an answer from the worker (unreachable, or 503: then
+    ``answered`` is true)."""
+
+    answered = False
+
+
+class _Busy(_NotYet):
+    """The worker answered 503: no partitions yet, or another worker of its group did not
+    answer (the message says which)."""
+
+    answered = True
 
 
 # -- sources: a worker's views, or the offline fold -------------------------------------------
@@ -100,17 +110,34 @@ class ServerSource:
 
         from streams.kafka.waiting import retry
 
-        deadline = time.monotonic() + self.wait
+        from streams.kafka.waiting import Failure
+
+        started = time.monotonic()
+        deadline = started + self.wait
+        last: list[_NotYet] = []
 
         def attempt() -> Any:
-            return self._get_once(path, params, deadline)
+            try:
+                return self._get_once(path, params, deadline)
+            except _NotYet as err:
+                last[:] = [err]
+                raise
 
-        return retry(attempt, who=f"gangstate {self.command}",
-                     waiting=f"the gangstate worker at {self.base} ({self.where})",
-                     deadline=deadline, transient=(_NotYet,),
-                     say=lambda line: print(line, file=sys.stderr, flush=True),
-                     give_up="start one with `gangstate worker --http-port PORT`, or set "
-                             "--server / GANGSTATE_SERVER")
+        try:
+            return retry(attempt, who=f"gangstate {self.command}",
+                         waiting=f"the gangstate worker at {self.base} ({self.where})",
+                         deadline=deadline, transient=(_NotYet,),
+                         say=lambda line: print(line, file=sys.stderr, flush=True),
+                         give_up="start one with `gangstate worker --http-port PORT`, or set "
+                                 "--server / GANGSTATE_SERVER")
+        except Failure as failed:
+            if not (last and last[0].answered):
+                raise
+            # it is up: what failed is behind it (its partitions, or another worker)
+            raise Failure(f"the gangstate worker at {self.base} ({self.where.split(';')[0]}) "
+                          f"could not answer in {time.monotonic() - started:.0f} s "
+                          f"({last[0]}); ask again once its group is settled (its /readyz "
+                          f"says why not)", failed.status) from None
 
     command = "get"
     """The command's name, for the waiting line (set by ``Source.open``)."""
@@ -138,7 +165,7 @@ class ServerSource:
             body = None
         error = body.get("error") if isinstance(body, dict) else None
         if resp.status_code == 503:
-            raise _NotYet(f"503: {error or resp.text[:200].strip()}")
+            raise _Busy(f"503: {error or resp.text[:200].strip()}")
         if resp.status_code == 404 and error:
             raise QueryError(error, 1, missing=True)
         if resp.status_code != 200 or body is None:
@@ -667,6 +694,9 @@ class Source:
             from streams.cli.options import _at
 
             return TraceSource(list(self.traces), _at(self.at), read_at_end=self.at is None)
+        if self.at is not None:  # a worker answers as of its partitions' clocks, not --at
+            raise QueryError("--at needs --from TRACE: a worker answers as of its latest "
+                             "records (its partitions' clocks)", 2)
         from streams.settings import environment
 
         given = environment().server

@@ -123,6 +123,29 @@ def peer_urls(app: "faust.App") -> list[str]:
     return sorted(url for url in hosts if _ident(url) != me)
 
 
+def _peer_failures() -> tuple[type[BaseException], ...]:
+    import asyncio
+
+    import aiohttp
+
+    return (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+PEER_FAILURES = _peer_failures()
+"""What a request to another worker raises when that worker is gone or hung (Faust's router
+forwards with aiohttp and lets them through: a 500 and a traceback before)."""
+
+
+def owner_failed(app: "faust.App", table: str, key: str, err: BaseException) -> str:
+    """The 503 message for a request forwarded to the owner of ``key`` that failed:
+    ``worker URL did not answer (ERROR)``."""
+    try:
+        owner = str(app.router.key_store(table, key))
+    except (KeyError, AttributeError):
+        owner = "owning the gang"
+    return f"worker {owner} did not answer ({type(err).__name__})"
+
+
 class PeerUnavailable(Exception):
     """Another worker of the group did not answer (``str``: which and why, one line)."""
 
@@ -149,7 +172,7 @@ async def ask_peers(app: "faust.App", path: str, query: Mapping[str, str]
                     raise PeerUnavailable(f"worker {url} answered {resp.status}: "
                                           f"{error or 'no reason'}")
                 return resp.status, body
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as err:
+        except PEER_FAILURES + (ValueError,) as err:
             raise PeerUnavailable(f"worker {url} did not answer ({type(err).__name__})"
                                   ) from None
 
@@ -220,6 +243,21 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
     served.registry.register(TableCollector(
         local, clock, max_clusters=environment().metrics_max_clusters))
 
+    async def forwarded(view: View, request: Request, key: str) -> Response | None:
+        """The answer of the worker that owns ``key`` to ``request`` (Faust's
+        ``router.route_req``), ``None`` when this worker owns it; a 503 when the owner is gone,
+        hung (``PEER_TIMEOUT_SECONDS``) or unreachable."""
+        import asyncio
+
+        try:
+            answer: Response = await asyncio.wait_for(
+                app.router.route_req(table.name, key, view.web, request), PEER_TIMEOUT_SECONDS)
+        except SameNode:
+            return None
+        except PEER_FAILURES as err:
+            return view.error(503, owner_failed(app, table.name, key, err))
+        return answer
+
     @app.page("/gangs", name="gangs")
     class GangList(View):
         """``GET /gangs?namespace=NS&phase=PHASE&scheduler=S&cluster=C`` (or
@@ -254,10 +292,10 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
                 return self.error(400, str(err))
             cluster = cluster or DEFAULT_CLUSTER
             key = key_of(cluster, gang)
-            try:  # table_route's routing, by the key (the cluster is a query parameter)
-                return await app.router.route_req(table.name, key, self.web, request)
-            except SameNode:
-                pass
+            # table_route's routing, by the key (the cluster is a query parameter)
+            answer = await forwarded(self, request, key)
+            if answer is not None:
+                return answer
             state = store.get(key)
             if state is None:
                 return self.error(404, f"gang {gang} not found{in_cluster(cluster)}")
@@ -276,11 +314,10 @@ def register(app: "faust.App", store: Mapping[str, GangState], settings: "Settin
             except ValueError as err:
                 return self.error(400, str(err))
             if gang is not None:
-                try:  # the same routing as table_route, by the gang's key
-                    return await app.router.route_req(table.name, key_of(cluster, gang),
-                                                      self.web, request)
-                except SameNode:
-                    pass
+                # the same routing as table_route, by the gang's key
+                answer = await forwarded(self, request, key_of(cluster, gang))
+                if answer is not None:
+                    return answer
             try:
                 return self.json(explain_pod(store if gang else local, pod, gang, clock,
                                              cluster))

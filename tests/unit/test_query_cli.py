@@ -280,6 +280,39 @@ def test_unreachable_server_exits_1(capsys, monkeypatch) -> None:
                    f"`gangstate worker --http-port PORT`, or set --server / GANGSTATE_SERVER\n")
 
 
+def test_a_worker_that_answers_503_is_not_called_unreachable(capsys) -> None:
+    """A worker that answers 503 (another worker of its group gone, or no partitions yet) was
+    reached: after --timeout the line says what it answered, not "cannot reach ... start one"
+    (a new user's run, with one of two workers killed)."""
+    import http.server
+    import threading
+
+    class Busy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"error": "worker http://10.0.3.7:6066 did not answer (ClientConnectorError)"}'
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        status, out, err = run(capsys, "get", "fleet", "--server", base, "--timeout", "0")
+    finally:
+        server.shutdown()
+    assert (status, out) == (1, "")
+    assert err == (f"gangstate get: the gangstate worker at {base} (--server) could not answer "
+                   f"in 0 s (503: worker http://10.0.3.7:6066 did not answer "
+                   f"(ClientConnectorError)); ask again once its group is settled (its /readyz "
+                   f"says why not)\n")
+
+
 @pytest.mark.parametrize("server, where", [
     ("notaurl", "--server"), ("127.0.0.1:6066", "--server"), ("ftp://host:1", "--server"),
     ("http://:6066", "--server"), ("http://host:99999", "--server"), ("http://h:x", "--server"),
@@ -292,6 +325,16 @@ def test_a_server_that_is_no_address_is_a_usage_error_at_once(server, where, cap
     assert (status, out, err) == (2, "", f"gangstate get: {where}: {server!r} is not a "
                                          f"worker's address: give http://HOST:PORT (e.g. "
                                          f"http://127.0.0.1:6066)\n")
+
+
+def test_at_without_a_trace_is_a_usage_error(capsys) -> None:
+    """--at reads a trace; a worker answers as of its own clocks, and a new user's
+    ``explain pod ... --at T`` against a worker silently printed the current state."""
+    status, out, err = run(capsys, "explain", "pod", "sb/pg-2", "--at", "2026-12-05T03:03:00Z",
+                           "--server", "http://127.0.0.1:6066")
+    assert (status, out, err) == (2, "", "gangstate explain: --at needs --from TRACE: a worker "
+                                         "answers as of its latest records (its partitions' "
+                                         "clocks)\n")
 
 
 def test_a_server_with_a_path_is_a_usage_error(capsys) -> None:
