@@ -399,9 +399,9 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
     so without an answer in between)."""
     from prometheus_client import CollectorRegistry
 
-    from streams.kafka.logs import limited_handler, quiet_coordinator_start
+    from streams.kafka.logs import limited_handler
     from streams.kafka.publishing import ensure_topics
-    from streams.kafka.waiting import Readiness, quiet_libraries
+    from streams.kafka.waiting import Readiness
     from streams.runner import Component
 
     component = Component("gangstate worker",
@@ -423,6 +423,20 @@ def run_worker(settings: Settings, *, web_port: int | None = None, web_bind: str
         component.stop_serving()  # and its web server takes the port over
     if component.stop.is_set():
         return 0
+    try:
+        return _run_faust(settings, web_port, web_bind, web_host, loglevel)
+    except KeyboardInterrupt:  # Ctrl-C before Faust's own handlers are in place: a stop too
+        print("gangstate worker: stopped while starting", file=sys.stderr, flush=True)
+        return 0
+
+
+def _run_faust(settings: Settings, web_port: int | None, web_bind: str, web_host: str | None,
+               loglevel: str) -> int:
+    """``run_worker`` once Kafka answered: the start line, then Faust's worker until a
+    signal (0)."""
+    from streams.kafka.logs import quiet_coordinator_start
+    from streams.kafka.waiting import quiet_libraries
+
     print(start_line(settings, web_port, web_bind), file=sys.stderr, flush=True)
     warning = shared_state_warning(settings)
     if warning is not None:
