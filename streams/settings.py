@@ -429,3 +429,13 @@ class Settings:
             max_skew_seconds=e.max_skew_seconds,
             security=security_from(e),
         )
+
+
+def own_app_id(settings: Settings) -> str | None:
+    """The app id to suggest when ``settings`` has a topic prefix of its own but the default
+    app id (``gangstate-<prefix>``), whose consumer groups (and the worker's table) every
+    component of the default app id shares whatever its topics; ``None`` otherwise."""
+    default = Settings()
+    if settings.topics.prefix == default.topics.prefix or settings.app_id != default.app_id:
+        return None
+    return "gangstate-" + (settings.topics.prefix.rstrip(".-_") or "own")

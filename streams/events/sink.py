@@ -57,7 +57,7 @@ from pydantic import ValidationError
 
 from streams.core.cluster import DEFAULT_CLUSTER
 from streams.runner import Component, KafkaOptions, KubeOptions, ServeOptions
-from streams.settings import Settings
+from streams.settings import Settings, own_app_id
 from streams.wire.contracts import Diagnostic
 from streams.events.bodies import render, written_from_event
 from streams.events.recorder import (Api, Create, Decision, EventKey, Occurrence, Patch, Recorder,
@@ -578,6 +578,13 @@ def run_sink(options: SinkOptions) -> int:
                  options.api, group_id(settings),
                  "" if settings.cluster == DEFAULT_CLUSTER else
                  f"; cluster {settings.cluster} only, those of other clusters are skipped")
+        own = own_app_id(settings)
+        if own is not None:  # the group is the app id's: every sink of it shares it
+            log.warning("topic prefix %r with the default app id %r: consumer group %s is "
+                        "that of every sink of app id %r, whatever its topics; set "
+                        "GANGSTATE_APP_ID (e.g. GANGSTATE_APP_ID=%s) to keep this sink's "
+                        "group apart", settings.topics.prefix, settings.app_id,
+                        group_id(settings), settings.app_id, own)
         consume(settings, sink, component.stop)
     return 0
 

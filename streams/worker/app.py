@@ -45,7 +45,7 @@ from pydantic_core import to_json
 
 from streams.core.fold import Output, PartitionFold
 from streams.kafka.partitions import partition_of
-from streams.settings import KafkaSecurity, Settings, environment
+from streams.settings import KafkaSecurity, Settings, environment, own_app_id
 from streams.wire import contracts
 from streams.wire.contracts import COMMAND_SCHEMA, SUMMARY_SCHEMA, output_key
 from streams.wire.decoding import DecodeError, decode_input
@@ -373,10 +373,9 @@ def shared_state_warning(settings: Settings) -> str | None:
     such a worker shares its state with every other worker of the default app id, whatever
     their topics (a new user's worker on ``nu2.`` showed another cluster's gangs). ``None``
     when the prefix is the default or the app id was chosen."""
-    default = Settings()
-    if settings.topics.prefix == default.topics.prefix or settings.app_id != default.app_id:
+    own = own_app_id(settings)
+    if own is None:
         return None
-    own = "gangstate-" + (settings.topics.prefix.rstrip(".-_") or "own")
     return (f"gangstate worker: warning: topic prefix {settings.topics.prefix!r} with the "
             f"default app id {settings.app_id!r}: the gang table (changelog "
             f"{settings.app_id}-gangs-changelog) and the consumer group are those of every "

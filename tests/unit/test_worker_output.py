@@ -64,3 +64,15 @@ def test_a_prefix_of_its_own_with_the_default_app_id_is_warned() -> None:
         "(e.g. GANGSTATE_APP_ID=gangstate-nu2) to keep this worker's state apart")
     assert shared_state_warning(Settings()) is None
     assert shared_state_warning(Settings(topics=Topics("nu2."), app_id="gs-nu2")) is None
+
+
+def test_the_app_id_suggested_for_a_prefix_of_its_own() -> None:
+    """``own_app_id``, which the worker's warning and the sink's (its consumer group
+    ``gangstate-event-sink`` is the app id's too) both suggest: ``gangstate-nu41`` for
+    topics ``nu41.``; nothing for the default prefix or an app id chosen."""
+    from streams.settings import own_app_id
+
+    assert own_app_id(Settings(topics=Topics("nu41."))) == "gangstate-nu41"
+    assert own_app_id(Settings(topics=Topics("___"))) == "gangstate-own"
+    assert own_app_id(Settings()) is None
+    assert own_app_id(Settings(topics=Topics("nu41."), app_id="gs-nu41")) is None
