@@ -482,7 +482,9 @@ def format_gang(doc: dict[str, Any]) -> str:
     out += "Pods:\n"
     pods = doc["pods"]
     out += table(("NAME", "PHASE", "NODE", "CYCLE", "STAGE", "STATUS", "REASON"),
-                 ([pod.split("/", 1)[1], p["phase"], p["node"], p["cycle"], p["stage"],
+                 ([pod.split("/", 1)[1],
+                   f"{p['phase']} (terminating)" if p.get("terminating") else p["phase"],
+                   p["node"], p["cycle"], p["stage"],
                    p["status"], p["reason"]] for pod, p in pods.items()),
                  indent="  ") if pods else "  <none>\n"
     out += "Findings:\n"

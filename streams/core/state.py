@@ -801,7 +801,8 @@ def summary(state: GangState) -> dict[str, Any]:
     "total_number", "mode", "waiting_seconds", "match_policy", "gang_group", "spec_source",
     "epoch", "last_cycle", "deleted_at", "deleted_by", "failing", "failed_attempts_per_minute",
     "once_satisfied", "orphans", "pods": {"ns/name": {...}}}``; counts are integers, pods named ``ns/name`` (each with
-    ``gates``, the names of its scheduling gates), ``deleted_at`` RFC 3339. ``failing`` is the
+    ``gates``, the names of its scheduling gates, and ``terminating``: its deletion asked, a
+    grace period running), ``deleted_at`` RFC 3339. ``failing`` is the
     gang's last failure episode, ``{"since", "last_failed_at"`` (RFC 3339), ``"rounds",
     "unfit": {member name: fit error}, "fit"}``, or ``None`` (none since it was last bound or
     deleted); ``failed_attempts_per_minute`` the FailedScheduling Events of the gang in the last
@@ -859,7 +860,7 @@ def summary(state: GangState) -> dict[str, Any]:
             f"{ns}/{m.name}": {
                 "uid": uid, "phase": m.phase, "node": m.node, "resource_version": m.rv,
                 "stage": m.stage, "status": m.status, "reason": m.reason, "cycle": m.cycle,
-                "gates": list(m.gates),
+                "gates": list(m.gates), "terminating": m.terminating,
             }
             for uid, m in state.members.items()
         },

@@ -227,3 +227,21 @@ def test_the_history_tells_when_a_gang_became_degraded() -> None:
     fold_records(scheduled() + [failed("g-1", 10, "Evicted")], 20, store=store)
     changes = [e[1] for e in store["ns/g"].history]
     assert any("phase Scheduled -> Degraded" in c for c in changes), changes
+
+
+def test_describe_shows_a_member_whose_deletion_runs_its_grace_period() -> None:
+    """g-1 asked to be deleted at t=10 (grace period running, still Running on n1): describe
+    lists it ``Running (terminating)``, not as an ordinary running member (a new user saw no
+    sign of the deletion for its 30 s grace)."""
+    from streams.cli.query import format_gang
+    from streams.query.answers import gang_detail
+
+    store: dict = {}
+    fold_records(scheduled() + [terminating("g-1", 10)], 12, store=store)
+    detail = gang_detail(store["ns/g"])
+    assert [(p, d["phase"], d["terminating"]) for p, d in sorted(detail["pods"].items())] == [
+        ("ns/g-0", "Running", False), ("ns/g-1", "Running", True)]
+    rows = [line.split() for line in format_gang(detail).splitlines()
+            if line.startswith("  g-")]
+    assert [row[:4] for row in rows] == [["g-0", "Running", "n1", "<none>"],
+                                         ["g-1", "Running", "(terminating)", "n1"]]

@@ -211,7 +211,7 @@ def test_m6_a_late_failure_of_a_bound_member_is_not_its_last_cycle():
     assert [o["reason"] for o in outputs] == ["GangScheduled"]
     bound = {"uid": "uid-hi-0", "phase": "Running", "node": "n1", "resource_version": "2",
              "stage": "Bind", "status": "Bound", "reason": "Scheduled", "cycle": None,
-             "gates": []}
+             "gates": [], "terminating": False}
     shown = summary(state)
     assert shown["pods"]["s2/hi-0"] == bound
     assert shown["pods"]["s2/hi-1"] == {**bound, "uid": "uid-hi-1"}
