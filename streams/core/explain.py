@@ -141,7 +141,10 @@ def why_pod(state: GangState, pod: str) -> dict[str, Any]:
     else:
         # a bound member of a gang that lost members: what describe gang says (GangMembersLost
         # or, for a native gang, GangBelowMinCount) is what this pod's job is missing
-        result["reasons"].extend(reason_of(item) for item in rules.lost.finding(state))
+        for item in rules.lost.finding(state):
+            result["reasons"].append(reason_of(item))
+            result["unblock"].append(
+                rules.lost.lost_reason(state.gang).unblock_text(state, item["facts"]))
     result["held_at"] = held_at
     result["held_by"] = held_by
     result["reasons"].extend(reason_of(item) for item in rules.spec.finding(state))

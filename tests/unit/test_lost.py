@@ -193,6 +193,12 @@ def test_explain_pod_on_the_member_left_bound_says_the_gang_lost_members() -> No
     assert [(r["reason"], r["facts"]) for r in answer["reasons"]] == [
         ("GangMembersLost", {"lost": {"g-1": "failed (Evicted)"}, "remaining": 1,
                              "min_member": 2, "match_policy": "once-satisfied"})]
+    # and what makes the gang whole again (a new user's run read "<nothing gangstate can
+    # name>" under the warning)
+    assert answer["unblock"] == [
+        "create 1 pod of gang ns/g in place of the lost g-1 (its controller does, if it has "
+        "one), so that minMember 2 members run again; or, if the job can go on with fewer, "
+        "lower minMember"]
 
 
 @pytest.mark.parametrize("name,phase", [

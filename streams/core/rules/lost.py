@@ -90,8 +90,25 @@ def below_message(gang: str, f: dict[str, Any]) -> str:
             f"pod without a controller is created again by no one")
 
 
-LOST: Reason = Reason("GangMembersLost", "Warning", lost_message)
-BELOW_MIN_COUNT: Reason = Reason("GangBelowMinCount", "Warning", below_message)
+def lost_unblock(state: GangState, f: dict[str, Any]) -> str:
+    """What makes the gang whole again, for ``explain pod`` on a member still running: pods
+    in place of the lost ones, e.g. ``create 1 pod of gang ns/g in place of the lost g-1 (its
+    controller does, if it has one), so that minMember 2 members run again; or, if the job
+    can go on with fewer, lower minMember`` (a native PodGroup's minCount: no lowering).
+    Pure."""
+    missing = max(1, f["min_member"] - f["remaining"])
+    lost = listing(sorted(f["lost"]), NAMES_SHOWN)
+    least = min_name(state.gang)
+    lower = "" if is_native(state.gang) else f"; or, if the job can go on with fewer, lower {least}"
+    n = len(f["lost"])
+    return (f"create {missing} {plural(missing, 'pod', 'pods')} of {gang_text(state.gang)} in "
+            f"place of the lost {lost} ({plural(n, 'its', 'their')} controller does, if "
+            f"{plural(n, 'it has', 'they have')} one), so that {least} {f['min_member']} "
+            f"members run again{lower}")
+
+
+LOST: Reason = Reason("GangMembersLost", "Warning", lost_message, lost_unblock)
+BELOW_MIN_COUNT: Reason = Reason("GangBelowMinCount", "Warning", below_message, lost_unblock)
 """A native gang's loss (NG8): kube-scheduler's PodGroup says it was scheduled whatever it
 lost, so the loss is a reason of its own."""
 RESTORED: Reason = Reason("GangMembersRestored", "Normal", restored_message)
