@@ -10,16 +10,17 @@ the views on Faust's web server (on only with ``gangstate worker --http-port POR
 | ``GET /gangs/{namespace}/{name}?cluster=C`` | ``gang_detail`` of the gang of cluster ``C`` (default ``default``): ``summary`` + ``deleted`` + ``findings`` + ``history`` (routed to the owner of its key) |
 | ``GET /pods/{namespace}/{name}/why?gang=NS/NAME&cluster=C`` | ``why_pod`` of the pod of cluster ``C`` (default ``default``; routed to the owner of ``gang``'s key; without ``gang``, the gang of that cluster that has the pod, this worker's or else the first other worker's that has it) |
 | ``GET /fleet`` | ``{"clusters": [fleet_summary row, ...]}``: one row per cluster of the worker group's gangs, and per cluster whose watch producer's ticks a worker folded |
+| ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
+| ``GET /readyz`` | ``ready`` (200) once the worker has its partitions and has recovered the table; else 503 ``not ready: REASON`` (and while it waits for Kafka, ``streams.worker.app.run_worker``) |
 
 With several workers (one consumer group), ``/gangs``, ``/fleet`` and ``/why`` without ``gang``
 gather: the worker asked answers for the gangs it owns and asks every other worker of the group
 (the hosts of Faust's partition assignment, ``app.router.tables_metadata``) the same with
 ``scope=local``, which answers for its own gangs only; the answers are merged
 (``streams.query.answers.merged_gang_rows``, ``merged_fleet``). A worker that does not answer
-makes the answer 503 (never a part of the fleet passed off as all of it); the query commands
-ask again. ``/metrics`` stays per worker (each is scraped).
-| ``GET /metrics`` | Prometheus text (``streams.worker.metrics``) |
-| ``GET /readyz`` | ``ready`` (200) once the worker has its partitions and has recovered the table; else 503 ``not ready: REASON`` (and while it waits for Kafka, ``streams.worker.app.run_worker``) |
+within ``PEER_TIMEOUT_SECONDS`` (or a gang's owner, for a request forwarded to it) makes the
+answer 503, never a part of the fleet passed off as all of it; the query commands ask again.
+``/metrics`` stays per worker (each is scraped).
 
 The documents come from ``streams.query.answers`` (the same builders the offline CLI prints);
 this module only routes requests to the worker that owns the gang and serves them.
