@@ -52,7 +52,8 @@ class InCluster:
     """A record sink (``streams.kafka.publishing.Publisher`` or a test double) whose records
     are of ``cluster``: ``send_json`` stamps each record (``in_cluster``) and keys it within
     the cluster (``key_of``; no key stays no key: a tick or a dead letter goes where it went),
-    ``tick_all_partitions`` ticks with the cluster (absent when the wrapped sink has none);
+    ``tick_all_partitions`` ticks with the cluster and ``roster_all_partitions`` sends rosters
+    of the cluster (each absent when the wrapped sink has none);
     everything else (``flush``, ``sent``, ``failed``, ``close``) is the wrapped sink's. Used
     outside ``default`` only (``for_cluster``)."""
 
@@ -68,6 +69,11 @@ class InCluster:
     def tick_all_partitions(self) -> Callable[[int], int]:
         tick = self.sink.tick_all_partitions  # AttributeError when the sink sends no ticks
         return lambda at_micros: int(tick(at_micros, cluster=self.cluster))
+
+    @property
+    def roster_all_partitions(self) -> Callable[[int, Any], int]:
+        roster = self.sink.roster_all_partitions  # AttributeError when the sink sends none
+        return lambda at_micros, gangs: int(roster(at_micros, gangs, cluster=self.cluster))
 
     def flush(self) -> None:
         self.sink.flush()

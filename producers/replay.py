@@ -36,7 +36,7 @@ from streams.core.cluster import DEFAULT_CLUSTER, cluster_of_key
 from streams.core.timefmt import format_time
 from streams.settings import Settings, Topics
 from streams.wire.contracts import parse_time
-from streams.core.records import PodObserved
+from streams.core.records import PodObserved, RosterObserved
 from streams.wire.decoding import DecodeError, decode_input
 from streams.wire.traces import read_lines
 
@@ -198,13 +198,16 @@ def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,
            rate: float | None = None, at: int | None = None,
            publisher: Publisher | None = None,
            on_malformed: Callable[[str, int, str], None] | None = None,
-           cluster: str = DEFAULT_CLUSTER) -> ReplayReport:
+           cluster: str = DEFAULT_CLUSTER, rosters: bool = True) -> ReplayReport:
     """Publish every record of ``lines`` (``(file, line number, raw)``, see ``file_lines`` and
     ``merged_by_time``) in order, then tick every partition.
 
     ``rate``: records per second (``None``: as fast as the broker takes them). ``at``: event time
     of the final ticks in microseconds (``None``: no ticks). ``cluster``: the cluster of the
-    records that name none (``--cluster``; ``default``: published unchanged). Raises
+    records that name none (``--cluster``; ``default``: published unchanged). ``rosters``:
+    publish the watch producers' ``gangstate.roster/v1`` records, each to the partition it is
+    for (false: dropped, counted as ``roster``: a roster from the past would delete the members
+    a live table has gained since; ``--into-live``). Raises
     ``OSError`` for an unreadable file and ``kafka.errors.KafkaError`` when records cannot be
     delivered.
     """
@@ -239,6 +242,9 @@ def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,
                     report.dropped[decoded.skipped or "unknown"] += 1
                     continue
             rec = decoded.record
+            if isinstance(rec, RosterObserved) and not rosters:
+                report.dropped["roster"] += 1
+                continue
             if isinstance(rec, PodObserved) and key is not None:
                 pods[(cluster_of_key(key), f"{rec.namespace}/{rec.name}")] = key
             if interval:
@@ -246,7 +252,9 @@ def replay(lines: Iterable[tuple[str, int, bytes]], settings: Settings, *,
                 if delay > 0:
                     time.sleep(delay)
                 next_send = max(next_send + interval, time.monotonic() - 1.0)
-            pub.send(topic, key, raw.strip())
+            # a roster concerns the gangs of one partition: it goes to that partition
+            pub.send(topic, key, raw.strip(),
+                     rec.partition if isinstance(rec, RosterObserved) else None)
             report.published += 1
         if at is not None:
             report.ticks = (pub.tick_all_partitions(at) if cluster == DEFAULT_CLUSTER

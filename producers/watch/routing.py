@@ -357,6 +357,16 @@ class GangRouter:
         self.held_due = due if self.held_due is None else min(self.held_due, due)
         return []
 
+    def roster(self) -> dict[str, list[str]]:
+        """Gang id -> the uids (sorted) of the gang pods this router knows to exist now (not
+        deleted), every gang with one at least: what ``gangstate.roster/v1`` tells the fold
+        once a new watch process has published its first lists."""
+        out: dict[str, list[str]] = {}
+        for uid, (gang, _obj) in self.pods.items():
+            if gang is not None and uid not in self.deleted:
+                out.setdefault(gang, []).append(uid)
+        return {gang: sorted(uids) for gang, uids in sorted(out.items())}
+
     def _forget(self, at: int) -> None:
         """Forget the pods deleted ``remember_deleted`` seconds before ``at`` (micros), and
         the ``rooms`` of gangs that have no pod left."""

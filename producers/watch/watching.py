@@ -78,7 +78,7 @@ from producers.watch.shapes import (GROUP_RESOURCES, KINDS, event_count, kube_re
                                     slim)
 from streams.settings import Settings
 from streams.kafka.waiting import Backoff  # sends to Kafka; the API server: retry_delay
-from streams.wire.contracts import dead_letter
+from streams.wire.contracts import ROSTER_SCHEMA, dead_letter
 from streams.core.timefmt import format_time
 
 __all__ = [  # the shell's own names, then the pure parts' names its callers import from here
@@ -162,6 +162,11 @@ class _Gone(Exception):
 class _Silent(Exception):
     """An open watch received nothing for ``read_timeout`` seconds (the client's read timed
     out): resume it, as after a clean end."""
+
+
+ROSTER = "roster"
+"""The ``resource`` of the marker the publishing loop puts behind the first lists: when it
+comes out of the queue, the roster is sent (``Watcher._send_roster``)."""
 
 
 @dataclass
@@ -617,6 +622,19 @@ class Watcher:
                 if self._send(topics.dead_letters, None, letter):
                     self.metrics.dead_letters.labels(action.reason).inc()
 
+    def _send_roster(self, send: Callable[[int, Any], int], at: int) -> None:
+        """Send the router's roster (``GangRouter.roster``: every gang pod known now) to
+        every partition (``send``: the sink's ``roster_all_partitions``) at event time
+        ``at``; a failure is logged, not retried (the table keeps what it had)."""
+        gangs = self.router.roster()
+        try:
+            count = send(at, gangs)
+        except Exception as err:  # noqa: BLE001 - the fold goes on without it
+            log.warning("roster of %d gangs not sent: %s", len(gangs), err)
+            return
+        self.metrics.published.labels(ROSTER_SCHEMA, "pods").inc(count)
+        log.info("roster of %d gangs sent to %d partitions", len(gangs), count)
+
     def _flush(self) -> None:
         try:
             self.sink.flush()
@@ -642,6 +660,11 @@ class Watcher:
         events_due: float | None = self.monotonic() + 30.0
         interval = self.config.tick_interval
         tick = getattr(self.sink, "tick_all_partitions", None) if interval else None
+        # once every first list is in the queue, a marker behind them: when it comes out, the
+        # router knows every gang pod that exists, and the roster tells the fold (a pod deleted
+        # while no watch ran gets no DELETED otherwise)
+        roster = getattr(self.sink, "roster_all_partitions", None)
+        roster_marked: Callable[[int, Any], int] | None = None
         next_tick = next_flush = self.monotonic()
         while not self.stopping.is_set():
             now = self.monotonic()
@@ -650,13 +673,22 @@ class Watcher:
                 for stream in events:
                     stream.start()
                 events_due = None
+            if roster is not None and all(s.synced.is_set() for s in firsts):
+                try:
+                    self.queue.put_nowait(_Item(ROSTER, "", {}, None))
+                    roster_marked, roster = roster, None
+                except queue.Full:  # the loop drains it; the marker goes in next time
+                    pass
             wait = min(next_flush, next_tick if tick else next_flush) - now
             try:
                 item = self.queue.get(timeout=max(0.0, min(wait, 0.2)))
             except queue.Empty:
                 item = None
             at = self.clock()
-            if item is not None:
+            if item is not None and item.resource == ROSTER:
+                if roster_marked is not None:
+                    self._send_roster(roster_marked, at)
+            elif item is not None:
                 self._perform(self.router.route(item.resource, item.type, item.obj,
                                                 item.prev, at), at)
             self._perform(self.router.expire(at), at)
@@ -678,6 +710,10 @@ class Watcher:
             except queue.Empty:
                 break
             at = self.clock()
+            if item.resource == ROSTER:
+                if roster_marked is not None:
+                    self._send_roster(roster_marked, at)
+                continue
             self._perform(self.router.route(item.resource, item.type, item.obj, item.prev, at),
                           at)
         held = sum(len(events) for events in self.router.held.values())

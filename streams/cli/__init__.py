@@ -65,6 +65,7 @@ def fold(trace: str, output: str, at: str | None, grace: float | None, cluster: 
     from dataclasses import replace
 
     from producers.watch.dump import DumpError, trace_lines
+    from streams.kafka.partitions import partition_of
     from streams.settings import environment, fold_settings
     from streams.wire.traces import fold_lines, format_text
 
@@ -74,7 +75,7 @@ def fold(trace: str, output: str, at: str | None, grace: float | None, cluster: 
     max_skew = int(environment().max_skew_seconds * 1_000_000)
     try:
         result = fold_lines(list(trace_lines(Path(trace), cluster)), _at(at), settings,
-                            max_skew)
+                            max_skew, partition_of=partition_of)
     except OSError as err:
         print(f"gangstate fold: cannot read {trace}: {err.strerror}", file=sys.stderr)
         return 2

@@ -268,6 +268,7 @@ def replay(trace: tuple[str, ...], rate: float | None, at: str | None, no_tick: 
 
     def run_publish() -> int:
         report = publish(lines, target, rate=rate, at=tick_at, cluster=cluster,
+                         rosters=not into_live,
                          on_malformed=lambda f, n, e: print(f"{f}:{n}: skipped malformed "
                                                             f"record: {e}", file=sys.stderr))
         dropped = ", ".join(f"{n} {r}" for r, n in sorted(report.dropped.items())) or "none"

@@ -222,12 +222,14 @@ class TraceSource:
     their own latest record."""
 
     def __init__(self, traces: Sequence[str], at: int, read_at_end: bool = False) -> None:
+        from streams.kafka.partitions import partition_of
         from streams.settings import environment, fold_settings
         from streams.wire.traces import fold_lines
 
         lines = _lines_until(list(traces), at)
         result = fold_lines(((n, raw) for _, n, raw in lines), at, fold_settings(),
-                            max_skew_micros=int(environment().max_skew_seconds * 1_000_000))
+                            max_skew_micros=int(environment().max_skew_seconds * 1_000_000),
+                            partition_of=partition_of)
         for number, error in result.errors:
             print(f"line {number}: skipped malformed record: {error}", file=sys.stderr)
         for number, _observed_at, reason in result.set_aside:

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import replace
-from typing import Iterable, Mapping, MutableMapping
+from typing import Callable, Iterable, Mapping, MutableMapping
 
 from . import decide, episode, preemption, retention, rules
 from .settings import FoldSettings as FoldSettings, Output as Output
 from .records import (FAILED_STATUSES, GANG_CHECK_REASONS, HELD_BY_GANGSTATE, AckObserved,
                       CycleObserved,
                       GangRecord, GangSummarized,
-                      PodGroupObserved, PodObserved, PreemptionObserved, Record, Tick,
-                      CapacityObserved)
+                      PodGroupObserved, PodObserved, PreemptionObserved, Record,
+                      RosterObserved, Tick, CapacityObserved)
 from .cluster import DEFAULT_CLUSTER, key_of, split_key
 from .native import is_native, quiet_micros
 from .state import (GangState, HistoryEntry, Peer, PodGroupInfo, cycle_key, new_member,
@@ -689,13 +689,20 @@ class PartitionFold:
     ``heard`` maps each cluster whose watch producer sent a tick through this log to that
     tick's event time (the latest): a watch producer ticks every partition about once a second,
     so a cluster with no gang is still known to be connected (``get fleet``).
+
+    ``partition_of(key, partitions) -> int`` (the shell's: Kafka's murmur2 partitioner) lets a
+    ``gangstate.roster/v1`` record reach the gangs of its partition: each member of such a gang
+    of its cluster that the roster does not name is deleted (``roster``). Without it (``None``)
+    rosters change nothing.
     """
 
     def __init__(self, store: MutableMapping[str, GangState],
-                 settings: FoldSettings = FoldSettings(), *, loopback: bool = True) -> None:
+                 settings: FoldSettings = FoldSettings(), *, loopback: bool = True,
+                 partition_of: Callable[[str, int], int] | None = None) -> None:
         self.store = store
         self.settings = settings
         self.loopback = loopback
+        self.partition_of = partition_of
         self.clock = 0
         self.heard: dict[str, int] = {}
         """cluster id -> the event time of the latest tick its watch producer sent here."""
@@ -776,6 +783,8 @@ class PartitionFold:
             if rec.cluster is not None and rec.at > self.heard.get(rec.cluster, -1):
                 self.heard[rec.cluster] = rec.at
             return outputs
+        if isinstance(rec, RosterObserved):
+            return outputs + self.roster(rec)
         if key is None:
             return outputs
         state = self.store.get(key)
@@ -789,6 +798,33 @@ class PartitionFold:
         if self._due(self._timers) or self._due(self._sweeps):
             outputs.extend(self.advance(self.clock))
         return self._loop(outputs)
+
+    def roster(self, rec: RosterObserved) -> list[Output]:
+        """Apply a watch producer's roster: for every gang of the store in ``rec``'s cluster
+        whose key lands on ``rec.partition`` (``partition_of``), each live member whose uid
+        the roster's entry for the gang does not name (a gang the roster does not name: every
+        member) is deleted, as a ``DELETED`` of its last known version at the roster's event
+        time would delete it (the rules then tell what a deletion tells: a loss, a gang
+        gone). Gangs in key order, members in name order; returns the outputs."""
+        if self.partition_of is None:
+            return []
+        partition_of = self.partition_of
+        outputs: list[Output] = []
+        keys = sorted(k for k in list(self.store.keys())
+                      if split_key(k)[0] == rec.cluster
+                      and partition_of(k, rec.partitions) == rec.partition)
+        for key in keys:
+            state = self.store.get(key)
+            if state is None or not state.members:
+                continue
+            listed = rec.gangs.get(split_key(key)[1], frozenset())
+            gone = sorted(((m.name, uid, m) for uid, m in state.members.items()
+                           if uid not in listed), key=lambda item: item[0])
+            for name, uid, m in gone:
+                outputs.extend(self.feed(key, PodObserved(
+                    rec.at, "DELETED", state.gang, state.namespace, name, uid, m.rv, m.node,
+                    m.phase, m.terminating, m.settings, m.waits_for_podgroup, m.gates)))
+        return outputs
 
     def _due(self, index: list[tuple[int, str]]) -> bool:
         """True when the earliest entry of ``index`` (``_timers`` or ``_sweeps``) is due by the

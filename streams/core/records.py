@@ -10,7 +10,7 @@ Must not: import anything outside the standard library and ``streams.core``.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import Mapping, NamedTuple, Union
 
 from .spec import RawSettings
 
@@ -234,6 +234,20 @@ class Tick(NamedTuple):
     cluster: str | None = None
 
 
+class RosterObserved(NamedTuple):
+    """One ``gangstate.roster/v1`` record: the gang pods a new watch producer process knows
+    once its first lists are published, for one partition of ``gang-events`` (``partition``
+    of ``partitions``) and ``cluster``: ``gangs`` maps each gang id whose key lands there to
+    the uids of its pods. ``PartitionFold`` drops every member of that partition's gangs of
+    the cluster that its gang's entry does not name (a pod deleted while no watch ran)."""
+
+    at: int
+    cluster: str
+    partition: int
+    partitions: int
+    gangs: Mapping[str, frozenset[str]]
+
+
 class CapacityObserved(NamedTuple):
     """One ``gangstate.capacity/v1`` record: the cluster's room for the short resource of a gang
     changed while no scheduling attempt reports it (the watch producer recomputes it on every
@@ -252,7 +266,7 @@ class CapacityObserved(NamedTuple):
 GangRecord = Union[PodObserved, PodGroupObserved, CycleObserved, AckObserved, GangSummarized,
                    PreemptionObserved, CapacityObserved]
 """A record that concerns one gang (or, for acks, one gang group)."""
-Record = Union[GangRecord, Tick]
+Record = Union[GangRecord, Tick, RosterObserved]
 
 FAILED_STATUSES = frozenset({"Unschedulable", "UnschedulableAndUnresolvable", "Error"})
 """Cycle statuses that count as a member failing its cycle on its own (contracts.md,

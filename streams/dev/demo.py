@@ -22,6 +22,7 @@ from streams.wire.contracts import parse_time
 from streams.core.state import from_wire
 from streams.dev.localkafka import broker_module, repo_root
 from streams.wire.traces import FoldResult, fold_lines
+from streams.kafka.partitions import partition_of
 from streams.kafka.reading import read_all, read_table, wait_caught_up
 from streams.dev.worker_process import running_worker
 
@@ -38,7 +39,8 @@ def bundled_traces() -> list[Path]:
 
 def offline(lines: list[tuple[str, int, bytes]], at: int, settings: Settings) -> FoldResult:
     """Fold the same log the replay publishes, offline."""
-    return fold_lines(((n, raw) for _path, n, raw in lines), at, settings.fold)
+    return fold_lines(((n, raw) for _path, n, raw in lines), at, settings.fold,
+                      partition_of=partition_of)
 
 
 def by_gang(records: list[dict[str, Any]], key: str) -> dict[str, list[str]]:

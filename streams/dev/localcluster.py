@@ -24,7 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -316,11 +316,15 @@ class Chain:
                     "--http-port", str(self.watch_port)]
         return ["sink", "--kubeconfig", str(self.kubeconfigs["sink"])]
 
-    def restart(self, name: str, timeout: float = 20.0) -> None:
+    def restart(self, name: str, timeout: float = 20.0,
+                meanwhile: Callable[[], Any] | None = None) -> None:
         """Stop component ``name`` (``watch``, ``sink`` or ``worker``: SIGTERM, then SIGKILL)
-        and start it again with the same arguments; its log continues in the same file."""
+        and start it again with the same arguments; its log continues in the same file.
+        ``meanwhile()`` runs while it is stopped (what happens during a rollout)."""
         proc = self.procs.pop(name)
         controlplane_module().terminate(proc, timeout)
+        if meanwhile is not None:
+            meanwhile()
         self._spawn(name)
 
     def log_tail(self, name: str, chars: int = 3000) -> str:

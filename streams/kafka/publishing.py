@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from streams.core.cluster import DEFAULT_CLUSTER
+from streams.core.cluster import DEFAULT_CLUSTER, key_of
+from streams.kafka.partitions import partition_of
 from streams.settings import Settings
-from streams.wire.contracts import TICK_SCHEMA
+from streams.wire.contracts import ROSTER_SCHEMA, TICK_SCHEMA
 from streams.core.timefmt import format_time
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,21 @@ def ensure_topics(settings: Settings) -> None:
                 pass
     finally:
         admin.close()
+
+
+def roster_records(at_micros: int, gangs: Mapping[str, Iterable[str]], partitions: int,
+                   cluster: str = DEFAULT_CLUSTER) -> list[dict[str, Any]]:
+    """The ``gangstate.roster/v1`` records of ``gangs`` (gang id -> pod uids) for a topic of
+    ``partitions`` partitions, the one for partition ``p`` at index ``p``: each names the gangs
+    whose key (``key_of(cluster, gang)``) Kafka's partitioner puts there, uids sorted; a
+    partition with none gets an empty roster (its gangs of the cluster have no pod left)."""
+    by_partition: list[dict[str, list[str]]] = [{} for _ in range(partitions)]
+    for gang in sorted(gangs):
+        by_partition[partition_of(key_of(cluster, gang), partitions)][gang] = sorted(gangs[gang])
+    return [{"schema": ROSTER_SCHEMA, "observed_at": format_time(at_micros),
+             **({} if cluster == DEFAULT_CLUSTER else {"cluster": cluster}),
+             "partition": p, "partitions": partitions, "gangs": named}
+            for p, named in enumerate(by_partition)]
 
 
 class Publisher:
@@ -117,6 +133,20 @@ class Publisher:
         for p in sorted(parts):
             self.send_json(topic, None, tick, partition=p)
         return len(parts)
+
+    def roster_all_partitions(self, at_micros: int, gangs: Mapping[str, Iterable[str]],
+                              cluster: str = DEFAULT_CLUSTER) -> int:
+        """Send one ``gangstate.roster/v1`` at event time ``at_micros`` to every partition of
+        ``gang-events``, each naming the gangs of ``gangs`` (gang id -> pod uids) whose key
+        (``key_of(cluster, gang)``) lands on it, with their uids sorted (an empty roster for a
+        partition with none: its gangs of the cluster have no pod left); returns the count.
+        ``cluster`` as for ``tick_all_partitions``."""
+        topic = self.settings.topics.gang_events
+        count = len(self.producer.partitions_for(topic) or range(self.settings.partitions))
+        records = roster_records(at_micros, gangs, count, cluster)
+        for p, record in enumerate(records):
+            self.send_json(topic, None, record, partition=p)
+        return count
 
     def _collect(self) -> None:
         futures, self._futures = self._futures, []

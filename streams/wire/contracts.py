@@ -40,9 +40,13 @@ ACK_SCHEMA = "gangstate.ack/v1"
 TICK_SCHEMA = "gangstate.tick/v1"
 PREEMPTION_SCHEMA = "gangstate.preemption/v1"
 CAPACITY_SCHEMA = "gangstate.capacity/v1"
+ROSTER_SCHEMA = "gangstate.roster/v1"
 DEAD_LETTER_SCHEMA = "gangstate.dead-letter/v1"
 
 INT64_MAX = 2**63 - 1
+PARTITIONS_MAX = 100_000
+"""The most partitions a ``gang-events`` topic may have in a roster record (Kafka itself
+allows far fewer per broker in practice)."""
 """The largest number an input record may carry in ``cycle``, an ack's ``epoch``, a source
 Event's ``count`` and a decimal ``resourceVersion`` (docs/contracts.md, "Limits"). Kubernetes
 resourceVersions of an etcd-backed API server are etcd revisions, an ``int64``
@@ -576,16 +580,45 @@ class TickRecord(_Timed):
     schema_: Literal["gangstate.tick/v1"] = Field(alias="schema")
 
 
+class RosterRecord(_Timed):
+    """``gangstate.roster/v1``: the gang pods a watch producer knows, once a new process has
+    published its first lists (a restart, a rollout): one record to each partition of
+    ``gang-events``, naming every gang whose key lands on that partition with the uids of its
+    pods. The fold drops, among the gangs of that partition and cluster, every member its
+    gang's list does not name (a pod deleted while no watch producer ran, which no ``DELETED``
+    will tell; docs/watching.md). No decode view: a few records per watch start go through
+    this model."""
+
+    schema_: Literal["gangstate.roster/v1"] = Field(alias="schema")
+    partition: int = Field(ge=0, lt=PARTITIONS_MAX,
+                           description="the gang-events partition this roster is for")
+    partitions: int = Field(gt=0, le=PARTITIONS_MAX,
+                            description="how many partitions gang-events has (the keys' "
+                                        "murmur2 partition is taken modulo this)")
+    gangs: dict[str, list[str]] = Field(
+        description="gang id (ns/name, a native one's ns/name@kube-scheduler) -> the uids of "
+                    "its pods the watch producer knows, in that cluster")
+
+    @field_validator("gangs")
+    @classmethod
+    def _gangs_bounded(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for gang in value:
+            if "/" not in gang:
+                raise ValueError(f"gang id {gang!r} is not namespace/name")
+            check_gang_id(gang)
+        return value
+
+
 InputRecord = Annotated[
     Union[KubeRecord, CycleRecord, AckRecord, GangSummaryRecord, TickRecord,
-          PreemptionRecord, CapacityRecord],
+          PreemptionRecord, CapacityRecord, RosterRecord],
     Field(discriminator="schema_")
 ]
 """Any record of the ``gang-events`` input topic, told apart by its ``schema`` field."""
 
 INPUT_ADAPTER: TypeAdapter[
     KubeRecord | CycleRecord | AckRecord | GangSummaryRecord | TickRecord | PreemptionRecord
-    | CapacityRecord
+    | CapacityRecord | RosterRecord
 ] = TypeAdapter(InputRecord)
 
 
@@ -970,6 +1003,7 @@ ALL_MODELS: dict[str, type[BaseModel]] = {
     TICK_SCHEMA: TickRecord,
     PREEMPTION_SCHEMA: PreemptionRecord,
     CAPACITY_SCHEMA: CapacityRecord,
+    ROSTER_SCHEMA: RosterRecord,
     SUMMARY_SCHEMA: GangSummaryRecord,
     COMMAND_SCHEMA: Command,
     DIAGNOSTIC_SCHEMA: Diagnostic,

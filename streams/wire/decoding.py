@@ -22,13 +22,13 @@ from pydantic import ValidationError
 
 from streams.wire.contracts import (ACK_SCHEMA, CAPACITY_SCHEMA, CYCLE_SCHEMA, INPUT_ADAPTER, INPUT_VIEW, KUBE_SCHEMA,
                                     LABEL_VALUE_MAX_LENGTH, LABEL_VALUE_RULE, NAME_MAX_LENGTH,
-                                    PREEMPTION_SCHEMA,
+                                    PREEMPTION_SCHEMA, ROSTER_SCHEMA,
                                     SUBDOMAIN_RULE, SUMMARY_SCHEMA, TICK_SCHEMA,
                                     check_resource_version, event_time, name_too_long)
 from streams.core.records import (AckObserved, Capacity, CapacityObserved, CycleObserved,
                                   GangSummarized,
                                   PodGroupObserved, PodObserved, PreemptionObserved, Record,
-                                  Tick)
+                                  RosterObserved, Tick)
 from streams.core.cluster import DEFAULT_CLUSTER, cluster_problem
 from streams.core.timefmt import format_time
 from streams.core.native import (KUBE_SCHEDULER, NATIVE_SUFFIX, composite_key, gang_key,
@@ -183,6 +183,18 @@ def _in_cluster(cluster: str | None, decoded: Decoded) -> Decoded:
 
 def _tick(rec: dict[str, Any], at: int) -> Decoded:
     return Decoded(None, Tick(at, rec.get("cluster") or DEFAULT_CLUSTER))
+
+
+def _roster(rec: dict[str, Any], at: int) -> Decoded:
+    """A ``gangstate.roster/v1`` (only through the model: no decode view) as a
+    ``RosterObserved``, keyed by nothing (it concerns every gang of its partition)."""
+    if rec["partition"] >= rec["partitions"]:
+        raise DecodeError(f"invalid record: partition {rec['partition']} of a topic of "
+                          f"{rec['partitions']} partitions")
+    return Decoded(None, RosterObserved(at, rec.get("cluster") or DEFAULT_CLUSTER,
+                                        rec["partition"], rec["partitions"],
+                                        {gang: frozenset(uids)
+                                         for gang, uids in rec["gangs"].items()}))
 
 
 def _cycle(rec: dict[str, Any], at: int) -> Decoded:
@@ -403,4 +415,5 @@ _VIEW = INPUT_VIEW.validator.validate_json
 _FROM_VIEW: dict[str, Callable[[dict[str, Any], int], Decoded]] = {
     KUBE_SCHEMA: _kube, CYCLE_SCHEMA: _cycle, ACK_SCHEMA: _ack, SUMMARY_SCHEMA: _summary,
     TICK_SCHEMA: _tick, PREEMPTION_SCHEMA: _preemption, CAPACITY_SCHEMA: _capacity_record,
+    ROSTER_SCHEMA: _roster,
 }

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from streams.core.cluster import DEFAULT_CLUSTER, key_of, split_key
 from streams.core.fold import FoldSettings, Output, PartitionFold
@@ -137,15 +137,19 @@ def _comes_back(times: list[int | None], jump: int, clock: int, skew: int) -> in
 
 def fold_lines(lines: Iterable[tuple[int, bytes]], at: int | None,
                settings: FoldSettings = FoldSettings(),
-               max_skew_micros: int = int(MAX_SKEW_SECONDS * 1_000_000)) -> FoldResult:
+               max_skew_micros: int = int(MAX_SKEW_SECONDS * 1_000_000),
+               partition_of: Callable[[str, int], int] | None = None) -> FoldResult:
     """Fold numbered raw lines, then tick at ``at`` (microseconds of event time; ``None`` = no
     final tick). Raises nothing for bad lines: they land in ``FoldResult.errors``. A record
     more than ``max_skew_micros`` ahead of ``at`` or of the rest of the trace (``far_ahead``)
     is set aside, not folded: it lands in ``FoldResult.set_aside`` with the reason, fires no
     timer and does not move the clock (docs/contracts.md, "Limits"). The lines are all decoded
-    before the first is folded."""
+    before the first is folded. ``partition_of`` (Kafka's partitioner,
+    ``streams.kafka.partitions.partition_of``, which this layer does not import) lets the
+    watch producers' rosters apply, as in the worker (``PartitionFold``); without it they
+    change nothing."""
     result = FoldResult()
-    fold = PartitionFold(result.states, settings)
+    fold = PartitionFold(result.states, settings, partition_of=partition_of)
 
     def take(outputs: list[Output]) -> None:
         for out in outputs:

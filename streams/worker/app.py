@@ -45,6 +45,7 @@ from pydantic_core import to_json
 
 from streams.core.fold import Output, PartitionFold
 from streams.kafka.partitions import partition_of
+from streams.core.records import RosterObserved
 from streams.settings import KafkaSecurity, Settings, environment, own_app_id
 from streams.wire import contracts
 from streams.wire.contracts import COMMAND_SCHEMA, SUMMARY_SCHEMA, output_key
@@ -211,7 +212,8 @@ def create_app(settings: Settings, *, web_port: int | None = None,
     def fold_for(partition: int) -> PartitionFold:
         fold = folds.get(partition)
         if fold is None:
-            fold = PartitionFold(store, settings.fold, loopback=False)
+            fold = PartitionFold(store, settings.fold, loopback=False,
+                                 partition_of=partition_of)
             fold.rebuild_timers(store.timer_keys(partition))
             folds[partition] = fold
         return fold
@@ -267,6 +269,15 @@ def create_app(settings: Settings, *, web_port: int | None = None,
                             metrics.rekeyed()
                             rekeyed.append((key.encode("utf-8"), message.value, owner))
                             continue
+                    if isinstance(decoded.record, RosterObserved) and (
+                            decoded.record.partition != message.partition
+                            or decoded.record.partitions != settings.partitions):
+                        # it names the gangs of another partition (or topic size): applied
+                        # here, it would change gangs this partition does not hold
+                        raise DecodeError(
+                            f"roster for partition {decoded.record.partition} of "
+                            f"{decoded.record.partitions} read on partition "
+                            f"{message.partition} of {settings.partitions}: not applied")
                     if decoded.record is not None:
                         store.partition = message.partition
                         # timed by hand: Histogram.time()'s context manager was 6 % of

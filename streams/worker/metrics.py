@@ -20,12 +20,14 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from streams.wire.contracts import (ACK_SCHEMA, CAPACITY_SCHEMA, CYCLE_SCHEMA, KUBE_SCHEMA,
-                                    PREEMPTION_SCHEMA, SUMMARY_SCHEMA, TICK_SCHEMA)
+                                    PREEMPTION_SCHEMA, ROSTER_SCHEMA, SUMMARY_SCHEMA,
+                                    TICK_SCHEMA)
 from streams.core import decide, episode
 from streams.core.cluster import DEFAULT_CLUSTER
 from streams.core.native import SCHEDULERS
 from streams.core.records import (AckObserved, CapacityObserved, CycleObserved, GangSummarized,
-                                  PodGroupObserved, PodObserved, PreemptionObserved, Tick)
+                                  PodGroupObserved, PodObserved, PreemptionObserved,
+                                  RosterObserved, Tick)
 from streams.core.state import GangState
 from streams.wire.decoding import Decoded
 from streams.query.answers import PHASES
@@ -37,7 +39,8 @@ the upper buckets catch timer bursts (one record firing many gangs' grace period
 
 _SCHEMAS = {PodObserved: KUBE_SCHEMA, PodGroupObserved: KUBE_SCHEMA, CycleObserved: CYCLE_SCHEMA,
             AckObserved: ACK_SCHEMA, GangSummarized: SUMMARY_SCHEMA, Tick: TICK_SCHEMA,
-            PreemptionObserved: PREEMPTION_SCHEMA, CapacityObserved: CAPACITY_SCHEMA}
+            PreemptionObserved: PREEMPTION_SCHEMA, CapacityObserved: CAPACITY_SCHEMA,
+            RosterObserved: ROSTER_SCHEMA}
 
 
 def schema_of(decoded: Decoded) -> str:
@@ -45,7 +48,7 @@ def schema_of(decoded: Decoded) -> str:
     gang is a ``gangstate.kube/v1`` record: a pod of no gang or a core/v1 Event)."""
     if decoded.record is None:
         return KUBE_SCHEMA
-    return _SCHEMAS[type(decoded.record)]
+    return _SCHEMAS.get(type(decoded.record), "other")  # a count never stops the worker
 
 
 OTHER_CLUSTER = "other"

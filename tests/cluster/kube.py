@@ -28,6 +28,7 @@ from streams.dev.localcluster import Chain, pod_events
 from streams.events.recorder import ANNOTATION_LAST_AT, COMPONENT, written_offline
 from streams.settings import Settings
 from streams.wire.contracts import TICK_SCHEMA
+from streams.kafka.partitions import partition_of
 from streams.wire.traces import fold_lines
 from tests.doubles.apiserver import eventually
 
@@ -341,7 +342,8 @@ def fold_of_namespace(settings: Settings, namespace: str,
     """Fold the namespace's records offline (``fold_lines``, no final tick: the ticks read
     back carry the clock) and say what the sink of ``cluster`` would have written for its
     gangs."""
-    result = fold_lines(namespace_records(settings, namespace, cluster), None, settings.fold)
+    result = fold_lines(namespace_records(settings, namespace, cluster), None, settings.fold,
+                        partition_of=partition_of)
     assert not result.errors, result.errors[:3]
     return fold_said(d for d in result.diagnostics
                      if d["gang"].startswith(namespace + "/")

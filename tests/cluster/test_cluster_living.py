@@ -466,6 +466,33 @@ def test_a_member_lost_after_the_gang_was_scheduled(chain: Chain,
     record_scenario(core_v1, ns, chain)
 
 
+def test_a_member_deleted_while_the_watch_was_down_is_lost_after_its_restart(
+        chain: Chain, core_v1: client.CoreV1Api) -> None:
+    """A bound gang of minMember 2 (2 bare pods, Running); the watch producer is stopped, w-1
+    is force-deleted, and the watch starts again (a rollout). The new process lists w-0 only
+    and sends its roster (gangstate.roster/v1): the worker drops w-1 and tells the loss on
+    w-0. Before, no DELETED came for w-1 and it stayed a member for good (a new user's run)."""
+    ns = "live-roster"
+    create_namespace(core_v1, ns)
+    for i in range(2):
+        core_v1.create_namespaced_pod(ns, gang_pod(ns, f"w-{i}", gang="w", min_available=2))
+    wait_phase(core_v1, chain, ns, ["w-0", "w-1"], "Running")
+    wait_gangstate_reasons(core_v1, chain, ns, "w-0", {"GangScheduled"})
+
+    def delete_w_1() -> None:
+        core_v1.delete_namespaced_pod("w-1", ns, grace_period_seconds=0)
+        wait_for("w-1 gone", lambda: "w-1" not in pods_of(core_v1, ns), 60)
+
+    chain.restart("watch", meanwhile=delete_w_1)
+    evs = wait_gangstate_reasons(core_v1, chain, ns, "w-0", {"GangMembersLost"}, timeout=90)
+    assert [e["message"].split(";")[:2] for e in evs if e["reason"] == "GangMembersLost"] == [
+        [f"gang {ns}/w lost members after it was scheduled: w-1 deleted",
+         " 1 member of minMember 2 remains bound"]]
+    fields = explain_fields(explain(chain, f"{ns}/w-0"))
+    assert fields["Gang"].startswith(f"{ns}/w (Degraded: 1 of minMember 2 pods, 1 bound"), fields
+    record_scenario(core_v1, ns, chain)
+
+
 def test_failed_job_pods_are_recreated_by_their_controller(chain: Chain,
                                                            core_v1: client.CoreV1Api) -> None:
     """An indexed Job of 2 pods (gang min-available 2, backoffLimit 2) whose pods fail 3 s after

@@ -231,7 +231,7 @@ POD = ('{"schema": "gangstate.kube/v1", %s, "resource": "pods", "type": "ADDED",
        '{"gang.scheduling.koordinator.sh/name": "g"}}%%s}}' % T)
 TAGS = ("'gangstate.kube/v1', 'gangstate.cycle/v1', 'gangstate.ack/v1', "
         "'gangstate.gang-summary/v1', 'gangstate.tick/v1', 'gangstate.preemption/v1', "
-        "'gangstate.capacity/v1'")
+        "'gangstate.capacity/v1', 'gangstate.roster/v1'")
 
 REJECTED = [  # (value, reason) as the decoder before the views gave them
     (b"not json", "invalid record: Invalid JSON: expected ident at line 1 column 2"),
