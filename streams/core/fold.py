@@ -130,7 +130,10 @@ def apply_pod(state: GangState, rec: PodObserved, settings: FoldSettings) -> Gan
     if member is not None and not rv_newer(rec.resource_version, member.rv):
         return state
     gone = tombstones.get(rec.uid)
-    if gone is not None and not rv_newer(rec.resource_version, gone[0]):
+    if gone is not None and rec.resource_version != gone[0] \
+            and not rv_newer(rec.resource_version, gone[0]):
+        # older than its deletion; the very version a roster deleted it at comes back when
+        # the pod still exists (a real DELETED is of a newer version than any live one)
         return state
     if gone is not None:
         tombstones = {uid: v for uid, v in tombstones.items() if uid != rec.uid}
@@ -690,10 +693,10 @@ class PartitionFold:
     tick's event time (the latest): a watch producer ticks every partition about once a second,
     so a cluster with no gang is still known to be connected (``get fleet``).
 
-    ``partition_of(key, partitions) -> int`` (the shell's: Kafka's murmur2 partitioner) lets a
-    ``gangstate.roster/v1`` record reach the gangs of its partition: each member of such a gang
-    of its cluster that the roster does not name is deleted (``roster``). Without it (``None``)
-    rosters change nothing.
+    ``partition_of(key, partitions) -> int`` (the shell's: Kafka's murmur2 partitioner) checks
+    that a ``gangstate.roster/v1`` record names gangs of its own partition: each member of a
+    gang it names that it does not name is deleted (``roster``). Without it (``None``) rosters
+    change nothing.
     """
 
     def __init__(self, store: MutableMapping[str, GangState],
@@ -800,24 +803,24 @@ class PartitionFold:
         return self._loop(outputs)
 
     def roster(self, rec: RosterObserved) -> list[Output]:
-        """Apply a watch producer's roster: for every gang of the store in ``rec``'s cluster
-        whose key lands on ``rec.partition`` (``partition_of``), each live member whose uid
-        the roster's entry for the gang does not name (a gang the roster does not name: every
-        member) is deleted, as a ``DELETED`` of its last known version at the roster's event
-        time would delete it (the rules then tell what a deletion tells: a loss, a gang
-        gone). Gangs in key order, members in name order; returns the outputs."""
+        """Apply a watch producer's roster: for every gang it names (in ``rec``'s cluster, on
+        ``rec.partition`` by ``partition_of``), each live member whose uid it does not name is
+        deleted, as a ``DELETED`` of its last known version at the roster's event time would
+        delete it (the rules then tell what a deletion tells: a loss, a gang gone). A gang the
+        roster does not name is left as it is: the watch may not see it at all (another
+        namespace or scheduler name: ``-n``, ``--scheduler-name``), so its silence proves
+        nothing. Gangs in id order, members in name order; returns the outputs."""
         if self.partition_of is None:
             return []
-        partition_of = self.partition_of
         outputs: list[Output] = []
-        keys = sorted(k for k in list(self.store.keys())
-                      if split_key(k)[0] == rec.cluster
-                      and partition_of(k, rec.partitions) == rec.partition)
-        for key in keys:
+        for gang in sorted(rec.gangs):
+            key = key_of(rec.cluster, gang)
+            if self.partition_of(key, rec.partitions) != rec.partition:
+                continue  # not this partition's gang: the sender's mistake changes nothing
             state = self.store.get(key)
-            if state is None or not state.members:
+            if state is None:
                 continue
-            listed = rec.gangs.get(split_key(key)[1], frozenset())
+            listed = rec.gangs[gang]
             gone = sorted(((m.name, uid, m) for uid, m in state.members.items()
                            if uid not in listed), key=lambda item: item[0])
             for name, uid, m in gone:

@@ -238,8 +238,8 @@ class RosterObserved(NamedTuple):
     """One ``gangstate.roster/v1`` record: the gang pods a new watch producer process knows
     once its first lists are published, for one partition of ``gang-events`` (``partition``
     of ``partitions``) and ``cluster``: ``gangs`` maps each gang id whose key lands there to
-    the uids of its pods. ``PartitionFold`` drops every member of that partition's gangs of
-    the cluster that its gang's entry does not name (a pod deleted while no watch ran)."""
+    the uids of its pods. For each gang named, ``PartitionFold`` drops the members its entry
+    does not name (a pod deleted while no watch ran); other gangs are left as they are."""
 
     at: int
     cluster: str

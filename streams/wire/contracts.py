@@ -584,10 +584,10 @@ class RosterRecord(_Timed):
     """``gangstate.roster/v1``: the gang pods a watch producer knows, once a new process has
     published its first lists (a restart, a rollout): one record to each partition of
     ``gang-events``, naming every gang whose key lands on that partition with the uids of its
-    pods. The fold drops, among the gangs of that partition and cluster, every member its
-    gang's list does not name (a pod deleted while no watch producer ran, which no ``DELETED``
-    will tell; docs/watching.md). No decode view: a few records per watch start go through
-    this model."""
+    pods. For each gang it names, the fold drops the members its list does not name (a pod
+    deleted while no watch producer ran, which no ``DELETED`` will tell; docs/contracts.md);
+    a gang it does not name is left as it is. No decode view: a few records per watch start
+    go through this model."""
 
     schema_: Literal["gangstate.roster/v1"] = Field(alias="schema")
     partition: int = Field(ge=0, lt=PARTITIONS_MAX,

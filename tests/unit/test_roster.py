@@ -4,10 +4,10 @@ A new ``gangstate watch`` process lists every object that exists, but it does no
 the process before it published, so a pod deleted meanwhile gets no ``DELETED`` and stayed a
 member of its gang for good (a new user's run: a pod force-deleted while the watch was
 stopped was still listed after the restart). Now the watch, once its first lists are
-published, sends each partition of ``gang-events`` the gang pods it knows, and the fold drops
-the members a roster does not name. The fold's side with hand-made records; the watch's side
-against the TEST API SERVER (``tests.doubles.apiserver``); the real restart is the cluster
-tier's (``tests/cluster/test_cluster_chain.py``).
+published, sends each partition of ``gang-events`` the gang pods it knows, and for each gang
+named the fold drops the members the roster does not name. The fold's side with hand-made
+records; the watch's side against the TEST API SERVER (``tests.doubles.apiserver``); the real
+restart is the cluster tier's (``tests/cluster/test_cluster_living.py``).
 """
 
 from __future__ import annotations
@@ -72,12 +72,15 @@ def test_a_member_the_roster_does_not_name_is_deleted_and_its_loss_told() -> Non
     assert reasons(outputs) == [(format_time(at(35)), "GangMembersLost")]
 
 
-def test_a_gang_the_roster_does_not_name_lost_every_pod() -> None:
-    """Both pods deleted while no watch ran (no PodGroup): the roster of the gang's
-    partition names no pod of it, so the gang is deleted, as its last pod's DELETED would
-    delete it; nothing is told (a whole job going away is no loss)."""
+def test_a_gang_the_roster_does_not_name_is_left_as_it_is() -> None:
+    """A watch limited to other namespaces (``-n kube-system``) or scheduler names sends a
+    roster that names no pod of ns/g: its silence proves nothing, so both members stay (a
+    user's run: such a roster deleted every gang of the worker, and the full watch's relist
+    did not bring them back). A gang whose every pod was deleted while no watch ran is
+    therefore not cleaned up by a roster (docs/contracts.md)."""
     outputs, store = fold(scheduled() + [roster(30, {"other/x": ["uid-x"]})], 60)
-    assert store[G].phase == "Deleted"
+    assert sorted(m.name for m in store[G].members.values()) == ["g-0", "g-1"]
+    assert store[G].phase == "Scheduled"
     assert reasons(outputs) == []
 
 
@@ -97,16 +100,16 @@ def test_a_roster_of_another_partition_or_cluster_changes_nothing() -> None:
 
 
 def test_a_pod_named_again_after_the_roster_is_a_member_again() -> None:
-    """A pod the roster dropped comes back only with a newer version (its tombstone keeps
-    version 2): a SYNC of version 2 from an old process is ignored, an update of version 3
-    makes it a member again."""
-    records = scheduled() + [roster(30, {G: ["uid-g-0"]}),
-                             pod("g-1", 31, rv="2", type_="SYNC", node="n1", phase="Running")]
-    _, store = fold(records, 40)
+    """A pod a roster dropped comes back with the very version it was dropped at (version 2:
+    it still exists; a real DELETED is of a newer version than any live one) or a newer one;
+    an older one (1) stays out."""
+    records = scheduled() + [roster(30, {G: ["uid-g-0"]})]
+    _, store = fold(records + [pod("g-1", 31, rv="1", type_="SYNC")], 40)
     assert sorted(m.name for m in store[G].members.values()) == ["g-0"]
-    _, store = fold(records + [pod("g-1", 41, rv="3", type_="MODIFIED", node="n1",
-                                   phase="Running")], 50)
+    _, store = fold(records + [pod("g-1", 31, rv="2", type_="SYNC", node="n1",
+                                   phase="Running")], 40)
     assert sorted(m.name for m in store[G].members.values()) == ["g-0", "g-1"]
+    assert store[G].phase == "Scheduled"
 
 
 class RosterPublisher(MemoryPublisher):
