@@ -622,6 +622,15 @@ class Watcher:
                 if self._send(topics.dead_letters, None, letter):
                     self.metrics.dead_letters.labels(action.reason).inc()
 
+    def _take(self, item: _Item, roster: Callable[[int, Any], int] | None, at: int) -> None:
+        """Route one queued watch event at event time ``at``, or, for the roster marker,
+        send the roster (``roster``: the sink's ``roster_all_partitions``)."""
+        if item.resource != ROSTER:
+            self._perform(self.router.route(item.resource, item.type, item.obj, item.prev, at),
+                          at)
+        elif roster is not None:
+            self._send_roster(roster, at)
+
     def _send_roster(self, send: Callable[[int, Any], int], at: int) -> None:
         """Send the router's roster (``GangRouter.roster``: every gang pod known now) to
         every partition (``send``: the sink's ``roster_all_partitions``) at event time
@@ -685,12 +694,8 @@ class Watcher:
             except queue.Empty:
                 item = None
             at = self.clock()
-            if item is not None and item.resource == ROSTER:
-                if roster_marked is not None:
-                    self._send_roster(roster_marked, at)
-            elif item is not None:
-                self._perform(self.router.route(item.resource, item.type, item.obj,
-                                                item.prev, at), at)
+            if item is not None:
+                self._take(item, roster_marked, at)
             self._perform(self.router.expire(at), at)
             self.metrics.queue_depth.set(self.queue.qsize())
             now = self.monotonic()
@@ -709,13 +714,7 @@ class Watcher:
                 item = self.queue.get_nowait()
             except queue.Empty:
                 break
-            at = self.clock()
-            if item.resource == ROSTER:
-                if roster_marked is not None:
-                    self._send_roster(roster_marked, at)
-                continue
-            self._perform(self.router.route(item.resource, item.type, item.obj, item.prev, at),
-                          at)
+            self._take(item, roster_marked, self.clock())
         held = sum(len(events) for events in self.router.held.values())
         if held:  # Events still waiting for their pod: lost with this process, counted
             self.metrics.dropped.labels("shutdown").inc(held)

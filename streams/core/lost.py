@@ -67,12 +67,6 @@ def kept(m: "Member") -> bool:
     return m.node is not None and m.phase != "Failed"
 
 
-def alive(m: "Member") -> bool:
-    """A member that runs or may still run: not terminating and not terminated
-    (``Member.alive``)."""
-    return m.alive
-
-
 def loss_of(before: "GangState", state: "GangState", rec: GangRecord) -> str | None:
     """How ``rec`` lost a member of the gang, or ``None``: ``"deleted"`` for the ``DELETED``
     record of a member that was bound and not terminated, ``"failed"`` (``"failed
@@ -125,7 +119,7 @@ def lost_facts(state: "GangState") -> dict[str, Any] | None:
     if not state.lost.entries or spec is None:
         return None
     remaining = count_kept(state)
-    if remaining >= spec.min_member or not any(alive(m) for m in state.members.values()):
+    if remaining >= spec.min_member or not any(m.alive for m in state.members.values()):
         return None
     return {"lost": {name: cause for name, cause, _ in state.lost.entries}, "remaining": remaining,
             "min_member": spec.min_member, "match_policy": spec.match_policy}
